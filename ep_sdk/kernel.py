@@ -1,0 +1,179 @@
+"""What a kernel sees: the node it was built for, and the run it executes in.
+
+A kernel is built once per node when a session is created and called once per
+run. Building gets a :class:`NodeInfo` (attributes with the schema's defaults
+applied, static input types and shapes, the opset, prepared subgraphs) and
+returns a *compute function*::
+
+    @registry.kernel("Relu", since=6)
+    def relu(info: NodeInfo) -> Compute:
+        def compute(x):
+            return (np.maximum(x, 0, dtype=x.dtype),)
+        return compute
+
+The compute function receives the node's inputs positionally (``None`` for an
+omitted optional input; omitted trailing inputs are not passed) and returns a
+tuple or list with one value per node output. A kernel registered with
+``context=True`` receives a :class:`RunContext` first.
+
+Compute functions must not keep state between calls: one session may run from
+many threads at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import onnx_ir as ir
+
+if TYPE_CHECKING:
+    from .provider import ExecutionProvider
+
+__all__ = ["Compute", "NodeInfo", "RunContext", "SubgraphRunner", "RunTerminated"]
+
+Compute = Callable[..., Sequence[Any]]
+"""A compute function: inputs in, one value per output out."""
+
+
+class RunTerminated(RuntimeError):
+    """Raised inside a run when ``RunOptions.terminate`` was set."""
+
+
+class RunContext:
+    """State of one ``InferenceSession.run`` call, shared by all its kernels.
+
+    Attributes:
+        run_options: the user's ``RunOptions`` (or ``None``).
+        values: free per-run storage for kernels (keyed by anything hashable).
+    """
+
+    __slots__ = ("run_options", "values", "_lock")
+
+    def __init__(self, run_options: Any = None) -> None:
+        self.run_options = run_options
+        self.values: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+
+    def check_terminated(self) -> None:
+        """Raise :class:`RunTerminated` if the user asked this run to stop."""
+        ro = self.run_options
+        if ro is not None and getattr(ro, "terminate", False):
+            raise RunTerminated("Exiting due to terminate flag being set to true.")
+
+
+@runtime_checkable
+class SubgraphRunner(Protocol):
+    """A prepared subgraph (the body of If, Loop or Scan).
+
+    The core builds one per graph attribute, partitioned across the session's
+    providers, and hands it to the kernel in ``NodeInfo.attrs``.
+    """
+
+    input_names: Sequence[str]
+    output_names: Sequence[str]
+    outer_names: Sequence[str]
+
+    def run(
+        self, ctx: RunContext, inputs: Sequence[Any], outer: Sequence[Any]
+    ) -> list[Any]:
+        """Run the subgraph.
+
+        Args:
+            ctx: the enclosing run's context.
+            inputs: values for ``input_names``, in order.
+            outer: values for ``outer_names`` (outer-scope values the body
+                reads), in order; a control-flow kernel passes through the
+                trailing arguments it received, see ``NodeInfo.implicit_inputs``.
+
+        Returns:
+            one value per ``output_names`` entry.
+        """
+        ...
+
+
+class NodeInfo:
+    """Everything known about a node when its kernel is built.
+
+    Attributes:
+        node: the onnx-ir node (read it, never mutate it).
+        op_type: operator name.
+        domain: operator domain (``""`` for ai.onnx).
+        name: node name (may be empty).
+        opset: the model's opset version for ``domain``.
+        attrs: attribute values with the schema's defaults applied: ints,
+            floats, ``str`` for strings, numpy arrays for tensors, lists for
+            repeated attributes, and a :class:`SubgraphRunner` for graphs.
+        input_types: static ONNX element type per input (``None`` if unknown
+            or the input is omitted).
+        input_shapes: static shape per input, each dim an ``int`` or ``None``
+            (``None`` for the whole shape if the rank is unknown).
+        output_types / output_shapes: the same for outputs.
+        implicit_inputs: names of outer-scope values the node's subgraphs
+            read. Their values are passed after the explicit inputs.
+        provider: the provider instance that will run this kernel.
+    """
+
+    __slots__ = (
+        "node",
+        "op_type",
+        "domain",
+        "name",
+        "opset",
+        "attrs",
+        "input_types",
+        "input_shapes",
+        "output_types",
+        "output_shapes",
+        "implicit_inputs",
+        "provider",
+    )
+
+    def __init__(
+        self,
+        node: ir.Node,
+        *,
+        opset: int,
+        attrs: Mapping[str, Any],
+        input_types: Sequence[ir.DataType | None],
+        input_shapes: Sequence[tuple[int | None, ...] | None],
+        output_types: Sequence[ir.DataType | None],
+        output_shapes: Sequence[tuple[int | None, ...] | None],
+        implicit_inputs: Sequence[str] = (),
+        provider: ExecutionProvider | None = None,
+    ) -> None:
+        self.node = node
+        self.op_type = node.op_type
+        self.domain = node.domain
+        self.name = node.name or ""
+        self.opset = opset
+        self.attrs = dict(attrs)
+        self.input_types = tuple(input_types)
+        self.input_shapes = tuple(input_shapes)
+        self.output_types = tuple(output_types)
+        self.output_shapes = tuple(output_shapes)
+        self.implicit_inputs = tuple(implicit_inputs)
+        self.provider = provider
+
+    @property
+    def num_inputs(self) -> int:
+        """Number of explicit inputs (trailing omitted ones not counted)."""
+        return len(self.input_types)
+
+    @property
+    def num_outputs(self) -> int:
+        """Number of node outputs."""
+        return len(self.output_types)
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        """Return attribute ``name``, or ``default`` if absent and without schema default."""
+        return self.attrs.get(name, default)
+
+    def describe(self) -> str:
+        """Return ``Op(domain, opset N) node 'name'`` for error messages."""
+        domain = self.domain or "ai.onnx"
+        return f"{self.op_type}({domain}, opset {self.opset}) node {self.name!r}"
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.describe()})"

@@ -1,0 +1,252 @@
+"""The ``ortcore`` command: ``providers``, ``run``, ``inspect``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import OrtcoreError
+from .plugins import default_manager
+
+__all__ = ["main"]
+
+DEFAULT_MODEL = "light_resnet50"
+
+
+def _light_dir() -> Path:
+    import onnx
+
+    return Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+def resolve_model(arg: str | None) -> Path:
+    """A path as given, or the name of a model in onnx's ``light`` folder."""
+    if arg is None:
+        arg = DEFAULT_MODEL
+    path = Path(arg)
+    if path.exists():
+        return path
+    light = _light_dir()
+    for candidate in (light / arg, light / f"{arg}.onnx", light / f"light_{arg}.onnx"):
+        if candidate.exists():
+            return candidate
+    raise SystemExit(
+        f"ortcore: model {arg!r} not found (neither a file nor a model of {light})"
+    )
+
+
+def _dummy_input(arg: Any) -> np.ndarray:
+    """The input onnx's backend tests give light models: ``arange(n) / n``."""
+    from ep_sdk.dtypes import from_type_string, to_numpy
+
+    shape = [d if isinstance(d, int) else 1 for d in arg.shape]
+    n = int(np.prod(shape)) if shape else 1
+    elem = from_type_string(arg.type)
+    dtype = to_numpy(elem) if elem is not None else np.dtype(np.float32)
+    return (np.arange(n).reshape(shape) / max(n, 1)).astype(dtype)
+
+
+def _reference_outputs(model: Path) -> list[np.ndarray] | None:
+    """Stored outputs: ``<model>_output_<i>.pb`` beside it, or ``test_data_set_0``."""
+    import onnx
+    from onnx import numpy_helper
+
+    stem = model.with_suffix("")
+    files = sorted(model.parent.glob(f"{stem.name}_output_*.pb"))
+    if not files:
+        files = sorted((model.parent / "test_data_set_0").glob("output_*.pb"))
+    if not files:
+        return None
+    return [numpy_helper.to_array(onnx.load_tensor(str(f))) for f in files]
+
+
+def _load_inputs(model: Path, args: Sequence[Any]) -> dict[str, np.ndarray]:
+    import onnx
+    from onnx import numpy_helper
+
+    files = sorted((model.parent / "test_data_set_0").glob("input_*.pb"))
+    if files and len(files) == len(args):
+        return {
+            a.name: numpy_helper.to_array(onnx.load_tensor(str(f))) for a, f in zip(args, files)
+        }
+    return {a.name: _dummy_input(a) for a in args}
+
+
+def cmd_providers(ns: argparse.Namespace) -> int:
+    """List installed providers."""
+    entries = default_manager().entries()
+    if ns.json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "name": e.name,
+                        "aliases": list(e.aliases),
+                        "version": e.version,
+                        "device": e.device,
+                        "available": e.available,
+                        "reason": e.reason,
+                        "plugin": e.plugin,
+                    }
+                    for e in entries
+                ],
+                indent=2,
+            )
+        )
+        return 0
+    if not entries:
+        print("no providers installed (pip install ./plugins/cpu)")
+        return 0
+    rows = [("name", "aliases", "version", "device", "status")]
+    for e in entries:
+        status = "available" if e.available else f"unavailable: {e.reason}"
+        rows.append((e.name, ",".join(e.aliases), e.version, e.device, status))
+    _table(rows)
+    return 0
+
+
+def _table(rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    for j, r in enumerate(rows):
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+        if j == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def _session(ns: argparse.Namespace, model: Path) -> Any:
+    from .options import GraphOptimizationLevel, SessionOptions
+    from .session import InferenceSession
+
+    so = SessionOptions()
+    so.intra_op_num_threads = ns.threads
+    if ns.no_optimize:
+        so.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
+    providers = ns.providers.split(",") if ns.providers else None
+    return InferenceSession(str(model), so, providers=providers)
+
+
+def cmd_run(ns: argparse.Namespace) -> int:
+    """Run a model, time it and check it against its stored outputs."""
+    model = resolve_model(ns.model)
+    print("providers found:")
+    for e in default_manager().entries():
+        state = "available" if e.available else f"unavailable ({e.reason})"
+        print(f"  {e.name:<28} {e.version:<8} {e.device:<6} {state}")
+    print(f"model: {model}")
+    t0 = time.perf_counter()
+    sess = _session(ns, model)
+    created = time.perf_counter() - t0
+    print(f"session: providers {sess.get_providers()}, created in {created * 1000:.1f} ms")
+    part = sess.get_partition()
+    print("where nodes ran:")
+    per = Counter((r.provider, r.op_type) for r in part.nodes)
+    for provider, count in part.counts().items():
+        ops = ", ".join(f"{op} x{n}" for (p, op), n in sorted(per.items()) if p == provider)
+        print(f"  {provider}: {count} nodes ({ops})")
+    if part.copies:
+        print(f"  device copies inserted: {len(part.copies)}")
+    feeds = _load_inputs(model, sess.get_inputs())
+    outputs = sess.run(None, feeds)
+    times = []
+    for _ in range(ns.repeat):
+        t = time.perf_counter()
+        sess.run(None, feeds)
+        times.append(time.perf_counter() - t)
+    if times:
+        print(
+            f"latency: median {statistics.median(times) * 1000:.2f} ms, "
+            f"min {min(times) * 1000:.2f} ms over {len(times)} runs"
+        )
+    expected = _reference_outputs(model)
+    if expected is None:
+        print("check: no stored reference outputs beside the model")
+        return 0
+    ok = True
+    for i, (got, want) in enumerate(zip(outputs, expected)):
+        err = float(np.max(np.abs(got.astype(np.float64) - want))) if got.size else 0.0
+        good = got.shape == want.shape and bool(np.allclose(got, want, rtol=ns.rtol, atol=ns.atol))
+        ok &= good
+        print(
+            f"check: output {i} {'OK' if good else 'MISMATCH'} "
+            f"(max abs error {err:.3g}, rtol {ns.rtol}, atol {ns.atol})"
+        )
+    return 0 if ok else 1
+
+
+def cmd_inspect(ns: argparse.Namespace) -> int:
+    """Show where each node runs."""
+    model = resolve_model(ns.model)
+    sess = _session(ns, model)
+    part = sess.get_partition()
+    if ns.format == "json":
+        data = part.to_dict()
+        data["inputs"] = [vars(a) for a in sess.get_inputs()]
+        data["outputs"] = [vars(a) for a in sess.get_outputs()]
+        print(json.dumps(data, indent=2))
+        return 0
+    print(f"model: {model}")
+    print(f"providers: {', '.join(part.providers)}")
+    rows = [("node", "op", "provider", "declined by")]
+    for r in part.nodes:
+        declined = "; ".join(f"{p}: {why}" for p, why in r.declined.items())
+        name = f"{r.graph}/{r.node}" if r.graph else r.node
+        rows.append((name, r.op_type, r.provider + (f" [{r.group}]" if r.group else ""), declined))
+    _table(rows)
+    print("counts: " + ", ".join(f"{p}={n}" for p, n in part.counts().items()))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``ortcore`` command."""
+    parser = argparse.ArgumentParser(prog="ortcore", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("providers", help="list installed execution providers")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_providers)
+
+    def model_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "model",
+            nargs="?",
+            help=f"model path, or a model of onnx's light folder (default {DEFAULT_MODEL})",
+        )
+        p.add_argument("--providers", help="comma-separated provider names, in priority order")
+        p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: all)")
+        p.add_argument("--no-optimize", action="store_true", help="disable graph optimizations")
+
+    p = sub.add_parser("run", help="run a model, time it, check its stored outputs")
+    model_args(p)
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--rtol", type=float, default=1e-3)
+    p.add_argument("--atol", type=float, default=1e-5)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("inspect", help="show which provider runs each node, and why")
+    model_args(p)
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.set_defaults(func=cmd_inspect)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``ortcore`` console script."""
+    ns = build_parser().parse_args(argv)
+    try:
+        return int(ns.func(ns))
+    except OrtcoreError as exc:
+        print(f"ortcore: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,204 @@
+"""Load and check a model: bytes or path in, a checked onnx-ir model out.
+
+Steps: parse, read external data (only from inside the model's folder), sort
+nodes topologically (refusing cycles), check with ``onnx.checker``, inline
+model-local functions, run shape inference, convert to onnx-ir.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import onnx
+import onnx.external_data_helper as ext
+import onnx_ir as ir
+from google.protobuf.message import DecodeError
+
+from .errors import InvalidArgument, InvalidGraph, InvalidProtobuf, NoSuchFile
+
+__all__ = ["load_model", "parse_model", "check_external_data"]
+
+
+def parse_model(path_or_bytes: str | os.PathLike[str] | bytes) -> tuple[onnx.ModelProto, Path | None]:
+    """Parse a model from a path or bytes, without external data.
+
+    Returns:
+        the proto and the folder external data is read from (``None`` for bytes).
+
+    Raises:
+        NoSuchFile: the path does not exist.
+        InvalidProtobuf: the content is not an ONNX model.
+    """
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        data = bytes(path_or_bytes)
+        where = "bytes"
+        base: Path | None = None
+    elif isinstance(path_or_bytes, (str, os.PathLike)):
+        path = Path(path_or_bytes)
+        if not path.is_file():
+            raise NoSuchFile(f"Load model from {path} failed: File doesn't exist")
+        data = path.read_bytes()
+        where = str(path)
+        base = path.resolve().parent
+    else:
+        raise InvalidArgument(
+            f"model must be a path or bytes, not {type(path_or_bytes).__name__}"
+        )
+    if not data:
+        raise InvalidProtobuf(f"Load model from {where} failed: the file is empty")
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise InvalidProtobuf(
+            f"Load model from {where} failed: Protobuf parsing failed ({exc})"
+        ) from exc
+    if not proto.HasField("graph"):
+        raise InvalidProtobuf(f"Load model from {where} failed: no graph in the model")
+    return proto, base
+
+
+def _external_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    for t in ext._get_all_tensors(proto):
+        if ext.uses_external_data(t):
+            yield t
+
+
+def check_external_data(proto: onnx.ModelProto, base: Path | None) -> None:
+    """Read external data, refusing paths outside the model's folder.
+
+    Raises:
+        InvalidArgument: a location is absolute or escapes ``base``, or the
+            model came as bytes.
+        NoSuchFile: an external data file is missing.
+    """
+    tensors = list(_external_tensors(proto))
+    if not tensors:
+        return
+    if base is None:
+        raise InvalidArgument(
+            f"model given as bytes references external data file "
+            f"{ext.ExternalDataInfo(tensors[0]).location!r}; load it from its path instead"
+        )
+    for t in tensors:
+        location = ext.ExternalDataInfo(t).location
+        if os.path.isabs(location) or Path(location).is_absolute():
+            raise InvalidArgument(
+                f"external data path {location!r} of tensor {t.name!r} is absolute; "
+                "only paths inside the model's folder are allowed"
+            )
+        target = (base / location).resolve()
+        if base != target and base not in target.parents:
+            raise InvalidArgument(
+                f"external data path {location!r} of tensor {t.name!r} escapes the "
+                f"model's folder {str(base)!r}"
+            )
+        if not target.is_file():
+            raise NoSuchFile(
+                f"external data file {location!r} of tensor {t.name!r} not found in {str(base)!r}"
+            )
+    try:
+        ext.load_external_data_for_model(proto, str(base))
+    except (OSError, ValueError) as exc:
+        raise InvalidArgument(f"reading external data failed: {exc}") from exc
+
+
+def _sort_graph(graph: onnx.GraphProto, outer: set[str]) -> None:
+    """Sort ``graph.node`` topologically in place; raise on a cycle."""
+    available = set(outer)
+    available.update(i.name for i in graph.input)
+    available.update(i.name for i in graph.initializer)
+    available.update(i.name for i in graph.sparse_initializer)
+    available.add("")
+    nodes = list(graph.node)
+    produced_by: dict[str, int] = {}
+    for idx, n in enumerate(nodes):
+        for o in n.output:
+            if o:
+                produced_by[o] = idx
+    needs: list[set[int]] = []
+    for n in nodes:
+        deps = set()
+        for name in _node_reads(n):
+            if name not in available and name in produced_by:
+                deps.add(produced_by[name])
+        needs.append(deps)
+    users: dict[int, list[int]] = {}
+    for i, deps in enumerate(needs):
+        for d in deps:
+            users.setdefault(d, []).append(i)
+    pending = [len(d) for d in needs]
+    ready = [i for i, p in enumerate(pending) if p == 0]
+    order: list[int] = []
+    while ready:
+        i = ready.pop(0)
+        order.append(i)
+        for u in users.get(i, ()):
+            pending[u] -= 1
+            if pending[u] == 0:
+                ready.append(u)
+    if len(order) != len(nodes):
+        stuck = [nodes[i] for i in range(len(nodes)) if pending[i] > 0]
+        names = ", ".join(f"{n.op_type} {n.name!r}" for n in stuck[:5])
+        raise InvalidGraph(
+            f"This is an invalid model. Graph {graph.name!r} is not acyclic: "
+            f"a cycle runs through {len(stuck)} node(s): {names}"
+        )
+    if order != list(range(len(nodes))):
+        sorted_nodes = [nodes[i] for i in order]
+        del graph.node[:]
+        graph.node.extend(sorted_nodes)
+    scope = available | set(produced_by)
+    for n in graph.node:
+        for attr in n.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                _sort_graph(attr.g, scope)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    _sort_graph(g, scope)
+
+
+def _node_reads(node: onnx.NodeProto) -> Iterator[str]:
+    """Names a node reads, including outer-scope names its subgraphs read."""
+    yield from node.input
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for g in graphs:
+            local = {i.name for i in g.input} | {i.name for i in g.initializer}
+            for sub in g.node:
+                local.update(sub.output)
+            for sub in g.node:
+                for name in _node_reads(sub):
+                    if name not in local:
+                        yield name
+
+
+def load_model(path_or_bytes: str | os.PathLike[str] | bytes) -> ir.Model:
+    """Load, check, inline and shape-infer a model.
+
+    Raises:
+        NoSuchFile, InvalidProtobuf, InvalidArgument, InvalidGraph: see
+        :mod:`ortcore.errors`; each message names the model and the fault.
+    """
+    proto, base = parse_model(path_or_bytes)
+    check_external_data(proto, base)
+    _sort_graph(proto.graph, set())
+    try:
+        onnx.checker.check_model(proto)
+    except onnx.checker.ValidationError as exc:
+        raise InvalidGraph(f"This is an invalid model. {exc}") from exc
+    if proto.functions:
+        try:
+            proto = onnx.inliner.inline_local_functions(proto)
+        except Exception as exc:
+            raise InvalidGraph(f"inlining model-local functions failed: {exc}") from exc
+    try:
+        proto = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+    except Exception as exc:
+        raise InvalidGraph(f"This is an invalid model. Shape inference failed: {exc}") from exc
+    try:
+        return ir.from_proto(proto)
+    except Exception as exc:
+        raise InvalidGraph(f"This is an invalid model. {exc}") from exc

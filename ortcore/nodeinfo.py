@@ -1,0 +1,124 @@
+"""Build the :class:`ep_sdk.NodeInfo` a kernel builder receives."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import onnx_ir as ir
+
+from ep_sdk import ExecutionProvider, KernelRegistry, NodeInfo, attribute_defaults
+
+from .errors import EPFail
+
+__all__ = ["attr_value", "make_node_info", "outer_values", "registry_of", "static_shape"]
+
+SubgraphFactory = Callable[[ir.Graph], Any]
+
+
+def static_shape(value: ir.Value | None) -> tuple[int | None, ...] | None:
+    """The value's shape with unknown or symbolic dims as ``None`` (``None`` if rank unknown)."""
+    if value is None or value.shape is None:
+        return None
+    return tuple(d if isinstance(d, int) else None for d in value.shape)
+
+
+def attr_value(attr: ir.Attr, subgraph: SubgraphFactory | None) -> Any:
+    """Convert one onnx-ir attribute to the plain Python value kernels see."""
+    t = attr.type
+    v = attr.value
+    A = ir.AttributeType
+    if t == A.TENSOR:
+        return v.numpy()
+    if t == A.TENSORS:
+        return [x.numpy() for x in v]
+    if t == A.GRAPH:
+        return subgraph(v) if subgraph is not None else v
+    if t == A.GRAPHS:
+        return [subgraph(g) if subgraph is not None else g for g in v]
+    if t in (A.INTS, A.FLOATS, A.STRINGS):
+        return list(v)
+    return v
+
+
+def outer_values(graph: ir.Graph) -> list[ir.Value]:
+    """Values ``graph`` (or its nested subgraphs) reads from enclosing scopes, in first-use order."""
+    defined: set[ir.Value] = set(graph.inputs) | set(graph.initializers.values())
+    for node in graph:
+        defined.update(node.outputs)
+    seen: dict[ir.Value, None] = {}
+    for node in graph:
+        for v in node_reads(node):
+            if v not in defined:
+                seen.setdefault(v, None)
+    return list(seen)
+
+
+def node_reads(node: ir.Node) -> list[ir.Value]:
+    """Explicit inputs of ``node`` followed by the outer values its subgraphs read."""
+    reads = [v for v in node.inputs if v is not None]
+    for g in subgraphs(node):
+        for v in outer_values(g):
+            if v not in reads:
+                reads.append(v)
+    return reads
+
+
+def implicit_inputs(node: ir.Node) -> list[ir.Value]:
+    """Outer values the node's subgraphs read (the node's implicit inputs)."""
+    out: list[ir.Value] = []
+    for g in subgraphs(node):
+        for v in outer_values(g):
+            if v not in out:
+                out.append(v)
+    return out
+
+
+def subgraphs(node: ir.Node) -> list[ir.Graph]:
+    """The graphs held in the node's attributes."""
+    out: list[ir.Graph] = []
+    for attr in node.attributes.values():
+        if attr.type == ir.AttributeType.GRAPH:
+            out.append(attr.value)
+        elif attr.type == ir.AttributeType.GRAPHS:
+            out.extend(attr.value)
+    return out
+
+
+def make_node_info(
+    node: ir.Node,
+    opsets: Mapping[str, int],
+    provider: ExecutionProvider | None,
+    subgraph: SubgraphFactory | None = None,
+    implicit: Sequence[ir.Value] = (),
+) -> NodeInfo:
+    """Collect what a kernel builder needs to know about ``node``."""
+    opset = opsets.get(node.domain, 1)
+    attrs: dict[str, Any] = attribute_defaults(node.op_type, node.domain, opset)
+    for name, attr in node.attributes.items():
+        attrs[name] = attr_value(attr, subgraph)
+    return NodeInfo(
+        node,
+        opset=opset,
+        attrs=attrs,
+        input_types=[v.dtype if v is not None else None for v in node.inputs],
+        input_shapes=[static_shape(v) for v in node.inputs],
+        output_types=[v.dtype for v in node.outputs],
+        output_shapes=[static_shape(v) for v in node.outputs],
+        implicit_inputs=[v.name or "" for v in implicit],
+        provider=provider,
+    )
+
+
+def registry_of(provider: ExecutionProvider) -> KernelRegistry | None:
+    """The provider's kernel registry.
+
+    Raises:
+        EPFail: loading the kernels failed (e.g. a compiled module is missing).
+    """
+    try:
+        return provider.kernel_registry()
+    except Exception as exc:
+        raise EPFail(
+            f"Execution provider {provider.name!r} failed to load its kernels: {exc!r}"
+        ) from exc

@@ -1,0 +1,122 @@
+"""Constant folding: evaluate nodes whose inputs are all constants, once.
+
+The nodes run on the kernels of a host provider (the CPU provider), so folding
+gives exactly the numbers the model would give at run time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+import numpy as np
+import onnx_ir as ir
+
+from ep_sdk import ExecutionProvider, KernelMiss, RunContext, node_types
+
+from ..errors import EPFail
+from ..nodeinfo import make_node_info, registry_of, subgraphs
+
+__all__ = ["fold_constants", "NONDETERMINISTIC_OPS"]
+
+log = logging.getLogger("ortcore.optimizer")
+
+NONDETERMINISTIC_OPS = frozenset(
+    {
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+        "Multinomial",
+        "Bernoulli",
+    }
+)
+
+MAX_FOLDED_BYTES = 1 << 30
+
+
+def fold_constants(
+    graph: ir.Graph,
+    opsets: Mapping[str, int],
+    provider: ExecutionProvider,
+    overridable: set[ir.Value],
+    max_bytes: int = MAX_FOLDED_BYTES,
+) -> int:
+    """Replace constant default-domain nodes of ``graph`` with initializers.
+
+    Returns:
+        the number of nodes folded.
+    """
+    try:
+        registry = registry_of(provider)
+    except EPFail as exc:
+        log.warning("constant folding skipped: %s", exc)
+        return 0
+    if registry is None:
+        return 0
+    folded = 0
+    ctx = RunContext()
+    for node in list(graph):
+        if node.domain != "" or node.op_type in NONDETERMINISTIC_OPS or subgraphs(node):
+            continue
+        values = []
+        for v in node.inputs:
+            if v is None:
+                values.append(None)
+            elif v.const_value is not None and v.is_initializer() and v not in overridable:
+                values.append(v.const_value.numpy())
+            else:
+                break
+        else:
+            ins, outs = node_types(node)
+            found = registry.lookup(node.op_type, node.domain, opsets.get("", 1), ins, outs)
+            if isinstance(found, KernelMiss):
+                continue
+            try:
+                info = make_node_info(node, opsets, provider)
+                fn = found.builder(info)
+                results = fn(ctx, *values) if found.context else fn(*values)
+            except Exception as exc:  # leave it for run time, where errors are reported
+                log.debug("not folding %s %r: %s", node.op_type, node.name, exc)
+                continue
+            if len(results) != len(node.outputs) or not all(
+                isinstance(r, (np.ndarray, np.generic)) for r in results
+            ):
+                continue
+            arrays = [np.asarray(r) for r in results]
+            if any(
+                v.dtype is not None and v.dtype != _dtype_of(a)
+                for v, a in zip(node.outputs, arrays)
+            ):
+                continue  # a kernel bug: let run time report it
+            if sum(a.nbytes for a in arrays) > max_bytes:
+                continue
+            _replace(graph, node, arrays)
+            folded += 1
+    return folded
+
+
+def _dtype_of(array: np.ndarray) -> ir.DataType | None:
+    try:
+        return ir.DataType.from_numpy(array.dtype)
+    except (TypeError, ValueError):
+        return ir.DataType.STRING if array.dtype.kind in "OUS" else None
+
+
+def _replace(graph: ir.Graph, node: ir.Node, arrays: list[np.ndarray]) -> None:
+    outputs = set(graph.outputs)
+    renames: list[tuple[ir.Value, str]] = []
+    for old, arr in zip(node.outputs, arrays):
+        name = old.name or ""
+        new = ir.Value(
+            name=f"{name}__folded",
+            shape=ir.Shape(arr.shape),
+            type=ir.TensorType(old.dtype or _dtype_of(arr) or ir.DataType.UNDEFINED),
+            const_value=ir.tensor(arr),
+        )
+        ir.convenience.replace_all_uses_with(old, new, replace_graph_outputs=old in outputs)
+        renames.append((new, name))
+    graph.remove(node, safe=True)
+    for new, name in renames:
+        new.name = name
+        graph.register_initializer(new)

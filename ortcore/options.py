@@ -1,0 +1,113 @@
+"""Session and run options with onnxruntime's names and meanings."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from .errors import InvalidArgument
+
+__all__ = ["ExecutionMode", "GraphOptimizationLevel", "RunOptions", "SessionOptions"]
+
+
+class GraphOptimizationLevel(enum.IntEnum):
+    """How much the graph is rewritten before it runs (as in onnxruntime)."""
+
+    ORT_DISABLE_ALL = 0
+    ORT_ENABLE_BASIC = 1
+    ORT_ENABLE_EXTENDED = 2
+    ORT_ENABLE_LAYOUT = 3
+    ORT_ENABLE_ALL = 99
+
+
+class ExecutionMode(enum.IntEnum):
+    """Whether independent nodes may run at the same time."""
+
+    ORT_SEQUENTIAL = 0
+    ORT_PARALLEL = 1
+
+
+def _config_get(entries: dict[str, str], key: str, owner: str) -> str:
+    try:
+        return entries[key]
+    except KeyError:
+        raise InvalidArgument(f"{owner} does not have configuration with key: {key}") from None
+
+
+class SessionOptions:
+    """Options that shape how a session is built (``onnxruntime.SessionOptions``).
+
+    Session config entries ortcore reads:
+        ``session.disable_cpu_ep_fallback``: ``"1"`` forbids the CPU fallback.
+    """
+
+    def __init__(self) -> None:
+        self.graph_optimization_level: GraphOptimizationLevel = (
+            GraphOptimizationLevel.ORT_ENABLE_ALL
+        )
+        self.intra_op_num_threads: int = 0
+        self.inter_op_num_threads: int = 0
+        self.execution_mode: ExecutionMode = ExecutionMode.ORT_SEQUENTIAL
+        self.log_severity_level: int = 2
+        self.log_verbosity_level: int = 0
+        self.logid: str = ""
+        self.optimized_model_filepath: str = ""
+        self.enable_profiling: bool = False
+        self.profile_file_prefix: str = "onnxruntime_profile_"
+        self.enable_cpu_mem_arena: bool = True
+        self.enable_mem_pattern: bool = True
+        self.enable_mem_reuse: bool = True
+        self.use_deterministic_compute: bool = False
+        self._config: dict[str, str] = {}
+        self._initializers: dict[str, Any] = {}
+
+    def add_session_config_entry(self, key: str, value: str) -> None:
+        """Set a session configuration entry (string key and value)."""
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidArgument("session config entries take a str key and a str value")
+        self._config[key] = value
+
+    def get_session_config_entry(self, key: str) -> str:
+        """Return a session configuration entry.
+
+        Raises:
+            InvalidArgument: the key was never set.
+        """
+        return _config_get(self._config, key, "SessionOptions")
+
+    def add_initializer(self, name: str, value: Any) -> None:
+        """Replace initializer ``name`` of the model with ``value`` (an array)."""
+        self._initializers[name] = value
+
+    @property
+    def config_entries(self) -> dict[str, str]:
+        """A copy of all session configuration entries."""
+        return dict(self._config)
+
+
+class RunOptions:
+    """Options of one ``run`` call (``onnxruntime.RunOptions``).
+
+    Setting ``terminate = True`` from another thread stops a running ``run``
+    between two nodes with :class:`ortcore.RunTerminated`.
+    """
+
+    def __init__(self) -> None:
+        self.log_severity_level: int = 2
+        self.log_verbosity_level: int = 0
+        self.logid: str = ""
+        self.terminate: bool = False
+        self.only_execute_path_to_fetches: bool = False
+        self._config: dict[str, str] = {}
+
+    def add_run_config_entry(self, key: str, value: str) -> None:
+        """Set a run configuration entry."""
+        self._config[key] = value
+
+    def get_run_config_entry(self, key: str) -> str:
+        """Return a run configuration entry.
+
+        Raises:
+            InvalidArgument: the key was never set.
+        """
+        return _config_get(self._config, key, "RunOptions")

@@ -1,0 +1,401 @@
+"""Turn a partitioned graph into a :class:`~ortcore.executor.Plan`.
+
+The planner orders the units (single nodes and fused groups), builds a kernel
+for every node from its provider's registry, compiles fused groups, inserts a
+copy step wherever a value is read on another device than the one it lives
+on, and computes when each slot can be released.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from ep_sdk import (
+    HOST_DEVICE,
+    Claim,
+    Device,
+    ExecutionProvider,
+    FusedGroup,
+    KernelMiss,
+    node_types,
+)
+
+from .errors import EPFail, InvalidGraph, OrtcoreError
+from .executor import Plan, Step, StepInfo, SubgraphPlan
+from .nodeinfo import implicit_inputs, make_node_info, outer_values, registry_of
+from .partition import PartitionResult, partition_graph
+
+__all__ = ["GraphPlanner", "NodeRecord", "PlannedGraph"]
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """Where one node runs (an entry of ``session.get_partition()``)."""
+
+    node: str
+    op_type: str
+    domain: str
+    provider: str
+    group: str = ""
+    declined: Mapping[str, str] = field(default_factory=dict)
+    graph: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form for JSON."""
+        return {
+            "node": self.node,
+            "op_type": self.op_type,
+            "domain": self.domain or "ai.onnx",
+            "provider": self.provider,
+            "group": self.group,
+            "declined": dict(self.declined),
+            "graph": self.graph,
+        }
+
+
+@dataclass
+class PlannedGraph:
+    """A plan with the records that explain it."""
+
+    plan: Plan
+    records: list[NodeRecord]
+    copies: list[StepInfo]
+
+
+def _unit_order(nodes: Sequence[ir.Node], group_of: Mapping[ir.Node, Claim]) -> list[Any]:
+    """Topologically order units (nodes, or claims for fused groups)."""
+    unit_of: dict[ir.Node, Any] = {n: group_of.get(n, n) for n in nodes}
+    units: list[Any] = list(dict.fromkeys(unit_of[n] for n in nodes))
+    position = {u: i for i, u in enumerate(units)}
+    deps: dict[Any, set[Any]] = {u: set() for u in units}
+    users: dict[Any, list[Any]] = {u: [] for u in units}
+    for n in nodes:
+        u = unit_of[n]
+        for v in n.inputs:
+            p = v.producer() if v is not None else None
+            if p is not None and p in unit_of and unit_of[p] is not u and unit_of[p] not in deps[u]:
+                deps[u].add(unit_of[p])
+                users[unit_of[p]].append(u)
+    pending = {u: len(d) for u, d in deps.items()}
+    heap = [i for i, u in enumerate(units) if pending[u] == 0]
+    heapq.heapify(heap)
+    order: list[Any] = []
+    while heap:
+        u = units[heapq.heappop(heap)]
+        order.append(u)
+        for w in users[u]:
+            pending[w] -= 1
+            if pending[w] == 0:
+                heapq.heappush(heap, position[w])
+    if len(order) != len(units):
+        raise EPFail("fused groups create a cycle in the graph")
+    return order
+
+
+def group_model(
+    name: str,
+    nodes: Sequence[ir.Node],
+    inputs: Sequence[ir.Value],
+    outputs: Sequence[ir.Value],
+    opsets: Mapping[str, int],
+) -> onnx.ModelProto:
+    """Export a group of nodes as a standalone ONNX model."""
+
+    def info(v: ir.Value) -> onnx.ValueInfoProto:
+        elem = int(v.dtype) if v.dtype is not None else 0
+        dims = None if v.shape is None else [d if isinstance(d, int) else None for d in v.shape]
+        return onnx.helper.make_tensor_value_info(v.name or "", elem, dims)
+
+    graph = onnx.helper.make_graph(
+        [ir.serde.serialize_node(n) for n in nodes],
+        name,
+        [info(v) for v in inputs],
+        [info(v) for v in outputs],
+    )
+    return onnx.helper.make_model(
+        graph,
+        opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in opsets.items()],
+    )
+
+
+class GraphPlanner:
+    """Builds plans for a model's graphs with one list of providers."""
+
+    def __init__(
+        self,
+        providers: Sequence[ExecutionProvider],
+        opsets: Mapping[str, int],
+    ) -> None:
+        self.providers = list(providers)
+        self.opsets = dict(opsets)
+        self._by_device: dict[Device, ExecutionProvider] = {}
+        for p in self.providers:
+            self._by_device.setdefault(p.device, p)
+        self._fused_count = 0
+
+    # -- entry points ----------------------------------------------------
+
+    def plan_graph(
+        self,
+        graph: ir.Graph,
+        inputs: Sequence[ir.Value],
+        outputs: Sequence[ir.Value],
+        constants: Mapping[ir.Value, Any],
+        path: str = "",
+    ) -> PlannedGraph:
+        """Partition ``graph`` and build its plan.
+
+        Args:
+            inputs: values fed at run time, in feed order (graph inputs,
+                overridable initializers, outer-scope values).
+            outputs: values returned, in order (always on the host).
+            constants: initializer values placed in the slot template.
+        """
+        part = partition_graph(graph, self.providers, self.opsets)
+        return _PlanBuilder(self, graph, part, path).build(inputs, outputs, constants)
+
+    def plan_subgraph(self, graph: ir.Graph, path: str) -> SubgraphPlan:
+        """Build the runner of a control-flow body."""
+        outer = outer_values(graph)
+        constants = {v: v.const_value.numpy() for v in graph.initializers.values() if v.const_value is not None}
+        planned = self.plan_graph(graph, [*graph.inputs, *outer], graph.outputs, constants, path)
+        return SubgraphPlan(
+            planned.plan,
+            [v.name or "" for v in graph.inputs],
+            [v.name or "" for v in graph.outputs],
+            [v.name or "" for v in outer],
+        )
+
+    def provider_for(self, device: Device) -> ExecutionProvider:
+        """The provider that moves data to and from ``device``."""
+        try:
+            return self._by_device[device]
+        except KeyError:
+            raise EPFail(f"no provider of this session owns device {device}") from None
+
+    def next_group_name(self, provider: ExecutionProvider) -> str:
+        """A unique name for a fused node."""
+        self._fused_count += 1
+        return f"{provider.name}_fused_{self._fused_count}"
+
+
+class _PlanBuilder:
+    def __init__(self, planner: GraphPlanner, graph: ir.Graph, part: PartitionResult, path: str) -> None:
+        self.planner = planner
+        self.graph = graph
+        self.part = part
+        self.path = path
+        self.template: list[Any] = [None]  # slot 0: always None (omitted inputs)
+        self.slot: dict[tuple[ir.Value, Device], int] = {}
+        self.home: dict[ir.Value, Device] = {}
+        self.steps: list[list[Any]] = []
+        self.copies: list[StepInfo] = []
+        self.records: list[NodeRecord] = []
+
+    def new_slot(self, value: ir.Value, device: Device, content: Any = None) -> int:
+        idx = len(self.template)
+        self.template.append(content)
+        self.slot[(value, device)] = idx
+        return idx
+
+    def read(self, value: ir.Value | None, device: Device) -> int:
+        """Slot holding ``value`` on ``device``, inserting a copy if needed."""
+        if value is None:
+            return 0
+        key = (value, device)
+        if key in self.slot:
+            return self.slot[key]
+        home = self.home.get(value)
+        if home is None:
+            raise InvalidGraph(
+                f"value {value.name!r} is read in graph {self.graph.name!r} but never produced"
+            )
+        src = self.slot[(value, home)]
+        to_host = None if home.is_host else self.planner.provider_for(home).to_host
+        from_host = None if device.is_host else self.planner.provider_for(device).from_host
+        fn = _copy_fn(to_host, from_host)
+        content = self.template[src]
+        if content is not None:  # a constant: copy once, now
+            return self.new_slot(value, device, fn(content)[0])
+        dst = self.new_slot(value, device)
+        op = "MemcpyToHost" if device.is_host else "MemcpyFromHost"
+        provider = self.planner.provider_for(device if not device.is_host else home).name
+        info = StepInfo("copy", op, value.name or "", provider)
+        self.copies.append(info)
+        self.steps.append([fn, (src,), (dst,), (), False, info])
+        return dst
+
+    def build(
+        self,
+        inputs: Sequence[ir.Value],
+        outputs: Sequence[ir.Value],
+        constants: Mapping[ir.Value, Any],
+    ) -> PlannedGraph:
+        for v, content in constants.items():
+            self.home[v] = HOST_DEVICE
+            self.new_slot(v, HOST_DEVICE, content)
+        input_slots = []
+        for v in inputs:
+            self.home[v] = HOST_DEVICE
+            idx = self.slot.get((v, HOST_DEVICE))
+            input_slots.append(idx if idx is not None else self.new_slot(v, HOST_DEVICE))
+        for unit in _unit_order(list(self.graph), self.part.group_of):
+            if isinstance(unit, Claim):
+                self.add_group(unit)
+            else:
+                self.add_node(unit)
+        output_slots = [self.read(v, HOST_DEVICE) for v in outputs]
+        steps = self.finish(set(output_slots))
+        plan = Plan(self.template, input_slots, output_slots, steps)
+        return PlannedGraph(plan, self.records, self.copies)
+
+    def add_node(self, node: ir.Node) -> None:
+        provider = self.planner.providers[self.part.provider_of[node]]
+        registry = registry_of(provider)
+        ins, outs = node_types(node)
+        opset = self.planner.opsets.get(node.domain, 1)
+        found = (
+            registry.lookup(node.op_type, node.domain, opset, ins, outs)
+            if registry is not None
+            else KernelMiss("provider has no kernel registry")
+        )
+        if isinstance(found, KernelMiss):
+            raise EPFail(
+                f"Execution provider {provider.name!r} claimed {node.op_type} node "
+                f"{node.name!r} but has no kernel for it: {found}"
+            )
+        implicit = implicit_inputs(node)
+        sub_path = f"{self.path}/{node.name}" if self.path else node.name or node.op_type
+        info = make_node_info(
+            node,
+            self.planner.opsets,
+            provider,
+            subgraph=lambda g: self.planner.plan_subgraph(g, f"{sub_path}/{g.name}"),
+            implicit=implicit,
+        )
+        try:
+            fn = found.builder(info)
+        except OrtcoreError:
+            raise
+        except Exception as exc:
+            raise InvalidGraph(
+                f"Building the {provider.name} kernel for {info.describe()} failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        device = provider.device
+        in_slots = [
+            self.read(v, HOST_DEVICE if found.input_memory.get(i) == "host" else device)
+            for i, v in enumerate(node.inputs)
+        ]
+        in_slots += [self.read(v, device) for v in implicit]
+        out_slots = []
+        for i, v in enumerate(node.outputs):
+            where = HOST_DEVICE if found.output_memory.get(i) == "host" else device
+            self.home[v] = where
+            out_slots.append(self.new_slot(v, where))
+        step_info = StepInfo("node", node.op_type, node.name or "", provider.name)
+        self.steps.append([fn, tuple(in_slots), tuple(out_slots), (), found.context, step_info])
+        self.records.append(
+            NodeRecord(
+                node.name or "",
+                node.op_type,
+                node.domain,
+                provider.name,
+                declined=self.part.declined.get(node, {}),
+                graph=self.path,
+            )
+        )
+
+    def add_group(self, claim: Claim) -> None:
+        provider = self.planner.providers[self.part.provider_of[claim.nodes[0]]]
+        members = set(claim.nodes)
+        ordered = [n for n in self.graph if n in members]
+        produced = {v for n in ordered for v in n.outputs}
+        inputs: list[ir.Value] = []
+        for n in ordered:
+            for v in n.inputs:
+                if v is not None and v not in produced and v not in inputs:
+                    inputs.append(v)
+        graph_outputs = set(self.graph.outputs)
+        outputs = [
+            v
+            for v in produced
+            if v in graph_outputs or any(u.node not in members for u in v.uses())
+        ]
+        outputs.sort(key=lambda v: [o for n in ordered for o in n.outputs].index(v))
+        name = claim.name or self.planner.next_group_name(provider)
+        group = FusedGroup(
+            name=name,
+            nodes=tuple(ordered),
+            inputs=tuple(inputs),
+            outputs=tuple(outputs),
+            model=group_model(name, ordered, inputs, outputs, self.planner.opsets),
+            opsets=self.planner.opsets,
+        )
+        try:
+            fn = provider.compile(group)
+        except OrtcoreError:
+            raise
+        except Exception as exc:
+            raise EPFail(f"{provider.name} failed to compile fused group {name!r}: {exc!r}") from exc
+        device = provider.device
+        in_slots = tuple(self.read(v, device) for v in inputs)
+        out_slots = []
+        for v in outputs:
+            self.home[v] = device
+            out_slots.append(self.new_slot(v, device))
+        info = StepInfo("fused", name, name, provider.name)
+        self.steps.append([fn, in_slots, tuple(out_slots), (), False, info])
+        for n in ordered:
+            self.records.append(
+                NodeRecord(
+                    n.name or "",
+                    n.op_type,
+                    n.domain,
+                    provider.name,
+                    group=name,
+                    declined=self.part.declined.get(n, {}),
+                    graph=self.path,
+                )
+            )
+
+    def finish(self, keep: set[int]) -> list[Step]:
+        """Attach release lists: each slot is dropped after its last reader."""
+        last: dict[int, int] = {}
+        for i, step in enumerate(self.steps):
+            for s in step[1]:
+                last[s] = i
+            for s in step[2]:
+                last.setdefault(s, i)  # written, never read: drop at once
+        release: dict[int, list[int]] = {}
+        for s, i in last.items():
+            if s != 0 and s not in keep:
+                release.setdefault(i, []).append(s)
+        out: list[Step] = []
+        for i, step in enumerate(self.steps):
+            step[3] = tuple(release.get(i, ()))
+            out.append(tuple(step))  # type: ignore[arg-type]
+        return out
+
+
+def _copy_fn(
+    to_host: Callable[[Any], np.ndarray] | None, from_host: Callable[[np.ndarray], Any] | None
+) -> Callable[[Any], tuple[Any]]:
+    if to_host is None and from_host is None:
+        return lambda v: (v,)
+    if to_host is None:
+        assert from_host is not None
+        fh = from_host
+        return lambda v: (fh(v),)
+    if from_host is None:
+        th = to_host
+        return lambda v: (th(v),)
+    th2, fh2 = to_host, from_host
+    return lambda v: (fh2(th2(v)),)

@@ -1,0 +1,475 @@
+"""``InferenceSession``: onnxruntime's session API on ortcore's core."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+from ep_sdk import ExecutionProvider, RunContext, SessionConfig, type_string
+from ep_sdk.dtypes import from_numpy, from_type_string, to_numpy, type_string_of_array
+
+from .errors import InvalidArgument, ProviderOptionError
+from .executor import StepInfo
+from .model import load_model
+from .optimizer import optimize
+from .options import GraphOptimizationLevel, RunOptions, SessionOptions
+from .planner import GraphPlanner, NodeRecord, PlannedGraph
+from .plugins import PluginManager, ProviderEntry, default_manager
+
+__all__ = [
+    "InferenceSession",
+    "ModelMetadata",
+    "NodeArg",
+    "Partition",
+    "get_available_providers",
+    "get_all_providers",
+]
+
+CPU_PROVIDER = "CPUExecutionProvider"
+DISABLE_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
+
+ProviderSpec = str | tuple[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class NodeArg:
+    """An input or output of the model (``onnxruntime.NodeArg``).
+
+    Attributes:
+        name: value name.
+        type: onnxruntime type string, e.g. ``tensor(float)``.
+        shape: dims as ints, symbolic dims as strings, unknown as ``None``.
+    """
+
+    name: str
+    type: str
+    shape: list[int | str | None]
+
+    def __str__(self) -> str:
+        return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape})"
+
+
+@dataclass(frozen=True)
+class ModelMetadata:
+    """The model's metadata (``onnxruntime.ModelMetadata``)."""
+
+    producer_name: str
+    graph_name: str
+    domain: str
+    description: str
+    graph_description: str
+    version: int
+    custom_metadata_map: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Where each node runs, and why other providers declined it.
+
+    Attributes:
+        providers: provider names in priority order.
+        nodes: one record per node (top-level graph and subgraphs).
+        copies: copy steps the core inserted between devices.
+    """
+
+    providers: tuple[str, ...]
+    nodes: tuple[NodeRecord, ...]
+    copies: tuple[StepInfo, ...]
+
+    def counts(self) -> dict[str, int]:
+        """Number of nodes per provider."""
+        out: dict[str, int] = {}
+        for r in self.nodes:
+            out[r.provider] = out.get(r.provider, 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "providers": list(self.providers),
+            "counts": self.counts(),
+            "nodes": [r.to_dict() for r in self.nodes],
+            "copies": [
+                {"op_type": c.op_type, "value": c.name, "provider": c.provider} for c in self.copies
+            ],
+        }
+
+
+def _node_arg(v: ir.Value) -> NodeArg:
+    shape: list[int | str | None] = []
+    if v.shape is not None:
+        for d in v.shape:
+            if isinstance(d, int):
+                shape.append(d)
+            else:
+                shape.append(d.value if getattr(d, "value", None) is not None else None)
+    t = v.type
+    if t is None or isinstance(t, ir.TensorType):
+        type_str = type_string(v.dtype)
+    else:
+        type_str = _type_text(t)
+    return NodeArg(v.name or "", type_str, shape)
+
+
+def _type_text(t: Any) -> str:
+    if isinstance(t, ir.TensorType):
+        return type_string(t.dtype)
+    if isinstance(t, ir.SequenceType):
+        return f"seq({_type_text(t.elem_type)})"
+    if isinstance(t, ir.OptionalType):
+        return f"optional({_type_text(t.elem_type)})"
+    return str(t)
+
+
+def get_available_providers() -> list[str]:
+    """Names of the providers that can run here, in default priority (CPU last)."""
+    return [e.name for e in default_manager().available()]
+
+
+def get_all_providers() -> list[str]:
+    """Names of every provider installed, available or not."""
+    return [e.name for e in default_manager().entries() if e.cls is not None]
+
+
+class InferenceSession:
+    """Loads a model once and runs it (``onnxruntime.InferenceSession``).
+
+    Args:
+        path_or_bytes: model file path, or the serialized model.
+        sess_options: :class:`SessionOptions`.
+        providers: provider names (or ``(name, options)`` pairs) in priority
+            order; ``None`` uses every available provider, CPU last.
+        provider_options: one options dict per entry of ``providers``.
+
+    Raises:
+        NoSuchFile, InvalidProtobuf, InvalidGraph: the model cannot be used.
+        InvalidArgument: unknown provider or bad provider options.
+        NotImplementedOp: a node no provider can run.
+    """
+
+    def __init__(
+        self,
+        path_or_bytes: str | os.PathLike[str] | bytes,
+        sess_options: SessionOptions | None = None,
+        providers: Sequence[ProviderSpec] | None = None,
+        provider_options: Sequence[Mapping[str, Any]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._manager: PluginManager = kwargs.pop("plugin_manager", None) or default_manager()
+        if kwargs:
+            raise InvalidArgument(f"unexpected arguments: {', '.join(sorted(kwargs))}")
+        self._model_path = (
+            os.fspath(path_or_bytes) if isinstance(path_or_bytes, (str, os.PathLike)) else None
+        )
+        self._sess_options = sess_options or SessionOptions()
+        self._lock = threading.Lock()
+        model = load_model(path_or_bytes)
+        self._model = model
+        self._providers = self._create_providers(providers, provider_options)
+        graph = model.graph
+        initializers = dict(graph.initializers)
+        for name, value in self._sess_options._initializers.items():
+            if name not in initializers:
+                raise InvalidArgument(f"add_initializer: the model has no initializer {name!r}")
+            initializers[name].const_value = ir.tensor(np.asarray(value))
+        graph_inputs = list(graph.inputs)
+        init_values = set(initializers.values())
+        self._input_values = [v for v in graph_inputs if v not in init_values]
+        # From IR version 4, an initializer listed as a graph input may be fed.
+        self._overridable = (
+            [v for v in graph_inputs if v in init_values] if model.ir_version >= 4 else []
+        )
+        level = GraphOptimizationLevel(self._sess_options.graph_optimization_level)
+        folding = next(
+            (p for p in self._providers if p.device.is_host and p.name == CPU_PROVIDER), None
+        )
+        optimize(model, level, folding, set(self._overridable))
+        if self._sess_options.optimized_model_filepath:
+            ir.save(model, self._sess_options.optimized_model_filepath)
+        self._inputs_meta = [_node_arg(v) for v in self._input_values]
+        self._outputs_meta = [_node_arg(v) for v in graph.outputs]
+        self._output_index = {a.name: i for i, a in enumerate(self._outputs_meta)}
+        self._planned = self._build_plan(model)
+        self._feed_index = {v.name: i for i, v in enumerate(self._input_values)}
+        n = len(self._input_values)
+        for j, v in enumerate(self._overridable):
+            self._feed_index[v.name] = n + j
+        self._defaults = [
+            v.const_value.numpy() if v.const_value is not None else None for v in self._overridable
+        ]
+        self._required = [a.name for a in self._inputs_meta]
+        self._checks = [
+            _FeedCheck(_node_arg(v), v.shape is not None)
+            for v in [*self._input_values, *self._overridable]
+        ]
+
+    # -- construction ------------------------------------------------------
+
+    def _create_providers(
+        self,
+        providers: Sequence[ProviderSpec] | None,
+        provider_options: Sequence[Mapping[str, Any]] | None,
+    ) -> list[ExecutionProvider]:
+        specs: list[tuple[ProviderEntry, Mapping[str, Any]]] = []
+        if providers is None:
+            if provider_options is not None:
+                raise InvalidArgument("provider_options given without providers")
+            specs = [(e, {}) for e in self._manager.available()]
+        else:
+            if isinstance(providers, str):
+                raise InvalidArgument("providers must be a list of names, not a string")
+            if provider_options is not None and len(provider_options) != len(providers):
+                raise InvalidArgument(
+                    f"'providers' has {len(providers)} entries but 'provider_options' has "
+                    f"{len(provider_options)}; they must have the same length"
+                )
+            for i, spec in enumerate(providers):
+                if isinstance(spec, tuple):
+                    name, opts = spec
+                else:
+                    name, opts = spec, {}
+                if provider_options is not None:
+                    opts = {**opts, **provider_options[i]}
+                specs.append((self._manager.resolve(name), opts))
+        names = [e.name for e, _ in specs]
+        if len(set(names)) != len(names):
+            raise InvalidArgument(f"a provider is listed twice: {names}")
+        fallback = self._sess_options._config.get(DISABLE_CPU_FALLBACK, "0") != "1"
+        if fallback and CPU_PROVIDER not in names:
+            try:
+                specs.append((self._manager.resolve(CPU_PROVIDER), {}))
+            except InvalidArgument:
+                pass  # no CPU provider installed: nodes others decline will fail
+        if not specs:
+            raise InvalidArgument(
+                "No execution provider is available. Install one, e.g. pip install ./plugins/cpu"
+            )
+        config = SessionConfig(
+            intra_op_num_threads=int(self._sess_options.intra_op_num_threads),
+            config_entries=self._sess_options.config_entries,
+        )
+        out = []
+        for entry, opts in specs:
+            assert entry.cls is not None
+            try:
+                out.append(entry.cls(opts, config))
+            except ProviderOptionError as exc:
+                raise InvalidArgument(str(exc)) from exc
+        return out
+
+    def _build_plan(self, model: ir.Model) -> PlannedGraph:
+        graph = model.graph
+        planner = GraphPlanner(self._providers, dict(model.opset_imports))
+        overridable = set(self._overridable)
+        constants = {
+            v: v.const_value.numpy()
+            for v in graph.initializers.values()
+            if v.const_value is not None and v not in overridable
+        }
+        return planner.plan_graph(
+            graph, [*self._input_values, *self._overridable], list(graph.outputs), constants
+        )
+
+    # -- onnxruntime API ---------------------------------------------------
+
+    def get_inputs(self) -> list[NodeArg]:
+        """The model's inputs (initializers excluded)."""
+        return list(self._inputs_meta)
+
+    def get_outputs(self) -> list[NodeArg]:
+        """The model's outputs."""
+        return list(self._outputs_meta)
+
+    def get_overridable_initializers(self) -> list[NodeArg]:
+        """Initializers a feed may replace (IR version 4 and later)."""
+        return [_node_arg(v) for v in self._overridable]
+
+    def get_modelmeta(self) -> ModelMetadata:
+        """The model's metadata."""
+        m = self._model
+        return ModelMetadata(
+            producer_name=m.producer_name or "",
+            graph_name=m.graph.name or "",
+            domain=m.domain or "",
+            description=m.doc_string or "",
+            graph_description=m.graph.doc_string or "",
+            version=m.model_version or 0,
+            custom_metadata_map=dict(m.metadata_props),
+        )
+
+    def get_providers(self) -> list[str]:
+        """Providers of this session, in priority order."""
+        return [p.name for p in self._providers]
+
+    def get_provider_options(self) -> dict[str, dict[str, str]]:
+        """Each provider's effective options."""
+        return {p.name: dict(p.options) for p in self._providers}
+
+    def get_session_options(self) -> SessionOptions:
+        """The options the session was created with."""
+        return self._sess_options
+
+    def get_partition(self) -> Partition:
+        """Where each node runs and why other providers declined it."""
+        return Partition(
+            tuple(self.get_providers()),
+            tuple(self._planned.records),
+            tuple(self._planned.copies),
+        )
+
+    def run(
+        self,
+        output_names: Sequence[str] | None,
+        input_feed: Mapping[str, Any],
+        run_options: RunOptions | None = None,
+    ) -> list[Any]:
+        """Run the model.
+
+        Args:
+            output_names: outputs wanted, or ``None``/empty for all.
+            input_feed: input name -> numpy array.
+            run_options: optional :class:`RunOptions`.
+
+        Returns:
+            one numpy array per requested output.
+
+        Raises:
+            InvalidArgument: unknown or missing inputs, wrong type, rank or
+                dimension, unknown output name.
+            RuntimeException: a kernel failed (the message names the node).
+            RunTerminated: ``run_options.terminate`` was set.
+        """
+        feeds = self._prepare_feeds(input_feed)
+        wanted = self._wanted(output_names)
+        results = self._planned.plan.run(feeds, RunContext(run_options))
+        return [_as_output(results[i]) for i in wanted]
+
+    def _wanted(self, output_names: Sequence[str] | None) -> list[int]:
+        if not output_names:
+            return list(range(len(self._outputs_meta)))
+        out = []
+        for name in output_names:
+            i = self._output_index.get(name)
+            if i is None:
+                raise InvalidArgument(f"Invalid Output Name:{name}")
+            out.append(i)
+        return out
+
+    def _prepare_feeds(self, input_feed: Mapping[str, Any]) -> list[Any]:
+        if not isinstance(input_feed, Mapping):
+            raise InvalidArgument(
+                f"input_feed must be a dict of input name to array, not {type(input_feed).__name__}"
+            )
+        n = len(self._input_values)
+        feeds: list[Any] = [None] * n + list(self._defaults)
+        missing = [name for name in self._required if name not in input_feed]
+        if missing:
+            raise InvalidArgument(
+                f"Required inputs ({missing}) are missing from input feed ({list(input_feed)})."
+            )
+        for name, value in input_feed.items():
+            i = self._feed_index.get(name)
+            if i is None:
+                raise InvalidArgument(
+                    f"Invalid Feed Input Name:{name}. Model inputs: {self._required}"
+                )
+            feeds[i] = self._checks[i](value)
+        return feeds
+
+    def end_profiling(self) -> str:
+        """Stop profiling and return the trace path (profiling is not enabled)."""
+        return ""
+
+    def set_providers(
+        self,
+        providers: Sequence[ProviderSpec] | None = None,
+        provider_options: Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Re-create the session's providers and plan."""
+        with self._lock:
+            old = self._providers
+            self._providers = self._create_providers(providers, provider_options)
+            self._planned = self._build_plan(self._model)
+            for p in old:
+                p.close()
+
+    def close(self) -> None:
+        """Release provider resources (``del session`` does the same)."""
+        for p in self._providers:
+            p.close()
+
+
+class _FeedCheck:
+    """Validates one feed against the model's declared type and shape."""
+
+    __slots__ = ("name", "type", "dims", "elem", "is_tensor", "np_dtype")
+
+    def __init__(self, arg: NodeArg, rank_known: bool) -> None:
+        self.name = arg.name
+        self.type = arg.type
+        self.is_tensor = arg.type.startswith("tensor(")
+        self.dims: list[int | str | None] | None = arg.shape if rank_known else None
+        self.np_dtype: np.dtype | None = None
+        elem = from_type_string(arg.type)
+        if elem is not None:
+            try:
+                self.np_dtype = to_numpy(elem)
+            except TypeError:
+                self.np_dtype = None
+
+    def __call__(self, value: Any) -> Any:
+        if not self.is_tensor:
+            return value
+        if not isinstance(value, np.ndarray):
+            if hasattr(value, "numpy") and callable(value.numpy):
+                value = value.numpy()  # OrtValue-like
+            else:
+                value = np.asarray(value)
+        if value.dtype.kind in ("U", "S") and self.type == "tensor(string)":
+            value = value.astype(object)
+        if self.np_dtype is not None and value.dtype != self.np_dtype:
+            try:
+                same = from_numpy(value.dtype) == from_numpy(self.np_dtype)
+            except TypeError:
+                same = False
+            if not same:
+                raise InvalidArgument(
+                    f"Unexpected input data type. Actual: ({type_string_of_array(value)}) , "
+                    f"expected: ({self.type}) for input {self.name!r}"
+                )
+        if self.dims is not None:
+            self._check_shape(value)
+        return value
+
+    def _check_shape(self, value: np.ndarray) -> None:
+        dims = self.dims
+        assert dims is not None
+        if value.ndim != len(dims):
+            raise InvalidArgument(
+                f"Invalid rank for input: {self.name} Got: {value.ndim} Expected: {len(dims)} "
+                "Please fix either the inputs/outputs or the model."
+            )
+        bad = [
+            (i, got, want)
+            for i, (got, want) in enumerate(zip(value.shape, dims))
+            if isinstance(want, int) and got != want
+        ]
+        if bad:
+            lines = "\n".join(f" index: {i} Got: {g} Expected: {w}" for i, g, w in bad)
+            raise InvalidArgument(
+                f"Got invalid dimensions for input: {self.name} for the following indices\n"
+                f"{lines}\n Please fix either the inputs/outputs or the model."
+            )
+
+
+def _as_output(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    return value
+

@@ -1,0 +1,78 @@
+"""Shared fixtures: the test plugin, model builders, the CPU provider check."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import ortcore
+from ortcore.plugins import default_manager
+
+from . import providers as test_providers
+
+
+@pytest.fixture(scope="session", autouse=True)
+def test_plugin() -> None:
+    """Register the test providers (Mini, FakeDevice, Claiming) once."""
+    default_manager().register_plugin(test_providers, name="tests.providers")
+
+
+@pytest.fixture
+def cpu() -> str:
+    """Name of the CPU provider; skips if ortcore-cpu is not installed."""
+    if "CPUExecutionProvider" not in ortcore.get_available_providers():
+        pytest.skip("ortcore-cpu is not installed")
+    return "CPUExecutionProvider"
+
+
+def make_model(
+    nodes: Sequence[onnx.NodeProto],
+    inputs: Sequence[onnx.ValueInfoProto],
+    outputs: Sequence[onnx.ValueInfoProto],
+    initializers: Sequence[onnx.TensorProto] = (),
+    opset: int = 17,
+    ir_version: int = 8,
+    **kw: Any,
+) -> bytes:
+    """Serialize a one-graph model."""
+    graph = helper.make_graph(list(nodes), "g", list(inputs), list(outputs), list(initializers))
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version, **kw
+    )
+    return model.SerializeToString()
+
+
+def fvi(name: str, shape: Sequence[int | str | None] | None, elem: int = TensorProto.FLOAT) -> Any:
+    """A tensor value info."""
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def chain_model(ops: Sequence[str], shape: Sequence[int | str] = (2, 3)) -> bytes:
+    """x -> op0 -> op1 -> ... -> y, binary ops take x as their second input."""
+    nodes = []
+    prev = "x"
+    for i, op in enumerate(ops):
+        out = "y" if i == len(ops) - 1 else f"t{i}"
+        ins = [prev, "x"] if op in ("Add", "Mul", "Sub") else [prev]
+        nodes.append(helper.make_node(op, ins, [out], name=f"n{i}_{op}"))
+        prev = out
+    return make_model(nodes, [fvi("x", shape)], [fvi("y", shape)])
+
+
+def chain_reference(ops: Sequence[str], x: np.ndarray) -> np.ndarray:
+    """What :func:`chain_model` computes, in numpy."""
+    y = x
+    for op in ops:
+        y = {
+            "Add": lambda v: v + x,
+            "Mul": lambda v: v * x,
+            "Sub": lambda v: v - x,
+            "Relu": lambda v: np.maximum(v, 0),
+            "Neg": lambda v: -v,
+        }[op](y)
+    return y
