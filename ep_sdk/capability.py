@@ -48,9 +48,7 @@ class GraphContext:
     def lookup(self, registry: KernelRegistry, node: ir.Node) -> KernelDef | KernelMiss:
         """Look ``node`` up in ``registry`` with its static types."""
         ins, outs = node_types(node)
-        return registry.lookup(
-            node.op_type, node.domain, self.opset(node.domain), ins, outs
-        )
+        return registry.lookup(node.op_type, node.domain, self.opset(node.domain), ins, outs)
 
 
 def claim_registered_nodes(graph: GraphContext, registry: KernelRegistry) -> Capability:

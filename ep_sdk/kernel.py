@@ -75,9 +75,7 @@ class SubgraphRunner(Protocol):
     output_names: Sequence[str]
     outer_names: Sequence[str]
 
-    def run(
-        self, ctx: RunContext, inputs: Sequence[Any], outer: Sequence[Any]
-    ) -> list[Any]:
+    def run(self, ctx: RunContext, inputs: Sequence[Any], outer: Sequence[Any]) -> list[Any]:
         """Run the subgraph.
 
         Args:

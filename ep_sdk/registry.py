@@ -18,6 +18,7 @@ accept the node's input and output types. A miss returns a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +90,7 @@ class KernelMiss:
         return self.message
 
 
+@functools.lru_cache(maxsize=4096)
 def _formal_type_params(
     op_type: str, domain: str, opset: int
 ) -> tuple[list[str], list[str]] | None:
@@ -220,9 +222,7 @@ class KernelRegistry:
             if bad is None:
                 return k
             rejected = bad
-        return KernelMiss(
-            f"no kernel for {op_type}({dom}) opset {opset} with {rejected}"
-        )
+        return KernelMiss(f"no kernel for {op_type}({dom}) opset {opset} with {rejected}")
 
 
 def _type_mismatch(
@@ -279,6 +279,11 @@ def registry_from(defs: Iterable[KernelDef]) -> KernelRegistry:
 
 def attribute_defaults(op_type: str, domain: str, opset: int) -> dict[str, Any]:
     """Return the schema's default attribute values for an op (empty if no schema)."""
+    return dict(_attribute_defaults(op_type, domain, opset))
+
+
+@functools.lru_cache(maxsize=4096)
+def _attribute_defaults(op_type: str, domain: str, opset: int) -> dict[str, Any]:
     try:
         schema = onnx.defs.get_schema(op_type, opset, domain)
     except onnx.defs.SchemaError:

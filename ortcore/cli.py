@@ -39,9 +39,7 @@ def resolve_model(arg: str | None) -> Path:
     for candidate in (light / arg, light / f"{arg}.onnx", light / f"light_{arg}.onnx"):
         if candidate.exists():
             return candidate
-    raise SystemExit(
-        f"ortcore: model {arg!r} not found (neither a file nor a model of {light})"
-    )
+    raise SystemExit(f"ortcore: model {arg!r} not found (neither a file nor a model of {light})")
 
 
 def _dummy_input(arg: Any) -> np.ndarray:

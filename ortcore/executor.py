@@ -20,7 +20,9 @@ from .errors import AllocationError, OrtcoreError, RuntimeException
 
 __all__ = ["Plan", "StepInfo", "SubgraphPlan"]
 
-Step = tuple[Callable[..., Any], tuple[int, ...], tuple[int, ...], tuple[int, ...], bool, "StepInfo"]
+Step = tuple[
+    Callable[..., Any], tuple[int, ...], tuple[int, ...], tuple[int, ...], bool, "StepInfo"
+]
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ class Plan:
         ro = ctx.run_options
         info = None
         try:
-            for fn, ins, outs, release, wants_ctx, info in self.steps:
+            for fn, ins, outs, release, wants_ctx, info in self.steps:  # noqa: B007
                 if ro is not None and ro.terminate:
                     raise RunTerminated("Exiting due to terminate flag being set to true.")
                 args = [slots[i] for i in ins]

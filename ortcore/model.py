@@ -13,6 +13,7 @@ from pathlib import Path
 
 import onnx
 import onnx.external_data_helper as ext
+import onnx.inliner
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
@@ -21,7 +22,9 @@ from .errors import InvalidArgument, InvalidGraph, InvalidProtobuf, NoSuchFile
 __all__ = ["load_model", "parse_model", "check_external_data"]
 
 
-def parse_model(path_or_bytes: str | os.PathLike[str] | bytes) -> tuple[onnx.ModelProto, Path | None]:
+def parse_model(
+    path_or_bytes: str | os.PathLike[str] | bytes,
+) -> tuple[onnx.ModelProto, Path | None]:
     """Parse a model from a path or bytes, without external data.
 
     Returns:
@@ -43,9 +46,7 @@ def parse_model(path_or_bytes: str | os.PathLike[str] | bytes) -> tuple[onnx.Mod
         where = str(path)
         base = path.resolve().parent
     else:
-        raise InvalidArgument(
-            f"model must be a path or bytes, not {type(path_or_bytes).__name__}"
-        )
+        raise InvalidArgument(f"model must be a path or bytes, not {type(path_or_bytes).__name__}")
     if not data:
         raise InvalidProtobuf(f"Load model from {where} failed: the file is empty")
     proto = onnx.ModelProto()
@@ -195,7 +196,9 @@ def load_model(path_or_bytes: str | os.PathLike[str] | bytes) -> ir.Model:
         except Exception as exc:
             raise InvalidGraph(f"inlining model-local functions failed: {exc}") from exc
     try:
-        proto = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+        proto = onnx.shape_inference.infer_shapes(
+            proto, check_type=False, strict_mode=False, data_prop=True
+        )
     except Exception as exc:
         raise InvalidGraph(f"This is an invalid model. Shape inference failed: {exc}") from exc
     try:

@@ -42,7 +42,7 @@ def attr_value(attr: ir.Attr, subgraph: SubgraphFactory | None) -> Any:
 
 
 def outer_values(graph: ir.Graph) -> list[ir.Value]:
-    """Values ``graph`` (or its nested subgraphs) reads from enclosing scopes, in first-use order."""
+    """Values ``graph`` (or its subgraphs) reads from enclosing scopes, in first-use order."""
     defined: set[ir.Value] = set(graph.inputs) | set(graph.initializers.values())
     for node in graph:
         defined.update(node.outputs)

@@ -54,11 +54,7 @@ def _creates_cycle(group: set[ir.Node]) -> bool:
     It would if a path leaves the group and comes back into it.
     """
     frontier = [
-        use.node
-        for n in group
-        for out in n.outputs
-        for use in out.uses()
-        if use.node not in group
+        use.node for n in group for out in n.outputs for use in out.uses() if use.node not in group
     ]
     seen: set[ir.Node] = set()
     while frontier:
@@ -75,7 +71,11 @@ def _creates_cycle(group: set[ir.Node]) -> bool:
 
 
 def _validate(
-    claim: Claim, provider: ExecutionProvider, graph: ir.Graph, free: set[ir.Node], taken: set[ir.Node]
+    claim: Claim,
+    provider: ExecutionProvider,
+    graph: ir.Graph,
+    free: set[ir.Node],
+    taken: set[ir.Node],
 ) -> None:
     who = f"Execution provider {provider.name!r}"
     if not claim.nodes:

@@ -164,7 +164,11 @@ class GraphPlanner:
     def plan_subgraph(self, graph: ir.Graph, path: str) -> SubgraphPlan:
         """Build the runner of a control-flow body."""
         outer = outer_values(graph)
-        constants = {v: v.const_value.numpy() for v in graph.initializers.values() if v.const_value is not None}
+        constants = {
+            v: v.const_value.numpy()
+            for v in graph.initializers.values()
+            if v.const_value is not None
+        }
         planned = self.plan_graph(graph, [*graph.inputs, *outer], graph.outputs, constants, path)
         return SubgraphPlan(
             planned.plan,
@@ -187,7 +191,9 @@ class GraphPlanner:
 
 
 class _PlanBuilder:
-    def __init__(self, planner: GraphPlanner, graph: ir.Graph, part: PartitionResult, path: str) -> None:
+    def __init__(
+        self, planner: GraphPlanner, graph: ir.Graph, part: PartitionResult, path: str
+    ) -> None:
         self.planner = planner
         self.graph = graph
         self.part = part
@@ -344,7 +350,9 @@ class _PlanBuilder:
         except OrtcoreError:
             raise
         except Exception as exc:
-            raise EPFail(f"{provider.name} failed to compile fused group {name!r}: {exc!r}") from exc
+            raise EPFail(
+                f"{provider.name} failed to compile fused group {name!r}: {exc!r}"
+            ) from exc
         device = provider.device
         in_slots = tuple(self.read(v, device) for v in inputs)
         out_slots = []

@@ -155,7 +155,7 @@ class PluginManager:
         """Register a plugin object (module or instance) by hand."""
         self._ensure_loaded()
         with self._lock:
-            self._register(plugin, name or getattr(plugin, "__name__", repr(plugin)))
+            self._register(plugin, name or str(getattr(plugin, "__name__", repr(plugin))))
 
     def unregister_plugin(self, name: str) -> None:
         """Forget a plugin registered under ``name`` and its providers."""
@@ -186,8 +186,10 @@ class PluginManager:
         for e in entries:
             if e.cls is None:
                 continue
-            if name == e.name or name.lower() in (a.lower() for a in e.aliases) or (
-                name.lower() == e.name.lower()
+            if (
+                name == e.name
+                or name.lower() in (a.lower() for a in e.aliases)
+                or (name.lower() == e.name.lower())
             ):
                 if not e.available:
                     raise InvalidArgument(

@@ -472,4 +472,3 @@ def _as_output(value: Any) -> Any:
     if isinstance(value, np.generic):
         return np.asarray(value)
     return value
-

@@ -59,7 +59,7 @@ def fold_constants(
     for node in list(graph):
         if node.domain != "" or node.op_type in NONDETERMINISTIC_OPS or subgraphs(node):
             continue
-        values = []
+        values: list[np.ndarray | None] = []
         for v in node.inputs:
             if v is None:
                 values.append(None)
