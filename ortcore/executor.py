@@ -79,9 +79,10 @@ class Plan:
                     raise RunTerminated("Exiting due to terminate flag being set to true.")
                 args = [slots[i] for i in ins]
                 res = fn(ctx, *args) if wants_ctx else fn(*args)
-                if len(res) != len(outs):
+                if len(res) != len(outs) or not isinstance(res, (tuple, list)):
                     raise TypeError(
-                        f"kernel returned {len(res)} value(s) for {len(outs)} output(s); "
+                        f"kernel returned {type(res).__name__} of length {len(res)} for "
+                        f"{len(outs)} output(s); "
                         "a compute function must return a tuple or list with one value per output"
                     )
                 for o, r in zip(outs, res):

@@ -16,6 +16,7 @@ import onnx_ir as ir
 from ep_sdk import Claim, ExecutionProvider, GraphContext, node_types, type_string
 
 from .errors import EPFail, NotImplementedOp
+from .nodeinfo import node_reads
 
 __all__ = ["PartitionResult", "describe_node", "partition_graph"]
 
@@ -48,13 +49,26 @@ def describe_node(node: ir.Node, opsets: Mapping[str, int]) -> str:
     )
 
 
-def _creates_cycle(group: set[ir.Node]) -> bool:
+def consumers_of(graph: ir.Graph) -> dict[ir.Value, list[ir.Node]]:
+    """Nodes of ``graph`` reading each value, counting reads inside their subgraphs."""
+    out: dict[ir.Value, list[ir.Node]] = {}
+    for node in graph:
+        for v in node_reads(node):
+            out.setdefault(v, []).append(node)
+    return out
+
+
+def _creates_cycle(group: set[ir.Node], consumers: Mapping[ir.Value, list[ir.Node]]) -> bool:
     """Would contracting ``group`` into one node create a cycle?
 
     It would if a path leaves the group and comes back into it.
     """
     frontier = [
-        use.node for n in group for out in n.outputs for use in out.uses() if use.node not in group
+        user
+        for n in group
+        for out in n.outputs
+        for user in consumers.get(out, ())
+        if user not in group
     ]
     seen: set[ir.Node] = set()
     while frontier:
@@ -63,10 +77,10 @@ def _creates_cycle(group: set[ir.Node]) -> bool:
             continue
         seen.add(n)
         for out in n.outputs:
-            for use in out.uses():
-                if use.node in group:
+            for user in consumers.get(out, ()):
+                if user in group:
                     return True
-                frontier.append(use.node)
+                frontier.append(user)
     return False
 
 
@@ -76,6 +90,7 @@ def _validate(
     graph: ir.Graph,
     free: set[ir.Node],
     taken: set[ir.Node],
+    consumers: Mapping[ir.Value, list[ir.Node]],
 ) -> None:
     who = f"Execution provider {provider.name!r}"
     if not claim.nodes:
@@ -90,7 +105,7 @@ def _validate(
                 f"{who} claimed {node.op_type} node {node.name!r}, which another "
                 "provider already took"
             )
-    if claim.fused and _creates_cycle(set(claim.nodes)):
+    if claim.fused and _creates_cycle(set(claim.nodes), consumers):
         names = ", ".join(repr(n.name) for n in claim.nodes[:5])
         raise EPFail(
             f"{who} claimed a fused group ({names}, ...) that would create a cycle; "
@@ -112,6 +127,7 @@ def partition_graph(
     """
     result = PartitionResult()
     order = list(graph)
+    consumers = consumers_of(graph)
     free = set(order)
     for index, provider in enumerate(providers):
         if not free:
@@ -125,7 +141,7 @@ def partition_graph(
             ) from exc
         taken: set[ir.Node] = set()
         for claim in cap.claims:
-            _validate(claim, provider, graph, free, taken)
+            _validate(claim, provider, graph, free, taken, consumers)
             taken.update(claim.nodes)
             for node in claim.nodes:
                 result.provider_of[node] = index

@@ -29,7 +29,7 @@ from ep_sdk import (
 
 from .errors import EPFail, InvalidGraph, OrtcoreError
 from .executor import Plan, Step, StepInfo, SubgraphPlan
-from .nodeinfo import implicit_inputs, make_node_info, outer_values, registry_of
+from .nodeinfo import implicit_inputs, make_node_info, node_reads, outer_values, registry_of
 from .partition import PartitionResult, partition_graph
 
 __all__ = ["GraphPlanner", "NodeRecord", "PlannedGraph"]
@@ -78,8 +78,8 @@ def _unit_order(nodes: Sequence[ir.Node], group_of: Mapping[ir.Node, Claim]) -> 
     users: dict[Any, list[Any]] = {u: [] for u in units}
     for n in nodes:
         u = unit_of[n]
-        for v in n.inputs:
-            p = v.producer() if v is not None else None
+        for v in node_reads(n):
+            p = v.producer()
             if p is not None and p in unit_of and unit_of[p] is not u and unit_of[p] not in deps[u]:
                 deps[u].add(unit_of[p])
                 users[unit_of[p]].append(u)
@@ -139,6 +139,8 @@ class GraphPlanner:
         for p in self.providers:
             self._by_device.setdefault(p.device, p)
         self._fused_count = 0
+        self.subgraph_records: list[NodeRecord] = []
+        self.subgraph_copies: list[StepInfo] = []
 
     # -- entry points ----------------------------------------------------
 
@@ -170,6 +172,8 @@ class GraphPlanner:
             if v.const_value is not None
         }
         planned = self.plan_graph(graph, [*graph.inputs, *outer], graph.outputs, constants, path)
+        self.subgraph_records.extend(planned.records)
+        self.subgraph_copies.extend(planned.copies)
         return SubgraphPlan(
             planned.plan,
             [v.name or "" for v in graph.inputs],

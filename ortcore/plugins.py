@@ -106,6 +106,19 @@ class PluginManager:
         except Exception as exc:  # pluggy.PluginValidationError and friends
             self._broken.append(_broken_entry(label, label, f"invalid plugin: {exc}"))
             return
+        try:
+            self._pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            self._pm.unregister(plugin)
+            self._broken.append(
+                _broken_entry(
+                    label,
+                    label,
+                    f"invalid plugin: {exc}; the hooks are declared in ortcore.hookspecs "
+                    "(did you mean ortcore_providers?)",
+                )
+            )
+            return
         for impl in self._pm.hook.ortcore_providers.get_hookimpls():
             if impl.plugin is plugin:
                 self._collect(impl.function, label)

@@ -272,9 +272,12 @@ class InferenceSession:
             for v in graph.initializers.values()
             if v.const_value is not None and v not in overridable
         }
-        return planner.plan_graph(
+        planned = planner.plan_graph(
             graph, [*self._input_values, *self._overridable], list(graph.outputs), constants
         )
+        planned.records.extend(planner.subgraph_records)
+        planned.copies.extend(planner.subgraph_copies)
+        return planned
 
     # -- onnxruntime API ---------------------------------------------------
 
@@ -357,7 +360,7 @@ class InferenceSession:
         for name in output_names:
             i = self._output_index.get(name)
             if i is None:
-                raise InvalidArgument(f"Invalid Output Name:{name}")
+                raise InvalidArgument(f"Invalid output name:{name}")
             out.append(i)
         return out
 
@@ -377,7 +380,7 @@ class InferenceSession:
             i = self._feed_index.get(name)
             if i is None:
                 raise InvalidArgument(
-                    f"Invalid Feed Input Name:{name}. Model inputs: {self._required}"
+                    f"Invalid input name: {name}. Model inputs: {self._required}"
                 )
             feeds[i] = self._checks[i](value)
         return feeds

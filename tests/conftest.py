@@ -76,3 +76,47 @@ def chain_reference(ops: Sequence[str], x: np.ndarray) -> np.ndarray:
             "Neg": lambda v: -v,
         }[op](y)
     return y
+
+
+def plugin_module(name: str, *classes: type) -> Any:
+    """A plugin module object whose ``ortcore_providers`` hook returns ``classes``."""
+    import types
+
+    import ep_sdk
+
+    mod = types.ModuleType(name)
+
+    @ep_sdk.hookimpl
+    def ortcore_providers() -> list[type]:
+        return list(classes)
+
+    mod.ortcore_providers = ortcore_providers  # type: ignore[attr-defined]
+    return mod
+
+
+def manager_with(*classes: type) -> Any:
+    """A fresh plugin manager (no entry points) offering only ``classes``."""
+    from ortcore.plugins import PluginManager
+
+    pm = PluginManager(autoload=False)
+    pm.register_plugin(plugin_module("tests.adhoc", *classes), name="tests.adhoc")
+    return pm
+
+
+def no_fallback() -> ortcore.SessionOptions:
+    """Session options that forbid the CPU fallback."""
+    so = ortcore.SessionOptions()
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    return so
+
+
+@pytest.fixture(autouse=True)
+def _reset_test_providers() -> Any:
+    """Class-level state of the test providers starts clean in every test."""
+    test_providers.ClaimingProvider.claims_for = None
+    test_providers.ClaimingProvider.compiled = []
+    test_providers.FakeDeviceProvider.copies_to_host = 0
+    test_providers.FakeDeviceProvider.copies_from_host = 0
+    yield
+    test_providers.ClaimingProvider.claims_for = None
+    test_providers.ClaimingProvider.compiled = []

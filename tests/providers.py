@@ -1,6 +1,6 @@
 """Small providers used by the core tests.
 
-``MiniProvider`` runs a handful of ops on the host in pure numpy.
+``MiniProvider`` runs a handful of ops (and ``If``) on the host in pure numpy.
 ``FakeDeviceProvider`` keeps its tensors in :class:`FakeTensor`, which numpy
 cannot read, so any missing copy step shows up as an error.
 """
@@ -32,11 +32,30 @@ def _mini_registry() -> KernelRegistry:
     reg.kernel("Sub", since=7, types={"T": FLOATS})(_binary(np.subtract))
     reg.kernel("Relu", since=6)(lambda info: lambda x: (np.maximum(x, 0).astype(x.dtype),))
     reg.kernel("Neg", since=6)(lambda info: lambda x: (np.negative(x),))
+    reg.kernel("If", since=1, context=True)(_if_kernel)
     return reg
 
 
+def _if_kernel(info: NodeInfo) -> Any:
+    """``If`` through the subgraph API: each branch gets the outer values it reads.
+
+    The node's implicit inputs arrive after ``cond``, in ``info.implicit_inputs``
+    order; each branch asks for its own ``outer_names``, matched by name.
+    """
+    then_branch = info.attrs["then_branch"]
+    else_branch = info.attrs["else_branch"]
+    names = list(info.implicit_inputs)
+
+    def compute(ctx: ep_sdk.RunContext, cond: np.ndarray, *outer: Any) -> list[Any]:
+        by_name = dict(zip(names, outer))
+        branch = then_branch if bool(np.asarray(cond).reshape(-1)[0]) else else_branch
+        return branch.run(ctx, [], [by_name[n] for n in branch.outer_names])
+
+    return compute
+
+
 class MiniProvider(ExecutionProvider):
-    """A pure-numpy host provider with Add, Mul, Sub, Relu and Neg."""
+    """A pure-numpy host provider with Add, Mul, Sub, Relu, Neg and If."""
 
     name = "MiniExecutionProvider"
     aliases = ("mini",)
