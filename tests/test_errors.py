@@ -168,3 +168,14 @@ def test_errors_do_not_poison_the_session() -> None:
         with pytest.raises(ortcore.InvalidArgument):
             sess.run(None, bad)
     np.testing.assert_array_equal(sess.run(None, {"x": X})[0], -(X + X))
+
+
+def test_onnxruntime_exception_module_path() -> None:
+    """Code catching onnxruntime's exceptions by their module path keeps working."""
+    from ortcore.capi import onnxruntime_pybind11_state as state
+
+    assert state.InvalidArgument is ortcore.InvalidArgument
+    assert state.NoSuchFile is ortcore.NoSuchFile
+    assert state.NotImplemented is ortcore.NotImplementedOp
+    with pytest.raises(state.NoSuchFile):
+        ortcore.InferenceSession("/nonexistent/model.onnx")

@@ -1,0 +1,1 @@
+"""onnxruntime's ``capi`` package path, for code that imports exceptions from it."""
