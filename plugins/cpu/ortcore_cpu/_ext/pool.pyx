@@ -1,0 +1,224 @@
+"""Pooling kernels for float32 data laid out as (N*C, D, H, W).
+
+1-D and 2-D pooling use leading spatial extents of 1. The outer loop runs
+over the N*C planes on ``nthreads`` OpenMP threads, with the GIL released.
+"""
+
+from cython.parallel cimport prange
+from libc.math cimport INFINITY
+from libc.stdint cimport int64_t
+from libc.stdlib cimport free, malloc
+
+include "_index.pxi"
+
+
+cdef inline Py_ssize_t _hi(Py_ssize_t off, Py_ssize_t d, Py_ssize_t k, Py_ssize_t size,
+                          Py_ssize_t lo) noexcept nogil:
+    """One past the last kernel tap of a window starting at ``off`` inside [0, size)."""
+    cdef Py_ssize_t hi = _end_valid(off, d, size, k)
+    return hi if hi > lo else lo
+
+
+cdef Py_ssize_t* _row_taps(Py_ssize_t k, Py_ssize_t s, Py_ssize_t p, Py_ssize_t d,
+                           Py_ssize_t size, Py_ssize_t count) except NULL:
+    """For each kernel column kx, the output range [lo, hi) whose input
+    index i * s - p + kx * d lies in [0, size); stored as pairs (malloc'd)."""
+    cdef Py_ssize_t* taps = <Py_ssize_t*>malloc((2 * k + 2) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t kx, off
+    if taps == NULL:
+        raise MemoryError()
+    for kx in range(k):
+        off = kx * d - p
+        taps[2 * kx] = _first_valid(off, s)
+        if taps[2 * kx] > count:
+            taps[2 * kx] = count
+        taps[2 * kx + 1] = _end_valid(off, s, size, count)
+        if taps[2 * kx + 1] < taps[2 * kx]:
+            taps[2 * kx + 1] = taps[2 * kx]
+    return taps
+
+
+def max_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
+             Py_ssize_t kd, Py_ssize_t kh, Py_ssize_t kw,
+             Py_ssize_t sd, Py_ssize_t sh, Py_ssize_t sw,
+             Py_ssize_t pd, Py_ssize_t ph, Py_ssize_t pw,
+             Py_ssize_t dd, Py_ssize_t dh, Py_ssize_t dw, int nthreads):
+    """Max over each window; pads never win (an all-pad window gives -inf).
+
+    Works a whole output row at a time so the innermost loop runs along
+    the row and vectorizes."""
+    cdef Py_ssize_t P = x.shape[0], D = x.shape[1], H = x.shape[2], W = x.shape[3]
+    cdef Py_ssize_t od = out.shape[1], oh = out.shape[2], ow = out.shape[3]
+    cdef Py_ssize_t p, z, y, i, kz, ky, kx, z0, zlo, zhi, y0, ylo, yhi, off, lo, hi
+    cdef float v
+    cdef float* dst
+    cdef const float* src
+    cdef Py_ssize_t* taps = _row_taps(kw, sw, pw, dw, W, ow)
+    try:
+      with nogil:
+        for p in prange(P, num_threads=nthreads, schedule="static"):
+            for z in range(od):
+                z0 = z * sd - pd
+                zlo = _first_valid(z0, dd)
+                zhi = _hi(z0, dd, kd, D, zlo)
+                for y in range(oh):
+                    y0 = y * sh - ph
+                    ylo = _first_valid(y0, dh)
+                    yhi = _hi(y0, dh, kh, H, ylo)
+                    dst = &out[p, z, y, 0]
+                    for i in range(ow):
+                        dst[i] = -INFINITY
+                    for kz in range(zlo, zhi):
+                        for ky in range(ylo, yhi):
+                            src = &x[p, z0 + kz * dd, y0 + ky * dh, 0]
+                            for kx in range(kw):
+                                off = kx * dw - pw
+                                lo = taps[2 * kx]
+                                hi = taps[2 * kx + 1]
+                                if sw == 1:
+                                    for i in range(lo, hi):
+                                        v = src[i + off]
+                                        dst[i] = v if v > dst[i] else dst[i]
+                                else:
+                                    for i in range(lo, hi):
+                                        v = src[i * sw + off]
+                                        dst[i] = v if v > dst[i] else dst[i]
+    finally:
+        free(taps)
+
+
+def max_pool_indices(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
+                     int64_t[:, :, :, ::1] indices, bint column_major,
+                     Py_ssize_t kd, Py_ssize_t kh, Py_ssize_t kw,
+                     Py_ssize_t sd, Py_ssize_t sh, Py_ssize_t sw,
+                     Py_ssize_t pd, Py_ssize_t ph, Py_ssize_t pw,
+                     Py_ssize_t dd, Py_ssize_t dh, Py_ssize_t dw, int nthreads):
+    """:func:`max_pool` that also stores in ``indices`` the flat index of each
+    max over (N*C, D, H, W), row-major or (``column_major``) with the spatial
+    dims in column-major order; the first of equal maxima wins."""
+    cdef Py_ssize_t P = x.shape[0], D = x.shape[1], H = x.shape[2], W = x.shape[3]
+    cdef Py_ssize_t od = out.shape[1], oh = out.shape[2], ow = out.shape[3]
+    cdef Py_ssize_t p, z, y, i, kz, ky, kx, iz, iy, ix, best_at
+    cdef Py_ssize_t z0, zlo, zhi, y0, ylo, yhi, x0, xlo, xhi
+    cdef float best, v
+    with nogil:
+        for p in prange(P, num_threads=nthreads, schedule="static"):
+            for z in range(od):
+                z0 = z * sd - pd
+                zlo = _first_valid(z0, dd)
+                zhi = _hi(z0, dd, kd, D, zlo)
+                for y in range(oh):
+                    y0 = y * sh - ph
+                    ylo = _first_valid(y0, dh)
+                    yhi = _hi(y0, dh, kh, H, ylo)
+                    for i in range(ow):
+                        x0 = i * sw - pw
+                        xlo = _first_valid(x0, dw)
+                        xhi = _hi(x0, dw, kw, W, xlo)
+                        best = -INFINITY
+                        best_at = -1
+                        for kz in range(zlo, zhi):
+                            iz = z0 + kz * dd
+                            for ky in range(ylo, yhi):
+                                iy = y0 + ky * dh
+                                for kx in range(xlo, xhi):
+                                    ix = x0 + kx * dw
+                                    v = x[p, iz, iy, ix]
+                                    if v > best or best_at < 0:
+                                        best = v
+                                        if column_major:
+                                            best_at = (ix * H + iy) * D + iz
+                                        else:
+                                            best_at = (iz * H + iy) * W + ix
+                        out[p, z, y, i] = best
+                        indices[p, z, y, i] = p * D * H * W + (best_at if best_at >= 0 else 0)
+
+
+def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
+             Py_ssize_t kd, Py_ssize_t kh, Py_ssize_t kw,
+             Py_ssize_t sd, Py_ssize_t sh, Py_ssize_t sw,
+             Py_ssize_t pd, Py_ssize_t ph, Py_ssize_t pw,
+             Py_ssize_t ed, Py_ssize_t eh, Py_ssize_t ew,
+             Py_ssize_t dd, Py_ssize_t dh, Py_ssize_t dw,
+             bint count_include_pad, int nthreads):
+    """Mean over each window. ``pd..pw`` are the leading pads and ``ed..ew`` the
+    trailing ones: with ``count_include_pad`` the divisor counts window
+    positions inside the padded extent, otherwise only those inside the data.
+    Works a whole output row at a time, like :func:`max_pool`."""
+    cdef Py_ssize_t P = x.shape[0], D = x.shape[1], H = x.shape[2], W = x.shape[3]
+    cdef Py_ssize_t od = out.shape[1], oh = out.shape[2], ow = out.shape[3]
+    cdef Py_ssize_t p, z, y, i, kz, ky, kx, z0, zlo, zhi, y0, ylo, yhi, off, lo, hi
+    cdef Py_ssize_t nz, ny, nx, x0, xlo
+    cdef float* dst
+    cdef const float* src
+    cdef float inv
+    cdef Py_ssize_t* taps = _row_taps(kw, sw, pw, dw, W, ow)
+    cdef float* inv_x = <float*>malloc((ow + 1) * sizeof(float))
+    if taps == NULL or inv_x == NULL:
+        free(taps)
+        free(inv_x)
+        raise MemoryError()
+    for i in range(ow):
+        x0 = i * sw - pw
+        xlo = _first_valid(x0, dw)
+        if count_include_pad:
+            nx = _end_valid(x0, dw, W + ew, kw)
+        else:
+            nx = _hi(x0, dw, kw, W, xlo) - xlo
+        inv_x[i] = 1.0 / nx if nx > 0 else 0.0
+    try:
+      with nogil:
+        for p in prange(P, num_threads=nthreads, schedule="static"):
+            for z in range(od):
+                z0 = z * sd - pd
+                zlo = _first_valid(z0, dd)
+                zhi = _hi(z0, dd, kd, D, zlo)
+                nz = _end_valid(z0, dd, D + ed, kd) if count_include_pad else zhi - zlo
+                for y in range(oh):
+                    y0 = y * sh - ph
+                    ylo = _first_valid(y0, dh)
+                    yhi = _hi(y0, dh, kh, H, ylo)
+                    ny = _end_valid(y0, dh, H + eh, kh) if count_include_pad else yhi - ylo
+                    dst = &out[p, z, y, 0]
+                    for i in range(ow):
+                        dst[i] = 0.0
+                    for kz in range(zlo, zhi):
+                        for ky in range(ylo, yhi):
+                            src = &x[p, z0 + kz * dd, y0 + ky * dh, 0]
+                            for kx in range(kw):
+                                off = kx * dw - pw
+                                lo = taps[2 * kx]
+                                hi = taps[2 * kx + 1]
+                                if sw == 1:
+                                    for i in range(lo, hi):
+                                        dst[i] = dst[i] + src[i + off]
+                                else:
+                                    for i in range(lo, hi):
+                                        dst[i] = dst[i] + src[i * sw + off]
+                    inv = 1.0 / (nz * ny) if nz * ny > 0 else 0.0
+                    for i in range(ow):
+                        dst[i] = dst[i] * (inv_x[i] * inv)
+    finally:
+        free(taps)
+        free(inv_x)
+
+
+def global_pool(const float[:, ::1] x, float[::1] out, bint take_max, int nthreads):
+    """Mean (or max) of each row of ``x`` (N*C, spatial) into ``out`` (N*C)."""
+    cdef Py_ssize_t P = x.shape[0], L = x.shape[1]
+    cdef Py_ssize_t p, j
+    cdef double acc
+    cdef float best
+    with nogil:
+        for p in prange(P, num_threads=nthreads, schedule="static"):
+            if take_max:
+                best = -INFINITY
+                for j in range(L):
+                    if x[p, j] > best or x[p, j] != x[p, j]:
+                        best = x[p, j]
+                out[p] = best
+            else:
+                acc = 0.0
+                for j in range(L):
+                    acc = acc + x[p, j]
+                out[p] = <float>(acc / L)  # 0/0 gives NaN for an empty plane

@@ -1,0 +1,86 @@
+"""Helpers shared by the kernel modules: type sets, thread count, axis handling."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+from ep_sdk import NodeInfo
+
+DT = ir.DataType
+
+FLOATS = frozenset({DT.FLOAT, DT.DOUBLE, DT.FLOAT16})
+"""Float element types numpy can compute with."""
+SIGNED_INTS = frozenset({DT.INT8, DT.INT16, DT.INT32, DT.INT64})
+UNSIGNED_INTS = frozenset({DT.UINT8, DT.UINT16, DT.UINT32, DT.UINT64})
+INTS = SIGNED_INTS | UNSIGNED_INTS
+NUMERIC = FLOATS | INTS
+"""Every numeric type the CPU kernels handle."""
+SIGNED_NUMERIC = FLOATS | SIGNED_INTS
+ALL = NUMERIC | {DT.BOOL}
+"""Numeric types and bool."""
+ALL_STR = ALL | {DT.STRING}
+"""Every tensor type the CPU kernels move around (data-movement ops)."""
+INDEX = frozenset({DT.INT32, DT.INT64})
+BOOL = frozenset({DT.BOOL})
+
+
+def thread_count(info: NodeInfo) -> int:
+    """Return the number of threads a kernel of ``info`` may use (at least 1)."""
+    n = 0
+    if info.provider is not None:
+        n = int(info.provider.config.intra_op_num_threads)
+    if n <= 0:
+        try:
+            n = len(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover - not Linux
+            n = os.cpu_count() or 1
+    return max(n, 1)
+
+
+def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
+    """Return ``axis`` in ``[0, rank)``, accepting negative values.
+
+    Raises:
+        ValueError: out of range.
+    """
+    if not -rank <= axis < max(rank, 1):
+        raise ValueError(f"{what} {axis} is out of range for rank {rank}")
+    return axis + rank if axis < 0 else axis
+
+
+def normalize_axes(axes: Iterable[int], rank: int) -> tuple[int, ...]:
+    """Normalize each axis (see :func:`normalize_axis`); duplicates are an error."""
+    out = tuple(normalize_axis(int(a), rank) for a in axes)
+    if len(set(out)) != len(out):
+        raise ValueError(f"repeated axes {list(axes)}")
+    return out
+
+
+def int_list(value: Any) -> list[int]:
+    """Return a 1-D integer input or attribute as a list of Python ints."""
+    if value is None:
+        return []
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def scalar(value: Any) -> Any:
+    """Return the single element of a scalar or one-element tensor."""
+    return np.asarray(value).reshape(-1)[0].item()
+
+
+def f32_contiguous(x: np.ndarray) -> np.ndarray:
+    """Return ``x`` as a C-contiguous float32 array (no copy if it already is)."""
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+_GRAIN = 1 << 15
+
+
+def threads_for(work: int, threads: int) -> int:
+    """Threads worth using for ``work`` elements: 1 below a grain size, where
+    waking a thread costs more than it saves."""
+    return 1 if work < _GRAIN else max(1, min(threads, work // _GRAIN))

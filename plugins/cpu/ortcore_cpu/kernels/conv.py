@@ -1,0 +1,236 @@
+"""Convolutions: Conv and ConvTranspose.
+
+Float32 (and float16, computed in float32) with 1-3 spatial dims use Cython
+im2col / col2im plus a BLAS matmul, a straight matmul for pointwise (1x1)
+convolutions, and a direct Cython kernel for depthwise 2-D ones. Other dtypes
+and ranks take a numpy path that loops over kernel offsets, not elements.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from ep_sdk import Compute, NodeInfo
+
+from .._ext import conv as ext
+from .._ext import elementwise as ew
+from . import registry
+from ._common import FLOATS, f32_contiguous, thread_count, threads_for
+from ._window import Window, kernel_offsets, strided_slice, window
+
+
+def _add_bias(y: np.ndarray, b: np.ndarray | None, threads: int) -> None:
+    if b is None or y.size == 0:
+        return
+    n, m = y.shape[:2]
+    rows = y.reshape(n * m, -1)
+    if y.dtype == np.float32:
+        ew.binary_rows(ew.ADD, rows, f32_contiguous(b), rows, False, threads_for(y.size, threads))
+    else:
+        rows += np.tile(b.astype(y.dtype), n)[:, None]
+
+
+def _conv_f32(x: np.ndarray, w: np.ndarray, win: Window, group: int, threads: int) -> np.ndarray:
+    """Convolution without bias of float32 ``x`` (N, C, *S), 1-3 spatial dims."""
+    n, c = x.shape[:2]
+    m = w.shape[0]
+    cg, mg = c // group, m // group
+    out_sp = win.out
+    p = math.prod(out_sp)
+    y = np.empty((n, m, *out_sp), np.float32)
+    if y.size == 0:
+        return y
+    ksize = math.prod(win.kernel)
+    x = f32_contiguous(x)
+    w = f32_contiguous(w)
+    k3, s3, pb3, _, d3, o3 = win.padded3()
+    threads = threads_for(c * ksize * p, threads)
+    if group == c and mg == 1 and len(out_sp) <= 2:
+        y.fill(0)
+        shape3 = (c, *((1,) * (2 - len(out_sp))), *x.shape[2:])
+        for i in range(n):
+            ext.depthwise2d(
+                x[i].reshape(shape3),
+                w.reshape(c, k3[1], k3[2]),
+                y[i].reshape(c, o3[1], o3[2]),
+                s3[1], s3[2], pb3[1], pb3[2], d3[1], d3[2], threads,
+            )  # fmt: skip
+        return y
+    w2 = w.reshape(group, mg, cg * ksize)
+    if ksize == 1 and not any(win.pads_begin) and not any(win.pads_end):
+        if any(s != 1 for s in win.strides):
+            sub = (slice(None), slice(None), *(slice(None, None, s) for s in win.strides))
+            x = np.ascontiguousarray(x[sub])
+        cols = x.reshape(n, group, cg, p)
+        for i in range(n):
+            if group == 1:
+                np.matmul(w2[0], cols[i, 0], out=y[i].reshape(m, p))
+            else:
+                np.matmul(w2, cols[i], out=y[i].reshape(group, mg, p))
+        return y
+    col = np.empty((c * ksize, p), np.float32)
+    x5 = x.reshape(n, c, *((1,) * (3 - len(out_sp))), *x.shape[2:])
+    for i in range(n):
+        ext.im2col(x5[i], col, *k3, *s3, *pb3, *d3, *o3, threads)
+        if group == 1:
+            np.matmul(w2[0], col, out=y[i].reshape(m, p))
+        else:
+            np.matmul(w2, col.reshape(group, cg * ksize, p), out=y[i].reshape(group, mg, p))
+    return y
+
+
+def _conv_numpy(x: np.ndarray, w: np.ndarray, win: Window, group: int) -> np.ndarray:
+    """Convolution without bias for any dtype and spatial rank."""
+    n, c = x.shape[:2]
+    m = w.shape[0]
+    cg, mg = c // group, m // group
+    ksize = math.prod(win.kernel)
+    pad = [(0, 0), (0, 0), *zip(win.pads_begin, win.pads_end, strict=True)]
+    xp = np.pad(x, pad)
+    col = np.empty((n, c, ksize, *win.out), x.dtype)
+    for k, off in enumerate(kernel_offsets(win.kernel)):
+        start = [int(o) * d for o, d in zip(off, win.dilations, strict=True)]
+        col[:, :, k] = xp[strided_slice(start, win.strides, win.out)]
+    col = col.reshape(n, group, cg * ksize, -1)
+    y = np.matmul(w.reshape(group, mg, cg * ksize), col)
+    return y.reshape(n, m, *win.out).astype(x.dtype, copy=False)
+
+
+def _conv_attrs(info: NodeInfo) -> dict[str, Any]:
+    a = info.attrs
+    return {
+        "auto_pad": a.get("auto_pad", "NOTSET"),
+        "pads": a.get("pads"),
+        "strides": a.get("strides"),
+        "dilations": a.get("dilations"),
+    }
+
+
+@registry.kernel("Conv", since=1, until=10, types={"T": FLOATS})
+@registry.kernel("Conv", since=11, until=21, types={"T": FLOATS})
+@registry.kernel("Conv", since=22, types={"T": FLOATS})
+def conv(info: NodeInfo) -> Compute:
+    """Conv with groups, dilations, strides, explicit or automatic pads."""
+    group = int(info.attrs.get("group", 1))
+    kernel_shape = info.attrs.get("kernel_shape")
+    geometry = _conv_attrs(info)
+    threads = thread_count(info)
+
+    def compute(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray]:
+        if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
+            raise ValueError(
+                f"{info.describe()}: input channels {x.shape[1]} / weight {w.shape} "
+                f"do not match group={group}"
+            )
+        win = window(x.shape[2:], kernel_shape or w.shape[2:], **geometry)
+        if x.dtype in (np.float32, np.float16) and 1 <= len(win.out) <= 3:
+            y = _conv_f32(x, w, win, group, threads)
+            _add_bias(y, b, threads)
+            return (y.astype(x.dtype, copy=False),)
+        y = _conv_numpy(x, w, win, group)
+        _add_bias(y, b, threads)
+        return (y,)
+
+    return compute
+
+
+def _transpose_window(info: NodeInfo, spatial: tuple[int, ...], kernel: tuple[int, ...]) -> Window:
+    """Pads and output size of ConvTranspose (ONNX spec formulas)."""
+    a = info.attrs
+    nsp = len(spatial)
+    strides = tuple(a.get("strides") or (1,) * nsp)
+    dil = tuple(a.get("dilations") or (1,) * nsp)
+    out_pad = tuple(a.get("output_padding") or (0,) * nsp)
+    auto_pad = a.get("auto_pad", "NOTSET") or "NOTSET"
+    span = [(k - 1) * d + 1 for k, d in zip(kernel, dil, strict=True)]
+    full = [
+        s * (i - 1) + op + k for s, i, op, k in zip(strides, spatial, out_pad, span, strict=True)
+    ]
+    out_shape = list(a.get("output_shape") or [])
+    if len(out_shape) > nsp:
+        out_shape = out_shape[-nsp:]
+    if out_shape or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        target = out_shape or [i * s for i, s in zip(spatial, strides, strict=True)]
+        total = [f - t for f, t in zip(full, target, strict=True)]
+        if auto_pad == "SAME_UPPER":
+            begin = [t // 2 for t in total]
+        else:
+            begin = [t - t // 2 for t in total]
+        end = [t - b for t, b in zip(total, begin, strict=True)]
+    elif auto_pad == "VALID":
+        begin = end = [0] * nsp
+    else:
+        pads = list(a.get("pads") or [0] * (2 * nsp))
+        begin, end = pads[:nsp], pads[nsp:]
+    out = tuple(f - b - e for f, b, e in zip(full, begin, end, strict=True))
+    return Window(kernel, strides, dil, tuple(begin), tuple(end), out)
+
+
+def _conv_transpose(
+    x: np.ndarray, w: np.ndarray, win: Window, group: int, threads: int
+) -> np.ndarray:
+    n, c = x.shape[:2]
+    mg = w.shape[1]
+    cg, m = c // group, mg * group
+    ksize = math.prod(win.kernel)
+    sp_in = x.shape[2:]
+    p_in = math.prod(sp_in)
+    dtype = np.float32 if x.dtype == np.float16 else x.dtype
+    # col[n, g] = W_g^T @ x_g: (Mg * ksize, P_in) per group.
+    wt = w.astype(dtype, copy=False).reshape(group, cg, mg * ksize).transpose(0, 2, 1)
+    col = np.matmul(wt, x.astype(dtype, copy=False).reshape(n, group, cg, p_in))
+    if dtype == np.float32 and len(sp_in) <= 3 and min(win.out, default=1) > 0:
+        y = np.zeros((n, m, *win.out), np.float32)
+        k3, s3, pb3, _, d3, o3 = Window(
+            win.kernel, win.strides, win.dilations, win.pads_begin, win.pads_end, tuple(sp_in)
+        ).padded3()
+        lead = (1,) * (3 - len(sp_in))
+        for i in range(n):
+            y5 = y[i].reshape(m, *lead, *win.out)
+            for g in range(group):
+                ext.col2im(
+                    np.ascontiguousarray(col[i, g]), y5[g * mg : (g + 1) * mg],
+                    *k3, *s3, *pb3, *d3, *o3, threads,
+                )  # fmt: skip
+        return y
+    # numpy path: scatter-add every kernel offset into a buffer covering the
+    # full (unpadded) output, then crop the pads.
+    col = col.reshape(n, m, ksize, *sp_in)
+    full = [
+        max(s * (i - 1) + (k - 1) * d + 1, b + o)
+        for s, i, k, d, b, o in zip(
+            win.strides, sp_in, win.kernel, win.dilations, win.pads_begin, win.out, strict=True
+        )
+    ]
+    buf = np.zeros((n, m, *full), dtype)
+    for k, off in enumerate(kernel_offsets(win.kernel)):
+        start = [int(o) * d for o, d in zip(off, win.dilations, strict=True)]
+        buf[strided_slice(start, win.strides, sp_in)] += col[:, :, k]
+    crop: tuple[Any, ...] = (
+        Ellipsis,
+        *(slice(b, b + o) for b, o in zip(win.pads_begin, win.out, strict=True)),
+    )
+    return np.ascontiguousarray(buf[crop])
+
+
+@registry.kernel("ConvTranspose", since=1, until=10, types={"T": FLOATS})
+@registry.kernel("ConvTranspose", since=11, until=21, types={"T": FLOATS})
+@registry.kernel("ConvTranspose", since=22, types={"T": FLOATS})
+def conv_transpose(info: NodeInfo) -> Compute:
+    """ConvTranspose with groups, dilations, output_padding and output_shape."""
+    group = int(info.attrs.get("group", 1))
+    kernel_shape = info.attrs.get("kernel_shape")
+    threads = thread_count(info)
+
+    def compute(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray]:
+        kernel = tuple(int(k) for k in (kernel_shape or w.shape[2:]))
+        win = _transpose_window(info, tuple(x.shape[2:]), kernel)
+        if any(p < 0 for p in win.pads_begin + win.pads_end):
+            raise ValueError(f"{info.describe()}: output_shape needs negative pads")
+        y = _conv_transpose(x, w, win, group, threads)
+        _add_bias(y, b, threads)
+        return (y.astype(x.dtype, copy=False),)
+
+    return compute

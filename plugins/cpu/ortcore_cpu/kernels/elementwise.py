@@ -1,0 +1,217 @@
+"""Binary arithmetic with broadcasting: Add, Sub, Mul, Div, Pow, and the
+variadic Sum, Mean, Max, Min.
+
+Float32 operands of one shape, a scalar or a per-channel vector take the
+Cython path; everything else uses numpy ufuncs. Results keep the ONNX dtype
+(the first input's), whatever numpy would have promoted to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from ep_sdk import Compute, NodeInfo
+
+from .._ext import elementwise as ext
+from . import registry
+from ._common import FLOATS, INTS, NUMERIC, thread_count, threads_for
+
+_Ufunc = Callable[..., np.ndarray]
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer division truncating toward zero, as C and onnxruntime do."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.floor_divide(a, b)
+        if a.dtype.kind == "u":
+            return q
+        r = np.remainder(a, b)
+    fix = (r != 0) & ((a < 0) ^ (b < 0))
+    q += fix.astype(q.dtype)
+    return q
+
+
+def _channel_operand(full: np.ndarray, small: np.ndarray) -> tuple[int, int] | None:
+    """If ``small`` broadcasts against ``full`` as a scalar or a per-channel
+    vector (the shape (C, 1, ..., 1) aligned at some axis), return
+    ``(rows, row_len)`` of ``full`` viewed as (rows, row_len); else ``None``."""
+    if small.size == 1:
+        n = full.size
+        chunk = 1 << 15
+        if n % chunk == 0 and n > chunk:
+            return n // chunk, chunk
+        return 1, n
+    shape = small.shape
+    while shape and shape[0] == 1:
+        shape = shape[1:]
+    nz = [i for i, d in enumerate(shape) if d != 1]
+    if len(nz) != 1 or nz[0] != 0 or len(shape) > full.ndim:
+        return None
+    axis = full.ndim - len(shape)
+    if full.shape[axis] != shape[0]:
+        return None
+    inner = int(np.prod(full.shape[axis + 1 :], dtype=np.int64))
+    return full.size // inner if inner else 0, inner
+
+
+def _binary(op_code: int, ufunc: _Ufunc, threads: int) -> Compute:
+    """Return a compute function for a broadcasting arithmetic op."""
+
+    def compute(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
+        if a.dtype == np.float32 and b.dtype == np.float32 and a.size and b.size:
+            fast = _fast_f32(op_code, a, b, threads)
+            if fast is not None:
+                return (fast,)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            out = ufunc(a, b)
+        if out.dtype != a.dtype:
+            out = out.astype(a.dtype)
+        return (out,)
+
+    return compute
+
+
+def _fast_f32(op: int, a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray | None:
+    """Cython float32 path; ``None`` when the shapes need general broadcasting."""
+    if a.shape == b.shape:
+        out = np.empty(a.shape, np.float32)
+        ext.binary_same(
+            op,
+            np.ascontiguousarray(a).reshape(-1),
+            np.ascontiguousarray(b).reshape(-1),
+            out.reshape(-1),
+            threads_for(a.size, threads),
+        )
+        return out
+    for full, small, swap in ((a, b, False), (b, a, True)):
+        if small.ndim > full.ndim or small.size > full.size:
+            continue
+        rows = _channel_operand(full, small)
+        if rows is None:
+            continue
+        out = np.empty(full.shape, np.float32)
+        ext.binary_rows(
+            op,
+            np.ascontiguousarray(full).reshape(rows),
+            np.ascontiguousarray(small).reshape(-1),
+            out.reshape(rows),
+            swap,
+            threads_for(full.size, threads),
+        )
+        return out
+    return None
+
+
+_ARITH: dict[str, tuple[int, _Ufunc]] = {
+    "Add": (ext.ADD, np.add),
+    "Sub": (ext.SUB, np.subtract),
+    "Mul": (ext.MUL, np.multiply),
+    "Div": (ext.DIV, np.divide),
+}
+
+
+@registry.kernel("Add", since=7, until=12, types={"T": NUMERIC})
+@registry.kernel("Add", since=13, until=13, types={"T": NUMERIC})
+@registry.kernel("Add", since=14, types={"T": NUMERIC})
+@registry.kernel("Sub", since=7, until=12, types={"T": NUMERIC})
+@registry.kernel("Sub", since=13, until=13, types={"T": NUMERIC})
+@registry.kernel("Sub", since=14, types={"T": NUMERIC})
+@registry.kernel("Mul", since=7, until=12, types={"T": NUMERIC})
+@registry.kernel("Mul", since=13, until=13, types={"T": NUMERIC})
+@registry.kernel("Mul", since=14, types={"T": NUMERIC})
+@registry.kernel("Div", since=7, until=12, types={"T": NUMERIC})
+@registry.kernel("Div", since=13, until=13, types={"T": NUMERIC})
+@registry.kernel("Div", since=14, types={"T": NUMERIC})
+def arithmetic(info: NodeInfo) -> Compute:
+    """Add/Sub/Mul/Div with multidirectional broadcasting (opset 7+).
+
+    Integer Div truncates toward zero; integer overflow wraps.
+    """
+    op_code, ufunc = _ARITH[info.op_type]
+    itype = info.input_types[0]
+    if info.op_type == "Div" and itype is not None and itype in INTS:
+        return _binary(op_code, _int_div, thread_count(info))
+    if info.op_type == "Div" and itype is None:
+
+        def div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            if a.dtype.kind in "iu":
+                return _int_div(a, b)
+            return np.divide(a, b)
+
+        return _binary(op_code, div, thread_count(info))
+    return _binary(op_code, ufunc, thread_count(info))
+
+
+@registry.kernel("Pow", since=7, until=11, types={"T": FLOATS})
+@registry.kernel("Pow", since=12, until=12, types={"T": NUMERIC, "T1": NUMERIC})
+@registry.kernel("Pow", since=13, until=14, types={"T": NUMERIC, "T1": NUMERIC})
+@registry.kernel("Pow", since=15, types={"T": NUMERIC, "T1": NUMERIC})
+def pow_(info: NodeInfo) -> Compute:
+    """Pow: the result has the base's type (opset 12+ allows another exponent type)."""
+
+    def compute(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
+        if a.dtype.kind in "iu" or b.dtype.kind in "iu":
+            with np.errstate(all="ignore"):
+                out = np.power(a.astype(np.float64), b.astype(np.float64))
+            if a.dtype.kind in "iu":
+                out = np.trunc(out)
+            return (out.astype(a.dtype),)
+        if a.dtype == np.float32 and b.size == 1 and float(b.reshape(-1)[0]) == 2.0:
+            return (np.square(a),)
+        with np.errstate(all="ignore"):
+            out = np.power(a, b.astype(a.dtype, copy=False))
+        return (out,)
+
+    return compute
+
+
+def _variadic(fold: Callable[[Any, Any], np.ndarray], mean: bool, threads: int) -> Compute:
+    add = _binary(ext.ADD, np.add, threads)
+
+    def compute(*xs: np.ndarray) -> tuple[np.ndarray]:
+        if fold is np.add and len(xs) == 2:
+            out = add(xs[0], xs[1])[0]
+        else:
+            out = np.asarray(xs[0])
+            for x in xs[1:]:
+                out = fold(out, x)
+            out = np.array(np.broadcast_to(out, np.broadcast_shapes(*(x.shape for x in xs))))
+        if mean:
+            if out.dtype.kind in "iu":
+                out = out // len(xs)
+            else:
+                out = out / np.asarray(len(xs), out.dtype)
+        return (out.astype(xs[0].dtype, copy=False),)
+
+    return compute
+
+
+@registry.kernel("Sum", since=6, until=7, types={"T": FLOATS})
+@registry.kernel("Sum", since=8, until=12, types={"T": FLOATS})
+@registry.kernel("Sum", since=13, types={"T": FLOATS})
+@registry.kernel("Mean", since=6, until=7, types={"T": FLOATS})
+@registry.kernel("Mean", since=8, until=12, types={"T": FLOATS})
+@registry.kernel("Mean", since=13, types={"T": FLOATS})
+def sum_mean(info: NodeInfo) -> Compute:
+    """Sum and Mean of any number of inputs (opset 8+ broadcasts; 6-7 inputs
+    must share a shape, a case broadcasting covers)."""
+    return _variadic(np.add, info.op_type == "Mean", thread_count(info))
+
+
+@registry.kernel("Max", since=6, until=7, types={"T": FLOATS})
+@registry.kernel("Max", since=8, until=11, types={"T": FLOATS})
+@registry.kernel("Max", since=12, until=12, types={"T": NUMERIC})
+@registry.kernel("Max", since=13, types={"T": NUMERIC})
+@registry.kernel("Min", since=6, until=7, types={"T": FLOATS})
+@registry.kernel("Min", since=8, until=11, types={"T": FLOATS})
+@registry.kernel("Min", since=12, until=12, types={"T": NUMERIC})
+@registry.kernel("Min", since=13, types={"T": NUMERIC})
+def max_min(info: NodeInfo) -> Compute:
+    """Elementwise Max / Min of any number of inputs; NaN propagates."""
+    fold = np.maximum if info.op_type == "Max" else np.minimum
+    return _variadic(fold, False, thread_count(info))
+
+
+__all__ = ["arithmetic", "max_min", "pow_", "sum_mean"]

@@ -1,0 +1,233 @@
+"""Indexing and slicing: Gather, Slice, Split, Pad, TopK."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from ep_sdk import Compute, NodeInfo
+
+from . import registry
+from ._common import ALL_STR, INDEX, NUMERIC, int_list, normalize_axis, scalar
+
+
+@registry.kernel("Gather", since=1, until=10, types={"T": ALL_STR, "Tind": INDEX})
+@registry.kernel("Gather", since=11, until=12, types={"T": ALL_STR, "Tind": INDEX})
+@registry.kernel("Gather", since=13, types={"T": ALL_STR, "Tind": INDEX})
+def gather(info: NodeInfo) -> Compute:
+    """Take entries along ``axis`` at the indices (negative ones count from the end)."""
+    axis_attr = int(info.attrs.get("axis", 0))
+
+    def compute(x: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray]:
+        axis = normalize_axis(axis_attr, x.ndim)
+        n = x.shape[axis]
+        if indices.size and (indices.min() < -n or indices.max() >= n):
+            raise IndexError(f"{info.describe()}: indices out of range [-{n}, {n - 1}]")
+        return (np.take(x, indices.astype(np.int64, copy=False), axis=axis),)
+
+    return compute
+
+
+def _slice(
+    x: np.ndarray,
+    starts: list[int],
+    ends: list[int],
+    axes: list[int] | None,
+    steps: list[int] | None,
+) -> np.ndarray:
+    axes = list(range(len(starts))) if not axes else [normalize_axis(a, x.ndim) for a in axes]
+    steps = steps or [1] * len(starts)
+    index: list[slice] = [slice(None)] * x.ndim
+    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
+        if step == 0:
+            raise ValueError("Slice: steps must not be 0")
+        dim = x.shape[axis]
+        start = start + dim if start < 0 else start
+        end = end + dim if end < 0 else end
+        if step > 0:
+            start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+            index[axis] = slice(start, end, step)
+        else:
+            start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+            index[axis] = slice(start, None if end < 0 else end, step)
+    return x[tuple(index)]
+
+
+@registry.kernel("Slice", since=1, until=9, types={"T": ALL_STR})
+@registry.kernel(
+    "Slice", since=10, until=10, types={"T": ALL_STR, "Tind": INDEX},
+    input_memory={1: "host", 2: "host", 3: "host", 4: "host"},
+)  # fmt: skip
+@registry.kernel(
+    "Slice", since=11, until=12, types={"T": ALL_STR, "Tind": INDEX},
+    input_memory={1: "host", 2: "host", 3: "host", 4: "host"},
+)  # fmt: skip
+@registry.kernel(
+    "Slice", since=13, types={"T": ALL_STR, "Tind": INDEX},
+    input_memory={1: "host", 2: "host", 3: "host", 4: "host"},
+)  # fmt: skip
+def slice_(info: NodeInfo) -> Compute:
+    """Slice: ``starts``/``ends``/``axes`` attributes before opset 10, inputs
+    (plus ``steps``) from 10; out-of-range bounds are clamped."""
+    if info.opset < 10:
+        starts = list(info.attrs["starts"])
+        ends = list(info.attrs["ends"])
+        axes = info.attrs.get("axes")
+        return lambda x: (_slice(x, starts, ends, list(axes) if axes else None, None),)
+
+    def compute(
+        x: np.ndarray,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        axes: np.ndarray | None = None,
+        steps: np.ndarray | None = None,
+    ) -> tuple[np.ndarray]:
+        ax = int_list(axes) if axes is not None else None
+        st = int_list(steps) if steps is not None else None
+        return (_slice(x, int_list(starts), int_list(ends), ax, st),)
+
+    return compute
+
+
+def _split_sizes(
+    dim: int, n_out: int, split: list[int] | None, num_outputs: int | None
+) -> list[int]:
+    if split:
+        if sum(split) != dim:
+            raise ValueError(f"Split: sizes {split} do not add up to {dim}")
+        return split
+    if num_outputs:
+        chunk = math.ceil(dim / num_outputs)
+        return [min(chunk, max(dim - i * chunk, 0)) for i in range(num_outputs)]
+    if dim % n_out:
+        raise ValueError(f"Split: dim {dim} is not divisible into {n_out} outputs")
+    return [dim // n_out] * n_out
+
+
+def _split(x: np.ndarray, axis: int, sizes: list[int]) -> tuple[np.ndarray, ...]:
+    bounds = np.cumsum([0, *sizes])
+    index: list[slice] = [slice(None)] * x.ndim
+    outs = []
+    for lo, hi in itertools.pairwise(bounds):
+        index[axis] = slice(int(lo), int(hi))
+        outs.append(x[tuple(index)])
+    return tuple(outs)
+
+
+@registry.kernel("Split", since=2, until=10, types={"T": ALL_STR})
+@registry.kernel("Split", since=11, until=12, types={"T": ALL_STR})
+@registry.kernel("Split", since=13, until=17, types={"T": ALL_STR}, input_memory={1: "host"})
+@registry.kernel("Split", since=18, types={"T": ALL_STR}, input_memory={1: "host"})
+def split(info: NodeInfo) -> Compute:
+    """Split along ``axis``: sizes from the ``split`` attribute (before 13) or
+    input (from 13), else equal parts; ``num_outputs`` (18+) allows a smaller last part."""
+    axis_attr = int(info.attrs.get("axis", 0))
+    n_out = info.num_outputs
+    num_outputs = info.attrs.get("num_outputs") if info.opset >= 18 else None
+    split_attr = list(info.attrs.get("split") or []) if info.opset < 13 else None
+
+    def compute(x: np.ndarray, split_in: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+        axis = normalize_axis(axis_attr, x.ndim)
+        sizes = split_attr if split_attr is not None else int_list(split_in)
+        return _split(x, axis, _split_sizes(x.shape[axis], n_out, sizes, num_outputs))
+
+    return compute
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+
+
+def _pad(
+    x: np.ndarray, pads: list[int], mode: str, value: object, axes: list[int] | None
+) -> np.ndarray:
+    axes = list(range(x.ndim)) if axes is None else [normalize_axis(a, x.ndim) for a in axes]
+    n = len(axes)
+    if len(pads) != 2 * n:
+        raise ValueError(f"Pad: expected {2 * n} pads, got {len(pads)}")
+    before, after = [0] * x.ndim, [0] * x.ndim
+    for i, a in enumerate(axes):
+        before[a], after[a] = pads[i], pads[i + n]
+    crop = tuple(
+        slice(-b if b < 0 else 0, d + e if e < 0 else d)
+        for b, e, d in zip(before, after, x.shape, strict=True)
+    )
+    x = x[crop]
+    widths = [(max(b, 0), max(e, 0)) for b, e in zip(before, after, strict=True)]
+    if mode not in _PAD_MODES:
+        raise ValueError(f"Pad: unknown mode {mode!r}")
+    if mode == "constant":
+        return np.pad(x, widths, mode="constant", constant_values=value)  # type: ignore[call-overload]
+    return np.pad(x, widths, mode=_PAD_MODES[mode])  # type: ignore[call-overload]
+
+
+@registry.kernel("Pad", since=2, until=10, types={"T": NUMERIC})
+@registry.kernel(
+    "Pad", since=11, until=12, types={"T": NUMERIC}, input_memory={1: "host", 2: "host"}
+)
+@registry.kernel(
+    "Pad", since=13, until=17, types={"T": ALL_STR}, input_memory={1: "host", 2: "host"}
+)
+@registry.kernel(
+    "Pad", since=18, until=18, types={"T": ALL_STR}, input_memory={1: "host", 2: "host", 3: "host"}
+)
+@registry.kernel(
+    "Pad", since=19, types={"T": ALL_STR}, input_memory={1: "host", 2: "host", 3: "host"}
+)
+def pad(info: NodeInfo) -> Compute:
+    """Pad (negative pads crop) with mode constant, reflect, edge or (19+) wrap.
+
+    Pads and value are attributes before opset 11 and inputs from 11; an
+    ``axes`` input selects the padded axes from 18.
+    """
+    mode = info.attrs.get("mode", "constant")
+    if info.opset < 11:
+        pads = [int(p) for p in info.attrs["pads"]]
+        value = float(info.attrs.get("value", 0.0))
+        return lambda x: (_pad(x, pads, mode, np.asarray(value).astype(x.dtype), None),)
+
+    def compute(
+        x: np.ndarray,
+        pads_in: np.ndarray,
+        value: np.ndarray | None = None,
+        axes: np.ndarray | None = None,
+    ) -> tuple[np.ndarray]:
+        fill = scalar(value) if value is not None and np.asarray(value).size else 0
+        ax = int_list(axes) if axes is not None else None
+        return (_pad(x, int_list(pads_in), mode, np.asarray(fill).astype(x.dtype), ax),)
+
+    return compute
+
+
+def _order_key(x: np.ndarray, largest: bool) -> np.ndarray:
+    """A key whose ascending stable sort puts the wanted elements first,
+    ties kept in index order."""
+    if not largest:
+        return x
+    if x.dtype.kind in "iub":
+        return ~x
+    return -x
+
+
+@registry.kernel("TopK", since=1, until=9, types={"T": NUMERIC})
+@registry.kernel("TopK", since=10, until=10, types={"T": NUMERIC}, input_memory={1: "host"})
+@registry.kernel("TopK", since=11, until=23, types={"T": NUMERIC}, input_memory={1: "host"})
+@registry.kernel("TopK", since=24, types={"T": NUMERIC}, input_memory={1: "host"})
+def topk(info: NodeInfo) -> Compute:
+    """The k largest (or, from opset 11, smallest) entries along ``axis`` and
+    their int64 indices; ties go to the lower index. ``k`` is an attribute
+    before opset 10 and an input from 10."""
+    axis_attr = int(info.attrs.get("axis", -1))
+    largest = bool(info.attrs.get("largest", 1))
+    k_attr = info.attrs.get("k") if info.opset < 10 else None
+
+    def compute(x: np.ndarray, k_in: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        axis = normalize_axis(axis_attr, x.ndim)
+        k = int(k_attr) if k_attr is not None else int(scalar(k_in))
+        if not 0 <= k <= x.shape[axis]:
+            raise ValueError(f"{info.describe()}: k={k} out of range for dim {x.shape[axis]}")
+        order = np.argsort(_order_key(x, largest), axis=axis, kind="stable")
+        idx = np.take(order, np.arange(k), axis=axis)
+        return np.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)
+
+    return compute

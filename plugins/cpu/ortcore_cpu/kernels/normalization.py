@@ -1,0 +1,204 @@
+"""Normalizations: BatchNormalization, InstanceNormalization,
+LayerNormalization, LRN, Softmax, LogSoftmax."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from ep_sdk import Compute, NodeInfo
+
+from .._ext import elementwise as ext
+from . import registry
+from ._common import FLOATS, f32_contiguous, normalize_axis, thread_count, threads_for
+
+
+def _channel_view(x: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Reshape per-channel vector ``v`` to broadcast over x (N, C, *S)."""
+    return v.reshape(-1, *([1] * (x.ndim - 2)))
+
+
+def _batch_norm_inference(
+    x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndarray,
+    var: np.ndarray, eps: float, threads: int,
+) -> np.ndarray:  # fmt: skip
+    """y = (x - mean) / sqrt(var + eps) * scale + bias, per channel."""
+    if x.ndim < 2 or scale.ndim != 1:
+        # spatial=0 (opset < 9): parameters are shaped like one sample.
+        a = scale / np.sqrt(var + eps)
+        return np.asarray((x - mean) * a + bias, dtype=x.dtype)
+    a64 = scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps)
+    b64 = bias.astype(np.float64) - mean.astype(np.float64) * a64
+    if x.dtype == np.float32 and x.size:
+        rows = (x.shape[0] * x.shape[1], -1)
+        out = np.empty(x.shape, np.float32)
+        ext.channel_affine(
+            f32_contiguous(x).reshape(rows), f32_contiguous(a64), f32_contiguous(b64),
+            out.reshape(rows), threads_for(x.size, threads),
+        )  # fmt: skip
+        return out
+    a, b = a64.astype(x.dtype), b64.astype(x.dtype)
+    return x * _channel_view(x, a) + _channel_view(x, b)
+
+
+@registry.kernel("BatchNormalization", since=6, until=6, types={"T": FLOATS})
+@registry.kernel("BatchNormalization", since=7, until=8, types={"T": FLOATS})
+@registry.kernel("BatchNormalization", since=9, until=13, types={"T": FLOATS})
+@registry.kernel("BatchNormalization", since=14, until=14, types={"T": FLOATS, "U": FLOATS})
+@registry.kernel("BatchNormalization", since=15, types={"T": FLOATS, "T1": FLOATS, "T2": FLOATS})
+def batch_norm(info: NodeInfo) -> Compute:
+    """BatchNormalization.
+
+    Inference uses the running statistics. Training statistics are computed
+    when ``training_mode=1`` (opset 14+) or, before opset 14, when the node
+    asks for the extra outputs (mean, var, saved_mean, saved_var; opset 6-13).
+    ``spatial=0`` (opset 6-8) takes per-element parameters.
+    """
+    eps = float(info.attrs.get("epsilon", 1e-5))
+    momentum = float(info.attrs.get("momentum", 0.9))
+    threads = thread_count(info)
+    if info.opset >= 14:
+        training = bool(info.attrs.get("training_mode", 0))
+    else:
+        training = info.num_outputs > 1
+    n_out = info.num_outputs
+
+    def compute(
+        x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
+        if not training:
+            y = _batch_norm_inference(x, scale, bias, mean, var, eps, threads)
+            extra = (mean, var, mean, var)[: n_out - 1]
+            return (y, *extra)
+        axes = (0, *range(2, x.ndim))
+        bmean = x.mean(axis=axes, dtype=np.float64)
+        bvar = x.var(axis=axes, dtype=np.float64)
+        y = _batch_norm_inference(x, scale, bias, bmean, bvar, eps, threads)
+        run_mean = (mean * momentum + bmean * (1 - momentum)).astype(mean.dtype)
+        run_var = (var * momentum + bvar * (1 - momentum)).astype(var.dtype)
+        if info.opset >= 14:
+            return (y, run_mean, run_var)[:n_out]
+        inv_std = 1 / np.sqrt(bvar + eps)
+        saved = (run_mean, run_var, bmean.astype(x.dtype), inv_std.astype(x.dtype))
+        return (y, *saved[: n_out - 1])
+
+    return compute
+
+
+@registry.kernel("InstanceNormalization", since=6, until=21, types={"T": FLOATS})
+@registry.kernel("InstanceNormalization", since=22, types={"T": FLOATS})
+def instance_norm(info: NodeInfo) -> Compute:
+    """Normalize each (sample, channel) plane over its spatial positions."""
+    eps = float(info.attrs.get("epsilon", 1e-5))
+
+    def compute(x: np.ndarray, scale: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray]:
+        axes = tuple(range(2, x.ndim))
+        work = x.astype(np.float32) if x.dtype == np.float16 else x
+        mean = work.mean(axis=axes, keepdims=True)
+        var = work.var(axis=axes, keepdims=True)
+        y = (work - mean) / np.sqrt(var + eps)
+        y = y * _channel_view(x, scale.astype(work.dtype)) + _channel_view(
+            x, bias.astype(work.dtype)
+        )
+        return (y.astype(x.dtype, copy=False),)
+
+    return compute
+
+
+@registry.kernel("LayerNormalization", since=17, types={"T": FLOATS, "U": FLOATS})
+def layer_norm(info: NodeInfo) -> Compute:
+    """Normalize over the dims from ``axis`` on; Mean and InvStdDev outputs
+    are optional and computed in float32 (``stash_type=1``) or the input type."""
+    axis_attr = int(info.attrs.get("axis", -1))
+    eps = float(info.attrs.get("epsilon", 1e-5))
+    stash = int(info.attrs.get("stash_type", 1))
+    n_out = info.num_outputs
+
+    def compute(
+        x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None
+    ) -> tuple[np.ndarray, ...]:
+        axis = normalize_axis(axis_attr, x.ndim)
+        axes = tuple(range(axis, x.ndim))
+        work = x.astype(np.float32) if stash == 1 and x.dtype == np.float16 else x
+        mean = work.mean(axis=axes, keepdims=True)
+        d = work - mean
+        var = np.mean(np.square(d), axis=axes, keepdims=True)
+        inv_std = 1 / np.sqrt(var + np.asarray(eps, var.dtype))
+        y = d * inv_std * scale.astype(work.dtype, copy=False)
+        if bias is not None:
+            y = y + bias.astype(work.dtype, copy=False)
+        outs = (y.astype(x.dtype, copy=False), mean, inv_std)
+        return outs[:n_out]
+
+    return compute
+
+
+@registry.kernel("LRN", since=1, until=12, types={"T": FLOATS})
+@registry.kernel("LRN", since=13, types={"T": FLOATS})
+def lrn(info: NodeInfo) -> Compute:
+    """Local response normalization across channels."""
+    size = int(info.attrs["size"])
+    alpha = float(info.attrs.get("alpha", 1e-4))
+    beta = float(info.attrs.get("beta", 0.75))
+    bias = float(info.attrs.get("bias", 1.0))
+    before = (size - 1) // 2
+    after = math.ceil((size - 1) / 2)
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray]:
+        sq = np.square(x, dtype=np.float32 if x.dtype == np.float16 else x.dtype)
+        c = x.shape[1]
+        # Window sums over channels from a prefix sum along axis 1.
+        csum = np.zeros((x.shape[0], c + 1, *x.shape[2:]), sq.dtype)
+        np.cumsum(sq, axis=1, out=csum[:, 1:])
+        hi = np.minimum(np.arange(c) + after + 1, c)
+        lo = np.maximum(np.arange(c) - before, 0)
+        window_sum = csum[:, hi] - csum[:, lo]
+        denom = window_sum * (alpha / size) + bias
+        y = x / np.power(denom, beta, dtype=denom.dtype)
+        return (y.astype(x.dtype, copy=False),)
+
+    return compute
+
+
+def _softmax(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
+    work = x.astype(np.float32) if x.dtype == np.float16 else x
+    m = np.max(work, axis=axis, keepdims=True) if work.size else work
+    e = work - m
+    if log:
+        out = e - np.log(np.sum(np.exp(e), axis=axis, keepdims=True))
+    else:
+        np.exp(e, out=e)
+        out = e / np.sum(e, axis=axis, keepdims=True)
+    return out.astype(x.dtype, copy=False)
+
+
+@registry.kernel("Softmax", since=1, until=10, types={"T": FLOATS})
+@registry.kernel("Softmax", since=11, until=12, types={"T": FLOATS})
+@registry.kernel("Softmax", since=13, types={"T": FLOATS})
+@registry.kernel("LogSoftmax", since=1, until=10, types={"T": FLOATS})
+@registry.kernel("LogSoftmax", since=11, until=12, types={"T": FLOATS})
+@registry.kernel("LogSoftmax", since=13, types={"T": FLOATS})
+def softmax(info: NodeInfo) -> Compute:
+    """Softmax / LogSoftmax.
+
+    Before opset 13 the input is coerced to 2-D at ``axis`` (default 1) and
+    normalized over the flattened trailing dims; from 13 over the single
+    ``axis`` (default -1).
+    """
+    log = info.op_type == "LogSoftmax"
+    axis_attr = int(info.attrs.get("axis", -1 if info.opset >= 13 else 1))
+    coerce = info.opset < 13
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray]:
+        if x.size == 0:
+            return (x.copy(),)
+        if x.ndim == 0:
+            return (_softmax(x.reshape(1), 0, log).reshape(()),)
+        axis = normalize_axis(axis_attr, x.ndim)
+        if coerce:
+            rows = math.prod(x.shape[:axis])
+            flat = x.reshape(rows, -1)
+            return (_softmax(flat, 1, log).reshape(x.shape),)
+        return (_softmax(x, axis, log),)
+
+    return compute

@@ -1,0 +1,178 @@
+"""Pooling: MaxPool (with Indices), AveragePool, GlobalAveragePool, GlobalMaxPool.
+
+Float32 with 1-3 spatial dims runs in Cython (float16 and 8-bit integers are
+converted to float32 and back, which is exact); other cases use a numpy path
+that loops over kernel offsets.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from ep_sdk import Compute, NodeInfo
+
+from .._ext import pool as ext
+from . import registry
+from ._common import DT, FLOATS, f32_contiguous, thread_count, threads_for
+from ._window import Window, kernel_offsets, strided_slice, window
+
+_EXACT_IN_F32 = (np.float32, np.float16, np.int8, np.uint8)
+_NO_INDICES = np.empty((1, 1, 1, 1), np.int64)
+
+
+def _window_of(info: NodeInfo, spatial: tuple[int, ...]) -> Window:
+    a = info.attrs
+    return window(
+        spatial,
+        a["kernel_shape"],
+        auto_pad=a.get("auto_pad", "NOTSET"),
+        pads=a.get("pads"),
+        strides=a.get("strides"),
+        dilations=a.get("dilations"),
+        ceil_mode=bool(a.get("ceil_mode", 0)),
+    )
+
+
+def _planes(x: np.ndarray) -> np.ndarray:
+    """View x (N, C, *S) as float32 (N*C, D, H, W)."""
+    sp = x.shape[2:]
+    return f32_contiguous(x).reshape(-1, *((1,) * (3 - len(sp))), *sp)
+
+
+def _numpy_windows(x: np.ndarray, win: Window, fill: float) -> np.ndarray:
+    """Return every kernel offset's strided view of ``x`` padded with ``fill``,
+    stacked on a new axis 2."""
+    sp = x.shape[2:]
+    need = [
+        (o - 1) * s + (k - 1) * d + 1
+        for o, s, k, d in zip(win.out, win.strides, win.kernel, win.dilations, strict=True)
+    ]
+    extra = [max(nd - (i + b), 0) for nd, i, b in zip(need, sp, win.pads_begin, strict=True)]
+    pad = [(0, 0), (0, 0), *zip(win.pads_begin, extra, strict=True)]
+    xp = np.pad(x, pad, constant_values=fill)
+    views = []
+    for off in kernel_offsets(win.kernel):
+        start = [int(o) * d for o, d in zip(off, win.dilations, strict=True)]
+        sl = strided_slice(start, win.strides, win.out)
+        views.append(xp[sl])
+    return np.stack(views, axis=2)
+
+
+@registry.kernel("MaxPool", since=1, until=7, types={"T": FLOATS})
+@registry.kernel("MaxPool", since=8, until=9, types={"T": FLOATS})
+@registry.kernel("MaxPool", since=10, until=10, types={"T": FLOATS})
+@registry.kernel("MaxPool", since=11, until=11, types={"T": FLOATS})
+@registry.kernel("MaxPool", since=12, until=21, types={"T": FLOATS | {DT.INT8, DT.UINT8}})
+@registry.kernel("MaxPool", since=22, types={"T": FLOATS | {DT.INT8, DT.UINT8}})
+def max_pool(info: NodeInfo) -> Compute:
+    """MaxPool; the optional Indices output (opset 8+) honours ``storage_order``."""
+    threads = thread_count(info)
+    want_indices = info.num_outputs > 1
+    column_major = bool(info.attrs.get("storage_order", 0))
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray, ...]:
+        win = _window_of(info, tuple(x.shape[2:]))
+        if x.dtype in _EXACT_IN_F32 and 1 <= len(win.out) <= 3:
+            k3, s3, pb3, _, d3, o3 = win.padded3()
+            out = np.empty((x.shape[0] * x.shape[1], *o3), np.float32)
+            idx = np.empty(out.shape, np.int64) if want_indices else _NO_INDICES
+            nt = threads_for(out.size * math.prod(k3), threads)
+            if out.size and want_indices:
+                ext.max_pool_indices(_planes(x), out, idx, column_major, *k3, *s3, *pb3, *d3, nt)
+            elif out.size:
+                ext.max_pool(_planes(x), out, *k3, *s3, *pb3, *d3, nt)
+            shape = (*x.shape[:2], *win.out)
+            y = out.reshape(shape).astype(x.dtype, copy=False)
+            return (y, idx.reshape(shape)) if want_indices else (y,)
+        return _max_pool_numpy(x, win, want_indices, column_major)
+
+    return compute
+
+
+def _max_pool_numpy(
+    x: np.ndarray, win: Window, want_indices: bool, column_major: bool
+) -> tuple[np.ndarray, ...]:
+    fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    views = _numpy_windows(x, win, fill)
+    y = views.max(axis=2) if views.shape[2] else np.full(views.shape[:2] + views.shape[3:], fill)
+    if not want_indices:
+        return (y.astype(x.dtype, copy=False),)
+    arg = views.argmax(axis=2)
+    offs = kernel_offsets(win.kernel)
+    sp = x.shape[2:]
+    grid = np.indices(win.out)
+    coords = [
+        grid[i] * win.strides[i] - win.pads_begin[i] + offs[arg, i] * win.dilations[i]
+        for i in range(len(sp))
+    ]
+    order = list(range(len(sp)))[::-1] if column_major else list(range(len(sp)))
+    flat = np.zeros(arg.shape, np.int64)
+    for i in order:
+        flat = flat * sp[i] + coords[i]
+    plane = math.prod(sp)
+    base = np.arange(x.shape[0] * x.shape[1], dtype=np.int64).reshape(*x.shape[:2], *[1] * len(sp))
+    return y.astype(x.dtype, copy=False), flat + base * plane
+
+
+@registry.kernel("AveragePool", since=7, until=9, types={"T": FLOATS})
+@registry.kernel("AveragePool", since=10, until=10, types={"T": FLOATS})
+@registry.kernel("AveragePool", since=11, until=18, types={"T": FLOATS})
+@registry.kernel("AveragePool", since=19, until=21, types={"T": FLOATS})
+@registry.kernel("AveragePool", since=22, types={"T": FLOATS})
+def average_pool(info: NodeInfo) -> Compute:
+    """AveragePool: ``count_include_pad`` (7+), ``ceil_mode`` (10+), ``dilations`` (19+)."""
+    threads = thread_count(info)
+    include_pad = bool(info.attrs.get("count_include_pad", 0))
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray]:
+        win = _window_of(info, tuple(x.shape[2:]))
+        if 1 <= len(win.out) <= 3 and x.dtype != np.float64:
+            k3, s3, pb3, pe3, d3, o3 = win.padded3()
+            out = np.empty((x.shape[0] * x.shape[1], *o3), np.float32)
+            if out.size:
+                nt = threads_for(out.size * math.prod(k3), threads)
+                ext.avg_pool(_planes(x), out, *k3, *s3, *pb3, *pe3, *d3, include_pad, nt)
+            return (out.reshape(*x.shape[:2], *win.out).astype(x.dtype, copy=False),)
+        views = _numpy_windows(x.astype(np.float64), win, 0.0)
+        count = _counts(tuple(x.shape[2:]), win, include_pad)
+        return ((views.sum(axis=2) / np.maximum(count, 1)).astype(x.dtype),)
+
+    return compute
+
+
+def _counts(spatial: tuple[int, ...], win: Window, include_pad: bool) -> np.ndarray:
+    """Divisor of every AveragePool window: its positions inside the data, or
+    inside the padded extent with ``include_pad``; separable over the dims."""
+    count = np.ones((), np.int64)
+    for i, size in enumerate(spatial):
+        pos = (
+            np.arange(win.out[i])[:, None] * win.strides[i]
+            - win.pads_begin[i]
+            + np.arange(win.kernel[i])[None, :] * win.dilations[i]
+        )
+        ok = pos < size + win.pads_end[i] if include_pad else (pos >= 0) & (pos < size)
+        count = np.multiply.outer(count, ok.sum(axis=1))
+    return count
+
+
+@registry.kernel("GlobalAveragePool", since=1, until=21, types={"T": FLOATS})
+@registry.kernel("GlobalAveragePool", since=22, types={"T": FLOATS})
+@registry.kernel("GlobalMaxPool", since=1, until=21, types={"T": FLOATS})
+@registry.kernel("GlobalMaxPool", since=22, types={"T": FLOATS})
+def global_pool(info: NodeInfo) -> Compute:
+    """Mean or max over every spatial position, keeping the spatial dims as 1s."""
+    threads = thread_count(info)
+    take_max = info.op_type == "GlobalMaxPool"
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray]:
+        shape = (*x.shape[:2], *([1] * (x.ndim - 2)))
+        if x.dtype == np.float64:
+            red = np.max if take_max else np.mean
+            return (red(x, axis=tuple(range(2, x.ndim)), keepdims=True),)
+        planes = f32_contiguous(x).reshape(x.shape[0] * x.shape[1], -1)
+        out = np.empty(planes.shape[0], np.float32)
+        ext.global_pool(planes, out, take_max, threads_for(planes.size, threads))
+        return (out.reshape(shape).astype(x.dtype, copy=False),)
+
+    return compute

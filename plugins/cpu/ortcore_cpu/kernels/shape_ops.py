@@ -1,0 +1,220 @@
+"""Shape and data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze,
+Transpose, Concat, Shape, Size, Identity, Dropout, Expand, Tile, Cast.
+
+Reshape-like ops return views of their input (kernels never write into
+their inputs); Transpose returns a contiguous copy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from ep_sdk import Compute, NodeInfo, to_numpy
+from onnx_ir import DataType
+
+from . import registry
+from ._common import ALL, ALL_STR, BOOL, FLOATS, INDEX, int_list, normalize_axes, normalize_axis
+
+
+def _reshape(x: np.ndarray, shape: list[int], allowzero: bool) -> np.ndarray:
+    if not allowzero:
+        shape = [x.shape[i] if d == 0 else d for i, d in enumerate(shape)]
+    return x.reshape(shape)
+
+
+@registry.kernel("Reshape", since=5, until=12, types={"T": ALL_STR}, input_memory={1: "host"})
+@registry.kernel("Reshape", since=13, until=13, types={"T": ALL_STR}, input_memory={1: "host"})
+@registry.kernel("Reshape", since=14, types={"T": ALL_STR}, input_memory={1: "host"})
+def reshape(info: NodeInfo) -> Compute:
+    """Reshape to the shape input; 0 copies the input dim unless ``allowzero=1`` (14+)."""
+    allowzero = info.opset >= 14 and bool(info.attrs.get("allowzero", 0))
+    return lambda x, shape: (_reshape(x, int_list(shape), allowzero),)
+
+
+@registry.kernel("Flatten", since=1, until=8, types={"T": FLOATS})
+@registry.kernel("Flatten", since=9, until=10, types={"T": ALL_STR})
+@registry.kernel("Flatten", since=11, until=12, types={"T": ALL_STR})
+@registry.kernel("Flatten", since=13, types={"T": ALL_STR})
+def flatten(info: NodeInfo) -> Compute:
+    """Flatten to 2-D at ``axis`` (negative axes from opset 11)."""
+    axis_attr = int(info.attrs.get("axis", 1))
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray]:
+        axis = axis_attr + x.ndim if axis_attr < 0 else axis_attr
+        if not 0 <= axis <= x.ndim:
+            raise ValueError(f"{info.describe()}: axis {axis_attr} out of range for rank {x.ndim}")
+        return (x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:])),)
+
+    return compute
+
+
+def _squeeze(x: np.ndarray, axes: list[int] | None) -> np.ndarray:
+    if not axes:
+        return x.reshape([d for d in x.shape if d != 1])
+    return np.squeeze(x, axis=normalize_axes(axes, x.ndim))
+
+
+@registry.kernel("Squeeze", since=1, until=10, types={"T": ALL_STR})
+@registry.kernel("Squeeze", since=11, until=12, types={"T": ALL_STR})
+@registry.kernel("Squeeze", since=13, types={"T": ALL_STR}, input_memory={1: "host"})
+def squeeze(info: NodeInfo) -> Compute:
+    """Remove size-1 dims: ``axes`` attribute before opset 13, optional input after."""
+    if info.opset < 13:
+        axes = info.attrs.get("axes")
+        return lambda x: (_squeeze(x, list(axes) if axes is not None else None),)
+    return lambda x, axes=None: (_squeeze(x, int_list(axes) if axes is not None else None),)
+
+
+def _unsqueeze(x: np.ndarray, axes: list[int]) -> np.ndarray:
+    rank = x.ndim + len(axes)
+    shape = list(x.shape)
+    for a in sorted(normalize_axes(axes, rank)):
+        shape.insert(a, 1)
+    return x.reshape(shape)
+
+
+@registry.kernel("Unsqueeze", since=1, until=10, types={"T": ALL_STR})
+@registry.kernel("Unsqueeze", since=11, until=12, types={"T": ALL_STR})
+@registry.kernel("Unsqueeze", since=13, types={"T": ALL_STR}, input_memory={1: "host"})
+def unsqueeze(info: NodeInfo) -> Compute:
+    """Insert size-1 dims at ``axes`` (of the output): an attribute before
+    opset 13 (negative values from 11), an input from 13."""
+    if info.opset < 13:
+        axes = [int(a) for a in info.attrs["axes"]]
+        return lambda x: (_unsqueeze(x, axes),)
+    return lambda x, axes: (_unsqueeze(x, int_list(axes)),)
+
+
+@registry.kernel("Transpose", since=1, until=12, types={"T": ALL_STR})
+@registry.kernel("Transpose", since=13, types={"T": ALL_STR})
+def transpose(info: NodeInfo) -> Compute:
+    """Permute dims (default: reverse them); the result is contiguous."""
+    perm = info.attrs.get("perm")
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray]:
+        p = list(perm) if perm else list(range(x.ndim))[::-1]
+        return (np.ascontiguousarray(np.transpose(x, p)),)
+
+    return compute
+
+
+@registry.kernel("Concat", since=4, until=10, types={"T": ALL_STR})
+@registry.kernel("Concat", since=11, until=12, types={"T": ALL_STR})
+@registry.kernel("Concat", since=13, types={"T": ALL_STR})
+def concat(info: NodeInfo) -> Compute:
+    """Join inputs along ``axis`` (negative from opset 11)."""
+    axis_attr = int(info.attrs["axis"])
+
+    def compute(*xs: np.ndarray) -> tuple[np.ndarray]:
+        axis = normalize_axis(axis_attr, xs[0].ndim)
+        return (np.concatenate(xs, axis=axis),)
+
+    return compute
+
+
+@registry.kernel("Shape", since=1, until=12, types={"T": ALL_STR})
+@registry.kernel("Shape", since=13, until=14, types={"T": ALL_STR})
+@registry.kernel("Shape", since=15, types={"T": ALL_STR})
+def shape(info: NodeInfo) -> Compute:
+    """The input's shape as int64; ``start``/``end`` slice it from opset 15."""
+    start = int(info.attrs.get("start", 0)) if info.opset >= 15 else 0
+    end = info.attrs.get("end") if info.opset >= 15 else None
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray]:
+        dims = x.shape[slice(start, None if end is None else int(end))]
+        return (np.array(dims, dtype=np.int64),)
+
+    return compute
+
+
+@registry.kernel("Size", since=1, until=12, types={"T": ALL_STR})
+@registry.kernel("Size", since=13, types={"T": ALL_STR})
+def size(info: NodeInfo) -> Compute:
+    """Number of elements, as an int64 scalar."""
+    return lambda x: (np.array(x.size, dtype=np.int64),)
+
+
+@registry.kernel("Identity", since=1, until=12, types={"T": ALL_STR})
+@registry.kernel("Identity", since=13, types={"T": ALL_STR})
+def identity(info: NodeInfo) -> Compute:
+    """Return the input unchanged."""
+    return lambda x: (x,)
+
+
+@registry.kernel("Dropout", since=7, until=9, types={"T": FLOATS})
+@registry.kernel("Dropout", since=10, until=11, types={"T": FLOATS, "T1": BOOL})
+@registry.kernel(
+    "Dropout", since=12, until=12, types={"T": FLOATS}, input_memory={1: "host", 2: "host"}
+)
+@registry.kernel(
+    "Dropout", since=13, until=21, types={"T": FLOATS}, input_memory={1: "host", 2: "host"}
+)
+@registry.kernel("Dropout", since=22, types={"T": FLOATS}, input_memory={1: "host", 2: "host"})
+def dropout(info: NodeInfo) -> Compute:
+    """Dropout: identity at inference.
+
+    The optional mask is of the input's type before opset 10 and bool after.
+    From opset 12 ``ratio`` and ``training_mode`` are inputs; in training mode
+    elements are zeroed with probability ``ratio`` (seeded by ``seed``) and the
+    rest scaled by 1 / (1 - ratio).
+    """
+    want_mask = info.num_outputs > 1
+    seed = info.attrs.get("seed")
+    ratio_attr = float(info.attrs.get("ratio", 0.5))
+
+    def compute(
+        x: np.ndarray, ratio: np.ndarray | None = None, training: np.ndarray | None = None
+    ) -> tuple[np.ndarray, ...]:
+        train = training is not None and bool(np.asarray(training).reshape(-1)[0])
+        r = float(np.asarray(ratio).reshape(-1)[0]) if ratio is not None else ratio_attr
+        if not train or r == 0.0:
+            if not want_mask:
+                return (x,)
+            mask_dtype = x.dtype if info.opset < 10 else np.bool_
+            return (x, np.ones(x.shape, mask_dtype))
+        rng = np.random.default_rng(None if seed is None else int(seed))
+        mask = rng.uniform(size=x.shape) >= r
+        y = (x * mask / np.asarray(1.0 - r, x.dtype)).astype(x.dtype, copy=False)
+        return (y, mask) if want_mask else (y,)
+
+    return compute
+
+
+@registry.kernel("Expand", since=8, until=12, types={"T": ALL_STR}, input_memory={1: "host"})
+@registry.kernel("Expand", since=13, types={"T": ALL_STR}, input_memory={1: "host"})
+def expand(info: NodeInfo) -> Compute:
+    """Broadcast the input to (the broadcast of its shape and) the shape input."""
+
+    def compute(x: np.ndarray, shape: np.ndarray) -> tuple[np.ndarray]:
+        target = np.broadcast_shapes(x.shape, tuple(int_list(shape)))
+        return (np.array(np.broadcast_to(x, target)),)
+
+    return compute
+
+
+@registry.kernel("Tile", since=6, until=12, types={"T": ALL_STR}, input_memory={1: "host"})
+@registry.kernel("Tile", since=13, types={"T": ALL_STR}, input_memory={1: "host"})
+def tile(info: NodeInfo) -> Compute:
+    """Repeat the input ``repeats[i]`` times along each dim."""
+    return lambda x, repeats: (np.tile(x, int_list(repeats)),)
+
+
+_CAST_TYPES = ALL | INDEX
+
+
+@registry.kernel("Cast", since=6, until=8, types={"T1": _CAST_TYPES, "T2": _CAST_TYPES})
+@registry.kernel("Cast", since=9, until=12, types={"T1": _CAST_TYPES, "T2": _CAST_TYPES})
+@registry.kernel("Cast", since=13, until=18, types={"T1": _CAST_TYPES, "T2": _CAST_TYPES})
+@registry.kernel("Cast", since=19, types={"T1": _CAST_TYPES, "T2": _CAST_TYPES})
+def cast(info: NodeInfo) -> Compute:
+    """Convert to element type ``to``; floats to integers truncate toward zero."""
+    target = to_numpy(DataType(int(info.attrs["to"])))
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray]:
+        if x.dtype == target:
+            return (x,)
+        with np.errstate(invalid="ignore", over="ignore"):
+            return (x.astype(target),)
+
+    return compute

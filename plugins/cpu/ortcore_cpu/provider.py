@@ -1,0 +1,43 @@
+"""The CPU execution provider class.
+
+This module stays light: the kernel modules (and the Cython extensions they
+load) are imported on the first call of :meth:`CPUExecutionProvider.kernel_registry`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import ep_sdk
+
+from . import __version__
+
+_registry: ep_sdk.KernelRegistry | None = None
+
+
+def _load_registry() -> ep_sdk.KernelRegistry:
+    """Import the kernel modules once and return their registry."""
+    global _registry
+    if _registry is None:
+        from .kernels import registry
+
+        _registry = registry
+    return _registry
+
+
+class CPUExecutionProvider(ep_sdk.ExecutionProvider):
+    """Runs ONNX nodes on the host with numpy and Cython kernels.
+
+    It is the fallback provider: its priority is the lowest, and the core tries
+    it after every other provider the session lists. Parallel kernels use
+    ``SessionOptions.intra_op_num_threads`` threads (0: every core).
+    """
+
+    name: ClassVar[str] = "CPUExecutionProvider"
+    aliases: ClassVar[tuple[str, ...]] = ("cpu",)
+    version: ClassVar[str] = __version__
+    priority: ClassVar[int] = 0
+
+    def kernel_registry(self) -> ep_sdk.KernelRegistry:
+        """Return the provider's kernels (imported on first use)."""
+        return _load_registry()

@@ -1,0 +1,6 @@
+"""Make the test helpers importable as ``harness``."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))

@@ -1,0 +1,114 @@
+"""Normalization kernels against onnx.reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from harness import check_node
+
+RNG = np.random.default_rng(3)
+
+
+def rand(*shape: int, dtype: type = np.float32) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def bn_inputs(shape: tuple, dtype: type = np.float32) -> list[np.ndarray]:
+    c = shape[1]
+    var = (np.abs(rand(c)) + 0.5).astype(dtype)
+    return [rand(*shape, dtype=dtype), rand(c, dtype=dtype), rand(c, dtype=dtype),
+            rand(c, dtype=dtype), var]  # fmt: skip
+
+
+@pytest.mark.parametrize("opset", [7, 9, 14, 15])
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (2, 3), (1, 3, 4), (2, 3, 2, 2, 2), (0, 3, 2, 2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batch_norm_inference(opset: int, shape: tuple, dtype: type) -> None:
+    # onnx.reference's BatchNormalization before opset 14 is wrong: use onnxruntime.
+    oracle = "onnxruntime" if opset < 14 else "reference"
+    check_node("BatchNormalization", bn_inputs(shape, dtype), {"epsilon": 1e-3}, opset=opset,
+               rtol=1e-5, atol=1e-5, oracle=oracle)  # fmt: skip
+
+
+def test_batch_norm_spatial0_opset7() -> None:
+    x = rand(2, 3, 4)
+    params = [rand(3, 4), rand(3, 4), rand(3, 4), np.abs(rand(3, 4)) + 0.5]
+    mean, var = params[2], params[3]
+    want = (x - mean) / np.sqrt(var + 1e-5) * params[0] + params[1]
+    check_node("BatchNormalization", [x, *params], {"spatial": 0}, opset=7, expected=[want],
+               rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+def test_batch_norm_training_opset15() -> None:
+    check_node("BatchNormalization", bn_inputs((4, 3, 5, 5)), {"training_mode": 1}, opset=15,
+               n_outputs=3, rtol=1e-4, atol=1e-5)  # fmt: skip
+
+
+def test_batch_norm_training_outputs_opset9() -> None:
+    from harness import run_node
+
+    inputs = bn_inputs((4, 3, 5, 5))
+    y, mean, var, saved_mean, _saved_inv_std = run_node(
+        "BatchNormalization", inputs, opset=9, n_outputs=5
+    )
+    x = inputs[0].astype(np.float64)
+    bmean, bvar = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
+    np.testing.assert_allclose(saved_mean, bmean, rtol=1e-5)
+    np.testing.assert_allclose(mean, inputs[3] * 0.9 + bmean * 0.1, rtol=1e-5)
+    np.testing.assert_allclose(var, inputs[4] * 0.9 + bvar * 0.1, rtol=1e-5)
+    assert y.dtype == np.float32 and y.shape == inputs[0].shape
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (1, 3, 7)])
+def test_instance_norm(dtype: type, shape: tuple) -> None:
+    check_node("InstanceNormalization", [rand(*shape, dtype=dtype), rand(3, dtype=dtype),
+               rand(3, dtype=dtype)], opset=6, rtol=1e-4, atol=1e-5)  # fmt: skip
+
+
+@pytest.mark.parametrize("axis", [-1, -2, 1, 0])
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("n_outputs", [1, 3])
+def test_layer_norm(axis: int, with_bias: bool, n_outputs: int) -> None:
+    x = rand(2, 3, 4)
+    norm_shape = x.shape[axis:] if axis >= 0 else x.shape[x.ndim + axis :]
+    inputs = [x, rand(*norm_shape)]
+    if with_bias:
+        inputs.append(rand(*norm_shape))
+    check_node("LayerNormalization", inputs, {"axis": axis}, opset=17, n_outputs=n_outputs,
+               rtol=1e-4, atol=1e-5)  # fmt: skip
+
+
+@pytest.mark.parametrize("size", [1, 3, 5])
+@pytest.mark.parametrize("opset", [1, 13])
+def test_lrn(size: int, opset: int) -> None:
+    attrs = {"size": size, "alpha": 2e-4, "beta": 0.75, "bias": 1.5}
+    # onnx.reference's LRN sums a shifted channel window: use onnxruntime.
+    check_node("LRN", [rand(2, 7, 4, 4)], attrs, opset=opset, rtol=1e-5, atol=1e-6,
+               oracle="onnxruntime")  # fmt: skip
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("opset", [1, 11, 13])
+@pytest.mark.parametrize("axis", [None, 0, 1, 2, -1])
+def test_softmax(op: str, opset: int, axis: int | None) -> None:
+    if axis is not None and axis < 0 and opset < 11:
+        pytest.skip("negative axis is opset 11+")
+    attrs = {} if axis is None else {"axis": axis}
+    # onnx.reference ignores the 2-D coercion of opset < 13: use onnxruntime.
+    oracle = "onnxruntime" if opset < 13 else "reference"
+    check_node(op, [rand(2, 3, 4)], attrs, opset=opset, rtol=1e-5, atol=1e-6, oracle=oracle)
+
+
+def test_softmax_versions_differ() -> None:
+    from harness import run_node
+
+    x = rand(2, 3, 4)
+    old = run_node("Softmax", [x], {"axis": 1}, opset=11)[0]
+    new = run_node("Softmax", [x], {"axis": 1}, opset=13)[0]
+    np.testing.assert_allclose(old.reshape(2, -1).sum(axis=1), 1, rtol=1e-5)
+    np.testing.assert_allclose(new.sum(axis=1), 1, rtol=1e-5)
+
+
+def test_softmax_empty() -> None:
+    check_node("Softmax", [rand(0, 4)], opset=13)

@@ -1,0 +1,141 @@
+"""Pooling kernels against onnx.reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from harness import check_node, run_node
+
+RNG = np.random.default_rng(2)
+
+
+def rand(*shape: int, dtype: type = np.float32) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+POOL_CASES = [
+    ((1, 2, 8, 8), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ((2, 3, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2]}),
+    ((1, 2, 9, 9), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    ((1, 2, 10, 9), {"kernel_shape": [3, 2], "strides": [2, 3], "pads": [1, 0, 2, 1]}),
+    ((1, 2, 9, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    (
+        (1, 2, 10, 10),
+        {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1},
+    ),
+    ((1, 2, 9, 9), {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 2, 9, 9), {"kernel_shape": [2, 2], "auto_pad": "SAME_LOWER", "strides": [2, 2]}),
+    ((1, 2, 9, 9), {"kernel_shape": [3, 3], "auto_pad": "VALID", "strides": [2, 2]}),
+    ((1, 2, 9), {"kernel_shape": [3], "pads": [1, 1]}),
+    (
+        (1, 2, 5, 6, 7),
+        {"kernel_shape": [2, 3, 2], "strides": [1, 2, 2], "pads": [1, 1, 0, 0, 1, 1]},
+    ),
+    ((1, 64, 28, 28), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    ((0, 2, 8, 8), {"kernel_shape": [2, 2]}),
+]
+
+
+def _oracle(xs: tuple, attrs: dict) -> str:
+    """onnx.reference gets SAME_LOWER output sizes and 1-D MaxPool wrong."""
+    if len(xs) == 3 or attrs.get("auto_pad") == "SAME_LOWER":
+        return "onnxruntime"
+    return "reference"
+
+
+@pytest.mark.parametrize(("xs", "attrs"), POOL_CASES)
+def test_max_pool(xs: tuple, attrs: dict) -> None:
+    check_node("MaxPool", [rand(*xs)], attrs, opset=12, oracle=_oracle(xs, attrs))
+
+
+@pytest.mark.parametrize("dilations", [[2, 2], [1, 2]])
+def test_max_pool_dilations(dilations: list) -> None:
+    attrs = {"kernel_shape": [3, 3], "dilations": dilations, "pads": [2, 2, 2, 2]}
+    check_node("MaxPool", [rand(1, 2, 9, 9)], attrs, opset=12)
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+@pytest.mark.parametrize("case", [1, 2, 3, 10])
+def test_max_pool_indices(storage_order: int, case: int) -> None:
+    xs, attrs = POOL_CASES[case]
+    attrs = {**attrs, "storage_order": storage_order}
+    # onnx.reference computes wrong indices when pads are present.
+    check_node("MaxPool", [rand(*xs)], attrs, opset=12, n_outputs=2, oracle="onnxruntime")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int8, np.uint8])
+def test_max_pool_dtypes(dtype: type) -> None:
+    x = (rand(1, 2, 9, 9) * 20).astype(dtype)
+    oracle = "onnxruntime" if dtype in (np.int8, np.uint8) else "reference"
+    check_node(
+        "MaxPool", [x], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, opset=12, oracle=oracle
+    )
+
+
+def test_max_pool_indices_float64() -> None:
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "storage_order": 1}
+    x = rand(1, 2, 9, 9, dtype=np.float64)
+    want = run_node("MaxPool", [x.astype(np.float32)], attrs, opset=12, n_outputs=2)
+    check_node(
+        "MaxPool", [x], attrs, opset=12, n_outputs=2, expected=[want[0].astype(np.float64), want[1]]
+    )
+
+
+@pytest.mark.parametrize("opset", [1, 8, 10, 11, 22])
+def test_max_pool_opsets(opset: int) -> None:
+    check_node("MaxPool", [rand(1, 2, 8, 8)], {"kernel_shape": [3, 3]}, opset=opset)
+
+
+@pytest.mark.parametrize(("xs", "attrs"), POOL_CASES)
+@pytest.mark.parametrize("include_pad", [0, 1])
+def test_average_pool(xs: tuple, attrs: dict, include_pad: int) -> None:
+    attrs = {**attrs, "count_include_pad": include_pad}
+    check_node("AveragePool", [rand(*xs)], attrs, opset=19, rtol=1e-5, atol=1e-6,
+               oracle=_oracle(xs, attrs))  # fmt: skip
+
+
+@pytest.mark.parametrize("include_pad", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_average_pool_dtypes(include_pad: int, dtype: type) -> None:
+    attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": include_pad,
+             "strides": [2, 2]}  # fmt: skip
+    tol = 1e-2 if dtype == np.float16 else 1e-9
+    check_node("AveragePool", [rand(1, 2, 9, 9, dtype=dtype)], attrs, opset=19, rtol=tol, atol=tol)
+
+
+def test_average_pool_dilations() -> None:
+    attrs = {"kernel_shape": [2, 2], "dilations": [2, 2], "pads": [1, 1, 1, 1]}
+    check_node("AveragePool", [rand(1, 2, 8, 8)], attrs, opset=19)
+
+
+@pytest.mark.parametrize("opset", [7, 10, 11, 19, 22])
+def test_average_pool_opsets(opset: int) -> None:
+    check_node("AveragePool", [rand(1, 2, 8, 8)], {"kernel_shape": [3, 3]}, opset=opset)
+
+
+def test_average_pool_ceil_mode_include_pad_matches_onnxruntime() -> None:
+    # The last window starts inside the data but runs past the end pad: the
+    # divisor counts only positions inside the padded extent (onnxruntime).
+    x = np.arange(25, dtype=np.float32).reshape(1, 1, 5, 5)
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+             "ceil_mode": 1, "count_include_pad": 1}  # fmt: skip
+    (got,) = run_node("AveragePool", [x], attrs, opset=19)
+    ort = pytest.importorskip("onnxruntime")
+    from harness import make_node_model
+
+    model = make_node_model("AveragePool", [x], attrs, 19, 1)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(got, sess.run(None, {"x0": x})[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("shape", [(2, 3, 5, 5), (1, 4, 7), (1, 2, 3, 4, 5), (1, 3, 0, 0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_global_pool(op: str, shape: tuple, dtype: type) -> None:
+    if 0 in shape and op == "GlobalMaxPool":
+        pytest.skip("max of an empty plane is undefined")
+    # onnx.reference's GlobalMaxPool is wrong for other than 2 spatial dims.
+    oracle = "onnxruntime" if op == "GlobalMaxPool" and len(shape) != 4 else "reference"
+    if oracle == "onnxruntime" and dtype == np.float64:
+        pytest.skip("onnxruntime has no float64 GlobalMaxPool")
+    check_node(op, [rand(*shape, dtype=dtype)], opset=1, rtol=1e-5, atol=1e-6, oracle=oracle)
