@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 import onnx_ir as ir
@@ -218,7 +218,7 @@ class ExecutionProvider:
     def to_host(self, value: Any) -> np.ndarray:
         """Copy a tensor from this provider's device to a numpy array."""
         if self.device.is_host:
-            return value  # type: ignore[no-any-return]
+            return cast(np.ndarray, value)
         raise NotImplementedError(f"{self.name} does not implement to_host()")
 
     def from_host(self, array: np.ndarray) -> Any:
