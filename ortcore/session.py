@@ -196,6 +196,9 @@ class InferenceSession:
         self._outputs_meta = [_node_arg(v) for v in graph.outputs]
         self._output_index = {a.name: i for i, a in enumerate(self._outputs_meta)}
         self._planned = self._build_plan(model)
+        self._constant_roots = {
+            id(_root(c)) for c in self._planned.plan.template if isinstance(c, np.ndarray)
+        }
         self._feed_index = {v.name: i for i, v in enumerate(self._input_values)}
         n = len(self._input_values)
         for j, v in enumerate(self._overridable):
@@ -351,7 +354,8 @@ class InferenceSession:
         feeds = self._prepare_feeds(input_feed)
         wanted = self._wanted(output_names)
         results = self._planned.plan.run(feeds, RunContext(run_options))
-        return [_as_output(results[i]) for i in wanted]
+        guarded = self._constant_roots | {id(_root(f)) for f in feeds if isinstance(f, np.ndarray)}
+        return [_as_output(results[i], guarded) for i in wanted]
 
     def _wanted(self, output_names: Sequence[str] | None) -> list[int]:
         if not output_names:
@@ -399,6 +403,9 @@ class InferenceSession:
             old = self._providers
             self._providers = self._create_providers(providers, provider_options)
             self._planned = self._build_plan(self._model)
+            self._constant_roots = {
+                id(_root(c)) for c in self._planned.plan.template if isinstance(c, np.ndarray)
+            }
             for p in old:
                 p.close()
 
@@ -471,7 +478,24 @@ class _FeedCheck:
             )
 
 
-def _as_output(value: Any) -> Any:
+def _root(array: np.ndarray) -> Any:
+    """The array that owns the memory ``array`` views."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
+def _as_output(value: Any, guarded: set[int]) -> Any:
+    """An output as the user gets it: never sharing memory with a feed or a constant.
+
+    Kernels may return views (Reshape, Identity); handing the user a view of
+    their own input, or of one of the model's initializers, would let a write
+    into the output corrupt the input or the session.
+    """
+    if isinstance(value, np.ndarray):
+        if id(_root(value)) in guarded:
+            return value.copy()
+        return value
     if isinstance(value, np.generic):
         return np.asarray(value)
     return value

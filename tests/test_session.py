@@ -400,3 +400,31 @@ def test_chain_equivalent_to_onnxruntime_with_fake_device() -> None:
     x = np.random.default_rng(1).standard_normal((2, 3)).astype(np.float32)
     np.testing.assert_allclose(mine.run(None, {"x": x})[0], theirs.run(None, {"x": x})[0])
     np.testing.assert_allclose(mine.run(None, {"x": x})[0], chain_reference(ops, x))
+
+
+def test_outputs_never_alias_feeds_or_initializers(cpu: str) -> None:
+    """Writing into an output must not change the caller's input or the model."""
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    nodes = [
+        helper.make_node("Reshape", ["x", "shape"], ["y"]),
+        helper.make_node("Identity", ["w"], ["w_out"]),
+    ]
+    model = make_model(
+        nodes,
+        [fvi("x", [2, 3])],
+        [fvi("y", [3, 2]), fvi("w_out", [2, 3])],
+        [
+            numpy_helper.from_array(np.array([3, 2], dtype=np.int64), "shape"),
+            numpy_helper.from_array(w, "w"),
+        ],
+    )
+    so = ortcore.SessionOptions()
+    so.graph_optimization_level = ortcore.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ortcore.InferenceSession(model, so, providers=[cpu])
+    x = np.ones((2, 3), np.float32)
+    y, w_out = sess.run(None, {"x": x})
+    y[...] = -1
+    w_out[...] = -1
+    assert (x == 1).all()
+    _, w_again = sess.run(None, {"x": x})
+    np.testing.assert_array_equal(w_again, w)
