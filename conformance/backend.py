@@ -76,7 +76,9 @@ def _node_cases() -> Iterator[Case]:
     for c in collected:
         if c.model is None or c.data_sets is None:
             continue
-        sets = [([_tensor(i) for i in ins], [_tensor(o) for o in outs]) for ins, outs in c.data_sets]
+        sets = [
+            ([_tensor(i) for i in ins], [_tensor(o) for o in outs]) for ins, outs in c.data_sets
+        ]
         yield Case(c.name, "node", c.model, sets, c.rtol, c.atol)
 
 
