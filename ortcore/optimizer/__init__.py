@@ -2,7 +2,8 @@
 
 Basic level (``ORT_ENABLE_BASIC`` and above): Identity and inference-time
 Dropout elimination, constant folding on the CPU provider's own kernels, and
-dead-code removal. Each pass is one module with its own tests.
+dead-code removal. Extended level: BatchNormalization, Mul and Add folded
+into a preceding Conv. Each pass is one module with its own tests.
 """
 
 from __future__ import annotations
@@ -15,10 +16,17 @@ from ep_sdk import ExecutionProvider
 
 from ..options import GraphOptimizationLevel
 from .constant_folding import fold_constants
+from .conv_folding import fold_conv_affine
 from .dead_code import remove_dead_code
 from .elimination import eliminate_identities
 
-__all__ = ["fold_constants", "eliminate_identities", "optimize", "remove_dead_code"]
+__all__ = [
+    "eliminate_identities",
+    "fold_constants",
+    "fold_conv_affine",
+    "optimize",
+    "remove_dead_code",
+]
 
 
 def optimize(
@@ -41,4 +49,6 @@ def optimize(
     eliminate_identities(graph, opsets)
     if folding_provider is not None:
         fold_constants(graph, opsets, folding_provider, overridable)
+    if level >= GraphOptimizationLevel.ORT_ENABLE_EXTENDED:
+        fold_conv_affine(graph)
     remove_dead_code(graph)
