@@ -383,9 +383,7 @@ class InferenceSession:
         for name, value in input_feed.items():
             i = self._feed_index.get(name)
             if i is None:
-                raise InvalidArgument(
-                    f"Invalid input name: {name}. Model inputs: {self._required}"
-                )
+                raise InvalidArgument(f"Invalid input name: {name}. Model inputs: {self._required}")
             feeds[i] = self._checks[i](value)
         return feeds
 
