@@ -31,7 +31,7 @@ from .provider import (
     ProviderOptionError,
     SessionConfig,
 )
-from .registry import KernelDef, KernelMiss, KernelRegistry, attribute_defaults
+from .registry import KernelBuilder, KernelDef, KernelMiss, KernelRegistry, attribute_defaults
 
 hookimpl = pluggy.HookimplMarker("ortcore")
 """Marker for a plugin's hook implementations (``@ep_sdk.hookimpl``)."""
@@ -49,6 +49,7 @@ __all__ = [
     "ExecutionProvider",
     "FusedGroup",
     "GraphContext",
+    "KernelBuilder",
     "KernelDef",
     "KernelMiss",
     "KernelRegistry",
