@@ -89,8 +89,10 @@ def main() -> None:
         total_ours += t_us
         total_ort += t_ort
         short = {k: v for k, v in attrs.items() if k in ("kernel_shape", "strides", "group")}
-        print(f"{node.op_type:12s} {in_shapes!s:48s} {short!s:52s} ours {t_us:7.3f} ort {t_ort:7.3f}"
-              f" x{t_us / t_ort:5.2f}")  # fmt: skip
+        print(
+            f"{node.op_type:12s} {in_shapes!s:48s} {short!s:52s} "
+            f"ours {t_us:7.3f} ort {t_ort:7.3f} x{t_us / t_ort:5.2f}"
+        )
     print(f"distinct nodes: ours {total_ours:.1f} ms, onnxruntime {total_ort:.1f} ms")
 
 

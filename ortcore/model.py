@@ -201,7 +201,61 @@ def load_model(path_or_bytes: str | os.PathLike[str] | bytes) -> ir.Model:
         )
     except Exception as exc:
         raise InvalidGraph(f"This is an invalid model. Shape inference failed: {exc}") from exc
+    map_types = _strip_map_types(proto.graph)
     try:
-        return ir.from_proto(proto)
+        model = ir.from_proto(proto)
     except Exception as exc:
         raise InvalidGraph(f"This is an invalid model. {exc}") from exc
+    model.meta[MAP_TYPES_KEY] = map_types
+    return model
+
+
+MAP_TYPES_KEY = "ortcore.map_types"
+"""``model.meta`` key: value name -> onnxruntime type string of map-typed values."""
+
+
+def type_proto_string(t: onnx.TypeProto) -> str:
+    """onnxruntime's spelling of a type: ``tensor(float)``, ``seq(map(int64,tensor(float)))``."""
+    from ep_sdk.dtypes import type_string
+
+    which = t.WhichOneof("value")
+    if which == "tensor_type":
+        return type_string(ir.DataType(t.tensor_type.elem_type))
+    if which == "sequence_type":
+        return f"seq({type_proto_string(t.sequence_type.elem_type)})"
+    if which == "optional_type":
+        return f"optional({type_proto_string(t.optional_type.elem_type)})"
+    if which == "map_type":
+        key = type_string(ir.DataType(t.map_type.key_type))[len("tensor(") : -1]
+        return f"map({key},{type_proto_string(t.map_type.value_type)})"
+    return str(which)
+
+
+def _has_map(t: onnx.TypeProto) -> bool:
+    which = t.WhichOneof("value")
+    if which == "map_type":
+        return True
+    if which == "sequence_type":
+        return _has_map(t.sequence_type.elem_type)
+    if which == "optional_type":
+        return _has_map(t.optional_type.elem_type)
+    return False
+
+
+def _strip_map_types(graph: onnx.GraphProto) -> dict[str, str]:
+    """Remove map types (which onnx-ir cannot hold) and return them as type strings.
+
+    Map values (ZipMap, DictVectorizer) are plain Python dicts at run time;
+    only their declared type is lost, and the session reports it from here.
+    """
+    found: dict[str, str] = {}
+    for vi in [*graph.input, *graph.output, *graph.value_info]:
+        if vi.HasField("type") and _has_map(vi.type):
+            found[vi.name] = type_proto_string(vi.type)
+            vi.ClearField("type")
+    for node in graph.node:
+        for attr in node.attribute:
+            subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+            for g in subs:
+                found.update(_strip_map_types(g))
+    return found

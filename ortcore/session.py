@@ -16,7 +16,7 @@ from ep_sdk.dtypes import from_numpy, from_type_string, to_numpy, type_string_of
 
 from .errors import InvalidArgument, ProviderOptionError
 from .executor import StepInfo
-from .model import load_model
+from .model import MAP_TYPES_KEY, load_model
 from .optimizer import optimize
 from .options import GraphOptimizationLevel, RunOptions, SessionOptions
 from .planner import GraphPlanner, NodeRecord, PlannedGraph
@@ -101,7 +101,7 @@ class Partition:
         }
 
 
-def _node_arg(v: ir.Value) -> NodeArg:
+def _node_arg(v: ir.Value, map_types: Mapping[str, str]) -> NodeArg:
     shape: list[int | str | None] = []
     if v.shape is not None:
         for d in v.shape:
@@ -110,11 +110,14 @@ def _node_arg(v: ir.Value) -> NodeArg:
             else:
                 shape.append(d.value if getattr(d, "value", None) is not None else None)
     t = v.type
-    if t is None or isinstance(t, ir.TensorType):
+    name = v.name or ""
+    if name in map_types:
+        type_str = map_types[name]
+    elif t is None or isinstance(t, ir.TensorType):
         type_str = type_string(v.dtype)
     else:
         type_str = _type_text(t)
-    return NodeArg(v.name or "", type_str, shape)
+    return NodeArg(name, type_str, shape)
 
 
 def _type_text(t: Any) -> str:
@@ -171,6 +174,7 @@ class InferenceSession:
         self._lock = threading.Lock()
         model = load_model(path_or_bytes)
         self._model = model
+        self._map_types: dict[str, str] = dict(model.meta.get(MAP_TYPES_KEY, {}))
         self._providers = self._create_providers(providers, provider_options)
         graph = model.graph
         initializers = dict(graph.initializers)
@@ -192,8 +196,8 @@ class InferenceSession:
         optimize(model, level, folding, set(self._overridable))
         if self._sess_options.optimized_model_filepath:
             ir.save(model, self._sess_options.optimized_model_filepath)
-        self._inputs_meta = [_node_arg(v) for v in self._input_values]
-        self._outputs_meta = [_node_arg(v) for v in graph.outputs]
+        self._inputs_meta = [_node_arg(v, self._map_types) for v in self._input_values]
+        self._outputs_meta = [_node_arg(v, self._map_types) for v in graph.outputs]
         self._output_index = {a.name: i for i, a in enumerate(self._outputs_meta)}
         self._planned = self._build_plan(model)
         self._constant_roots = {
@@ -208,7 +212,7 @@ class InferenceSession:
         ]
         self._required = [a.name for a in self._inputs_meta]
         self._checks = [
-            _FeedCheck(_node_arg(v), v.shape is not None)
+            _FeedCheck(_node_arg(v, self._map_types), v.shape is not None)
             for v in [*self._input_values, *self._overridable]
         ]
 
@@ -294,7 +298,7 @@ class InferenceSession:
 
     def get_overridable_initializers(self) -> list[NodeArg]:
         """Initializers a feed may replace (IR version 4 and later)."""
-        return [_node_arg(v) for v in self._overridable]
+        return [_node_arg(v, self._map_types) for v in self._overridable]
 
     def get_modelmeta(self) -> ModelMetadata:
         """The model's metadata."""

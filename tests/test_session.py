@@ -428,3 +428,27 @@ def test_outputs_never_alias_feeds_or_initializers(cpu: str) -> None:
     assert (x == 1).all()
     _, w_again = sess.run(None, {"x": x})
     np.testing.assert_array_equal(w_again, w)
+
+
+def test_map_typed_outputs_load_and_run(cpu: str) -> None:
+    """A ZipMap output (sequence of maps, which onnx-ir cannot type) still works."""
+    from onnx import TypeProto
+
+    seq_map = TypeProto()
+    seq_map.sequence_type.elem_type.map_type.key_type = TensorProto.INT64
+    value = seq_map.sequence_type.elem_type.map_type.value_type
+    value.tensor_type.elem_type = TensorProto.FLOAT
+    zipmap = helper.make_node(
+        "ZipMap", ["p"], ["z"], domain="ai.onnx.ml", classlabels_int64s=[0, 1]
+    )
+    graph = helper.make_graph(
+        [zipmap], "g", [fvi("p", [None, 2])], [helper.make_value_info("z", seq_map)]
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)],
+    )
+    sess = ortcore.InferenceSession(model.SerializeToString(), providers=[cpu])
+    assert sess.get_outputs()[0].type == "seq(map(int64,tensor(float)))"
+    (z,) = sess.run(None, {"p": np.array([[0.25, 0.75], [1.0, 0.0]], np.float32)})
+    assert z == [{0: 0.25, 1: 0.75}, {0: 1.0, 1: 0.0}]

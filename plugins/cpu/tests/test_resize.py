@@ -18,11 +18,11 @@ COORDS = ["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"]
 def test_resize_scales(mode: str, coord: str, scales: list) -> None:
     x = RNG.random((1, 2, 4, 6)).astype(F32)
     attrs = {"mode": mode, "coordinate_transformation_mode": coord}
-    # With a fractional output length onnx.reference's align_corners uses the
-    # unrounded length; onnxruntime (and the spec) the output size.
-    oracle = "onnxruntime" if coord == "align_corners" and scales[3] == 0.75 else "reference"
+    # With a fractional output length, align_corners follows onnx's backend
+    # tests (test_resize_downsample_scales_*_align_corners) and its reference:
+    # the unrounded length ``scale * in_len``; onnxruntime uses the rounded one.
     inputs = [x, np.array([], F32), np.array(scales, F32)]
-    check_node("Resize", inputs, attrs, opset=13, rtol=1e-5, atol=1e-5, oracle=oracle)
+    check_node("Resize", inputs, attrs, opset=13, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize(

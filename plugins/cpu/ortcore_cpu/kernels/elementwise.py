@@ -1,5 +1,8 @@
-"""Binary arithmetic with broadcasting: Add, Sub, Mul, Div, Pow, and the
+"""Binary arithmetic with broadcasting: Add, Sub, Mul, Div, Pow, Mod, and the
 variadic Sum, Mean, Max, Min.
+
+Opsets below 7 broadcast only when ``broadcast=1``, aligning the second
+input with the first at ``axis`` (:func:`legacy_broadcast`).
 
 Float32 operands of one shape, a scalar or a per-channel vector take the
 Cython path; everything else uses numpy ufuncs. Results keep the ONNX dtype
@@ -15,8 +18,9 @@ import numpy as np
 from ep_sdk import Compute, NodeInfo
 
 from .._ext import elementwise as ext
-from . import registry
-from ._common import FLOATS, INTS, NUMERIC, thread_count, threads_for
+from ._common import INTS, normalize_axis, thread_count, threads_for
+from ._versions import by_schema
+from .unary import computes_in_float32
 
 _Ufunc = Callable[..., np.ndarray]
 
@@ -65,7 +69,10 @@ def _binary(op_code: int, ufunc: _Ufunc, threads: int) -> Compute:
             if fast is not None:
                 return (fast,)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            out = ufunc(a, b)
+            if computes_in_float32(a.dtype):
+                out = ufunc(a.astype(np.float32), b.astype(np.float32))
+            else:
+                out = ufunc(a, b)
         if out.dtype != a.dtype:
             out = out.astype(a.dtype)
         return (out,)
@@ -104,6 +111,22 @@ def _fast_f32(op: int, a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray
     return None
 
 
+def legacy_broadcast(info: NodeInfo, compute: Compute) -> Compute:
+    """Wrap a binary ``compute`` for opsets below 7: with ``broadcast=1`` and
+    an ``axis``, B's dims align with A's from ``axis`` on (else from the end,
+    as numpy does)."""
+    axis = info.attrs.get("axis")
+    if info.opset >= 7 or not info.attrs.get("broadcast", 0) or axis is None:
+        return compute
+
+    def aligned(a: np.ndarray, b: np.ndarray) -> Any:
+        start = normalize_axis(int(axis), a.ndim)
+        trailing = a.ndim - start - b.ndim
+        return compute(a, b.reshape(b.shape + (1,) * trailing) if trailing > 0 else b)
+
+    return aligned
+
+
 _ARITH: dict[str, tuple[int, _Ufunc]] = {
     "Add": (ext.ADD, np.add),
     "Sub": (ext.SUB, np.subtract),
@@ -112,23 +135,15 @@ _ARITH: dict[str, tuple[int, _Ufunc]] = {
 }
 
 
-@registry.kernel("Add", since=7, until=12, types={"T": NUMERIC})
-@registry.kernel("Add", since=13, until=13, types={"T": NUMERIC})
-@registry.kernel("Add", since=14, types={"T": NUMERIC})
-@registry.kernel("Sub", since=7, until=12, types={"T": NUMERIC})
-@registry.kernel("Sub", since=13, until=13, types={"T": NUMERIC})
-@registry.kernel("Sub", since=14, types={"T": NUMERIC})
-@registry.kernel("Mul", since=7, until=12, types={"T": NUMERIC})
-@registry.kernel("Mul", since=13, until=13, types={"T": NUMERIC})
-@registry.kernel("Mul", since=14, types={"T": NUMERIC})
-@registry.kernel("Div", since=7, until=12, types={"T": NUMERIC})
-@registry.kernel("Div", since=13, until=13, types={"T": NUMERIC})
-@registry.kernel("Div", since=14, types={"T": NUMERIC})
+@by_schema("Add", "Sub", "Mul", "Div")
 def arithmetic(info: NodeInfo) -> Compute:
-    """Add/Sub/Mul/Div with multidirectional broadcasting (opset 7+).
-
-    Integer Div truncates toward zero; integer overflow wraps.
+    """Add/Sub/Mul/Div with multidirectional broadcasting (legacy rules
+    below opset 7). Integer Div truncates toward zero; integer overflow wraps.
     """
+    return legacy_broadcast(info, _arithmetic(info))
+
+
+def _arithmetic(info: NodeInfo) -> Compute:
     op_code, ufunc = _ARITH[info.op_type]
     itype = info.input_types[0]
     if info.op_type == "Div" and itype is not None and itype in INTS:
@@ -144,14 +159,15 @@ def arithmetic(info: NodeInfo) -> Compute:
     return _binary(op_code, ufunc, thread_count(info))
 
 
-@registry.kernel("Pow", since=7, until=11, types={"T": FLOATS})
-@registry.kernel("Pow", since=12, until=12, types={"T": NUMERIC, "T1": NUMERIC})
-@registry.kernel("Pow", since=13, until=14, types={"T": NUMERIC, "T1": NUMERIC})
-@registry.kernel("Pow", since=15, types={"T": NUMERIC, "T1": NUMERIC})
+@by_schema("Pow", params=())
 def pow_(info: NodeInfo) -> Compute:
     """Pow: the result has the base's type (opset 12+ allows another exponent type)."""
 
     def compute(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
+        if computes_in_float32(a.dtype) or computes_in_float32(b.dtype):
+            with np.errstate(all="ignore"):
+                out = np.power(a.astype(np.float32), b.astype(np.float32))
+            return (out.astype(a.dtype),)
         if a.dtype.kind in "iu" or b.dtype.kind in "iu":
             with np.errstate(all="ignore"):
                 out = np.power(a.astype(np.float64), b.astype(np.float64))
@@ -164,13 +180,16 @@ def pow_(info: NodeInfo) -> Compute:
             out = np.power(a, b.astype(a.dtype, copy=False))
         return (out,)
 
-    return compute
+    return legacy_broadcast(info, compute)
 
 
 def _variadic(fold: Callable[[Any, Any], np.ndarray], mean: bool, threads: int) -> Compute:
     add = _binary(ext.ADD, np.add, threads)
 
     def compute(*xs: np.ndarray) -> tuple[np.ndarray]:
+        dtype = xs[0].dtype
+        if computes_in_float32(dtype):
+            xs = tuple(x.astype(np.float32) for x in xs)
         if fold is np.add and len(xs) == 2:
             out = add(xs[0], xs[1])[0]
         else:
@@ -183,35 +202,39 @@ def _variadic(fold: Callable[[Any, Any], np.ndarray], mean: bool, threads: int) 
                 out = out // len(xs)
             else:
                 out = out / np.asarray(len(xs), out.dtype)
-        return (out.astype(xs[0].dtype, copy=False),)
+        return (out.astype(dtype, copy=False),)
 
     return compute
 
 
-@registry.kernel("Sum", since=6, until=7, types={"T": FLOATS})
-@registry.kernel("Sum", since=8, until=12, types={"T": FLOATS})
-@registry.kernel("Sum", since=13, types={"T": FLOATS})
-@registry.kernel("Mean", since=6, until=7, types={"T": FLOATS})
-@registry.kernel("Mean", since=8, until=12, types={"T": FLOATS})
-@registry.kernel("Mean", since=13, types={"T": FLOATS})
+@by_schema("Sum", "Mean")
 def sum_mean(info: NodeInfo) -> Compute:
-    """Sum and Mean of any number of inputs (opset 8+ broadcasts; 6-7 inputs
-    must share a shape, a case broadcasting covers)."""
+    """Sum and Mean of any number of inputs (opset 8+ broadcasts; earlier
+    inputs must share a shape, a case broadcasting covers)."""
     return _variadic(np.add, info.op_type == "Mean", thread_count(info))
 
 
-@registry.kernel("Max", since=6, until=7, types={"T": FLOATS})
-@registry.kernel("Max", since=8, until=11, types={"T": FLOATS})
-@registry.kernel("Max", since=12, until=12, types={"T": NUMERIC})
-@registry.kernel("Max", since=13, types={"T": NUMERIC})
-@registry.kernel("Min", since=6, until=7, types={"T": FLOATS})
-@registry.kernel("Min", since=8, until=11, types={"T": FLOATS})
-@registry.kernel("Min", since=12, until=12, types={"T": NUMERIC})
-@registry.kernel("Min", since=13, types={"T": NUMERIC})
+@by_schema("Max", "Min")
 def max_min(info: NodeInfo) -> Compute:
     """Elementwise Max / Min of any number of inputs; NaN propagates."""
     fold = np.maximum if info.op_type == "Max" else np.minimum
     return _variadic(fold, False, thread_count(info))
 
 
-__all__ = ["arithmetic", "max_min", "pow_", "sum_mean"]
+def _mod(a: np.ndarray, b: np.ndarray, fmod: bool) -> np.ndarray:
+    fn = np.fmod if fmod else np.mod
+    if computes_in_float32(a.dtype):
+        return fn(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return fn(a, b).astype(a.dtype, copy=False)
+
+
+@by_schema("Mod")
+def mod(info: NodeInfo) -> Compute:
+    """Mod: remainder with the divisor's sign, or the dividend's (C fmod)
+    when ``fmod=1``."""
+    fmod = bool(info.attrs.get("fmod", 0))
+    return lambda a, b: (_mod(a, b, fmod),)
+
+
+__all__ = ["arithmetic", "legacy_broadcast", "max_min", "mod", "pow_", "sum_mean"]

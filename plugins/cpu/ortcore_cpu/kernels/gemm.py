@@ -8,29 +8,32 @@ from ep_sdk import Compute, NodeInfo
 from . import registry
 from ._common import DT, FLOATS, NUMERIC
 
+_BF16 = frozenset({DT.BFLOAT16})
+
 _MATMUL_TYPES = FLOATS | {DT.INT32, DT.INT64, DT.UINT32, DT.UINT64}
 
 
 @registry.kernel("MatMul", since=1, until=8, types={"T": FLOATS})
 @registry.kernel("MatMul", since=9, until=12, types={"T": _MATMUL_TYPES})
-@registry.kernel("MatMul", since=13, types={"T": _MATMUL_TYPES})
+@registry.kernel("MatMul", since=13, types={"T": _MATMUL_TYPES | _BF16})
 def matmul(info: NodeInfo) -> Compute:
     """MatMul with numpy semantics (batch broadcasting, 1-D operands)."""
 
     def compute(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
-        if a.dtype == np.float16:
+        if a.dtype.itemsize < 4 and a.dtype.kind not in "iub":  # float16, bfloat16
             out = np.matmul(a.astype(np.float32), b.astype(np.float32))
-            return (out.astype(np.float16),)
+            return (out.astype(a.dtype),)
         return (np.matmul(a, b),)
 
     return compute
 
 
+@registry.kernel("Gemm", since=1, until=5, types={"T": FLOATS})
 @registry.kernel("Gemm", since=6, until=6, types={"T": FLOATS})
 @registry.kernel("Gemm", since=7, until=8, types={"T": FLOATS})
 @registry.kernel("Gemm", since=9, until=10, types={"T": NUMERIC})
 @registry.kernel("Gemm", since=11, until=12, types={"T": NUMERIC})
-@registry.kernel("Gemm", since=13, types={"T": NUMERIC})
+@registry.kernel("Gemm", since=13, types={"T": NUMERIC | _BF16})
 def gemm(info: NodeInfo) -> Compute:
     """Y = alpha * A' B' + beta * C.
 
@@ -49,7 +52,7 @@ def gemm(info: NodeInfo) -> Compute:
             a = a.T
         if trans_b:
             b = b.T
-        if dtype == np.float16:
+        if dtype.itemsize < 4 and dtype.kind not in "iub":  # float16, bfloat16
             a, b = a.astype(np.float32), b.astype(np.float32)
         y = np.dot(a, b)
         if alpha != 1.0:

@@ -10,7 +10,7 @@ import numpy as np
 from ep_sdk import Compute, NodeInfo
 
 from . import registry
-from ._common import ALL, DT, FLOATS, INDEX, int_list, scalar
+from ._common import DT, FLOATS, INDEX, int_list
 
 _CONSTANT_ATTRS: dict[str, Any] = {
     "value_float": np.float32,
@@ -40,7 +40,11 @@ def _constant_value(info: NodeInfo) -> np.ndarray:
 @registry.kernel("Constant", since=11, until=11)
 @registry.kernel("Constant", since=12, until=12)
 @registry.kernel("Constant", since=13, until=18)
-@registry.kernel("Constant", since=19)
+@registry.kernel("Constant", since=19, until=20)
+@registry.kernel("Constant", since=21, until=22)
+@registry.kernel("Constant", since=23, until=23)
+@registry.kernel("Constant", since=24, until=24)
+@registry.kernel("Constant", since=25)
 def constant(info: NodeInfo) -> Compute:
     """The tensor of the ``value`` attribute (or, from opset 12, of
     ``value_float(s)``, ``value_int(s)``, ``value_string(s)``)."""
@@ -49,8 +53,12 @@ def constant(info: NodeInfo) -> Compute:
     return lambda: (value,)
 
 
-@registry.kernel("ConstantOfShape", since=9, until=19, types={"T2": ALL}, input_memory={0: "host"})
-@registry.kernel("ConstantOfShape", since=20, types={"T2": ALL}, input_memory={0: "host"})
+@registry.kernel("ConstantOfShape", since=9, until=19, input_memory={0: "host"})
+@registry.kernel("ConstantOfShape", since=20, until=20, input_memory={0: "host"})
+@registry.kernel("ConstantOfShape", since=21, until=22, input_memory={0: "host"})
+@registry.kernel("ConstantOfShape", since=23, until=23, input_memory={0: "host"})
+@registry.kernel("ConstantOfShape", since=24, until=24, input_memory={0: "host"})
+@registry.kernel("ConstantOfShape", since=25, input_memory={0: "host"})
 def constant_of_shape(info: NodeInfo) -> Compute:
     """A tensor of the shape input filled with ``value`` (default float32 0)."""
     value = info.attrs.get("value")
@@ -63,22 +71,35 @@ def constant_of_shape(info: NodeInfo) -> Compute:
 
 
 _RANGE_TYPES = FLOATS - {DT.FLOAT16} | INDEX | {DT.INT16}
+_HOST3 = {0: "host", 1: "host", 2: "host"}
 
 
+@registry.kernel("Range", since=11, until=26, types={"T": _RANGE_TYPES}, input_memory=_HOST3)
 @registry.kernel(
-    "Range", since=11, types={"T": _RANGE_TYPES}, input_memory={0: "host", 1: "host", 2: "host"}
+    "Range", since=27, types={"T": _RANGE_TYPES | {DT.FLOAT16, DT.BFLOAT16}}, input_memory=_HOST3
 )
 def range_(info: NodeInfo) -> Compute:
-    """start, start + delta, ... while below ``limit`` (above, for negative delta)."""
+    """start, start + delta, ... while below ``limit`` (above, for negative
+    delta). Floats are computed in float64, float16 and bfloat16 (27+) in
+    ``stash_type`` (float32 by default), integers in int64."""
+    stash = int(info.attrs.get("stash_type", DT.FLOAT)) if info.opset >= 27 else DT.DOUBLE
+    low_dtype = np.float64 if stash == DT.DOUBLE else np.float32
 
     def compute(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> tuple[np.ndarray]:
-        s, lim, d = scalar(start), scalar(limit), scalar(delta)
-        n = max(math.ceil((lim - s) / d), 0)
         dtype = np.asarray(start).dtype
-        return (
-            (s + np.arange(n, dtype=np.float64 if dtype.kind == "f" else np.int64) * d).astype(
-                dtype
-            ),
-        )
+        if dtype.kind in "iu":
+            work: type = np.int64
+        elif dtype in (np.float32, np.float64):
+            work = np.float64
+        else:
+            work = low_dtype
+        s, lim, d = (np.asarray(v).astype(work).reshape(-1)[0] for v in (start, limit, delta))
+        if d == 0:
+            raise ValueError(f"{info.describe()}: delta must not be 0")
+        if work is np.int64:
+            n = max(-((int(s) - int(lim)) // int(d)), 0)  # exact integer ceil
+        else:
+            n = max(math.ceil((float(lim) - float(s)) / float(d)), 0)
+        return ((s + np.arange(n, dtype=work) * d).astype(dtype),)
 
     return compute

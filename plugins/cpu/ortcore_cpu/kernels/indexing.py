@@ -1,4 +1,8 @@
-"""Indexing and slicing: Gather, Slice, Split, Pad, TopK."""
+"""Indexing and slicing: Gather, GatherElements, GatherND, Compress, Slice,
+Split, Pad, TopK.
+
+Data-movement kernels accept every element type (no ``T`` constraint).
+"""
 
 from __future__ import annotations
 
@@ -9,12 +13,12 @@ import numpy as np
 from ep_sdk import Compute, NodeInfo
 
 from . import registry
-from ._common import ALL_STR, INDEX, NUMERIC, int_list, normalize_axis, scalar
+from ._common import ALL_STR, BOOL, INDEX, NUMERIC, int_list, normalize_axis, scalar
 
 
-@registry.kernel("Gather", since=1, until=10, types={"T": ALL_STR, "Tind": INDEX})
-@registry.kernel("Gather", since=11, until=12, types={"T": ALL_STR, "Tind": INDEX})
-@registry.kernel("Gather", since=13, types={"T": ALL_STR, "Tind": INDEX})
+@registry.kernel("Gather", since=1, until=10, types={"Tind": INDEX})
+@registry.kernel("Gather", since=11, until=12, types={"Tind": INDEX})
+@registry.kernel("Gather", since=13, types={"Tind": INDEX})
 def gather(info: NodeInfo) -> Compute:
     """Take entries along ``axis`` at the indices (negative ones count from the end)."""
     axis_attr = int(info.attrs.get("axis", 0))
@@ -25,6 +29,71 @@ def gather(info: NodeInfo) -> Compute:
         if indices.size and (indices.min() < -n or indices.max() >= n):
             raise IndexError(f"{info.describe()}: indices out of range [-{n}, {n - 1}]")
         return (np.take(x, indices.astype(np.int64, copy=False), axis=axis),)
+
+    return compute
+
+
+def _wrap(indices: np.ndarray, dim: int | np.ndarray, what: str) -> np.ndarray:
+    """Indices in ``[0, dim)``, accepting negative ones; others are an error."""
+    idx = indices.astype(np.int64, copy=False)
+    bad = (idx < -dim) | (idx >= dim)
+    if np.any(bad):
+        raise IndexError(f"{what}: indices out of range")
+    return np.where(idx < 0, idx + dim, idx)
+
+
+@registry.kernel("GatherElements", since=11, until=12, types={"Tind": INDEX})
+@registry.kernel("GatherElements", since=13, types={"Tind": INDEX})
+def gather_elements(info: NodeInfo) -> Compute:
+    """``out[i][j][k] = x[idx[i][j][k]][j][k]`` for ``axis=0`` (and so on)."""
+    axis_attr = int(info.attrs.get("axis", 0))
+
+    def compute(x: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray]:
+        axis = normalize_axis(axis_attr, x.ndim)
+        idx = _wrap(indices, x.shape[axis], info.describe())
+        return (np.take_along_axis(x, idx, axis=axis),)
+
+    return compute
+
+
+@registry.kernel("GatherND", since=11, until=11, types={"T": ALL_STR})
+@registry.kernel("GatherND", since=12, until=12)
+@registry.kernel("GatherND", since=13)
+def gather_nd(info: NodeInfo) -> Compute:
+    """Gather slices of ``x`` at the index tuples in the last axis of
+    ``indices``; the first ``batch_dims`` (12+) axes are shared batch axes."""
+    b = int(info.attrs.get("batch_dims", 0)) if info.opset >= 12 else 0
+
+    def compute(x: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray]:
+        k = indices.shape[-1]
+        if b + k > x.ndim:
+            raise ValueError(f"{info.describe()}: index depth {k} too large for rank {x.ndim}")
+        batch = math.prod(x.shape[:b])
+        xb = x.reshape(batch, *x.shape[b:])
+        dims = np.array(x.shape[b : b + k], dtype=np.int64)
+        idx = _wrap(indices.reshape(batch, -1, k), dims, info.describe())
+        picked = xb[(np.arange(batch)[:, None], *np.moveaxis(idx, 2, 0))]
+        return (picked.reshape(*indices.shape[:-1], *x.shape[b + k :]),)
+
+    return compute
+
+
+@registry.kernel("Compress", since=9, until=10, types={"T1": BOOL})
+@registry.kernel("Compress", since=11, until=27, types={"T1": BOOL})
+@registry.kernel("Compress", since=28, types={"T1": BOOL})
+def compress(info: NodeInfo) -> Compute:
+    """Entries along ``axis`` (of the flattened input if none) whose condition
+    is true; a shorter condition selects from the leading entries only."""
+    axis_attr = info.attrs.get("axis")
+
+    def compute(x: np.ndarray, condition: np.ndarray) -> tuple[np.ndarray]:
+        cond = condition.reshape(-1)
+        if axis_attr is None:
+            return (np.compress(cond, x.reshape(-1)),)
+        axis = normalize_axis(int(axis_attr), x.ndim)
+        if cond.size > x.shape[axis]:
+            raise ValueError(f"{info.describe()}: condition longer than axis {axis}")
+        return (np.compress(cond, x, axis=axis),)
 
     return compute
 
@@ -54,17 +123,17 @@ def _slice(
     return x[tuple(index)]
 
 
-@registry.kernel("Slice", since=1, until=9, types={"T": ALL_STR})
+@registry.kernel("Slice", since=1, until=9)
 @registry.kernel(
-    "Slice", since=10, until=10, types={"T": ALL_STR, "Tind": INDEX},
+    "Slice", since=10, until=10, types={"Tind": INDEX},
     input_memory={1: "host", 2: "host", 3: "host", 4: "host"},
 )  # fmt: skip
 @registry.kernel(
-    "Slice", since=11, until=12, types={"T": ALL_STR, "Tind": INDEX},
+    "Slice", since=11, until=12, types={"Tind": INDEX},
     input_memory={1: "host", 2: "host", 3: "host", 4: "host"},
 )  # fmt: skip
 @registry.kernel(
-    "Slice", since=13, types={"T": ALL_STR, "Tind": INDEX},
+    "Slice", since=13, types={"Tind": INDEX},
     input_memory={1: "host", 2: "host", 3: "host", 4: "host"},
 )  # fmt: skip
 def slice_(info: NodeInfo) -> Compute:
@@ -115,26 +184,29 @@ def _split(x: np.ndarray, axis: int, sizes: list[int]) -> tuple[np.ndarray, ...]
     return tuple(outs)
 
 
-@registry.kernel("Split", since=2, until=10, types={"T": ALL_STR})
-@registry.kernel("Split", since=11, until=12, types={"T": ALL_STR})
-@registry.kernel("Split", since=13, until=17, types={"T": ALL_STR}, input_memory={1: "host"})
-@registry.kernel("Split", since=18, types={"T": ALL_STR}, input_memory={1: "host"})
+@registry.kernel("Split", since=1, until=1, input_memory={1: "host"})
+@registry.kernel("Split", since=2, until=10)
+@registry.kernel("Split", since=11, until=12)
+@registry.kernel("Split", since=13, until=17, input_memory={1: "host"})
+@registry.kernel("Split", since=18, input_memory={1: "host"})
 def split(info: NodeInfo) -> Compute:
     """Split along ``axis``: sizes from the ``split`` attribute (before 13) or
-    input (from 13), else equal parts; ``num_outputs`` (18+) allows a smaller last part."""
+    input (from 13; opset 1 takes either), else equal parts; ``num_outputs``
+    (18+) allows a smaller last part."""
     axis_attr = int(info.attrs.get("axis", 0))
     n_out = info.num_outputs
     num_outputs = info.attrs.get("num_outputs") if info.opset >= 18 else None
-    split_attr = list(info.attrs.get("split") or []) if info.opset < 13 else None
+    split_attr = list(info.attrs.get("split") or []) if info.opset < 13 else []
 
     def compute(x: np.ndarray, split_in: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
         axis = normalize_axis(axis_attr, x.ndim)
-        sizes = split_attr if split_attr is not None else int_list(split_in)
+        sizes = split_attr if split_attr else int_list(split_in)
         return _split(x, axis, _split_sizes(x.shape[axis], n_out, sizes, num_outputs))
 
     return compute
 
 
+_PAD_HOST = {1: "host", 2: "host", 3: "host"}
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
 
 
@@ -161,28 +233,28 @@ def _pad(
     return np.pad(x, widths, mode=_PAD_MODES[mode])  # type: ignore[call-overload]
 
 
+@registry.kernel("Pad", since=1, until=1, types={"T": NUMERIC})
 @registry.kernel("Pad", since=2, until=10, types={"T": NUMERIC})
 @registry.kernel(
     "Pad", since=11, until=12, types={"T": NUMERIC}, input_memory={1: "host", 2: "host"}
 )
-@registry.kernel(
-    "Pad", since=13, until=17, types={"T": ALL_STR}, input_memory={1: "host", 2: "host"}
-)
-@registry.kernel(
-    "Pad", since=18, until=18, types={"T": ALL_STR}, input_memory={1: "host", 2: "host", 3: "host"}
-)
-@registry.kernel(
-    "Pad", since=19, types={"T": ALL_STR}, input_memory={1: "host", 2: "host", 3: "host"}
-)
+@registry.kernel("Pad", since=13, until=17, input_memory={1: "host", 2: "host"})
+@registry.kernel("Pad", since=18, until=18, input_memory=_PAD_HOST)
+@registry.kernel("Pad", since=19, until=20, input_memory=_PAD_HOST)
+@registry.kernel("Pad", since=21, until=22, input_memory=_PAD_HOST)
+@registry.kernel("Pad", since=23, until=23, input_memory=_PAD_HOST)
+@registry.kernel("Pad", since=24, until=24, input_memory=_PAD_HOST)
+@registry.kernel("Pad", since=25, input_memory=_PAD_HOST)
 def pad(info: NodeInfo) -> Compute:
     """Pad (negative pads crop) with mode constant, reflect, edge or (19+) wrap.
 
-    Pads and value are attributes before opset 11 and inputs from 11; an
+    Pads (``paddings`` at opset 1) and value are attributes before opset 11
+    and inputs from 11; an
     ``axes`` input selects the padded axes from 18.
     """
     mode = info.attrs.get("mode", "constant")
     if info.opset < 11:
-        pads = [int(p) for p in info.attrs["pads"]]
+        pads = [int(p) for p in info.attrs["pads" if info.opset > 1 else "paddings"]]
         value = float(info.attrs.get("value", 0.0))
         return lambda x: (_pad(x, pads, mode, np.asarray(value).astype(x.dtype), None),)
 

@@ -8,8 +8,9 @@ from collections.abc import Callable
 import numpy as np
 from ep_sdk import Compute, NodeInfo
 
-from . import registry
-from ._common import ALL, ALL_STR, BOOL, FLOATS, INTS, NUMERIC
+from ._versions import by_schema
+from .elementwise import legacy_broadcast
+from .unary import computes_in_float32
 
 _COMPARE: dict[str, Callable[..., np.ndarray]] = {
     "Equal": np.equal,
@@ -23,41 +24,27 @@ _COMPARE: dict[str, Callable[..., np.ndarray]] = {
 }
 
 
-@registry.kernel("Equal", since=7, until=10, types={"T": INTS | BOOL})
-@registry.kernel("Equal", since=11, until=12, types={"T": ALL})
-@registry.kernel("Equal", since=13, until=18, types={"T": ALL})
-@registry.kernel("Equal", since=19, types={"T": ALL_STR})
-@registry.kernel("Less", since=7, until=8, types={"T": FLOATS})
-@registry.kernel("Less", since=9, until=12, types={"T": NUMERIC})
-@registry.kernel("Less", since=13, types={"T": NUMERIC})
-@registry.kernel("Greater", since=7, until=8, types={"T": FLOATS})
-@registry.kernel("Greater", since=9, until=12, types={"T": NUMERIC})
-@registry.kernel("Greater", since=13, types={"T": NUMERIC})
-@registry.kernel("LessOrEqual", since=12, until=15, types={"T": NUMERIC})
-@registry.kernel("LessOrEqual", since=16, types={"T": NUMERIC})
-@registry.kernel("GreaterOrEqual", since=12, until=15, types={"T": NUMERIC})
-@registry.kernel("GreaterOrEqual", since=16, types={"T": NUMERIC})
-@registry.kernel("And", since=7, types={"T": BOOL})
-@registry.kernel("Or", since=7, types={"T": BOOL})
-@registry.kernel("Xor", since=7, types={"T": BOOL})
+@by_schema("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor")
 def compare(info: NodeInfo) -> Compute:
-    """Broadcasting comparison or logical op giving a bool tensor."""
+    """Broadcasting comparison or logical op giving a bool tensor (legacy
+    ``broadcast``/``axis`` rules below opset 7)."""
     fn = _COMPARE[info.op_type]
 
     def compute(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
+        if computes_in_float32(a.dtype) or computes_in_float32(b.dtype):
+            a, b = a.astype(np.float32), b.astype(np.float32)
         return (np.asarray(fn(a, b), dtype=np.bool_),)
 
-    return compute
+    return legacy_broadcast(info, compute)
 
 
-@registry.kernel("Not", since=1, types={"T": BOOL})
+@by_schema("Not")
 def not_(info: NodeInfo) -> Compute:
     """Logical negation."""
     return lambda x: (np.logical_not(x),)
 
 
-@registry.kernel("Where", since=9, until=15, types={"T": ALL_STR})
-@registry.kernel("Where", since=16, types={"T": ALL_STR})
+@by_schema("Where")
 def where(info: NodeInfo) -> Compute:
     """Select from X where the condition holds, else from Y (broadcasting)."""
 

@@ -1,5 +1,6 @@
 """Normalizations: BatchNormalization, InstanceNormalization,
-LayerNormalization, LRN, Softmax, LogSoftmax."""
+LayerNormalization, GroupNormalization, RMSNormalization, LpNormalization,
+MeanVarianceNormalization, LRN, Softmax, LogSoftmax."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from ep_sdk import Compute, NodeInfo
 
 from .._ext import elementwise as ext
 from . import registry
-from ._common import FLOATS, f32_contiguous, normalize_axis, thread_count, threads_for
+from ._common import DT, FLOATS, f32_contiguous, normalize_axis, thread_count, threads_for
+
+_FLOATS_BF16 = FLOATS | {DT.BFLOAT16}
 
 
 def _channel_view(x: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -41,6 +44,7 @@ def _batch_norm_inference(
     return x * _channel_view(x, a) + _channel_view(x, b)
 
 
+@registry.kernel("BatchNormalization", since=1, until=5, types={"T": FLOATS})
 @registry.kernel("BatchNormalization", since=6, until=6, types={"T": FLOATS})
 @registry.kernel("BatchNormalization", since=7, until=8, types={"T": FLOATS})
 @registry.kernel("BatchNormalization", since=9, until=13, types={"T": FLOATS})
@@ -85,6 +89,7 @@ def batch_norm(info: NodeInfo) -> Compute:
     return compute
 
 
+@registry.kernel("InstanceNormalization", since=1, until=5, types={"T": FLOATS})
 @registry.kernel("InstanceNormalization", since=6, until=21, types={"T": FLOATS})
 @registry.kernel("InstanceNormalization", since=22, types={"T": FLOATS})
 def instance_norm(info: NodeInfo) -> Compute:
@@ -105,7 +110,7 @@ def instance_norm(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("LayerNormalization", since=17, types={"T": FLOATS, "U": FLOATS})
+@registry.kernel("LayerNormalization", since=17, types={"T": _FLOATS_BF16, "U": _FLOATS_BF16})
 def layer_norm(info: NodeInfo) -> Compute:
     """Normalize over the dims from ``axis`` on; Mean and InvStdDev outputs
     are optional and computed in float32 (``stash_type=1``) or the input type."""
@@ -119,7 +124,7 @@ def layer_norm(info: NodeInfo) -> Compute:
     ) -> tuple[np.ndarray, ...]:
         axis = normalize_axis(axis_attr, x.ndim)
         axes = tuple(range(axis, x.ndim))
-        work = x.astype(np.float32) if stash == 1 and x.dtype == np.float16 else x
+        work = _stash(x, stash)
         mean = work.mean(axis=axes, keepdims=True)
         d = work - mean
         var = np.mean(np.square(d), axis=axes, keepdims=True)
@@ -129,6 +134,95 @@ def layer_norm(info: NodeInfo) -> Compute:
             y = y + bias.astype(work.dtype, copy=False)
         outs = (y.astype(x.dtype, copy=False), mean, inv_std)
         return outs[:n_out]
+
+    return compute
+
+
+def _stash(x: np.ndarray, stash: int) -> np.ndarray:
+    """``x`` in the type statistics are computed in: float32 for 16-bit
+    inputs with ``stash_type=1``, else the input type."""
+    return x.astype(np.float32) if stash == 1 and x.dtype.itemsize < 4 else x
+
+
+@registry.kernel("GroupNormalization", since=18, until=20, types={"T": FLOATS})
+@registry.kernel("GroupNormalization", since=21, types={"T": _FLOATS_BF16})
+def group_norm(info: NodeInfo) -> Compute:
+    """Normalize each group of ``num_groups`` channel groups per sample; scale
+    and bias are per group (opset 18) or per channel (21+)."""
+    groups = int(info.attrs["num_groups"])
+    eps = float(info.attrs.get("epsilon", 1e-5))
+    stash = int(info.attrs.get("stash_type", 1))
+    per_group = info.opset < 21
+
+    def compute(x: np.ndarray, scale: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray]:
+        n, c = x.shape[:2]
+        if c % groups:
+            raise ValueError(f"{info.describe()}: {c} channels not divisible by {groups} groups")
+        work = _stash(x, stash).reshape(n, groups, -1)
+        mean = work.mean(axis=2, keepdims=True)
+        var = np.mean(np.square(work - mean), axis=2, keepdims=True)
+        y = ((work - mean) / np.sqrt(var + np.asarray(eps, var.dtype))).reshape(x.shape)
+        if per_group:
+            scale, bias = np.repeat(scale, c // groups), np.repeat(bias, c // groups)
+        y = y * _channel_view(x, scale.astype(y.dtype)) + _channel_view(x, bias.astype(y.dtype))
+        return (y.astype(x.dtype, copy=False),)
+
+    return compute
+
+
+@registry.kernel("RMSNormalization", since=23, types={"T": _FLOATS_BF16, "V": _FLOATS_BF16})
+def rms_norm(info: NodeInfo) -> Compute:
+    """Y = X / sqrt(mean(X^2 over the dims from ``axis``) + epsilon) * scale."""
+    axis_attr = int(info.attrs.get("axis", -1))
+    eps = float(info.attrs.get("epsilon", 1e-5))
+    stash = int(info.attrs.get("stash_type", 1))
+
+    def compute(x: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray]:
+        axis = normalize_axis(axis_attr, x.ndim)
+        work = _stash(x, stash)
+        ms = np.mean(np.square(work), axis=tuple(range(axis, x.ndim)), keepdims=True)
+        y = work / np.sqrt(ms + np.asarray(eps, ms.dtype)) * scale.astype(work.dtype)
+        return (y.astype(x.dtype, copy=False),)
+
+    return compute
+
+
+@registry.kernel("LpNormalization", since=1, until=21, types={"T": FLOATS})
+@registry.kernel("LpNormalization", since=22, types={"T": FLOATS})
+def lp_norm(info: NodeInfo) -> Compute:
+    """Divide by the L1 or L2 norm along ``axis`` (zero vectors stay zero)."""
+    axis_attr = int(info.attrs.get("axis", -1))
+    p = int(info.attrs.get("p", 2))
+    if p not in (1, 2):
+        raise ValueError(f"{info.describe()}: p must be 1 or 2, got {p}")
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray]:
+        axis = normalize_axis(axis_attr, x.ndim)
+        work = x.astype(np.float32) if x.dtype == np.float16 else x
+        if p == 1:
+            norm = np.sum(np.abs(work), axis=axis, keepdims=True)
+        else:
+            norm = np.sqrt(np.sum(np.square(work), axis=axis, keepdims=True))
+        # A zero norm gives zeros, as onnxruntime does.
+        y = work / np.where(norm == 0, 1, norm)
+        return (y.astype(x.dtype, copy=False),)
+
+    return compute
+
+
+@registry.kernel("MeanVarianceNormalization", since=9, until=12, types={"T": FLOATS})
+@registry.kernel("MeanVarianceNormalization", since=13, types={"T": FLOATS})
+def mean_variance_norm(info: NodeInfo) -> Compute:
+    """(X - mean) / (std + 1e-9) over ``axes`` (default N, H, W)."""
+    axes_attr = [int(a) for a in info.attrs.get("axes", [0, 2, 3])]
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray]:
+        axes = tuple(normalize_axis(a, x.ndim) for a in axes_attr)
+        work = x.astype(np.float32) if x.dtype == np.float16 else x
+        mean = work.mean(axis=axes, keepdims=True)
+        var = np.maximum(np.mean(np.square(work), axis=axes, keepdims=True) - mean**2, 0)
+        y = (work - mean) / (np.sqrt(var) + np.asarray(1e-9, work.dtype))
+        return (y.astype(x.dtype, copy=False),)
 
     return compute
 
@@ -161,9 +255,11 @@ def lrn(info: NodeInfo) -> Compute:
 
 
 def _softmax(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
-    work = x.astype(np.float32) if x.dtype == np.float16 else x
+    work = x.astype(np.float32) if x.dtype.itemsize < 4 else x
     m = np.max(work, axis=axis, keepdims=True) if work.size else work
-    e = work - m
+    # Rows of -inf give NaN, as the ONNX definition does.
+    with np.errstate(invalid="ignore"):
+        e = work - m
     if log:
         out = e - np.log(np.sum(np.exp(e), axis=axis, keepdims=True))
     else:
@@ -174,10 +270,10 @@ def _softmax(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
 
 @registry.kernel("Softmax", since=1, until=10, types={"T": FLOATS})
 @registry.kernel("Softmax", since=11, until=12, types={"T": FLOATS})
-@registry.kernel("Softmax", since=13, types={"T": FLOATS})
+@registry.kernel("Softmax", since=13, types={"T": _FLOATS_BF16})
 @registry.kernel("LogSoftmax", since=1, until=10, types={"T": FLOATS})
 @registry.kernel("LogSoftmax", since=11, until=12, types={"T": FLOATS})
-@registry.kernel("LogSoftmax", since=13, types={"T": FLOATS})
+@registry.kernel("LogSoftmax", since=13, types={"T": _FLOATS_BF16})
 def softmax(info: NodeInfo) -> Compute:
     """Softmax / LogSoftmax.
 

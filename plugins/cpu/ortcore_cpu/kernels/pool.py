@@ -1,4 +1,5 @@
-"""Pooling: MaxPool (with Indices), AveragePool, GlobalAveragePool, GlobalMaxPool.
+"""Pooling: MaxPool (with Indices), AveragePool, LpPool, GlobalAveragePool,
+GlobalMaxPool, GlobalLpPool.
 
 Float32 with 1-3 spatial dims runs in Cython (float16 and 8-bit integers are
 converted to float32 and back, which is exact); other cases use a numpy path
@@ -115,6 +116,7 @@ def _max_pool_numpy(
     return y.astype(x.dtype, copy=False), flat + base * plane
 
 
+@registry.kernel("AveragePool", since=1, until=6, types={"T": FLOATS})
 @registry.kernel("AveragePool", since=7, until=9, types={"T": FLOATS})
 @registry.kernel("AveragePool", since=10, until=10, types={"T": FLOATS})
 @registry.kernel("AveragePool", since=11, until=18, types={"T": FLOATS})
@@ -174,5 +176,78 @@ def global_pool(info: NodeInfo) -> Compute:
         out = np.empty(planes.shape[0], np.float32)
         ext.global_pool(planes, out, take_max, threads_for(planes.size, threads))
         return (out.reshape(shape).astype(x.dtype, copy=False),)
+
+    return compute
+
+
+def _lp(sums: np.ndarray, p: float) -> np.ndarray:
+    """``sums`` of ``|x|**p`` to the power ``1/p``."""
+    return np.sqrt(sums) if p == 2 else np.power(sums, 1.0 / p)
+
+
+@registry.kernel("LpPool", since=1, until=1, types={"T": FLOATS})
+@registry.kernel("LpPool", since=2, until=10, types={"T": FLOATS})
+@registry.kernel("LpPool", since=11, until=17, types={"T": FLOATS})
+@registry.kernel("LpPool", since=18, until=21, types={"T": FLOATS})
+@registry.kernel("LpPool", since=22, types={"T": FLOATS})
+def lp_pool(info: NodeInfo) -> Compute:
+    """LpPool: the p-norm of every window (pads count as zeros);
+    ``ceil_mode`` and ``dilations`` from opset 18."""
+    p = float(info.attrs.get("p", 2))
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray]:
+        win = _window_of(info, tuple(x.shape[2:]))
+        work = x.astype(np.float64 if x.dtype == np.float64 else np.float32)
+        views = _numpy_windows(np.power(np.abs(work), p), win, 0.0)
+        return (_lp(views.sum(axis=2), p).astype(x.dtype),)
+
+    return compute
+
+
+@registry.kernel("GlobalLpPool", since=1, until=1, types={"T": FLOATS})
+@registry.kernel("GlobalLpPool", since=2, until=21, types={"T": FLOATS})
+@registry.kernel("GlobalLpPool", since=22, types={"T": FLOATS})
+def global_lp_pool(info: NodeInfo) -> Compute:
+    """The p-norm over every spatial position, keeping the spatial dims as 1s."""
+    p = float(info.attrs.get("p", 2))
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray]:
+        work = x.astype(np.float64 if x.dtype == np.float64 else np.float32)
+        sums = np.sum(np.power(np.abs(work), p), axis=tuple(range(2, x.ndim)), keepdims=True)
+        return (_lp(sums, p).astype(x.dtype),)
+
+    return compute
+
+
+_UNPOOL_TYPES: dict[str | int, frozenset[DT]] = {"T1": FLOATS, "T2": frozenset({DT.INT64})}
+
+
+@registry.kernel("MaxUnpool", since=9, until=10, types=_UNPOOL_TYPES, input_memory={2: "host"})
+@registry.kernel("MaxUnpool", since=11, until=21, types=_UNPOOL_TYPES, input_memory={2: "host"})
+@registry.kernel("MaxUnpool", since=22, types=_UNPOOL_TYPES, input_memory={2: "host"})
+def max_unpool(info: NodeInfo) -> Compute:
+    """Scatter X to the flat positions ``I`` (as MaxPool's Indices) of a zero
+    tensor of the unpooled shape, then zero-pad it to ``output_shape`` if given."""
+    a = info.attrs
+    kernel = [int(k) for k in a["kernel_shape"]]
+    nsp = len(kernel)
+    strides = [int(s) for s in a.get("strides") or [1] * nsp]
+    pads = [int(p) for p in a.get("pads") or [0] * (2 * nsp)]
+
+    def compute(
+        x: np.ndarray, indices: np.ndarray, output_shape: np.ndarray | None = None
+    ) -> tuple[np.ndarray]:
+        shape = [*x.shape[:2]] + [
+            (x.shape[2 + i] - 1) * strides[i] - pads[i] - pads[nsp + i] + kernel[i]
+            for i in range(nsp)
+        ]
+        y = np.zeros(math.prod(shape), x.dtype)
+        y[indices.reshape(-1)] = x.reshape(-1)
+        y = y.reshape(shape)
+        if output_shape is None:
+            return (y,)
+        out = np.zeros([int(v) for v in np.asarray(output_shape).reshape(-1)], x.dtype)
+        out[tuple(slice(0, s) for s in shape)] = y
+        return (out,)
 
     return compute

@@ -1,5 +1,6 @@
 """Reductions: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd,
-ArgMax, ArgMin.
+ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ArgMax,
+ArgMin.
 
 ``axes`` is an attribute until ReduceSum opset 13 / the others opset 18 and
 an optional input after; no axes reduces everything unless
@@ -12,11 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 from ep_sdk import Compute, NodeInfo
 
 from . import registry
-from ._common import DT, NUMERIC, int_list, normalize_axes, normalize_axis
+from ._common import DT, FLOATS, NUMERIC, int_list, normalize_axes, normalize_axis
+
+_BF16_NP = np.dtype(ml_dtypes.bfloat16)
 
 _ReduceFn = Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]
 
@@ -58,7 +62,49 @@ def _prod(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
     return np.prod(x, axis=axes, keepdims=keep, dtype=_work_dtype(x))
 
 
+def _float_work(x: np.ndarray) -> np.ndarray:
+    """``x`` in a float type to compute logs and roots in (ints go to float64)."""
+    if x.dtype.kind == "f" and x.dtype.itemsize >= 4:
+        return x
+    return x.astype(np.float32 if x.dtype.kind == "f" else np.float64)
+
+
+def _l1(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    return np.sum(np.abs(x), axis=axes, keepdims=keep, dtype=_work_dtype(x))
+
+
+def _sum_square(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    w = x.astype(_work_dtype(x), copy=False)
+    return np.sum(w * w, axis=axes, keepdims=keep)
+
+
+def _l2(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    w = _float_work(x)
+    out = np.sqrt(np.sum(w * w, axis=axes, keepdims=keep))
+    return np.round(out) if x.dtype.kind in "iu" else out
+
+
+def _log_sum(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(np.sum(_float_work(x), axis=axes, keepdims=keep))
+
+
+def _log_sum_exp(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    w = _float_work(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = np.max(w, axis=axes, keepdims=True, initial=-np.inf)
+        m = np.where(np.isfinite(m), m, 0).astype(w.dtype)
+        s = np.sum(np.exp(w - m), axis=axes, keepdims=True)
+        out = np.log(s) + m
+    return out if keep else out.reshape([d for i, d in enumerate(out.shape) if i not in axes])
+
+
 _REDUCE: dict[str, _ReduceFn] = {
+    "ReduceL1": _l1,
+    "ReduceL2": _l2,
+    "ReduceSumSquare": _sum_square,
+    "ReduceLogSum": _log_sum,
+    "ReduceLogSumExp": _log_sum_exp,
     "ReduceSum": _sum,
     "ReduceMean": _mean,
     "ReduceMax": _max,
@@ -66,8 +112,9 @@ _REDUCE: dict[str, _ReduceFn] = {
     "ReduceProd": _prod,
 }
 
+_BF16 = frozenset({DT.BFLOAT16})
 _MAXMIN_12 = NUMERIC  # 8-bit integers join at opset 12
-_MAXMIN_20 = NUMERIC | {DT.BOOL}
+_MAXMIN_20 = NUMERIC | {DT.BOOL} | _BF16
 
 
 def _reduce_builder(info: NodeInfo, axes_from_input: bool) -> Compute:
@@ -84,7 +131,9 @@ def _reduce_builder(info: NodeInfo, axes_from_input: bool) -> Compute:
             axes = tuple(range(x.ndim))
         else:
             axes = normalize_axes(axes_list, x.ndim)
-        out = fn(x, axes, keep)
+        # bfloat16 is reduced in float32.
+        work = x.astype(np.float32) if x.dtype == _BF16_NP else x
+        out = fn(work, axes, keep)
         return (np.asarray(out).astype(x.dtype, copy=False),)
 
     return compute
@@ -94,29 +143,70 @@ def _reduce_builder(info: NodeInfo, axes_from_input: bool) -> Compute:
 @registry.kernel("ReduceSum", since=11, until=12, types={"T": NUMERIC})
 @registry.kernel("ReduceMean", since=1, until=10, types={"T": NUMERIC})
 @registry.kernel("ReduceMean", since=11, until=12, types={"T": NUMERIC})
-@registry.kernel("ReduceMean", since=13, until=17, types={"T": NUMERIC})
+@registry.kernel("ReduceMean", since=13, until=17, types={"T": NUMERIC | _BF16})
 @registry.kernel("ReduceProd", since=1, until=10, types={"T": NUMERIC})
 @registry.kernel("ReduceProd", since=11, until=12, types={"T": NUMERIC})
-@registry.kernel("ReduceProd", since=13, until=17, types={"T": NUMERIC})
+@registry.kernel("ReduceProd", since=13, until=17, types={"T": NUMERIC | _BF16})
 @registry.kernel("ReduceMax", since=1, until=10, types={"T": NUMERIC})
 @registry.kernel("ReduceMax", since=11, until=11, types={"T": NUMERIC})
 @registry.kernel("ReduceMax", since=12, until=12, types={"T": _MAXMIN_12})
-@registry.kernel("ReduceMax", since=13, until=17, types={"T": _MAXMIN_12})
+@registry.kernel("ReduceMax", since=13, until=17, types={"T": _MAXMIN_12 | _BF16})
 @registry.kernel("ReduceMin", since=1, until=10, types={"T": NUMERIC})
 @registry.kernel("ReduceMin", since=11, until=11, types={"T": NUMERIC})
 @registry.kernel("ReduceMin", since=12, until=12, types={"T": _MAXMIN_12})
-@registry.kernel("ReduceMin", since=13, until=17, types={"T": _MAXMIN_12})
+@registry.kernel("ReduceMin", since=13, until=17, types={"T": _MAXMIN_12 | _BF16})
 def reduce_axes_attr(info: NodeInfo) -> Compute:
     """Reduction whose ``axes`` is an attribute (negative allowed from 11)."""
     return _reduce_builder(info, axes_from_input=False)
 
 
-@registry.kernel("ReduceSum", since=13, types={"T": NUMERIC}, input_memory={1: "host"})
-@registry.kernel("ReduceMean", since=18, types={"T": NUMERIC}, input_memory={1: "host"})
-@registry.kernel("ReduceProd", since=18, types={"T": NUMERIC}, input_memory={1: "host"})
-@registry.kernel("ReduceMax", since=18, until=19, types={"T": _MAXMIN_12}, input_memory={1: "host"})
+@registry.kernel("ReduceL1", since=1, until=10, types={"T": NUMERIC})
+@registry.kernel("ReduceL1", since=11, until=12, types={"T": NUMERIC})
+@registry.kernel("ReduceL1", since=13, until=17, types={"T": NUMERIC | _BF16})
+@registry.kernel("ReduceL2", since=1, until=10, types={"T": NUMERIC})
+@registry.kernel("ReduceL2", since=11, until=12, types={"T": NUMERIC})
+@registry.kernel("ReduceL2", since=13, until=17, types={"T": NUMERIC | _BF16})
+@registry.kernel("ReduceSumSquare", since=1, until=10, types={"T": NUMERIC})
+@registry.kernel("ReduceSumSquare", since=11, until=12, types={"T": NUMERIC})
+@registry.kernel("ReduceSumSquare", since=13, until=17, types={"T": NUMERIC | _BF16})
+@registry.kernel("ReduceLogSum", since=1, until=10, types={"T": NUMERIC})
+@registry.kernel("ReduceLogSum", since=11, until=12, types={"T": NUMERIC})
+@registry.kernel("ReduceLogSum", since=13, until=17, types={"T": NUMERIC | _BF16})
+@registry.kernel("ReduceLogSumExp", since=1, until=10, types={"T": NUMERIC})
+@registry.kernel("ReduceLogSumExp", since=11, until=12, types={"T": NUMERIC})
+@registry.kernel("ReduceLogSumExp", since=13, until=17, types={"T": NUMERIC | _BF16})
+def reduce_norm_axes_attr(info: NodeInfo) -> Compute:
+    """Norm-style reduction whose ``axes`` is an attribute."""
+    return _reduce_builder(info, axes_from_input=False)
+
+
+_H = {1: "host"}
+
+
+@registry.kernel("ReduceL1", since=18, types={"T": NUMERIC | _BF16}, input_memory=_H)
+@registry.kernel("ReduceL2", since=18, types={"T": NUMERIC | _BF16}, input_memory=_H)
+@registry.kernel("ReduceSumSquare", since=18, types={"T": NUMERIC | _BF16}, input_memory=_H)
+@registry.kernel("ReduceLogSum", since=18, until=27, types={"T": NUMERIC | _BF16}, input_memory=_H)
+@registry.kernel("ReduceLogSum", since=28, types={"T": FLOATS | _BF16}, input_memory=_H)
+@registry.kernel(
+    "ReduceLogSumExp", since=18, until=27, types={"T": NUMERIC | _BF16}, input_memory=_H
+)
+@registry.kernel("ReduceLogSumExp", since=28, types={"T": FLOATS | _BF16}, input_memory=_H)
+def reduce_norm_axes_input(info: NodeInfo) -> Compute:
+    """Norm-style reduction whose ``axes`` is an optional input."""
+    return _reduce_builder(info, axes_from_input=True)
+
+
+@registry.kernel("ReduceSum", since=13, types={"T": NUMERIC | _BF16}, input_memory={1: "host"})
+@registry.kernel("ReduceMean", since=18, types={"T": NUMERIC | _BF16}, input_memory={1: "host"})
+@registry.kernel("ReduceProd", since=18, types={"T": NUMERIC | _BF16}, input_memory={1: "host"})
+@registry.kernel(
+    "ReduceMax", since=18, until=19, types={"T": _MAXMIN_12 | _BF16}, input_memory={1: "host"}
+)
 @registry.kernel("ReduceMax", since=20, types={"T": _MAXMIN_20}, input_memory={1: "host"})
-@registry.kernel("ReduceMin", since=18, until=19, types={"T": _MAXMIN_12}, input_memory={1: "host"})
+@registry.kernel(
+    "ReduceMin", since=18, until=19, types={"T": _MAXMIN_12 | _BF16}, input_memory={1: "host"}
+)
 @registry.kernel("ReduceMin", since=20, types={"T": _MAXMIN_20}, input_memory={1: "host"})
 def reduce_axes_input(info: NodeInfo) -> Compute:
     """Reduction whose ``axes`` is an optional input, with ``noop_with_empty_axes``."""
@@ -151,4 +241,10 @@ def arg_max_min(info: NodeInfo) -> Compute:
     return compute
 
 
-__all__ = ["arg_max_min", "reduce_axes_attr", "reduce_axes_input"]
+__all__ = [
+    "arg_max_min",
+    "reduce_axes_attr",
+    "reduce_axes_input",
+    "reduce_norm_axes_attr",
+    "reduce_norm_axes_input",
+]

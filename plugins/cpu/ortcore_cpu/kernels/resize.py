@@ -1,7 +1,9 @@
-"""Resize with nearest, (n-)linear and cubic interpolation.
+"""Resize (and the older Upsample) with nearest, (n-)linear and cubic
+interpolation, optionally antialiased when downsampling.
 
 Interpolation is separable: the input is resized one axis at a time, each
-with vectorized gathers and weights (no per-element loops).
+with vectorized gathers and a (output, taps) weight matrix (no per-element
+loops).
 """
 
 from __future__ import annotations
@@ -20,24 +22,29 @@ _HOST = {1: "host", 2: "host", 3: "host"}
 def _source_coords(
     out_len: int, in_len: int, scale: float, mode: str, roi: tuple[float, float] | None
 ) -> np.ndarray:
-    """Input coordinate of every output index (ONNX coordinate_transformation_mode)."""
+    """Input coordinate of every output index (ONNX coordinate_transformation_mode).
+
+    As onnx's reference, the modes that divide by the output length use the
+    unrounded length ``scale * in_len``.
+    """
     x = np.arange(out_len, dtype=np.float64)
+    width = scale * in_len
     if mode == "asymmetric":
         return x / scale
     if mode == "half_pixel":
         return (x + 0.5) / scale - 0.5
     if mode == "pytorch_half_pixel":
-        return (x + 0.5) / scale - 0.5 if out_len > 1 else np.full(out_len, -0.5)
+        return (x + 0.5) / scale - 0.5 if width != 1 else np.full(out_len, -0.5)
     if mode == "align_corners":
-        return x * (in_len - 1) / (out_len - 1) if out_len > 1 else np.zeros(out_len)
+        return x * (in_len - 1) / (width - 1) if width != 1 else np.zeros(out_len)
     if mode == "half_pixel_symmetric":
-        adjustment = out_len / (scale * in_len)
+        adjustment = out_len / width
         offset = in_len / 2 * (1 - adjustment)
         return offset + (x + 0.5) / scale - 0.5
     if mode == "tf_crop_and_resize":
         lo, hi = roi if roi is not None else (0.0, 1.0)
-        if out_len > 1:
-            return lo * (in_len - 1) + x * (hi - lo) * (in_len - 1) / (out_len - 1)
+        if width != 1:
+            return lo * (in_len - 1) + x * (hi - lo) * (in_len - 1) / (width - 1)
         return np.full(out_len, (hi - lo) * (in_len - 1) / 2 + lo * (in_len - 1))
     raise ValueError(f"Resize: unknown coordinate_transformation_mode {mode!r}")
 
@@ -54,15 +61,36 @@ def _nearest_index(coord: np.ndarray, nearest_mode: str) -> np.ndarray:
     raise ValueError(f"Resize: unknown nearest_mode {nearest_mode!r}")
 
 
-def _cubic_weights(t: np.ndarray, a: float) -> np.ndarray:
-    """Weights of taps at offsets -1, 0, 1, 2 for fractional positions ``t``."""
-    d = np.stack([t + 1, t, 1 - t, 2 - t], axis=1)
-    w = np.where(
-        d <= 1,
-        ((a + 2) * d - (a + 3)) * d * d + 1,
-        ((a * d - 5 * a) * d + 8 * a) * d - 4 * a,
-    )
-    return np.asarray(w)
+def _filter_taps(
+    coord: np.ndarray, mode: str, scale: float, cubic_a: float, antialias: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tap indices (unclamped) and normalized weights, both (out_len, n), of
+    the linear or cubic filter at each source coordinate.
+
+    With ``antialias`` and ``scale < 1`` the filter is stretched by 1 / scale
+    (as onnx's reference, after Pillow); otherwise it is the plain 2-tap
+    linear or 4-tap cubic kernel. A coordinate on an integer uses the taps
+    to its left (fraction 1), as the reference does.
+    """
+    s = min(scale, 1.0) if antialias else 1.0
+    support = 1 if mode == "linear" else 2
+    start = math.floor(-support / s) + 1
+    offsets = start + np.arange(2 - 2 * start)
+    frac = coord - np.floor(coord)
+    frac = np.where(frac == 0, 1.0, frac)
+    base = np.rint(coord - frac).astype(np.intp)
+    t = np.abs((offsets[None, :] - frac[:, None]) * s)
+    if mode == "linear":
+        w = np.clip(1 - t, 0, 1)
+    else:
+        a = cubic_a
+        w = np.where(
+            t <= 1,
+            ((a + 2) * t - (a + 3)) * t * t + 1,
+            np.where(t < 2, ((a * t - 5 * a) * t + 8 * a) * t - 4 * a, 0.0),
+        )
+    w = w / w.sum(axis=1, keepdims=True)
+    return base[:, None] + offsets[None, :], w
 
 
 class _Resizer:
@@ -81,8 +109,9 @@ class _Resizer:
         self.extrapolation = float(a.get("extrapolation_value", 0.0))
         self.policy = a.get("keep_aspect_ratio_policy", "stretch")
         self.axes = a.get("axes")
-        if a.get("antialias", 0):
-            raise NotImplementedError(f"{info.describe()}: antialias=1 is not supported")
+        self.antialias = bool(a.get("antialias", 0))
+        if self.mode in ("bilinear", "trilinear"):  # Upsample's names
+            self.mode = "linear"
         if self.mode not in ("nearest", "linear", "cubic"):
             raise ValueError(f"{info.describe()}: unknown mode {self.mode!r}")
 
@@ -134,26 +163,17 @@ class _Resizer:
         if self.mode == "nearest":
             idx = np.clip(_nearest_index(coord, self.nearest_mode), 0, n - 1).astype(np.intp)
             out = np.take(x, idx, axis=axis)
-        elif self.mode == "linear":
-            c = np.clip(coord, 0, n - 1)
-            i0 = np.floor(c).astype(np.intp)
-            i1 = np.minimum(i0 + 1, n - 1)
-            w = (c - i0).astype(x.dtype).reshape(shape)
-            lo = np.take(x, i0, axis=axis)
-            out = lo + (np.take(x, i1, axis=axis) - lo) * w
         else:
-            base = np.floor(coord).astype(np.intp)
-            weights = _cubic_weights(coord - base, self.cubic_a)
-            taps = base[:, None] + np.arange(-1, 3)[None, :]
+            taps, weights = _filter_taps(coord, self.mode, scale, self.cubic_a, self.antialias)
             if self.exclude_outside:
                 weights = np.where((taps >= 0) & (taps < n), weights, 0.0)
-                weights /= weights.sum(axis=1, keepdims=True)
+                total = weights.sum(axis=1, keepdims=True)
+                weights /= np.where(total == 0, 1.0, total)
             taps = np.clip(taps, 0, n - 1)
-            out = sum(
-                np.take(x, taps[:, k], axis=axis) * weights[:, k].astype(x.dtype).reshape(shape)
-                for k in range(4)
-            )
-            out = np.asarray(out)
+            out = np.zeros((*x.shape[:axis], out_len, *x.shape[axis + 1 :]), x.dtype)
+            for k in range(taps.shape[1]):
+                w = weights[:, k].astype(x.dtype).reshape(shape)
+                out += np.take(x, taps[:, k], axis=axis) * w
         if self.coord_mode == "tf_crop_and_resize":
             outside = ((coord < 0) | (coord > n - 1)).reshape(shape)
             out = np.where(outside, np.asarray(self.extrapolation, x.dtype), out)
@@ -185,3 +205,23 @@ def resize(info: NodeInfo) -> Compute:
         return (resizer(x, roi, scales, sizes),)
 
     return compute
+
+
+@registry.kernel("Upsample", since=1, until=6, types={"T": NUMERIC})
+@registry.kernel("Upsample", since=7, until=8, types={"T": NUMERIC})
+@registry.kernel("Upsample", since=9, until=9, types={"T": NUMERIC}, input_memory={1: "host"})
+@registry.kernel("Upsample", since=10, types={"T": NUMERIC}, input_memory={1: "host"})
+def upsample(info: NodeInfo) -> Compute:
+    """Upsample (deprecated in 10): Resize-10 semantics (asymmetric
+    coordinates, nearest rounds down). Scales come from ``height_scale`` /
+    ``width_scale`` (opset 1, NCHW), the ``scales`` attribute (7-8) or the
+    ``scales`` input (9+)."""
+    resizer = _Resizer(info)
+    if info.opset >= 9:
+        return lambda x, scales: (resizer(x, None, scales, None),)
+    if info.opset >= 7:
+        fixed = np.asarray(info.attrs["scales"], dtype=np.float32)
+    else:
+        hw = [float(info.attrs["height_scale"]), float(info.attrs["width_scale"])]
+        fixed = np.asarray([1.0, 1.0, *hw], dtype=np.float32)
+    return lambda x: (resizer(x, None, fixed, None),)

@@ -1,8 +1,10 @@
 """Shape and data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze,
-Transpose, Concat, Shape, Size, Identity, Dropout, Expand, Tile, Cast.
+Transpose, Concat, Shape, Size, Identity, Dropout, Expand, Tile.
+(Cast lives in ``casting``.)
 
 Reshape-like ops return views of their input (kernels never write into
-their inputs); Transpose returns a contiguous copy.
+their inputs); Transpose returns a contiguous copy. Data-movement kernels
+accept every element type (no ``T`` constraint).
 """
 
 from __future__ import annotations
@@ -10,11 +12,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from ep_sdk import Compute, NodeInfo, to_numpy
+from ep_sdk import Compute, NodeInfo
 from onnx_ir import DataType
 
 from . import registry
-from ._common import ALL, ALL_STR, BOOL, FLOATS, INDEX, int_list, normalize_axes, normalize_axis
+from ._common import BOOL, FLOATS, int_list, normalize_axes, normalize_axis
 
 
 def _reshape(x: np.ndarray, shape: list[int], allowzero: bool) -> np.ndarray:
@@ -23,19 +25,33 @@ def _reshape(x: np.ndarray, shape: list[int], allowzero: bool) -> np.ndarray:
     return x.reshape(shape)
 
 
-@registry.kernel("Reshape", since=5, until=12, types={"T": ALL_STR}, input_memory={1: "host"})
-@registry.kernel("Reshape", since=13, until=13, types={"T": ALL_STR}, input_memory={1: "host"})
-@registry.kernel("Reshape", since=14, types={"T": ALL_STR}, input_memory={1: "host"})
+@registry.kernel("Reshape", since=1, until=4)
+@registry.kernel("Reshape", since=5, until=12, input_memory={1: "host"})
+@registry.kernel("Reshape", since=13, until=13, input_memory={1: "host"})
+@registry.kernel("Reshape", since=14, until=18, input_memory={1: "host"})
+@registry.kernel("Reshape", since=19, until=20, input_memory={1: "host"})
+@registry.kernel("Reshape", since=21, until=22, input_memory={1: "host"})
+@registry.kernel("Reshape", since=23, until=23, input_memory={1: "host"})
+@registry.kernel("Reshape", since=24, until=24, input_memory={1: "host"})
+@registry.kernel("Reshape", since=25, input_memory={1: "host"})
 def reshape(info: NodeInfo) -> Compute:
-    """Reshape to the shape input; 0 copies the input dim unless ``allowzero=1`` (14+)."""
+    """Reshape to the shape input (attribute before opset 5); 0 copies the
+    input dim unless ``allowzero=1`` (14+)."""
     allowzero = info.opset >= 14 and bool(info.attrs.get("allowzero", 0))
+    if info.opset < 5:
+        target = [int(d) for d in info.attrs["shape"]]
+        return lambda x: (_reshape(x, target, False),)
     return lambda x, shape: (_reshape(x, int_list(shape), allowzero),)
 
 
-@registry.kernel("Flatten", since=1, until=8, types={"T": FLOATS})
-@registry.kernel("Flatten", since=9, until=10, types={"T": ALL_STR})
-@registry.kernel("Flatten", since=11, until=12, types={"T": ALL_STR})
-@registry.kernel("Flatten", since=13, types={"T": ALL_STR})
+@registry.kernel("Flatten", since=1, until=8)
+@registry.kernel("Flatten", since=9, until=10)
+@registry.kernel("Flatten", since=11, until=12)
+@registry.kernel("Flatten", since=13, until=20)
+@registry.kernel("Flatten", since=21, until=22)
+@registry.kernel("Flatten", since=23, until=23)
+@registry.kernel("Flatten", since=24, until=24)
+@registry.kernel("Flatten", since=25)
 def flatten(info: NodeInfo) -> Compute:
     """Flatten to 2-D at ``axis`` (negative axes from opset 11)."""
     axis_attr = int(info.attrs.get("axis", 1))
@@ -55,9 +71,13 @@ def _squeeze(x: np.ndarray, axes: list[int] | None) -> np.ndarray:
     return np.squeeze(x, axis=normalize_axes(axes, x.ndim))
 
 
-@registry.kernel("Squeeze", since=1, until=10, types={"T": ALL_STR})
-@registry.kernel("Squeeze", since=11, until=12, types={"T": ALL_STR})
-@registry.kernel("Squeeze", since=13, types={"T": ALL_STR}, input_memory={1: "host"})
+@registry.kernel("Squeeze", since=1, until=10)
+@registry.kernel("Squeeze", since=11, until=12)
+@registry.kernel("Squeeze", since=13, until=20, input_memory={1: "host"})
+@registry.kernel("Squeeze", since=21, until=22, input_memory={1: "host"})
+@registry.kernel("Squeeze", since=23, until=23, input_memory={1: "host"})
+@registry.kernel("Squeeze", since=24, until=24, input_memory={1: "host"})
+@registry.kernel("Squeeze", since=25, input_memory={1: "host"})
 def squeeze(info: NodeInfo) -> Compute:
     """Remove size-1 dims: ``axes`` attribute before opset 13, optional input after."""
     if info.opset < 13:
@@ -74,9 +94,13 @@ def _unsqueeze(x: np.ndarray, axes: list[int]) -> np.ndarray:
     return x.reshape(shape)
 
 
-@registry.kernel("Unsqueeze", since=1, until=10, types={"T": ALL_STR})
-@registry.kernel("Unsqueeze", since=11, until=12, types={"T": ALL_STR})
-@registry.kernel("Unsqueeze", since=13, types={"T": ALL_STR}, input_memory={1: "host"})
+@registry.kernel("Unsqueeze", since=1, until=10)
+@registry.kernel("Unsqueeze", since=11, until=12)
+@registry.kernel("Unsqueeze", since=13, until=20, input_memory={1: "host"})
+@registry.kernel("Unsqueeze", since=21, until=22, input_memory={1: "host"})
+@registry.kernel("Unsqueeze", since=23, until=23, input_memory={1: "host"})
+@registry.kernel("Unsqueeze", since=24, until=24, input_memory={1: "host"})
+@registry.kernel("Unsqueeze", since=25, input_memory={1: "host"})
 def unsqueeze(info: NodeInfo) -> Compute:
     """Insert size-1 dims at ``axes`` (of the output): an attribute before
     opset 13 (negative values from 11), an input from 13."""
@@ -86,8 +110,12 @@ def unsqueeze(info: NodeInfo) -> Compute:
     return lambda x, axes: (_unsqueeze(x, int_list(axes)),)
 
 
-@registry.kernel("Transpose", since=1, until=12, types={"T": ALL_STR})
-@registry.kernel("Transpose", since=13, types={"T": ALL_STR})
+@registry.kernel("Transpose", since=1, until=12)
+@registry.kernel("Transpose", since=13, until=20)
+@registry.kernel("Transpose", since=21, until=22)
+@registry.kernel("Transpose", since=23, until=23)
+@registry.kernel("Transpose", since=24, until=24)
+@registry.kernel("Transpose", since=25)
 def transpose(info: NodeInfo) -> Compute:
     """Permute dims (default: reverse them); the result is contiguous."""
     perm = info.attrs.get("perm")
@@ -99,12 +127,13 @@ def transpose(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("Concat", since=4, until=10, types={"T": ALL_STR})
-@registry.kernel("Concat", since=11, until=12, types={"T": ALL_STR})
-@registry.kernel("Concat", since=13, types={"T": ALL_STR})
+@registry.kernel("Concat", since=1, until=3)
+@registry.kernel("Concat", since=4, until=10)
+@registry.kernel("Concat", since=11, until=12)
+@registry.kernel("Concat", since=13)
 def concat(info: NodeInfo) -> Compute:
-    """Join inputs along ``axis`` (negative from opset 11)."""
-    axis_attr = int(info.attrs["axis"])
+    """Join inputs along ``axis`` (default 1 before opset 4; negative from 11)."""
+    axis_attr = int(info.attrs.get("axis", 1))
 
     def compute(*xs: np.ndarray) -> tuple[np.ndarray]:
         axis = normalize_axis(axis_attr, xs[0].ndim)
@@ -113,9 +142,14 @@ def concat(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("Shape", since=1, until=12, types={"T": ALL_STR})
-@registry.kernel("Shape", since=13, until=14, types={"T": ALL_STR})
-@registry.kernel("Shape", since=15, types={"T": ALL_STR})
+@registry.kernel("Shape", since=1, until=12)
+@registry.kernel("Shape", since=13, until=14)
+@registry.kernel("Shape", since=15, until=18)
+@registry.kernel("Shape", since=19, until=20)
+@registry.kernel("Shape", since=21, until=22)
+@registry.kernel("Shape", since=23, until=23)
+@registry.kernel("Shape", since=24, until=24)
+@registry.kernel("Shape", since=25)
 def shape(info: NodeInfo) -> Compute:
     """The input's shape as int64; ``start``/``end`` slice it from opset 15."""
     start = int(info.attrs.get("start", 0)) if info.opset >= 15 else 0
@@ -128,36 +162,55 @@ def shape(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("Size", since=1, until=12, types={"T": ALL_STR})
-@registry.kernel("Size", since=13, types={"T": ALL_STR})
+@registry.kernel("Size", since=1, until=12)
+@registry.kernel("Size", since=13, until=18)
+@registry.kernel("Size", since=19, until=20)
+@registry.kernel("Size", since=21, until=22)
+@registry.kernel("Size", since=23, until=23)
+@registry.kernel("Size", since=24, until=24)
+@registry.kernel("Size", since=25)
 def size(info: NodeInfo) -> Compute:
     """Number of elements, as an int64 scalar."""
     return lambda x: (np.array(x.size, dtype=np.int64),)
 
 
-@registry.kernel("Identity", since=1, until=12, types={"T": ALL_STR})
-@registry.kernel("Identity", since=13, types={"T": ALL_STR})
+@registry.kernel("Identity", since=1, until=12)
+@registry.kernel("Identity", since=13, until=13)
+@registry.kernel("Identity", since=14, until=15)
+@registry.kernel("Identity", since=16, until=18)
+@registry.kernel("Identity", since=19, until=20)
+@registry.kernel("Identity", since=21, until=22)
+@registry.kernel("Identity", since=23, until=23)
+@registry.kernel("Identity", since=24, until=24)
+@registry.kernel("Identity", since=25)
 def identity(info: NodeInfo) -> Compute:
-    """Return the input unchanged."""
+    """Return the input unchanged (a tensor, or from opset 14 a sequence, from
+    16 an optional)."""
     return lambda x: (x,)
 
 
+_FLOATS_BF16 = FLOATS | {DataType.BFLOAT16}
+
+
+@registry.kernel("Dropout", since=1, until=5, types={"T": FLOATS})
+@registry.kernel("Dropout", since=6, until=6, types={"T": FLOATS})
 @registry.kernel("Dropout", since=7, until=9, types={"T": FLOATS})
 @registry.kernel("Dropout", since=10, until=11, types={"T": FLOATS, "T1": BOOL})
 @registry.kernel(
     "Dropout", since=12, until=12, types={"T": FLOATS}, input_memory={1: "host", 2: "host"}
 )
 @registry.kernel(
-    "Dropout", since=13, until=21, types={"T": FLOATS}, input_memory={1: "host", 2: "host"}
+    "Dropout", since=13, until=21, types={"T": _FLOATS_BF16}, input_memory={1: "host", 2: "host"}
 )
-@registry.kernel("Dropout", since=22, types={"T": FLOATS}, input_memory={1: "host", 2: "host"})
+@registry.kernel("Dropout", since=22, input_memory={1: "host", 2: "host"})
 def dropout(info: NodeInfo) -> Compute:
     """Dropout: identity at inference.
 
     The optional mask is of the input's type before opset 10 and bool after.
     From opset 12 ``ratio`` and ``training_mode`` are inputs; in training mode
-    elements are zeroed with probability ``ratio`` (seeded by ``seed``) and the
-    rest scaled by 1 / (1 - ratio).
+    the mask is ``RandomState(seed).uniform(0, 1, shape) >= ratio`` (numpy's
+    legacy generator, as onnx's reference; fresh entropy without ``seed``)
+    and the kept elements are scaled by 1 / (1 - ratio).
     """
     want_mask = info.num_outputs > 1
     seed = info.attrs.get("seed")
@@ -173,16 +226,16 @@ def dropout(info: NodeInfo) -> Compute:
                 return (x,)
             mask_dtype = x.dtype if info.opset < 10 else np.bool_
             return (x, np.ones(x.shape, mask_dtype))
-        rng = np.random.default_rng(None if seed is None else int(seed))
-        mask = rng.uniform(size=x.shape) >= r
-        y = (x * mask / np.asarray(1.0 - r, x.dtype)).astype(x.dtype, copy=False)
+        rng = np.random.RandomState(None if seed is None else int(seed))
+        mask = rng.uniform(0.0, 1.0, x.shape) >= r
+        y = (x * mask * np.asarray(1.0 / (1.0 - r), x.dtype)).astype(x.dtype, copy=False)
         return (y, mask) if want_mask else (y,)
 
     return compute
 
 
-@registry.kernel("Expand", since=8, until=12, types={"T": ALL_STR}, input_memory={1: "host"})
-@registry.kernel("Expand", since=13, types={"T": ALL_STR}, input_memory={1: "host"})
+@registry.kernel("Expand", since=8, until=12, input_memory={1: "host"})
+@registry.kernel("Expand", since=13, input_memory={1: "host"})
 def expand(info: NodeInfo) -> Compute:
     """Broadcast the input to (the broadcast of its shape and) the shape input."""
 
@@ -193,28 +246,18 @@ def expand(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("Tile", since=6, until=12, types={"T": ALL_STR}, input_memory={1: "host"})
-@registry.kernel("Tile", since=13, types={"T": ALL_STR}, input_memory={1: "host"})
+@registry.kernel("Tile", since=1, until=5, input_memory={1: "host", 2: "host"})
+@registry.kernel("Tile", since=6, until=12, input_memory={1: "host"})
+@registry.kernel("Tile", since=13, input_memory={1: "host"})
 def tile(info: NodeInfo) -> Compute:
-    """Repeat the input ``repeats[i]`` times along each dim."""
+    """Repeat the input ``repeats[i]`` times along each dim (opset 1: ``tiles``
+    times along the single ``axis`` input)."""
+    if info.opset < 6:
+
+        def tile_axis(x: np.ndarray, tiles: np.ndarray, axis: np.ndarray) -> tuple[np.ndarray]:
+            reps = [1] * x.ndim
+            reps[normalize_axis(int(np.ravel(axis)[0]), x.ndim)] = int(np.ravel(tiles)[0])
+            return (np.tile(x, reps),)
+
+        return tile_axis
     return lambda x, repeats: (np.tile(x, int_list(repeats)),)
-
-
-_CAST_TYPES = ALL | INDEX
-
-
-@registry.kernel("Cast", since=6, until=8, types={"T1": _CAST_TYPES, "T2": _CAST_TYPES})
-@registry.kernel("Cast", since=9, until=12, types={"T1": _CAST_TYPES, "T2": _CAST_TYPES})
-@registry.kernel("Cast", since=13, until=18, types={"T1": _CAST_TYPES, "T2": _CAST_TYPES})
-@registry.kernel("Cast", since=19, types={"T1": _CAST_TYPES, "T2": _CAST_TYPES})
-def cast(info: NodeInfo) -> Compute:
-    """Convert to element type ``to``; floats to integers truncate toward zero."""
-    target = to_numpy(DataType(int(info.attrs["to"])))
-
-    def compute(x: np.ndarray) -> tuple[np.ndarray]:
-        if x.dtype == target:
-            return (x,)
-        with np.errstate(invalid="ignore", over="ignore"):
-            return (x.astype(target),)
-
-    return compute

@@ -1,8 +1,10 @@
 """Unary math and activation functions: Abs, Neg, Exp, Log, Sqrt, Reciprocal,
 Floor, Ceil, Tanh, Sigmoid, Erf, Relu, LeakyRelu, Clip, HardSigmoid, Elu,
-Selu, Softplus, Gelu.
+Selu, Softplus, Gelu, Round, Sign, IsInf, IsNaN.
 
-Each keeps its input's dtype. Float32 Relu and Erf run in Cython.
+Every schema version from opset 1 is registered (the ``consumed_inputs``
+attribute of opset 1 is ignored). Each keeps its input's dtype; bfloat16 and
+float8 compute in float32. Float32 Relu and Erf run in Cython.
 """
 
 from __future__ import annotations
@@ -14,21 +16,33 @@ import numpy as np
 from ep_sdk import Compute, NodeInfo
 
 from .._ext import elementwise as ext
-from . import registry
-from ._common import FLOATS, NUMERIC, SIGNED_NUMERIC, thread_count, threads_for
+from ._common import thread_count, threads_for
+from ._versions import by_schema
 
 _Fn = Callable[[np.ndarray], np.ndarray]
 
 
-def _unary(fn: _Fn) -> Compute:
+def computes_in_float32(dtype: np.dtype) -> bool:
+    """Whether numpy lacks arithmetic for ``dtype`` (bfloat16, float8, ...)
+    so kernels compute in float32 and round back."""
+    return dtype.kind == "V" or (dtype.kind == "f" and dtype.itemsize == 1)
+
+
+def float_unary(fn: _Fn) -> Compute:
+    """Return a compute function applying ``fn`` elementwise, keeping the dtype."""
+
     def compute(x: np.ndarray) -> tuple[np.ndarray]:
+        work = x.astype(np.float32) if computes_in_float32(x.dtype) else x
         with np.errstate(all="ignore"):
-            out = fn(x)
+            out = np.asarray(fn(work))
         if out.dtype != x.dtype:
             out = out.astype(x.dtype)
         return (out,)
 
     return compute
+
+
+_unary = float_unary
 
 
 _MATH: dict[str, _Fn] = {
@@ -44,38 +58,19 @@ _MATH: dict[str, _Fn] = {
 }
 
 
-@registry.kernel("Abs", since=6, until=12, types={"T": NUMERIC})
-@registry.kernel("Abs", since=13, types={"T": NUMERIC})
-@registry.kernel("Neg", since=6, until=12, types={"T": SIGNED_NUMERIC})
-@registry.kernel("Neg", since=13, types={"T": SIGNED_NUMERIC})
-@registry.kernel("Exp", since=6, until=12, types={"T": FLOATS})
-@registry.kernel("Exp", since=13, types={"T": FLOATS})
-@registry.kernel("Log", since=6, until=12, types={"T": FLOATS})
-@registry.kernel("Log", since=13, types={"T": FLOATS})
-@registry.kernel("Sqrt", since=6, until=12, types={"T": FLOATS})
-@registry.kernel("Sqrt", since=13, types={"T": FLOATS})
-@registry.kernel("Reciprocal", since=6, until=12, types={"T": FLOATS})
-@registry.kernel("Reciprocal", since=13, types={"T": FLOATS})
-@registry.kernel("Floor", since=6, until=12, types={"T": FLOATS})
-@registry.kernel("Floor", since=13, types={"T": FLOATS})
-@registry.kernel("Ceil", since=6, until=12, types={"T": FLOATS})
-@registry.kernel("Ceil", since=13, types={"T": FLOATS})
-@registry.kernel("Tanh", since=6, until=12, types={"T": FLOATS})
-@registry.kernel("Tanh", since=13, types={"T": FLOATS})
+@by_schema("Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Tanh")
 def math_unary(info: NodeInfo) -> Compute:
-    """Elementwise math function of one input (opset 6+)."""
+    """Elementwise math function of one input."""
     return _unary(_MATH[info.op_type])
 
 
-@registry.kernel("Sigmoid", since=6, until=12, types={"T": FLOATS})
-@registry.kernel("Sigmoid", since=13, types={"T": FLOATS})
+@by_schema("Sigmoid")
 def sigmoid(info: NodeInfo) -> Compute:
     """Sigmoid: 1 / (1 + exp(-x))."""
     return _unary(lambda x: 1 / (1 + np.exp(-x)))
 
 
-@registry.kernel("Erf", since=9, until=12, types={"T": NUMERIC})
-@registry.kernel("Erf", since=13, types={"T": NUMERIC})
+@by_schema("Erf")
 def erf(info: NodeInfo) -> Compute:
     """Erf, computed with C's ``erf`` (float16 and integers through float32/64)."""
     threads = thread_count(info)
@@ -90,9 +85,10 @@ def erf(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("Relu", since=6, until=12, types={"T": FLOATS})
-@registry.kernel("Relu", since=13, until=13, types={"T": FLOATS})
-@registry.kernel("Relu", since=14, types={"T": SIGNED_NUMERIC})
+_relu_generic = float_unary(lambda v: np.maximum(v, np.zeros((), v.dtype)))
+
+
+@by_schema("Relu")
 def relu(info: NodeInfo) -> Compute:
     """Relu: max(x, 0) (opset 14 adds signed integers)."""
     threads = thread_count(info)
@@ -104,21 +100,19 @@ def relu(info: NodeInfo) -> Compute:
                 np.ascontiguousarray(x).reshape(-1), out.reshape(-1), threads_for(x.size, threads)
             )
             return (out,)
-        return (np.maximum(x, np.zeros((), x.dtype)),)
+        return (_relu_generic(x)[0],)
 
     return compute
 
 
-@registry.kernel("LeakyRelu", since=6, until=15, types={"T": FLOATS})
-@registry.kernel("LeakyRelu", since=16, types={"T": FLOATS})
+@by_schema("LeakyRelu")
 def leaky_relu(info: NodeInfo) -> Compute:
     """LeakyRelu: x if x >= 0 else alpha * x."""
     alpha = float(info.attrs.get("alpha", 0.01))
     return _unary(lambda x: np.where(x >= 0, x, x * np.asarray(alpha, x.dtype)))
 
 
-@registry.kernel("HardSigmoid", since=6, until=21, types={"T": FLOATS})
-@registry.kernel("HardSigmoid", since=22, types={"T": FLOATS})
+@by_schema("HardSigmoid")
 def hard_sigmoid(info: NodeInfo) -> Compute:
     """HardSigmoid: clip(alpha * x + beta, 0, 1)."""
     alpha = float(info.attrs.get("alpha", 0.2))
@@ -126,16 +120,14 @@ def hard_sigmoid(info: NodeInfo) -> Compute:
     return _unary(lambda x: np.clip(x * alpha + beta, 0, 1))
 
 
-@registry.kernel("Elu", since=6, until=21, types={"T": FLOATS})
-@registry.kernel("Elu", since=22, types={"T": FLOATS})
+@by_schema("Elu")
 def elu(info: NodeInfo) -> Compute:
     """Elu: x if x >= 0 else alpha * (exp(x) - 1)."""
     alpha = float(info.attrs.get("alpha", 1.0))
     return _unary(lambda x: np.where(x >= 0, x, alpha * np.expm1(np.minimum(x, 0))))
 
 
-@registry.kernel("Selu", since=6, until=21, types={"T": FLOATS})
-@registry.kernel("Selu", since=22, types={"T": FLOATS})
+@by_schema("Selu")
 def selu(info: NodeInfo) -> Compute:
     """Selu: gamma * (x if x > 0 else alpha * (exp(x) - 1))."""
     alpha = float(info.attrs.get("alpha", 1.67326319217681884765625))
@@ -143,14 +135,13 @@ def selu(info: NodeInfo) -> Compute:
     return _unary(lambda x: gamma * np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))))
 
 
-@registry.kernel("Softplus", since=1, until=21, types={"T": FLOATS})
-@registry.kernel("Softplus", since=22, types={"T": FLOATS})
+@by_schema("Softplus")
 def softplus(info: NodeInfo) -> Compute:
     """Softplus: log(1 + exp(x)), computed without overflow."""
     return _unary(lambda x: np.logaddexp(np.zeros((), x.dtype), x))
 
 
-@registry.kernel("Gelu", since=20, types={"T": FLOATS})
+@by_schema("Gelu")
 def gelu(info: NodeInfo) -> Compute:
     """Gelu with ``approximate`` ``none`` (erf) or ``tanh``."""
     approximate = info.attrs.get("approximate", "none")
@@ -169,10 +160,7 @@ def gelu(info: NodeInfo) -> Compute:
     return _unary(exact)
 
 
-@registry.kernel("Clip", since=6, until=10, types={"T": FLOATS})
-@registry.kernel("Clip", since=11, until=11, types={"T": FLOATS})
-@registry.kernel("Clip", since=12, until=12, types={"T": NUMERIC})
-@registry.kernel("Clip", since=13, types={"T": NUMERIC})
+@by_schema("Clip")
 def clip(info: NodeInfo) -> Compute:
     """Clip to [min, max]: attributes before opset 11, optional inputs after."""
     if info.opset < 11:
@@ -192,6 +180,50 @@ def clip(info: NodeInfo) -> Compute:
             out = np.maximum(out, lo.astype(x.dtype, copy=False))
         if hi is not None:
             out = np.minimum(out, hi.astype(x.dtype, copy=False))
-        return (np.array(out, dtype=x.dtype, copy=out is x),)
+        if out is x:
+            return (x.copy(),)
+        return (np.asarray(out).astype(x.dtype, copy=False),)
 
     return by_input
+
+
+@by_schema("Round")
+def round_(info: NodeInfo) -> Compute:
+    """Round to the nearest integer, halves to even."""
+    return float_unary(np.round)
+
+
+@by_schema("Sign")
+def sign(info: NodeInfo) -> Compute:
+    """Sign: -1, 0 or 1 (NaN stays NaN)."""
+    return float_unary(np.sign)
+
+
+@by_schema("IsNaN", params=("T1",))
+def is_nan(info: NodeInfo) -> Compute:
+    """Whether each element is NaN."""
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray]:
+        work = x.astype(np.float32) if computes_in_float32(x.dtype) else x
+        return (np.isnan(work),)
+
+    return compute
+
+
+@by_schema("IsInf", params=("T1",))
+def is_inf(info: NodeInfo) -> Compute:
+    """Whether each element is infinite, optionally only +inf or -inf."""
+    positive = bool(info.attrs.get("detect_positive", 1))
+    negative = bool(info.attrs.get("detect_negative", 1))
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray]:
+        work = x.astype(np.float32) if computes_in_float32(x.dtype) else x
+        if positive and negative:
+            return (np.isinf(work),)
+        if positive:
+            return (np.isposinf(work),)
+        if negative:
+            return (np.isneginf(work),)
+        return (np.zeros(x.shape, np.bool_),)
+
+    return compute

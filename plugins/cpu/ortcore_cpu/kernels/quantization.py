@@ -1,0 +1,340 @@
+"""Quantization ops: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear,
+QLinearMatMul, QLinearConv, MatMulInteger, ConvInteger.
+
+Scales and zero points are per tensor, per axis or (opset 21+) per block.
+Rounding is numpy's ``rint`` (half to even), as ONNX specifies. Integer
+products accumulate exactly in float64 (exact below 2**53) before the cast to
+int32, so BLAS does the work; convolutions go through a numpy im2col.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import ml_dtypes
+import numpy as np
+from ep_sdk import Compute, NodeInfo, to_numpy
+from onnx_ir import DataType
+
+from . import registry
+from ._common import int_list
+
+_INT_RANGES: dict[np.dtype, tuple[int, int]] = {
+    np.dtype(t): (int(ml_dtypes.iinfo(t).min), int(ml_dtypes.iinfo(t).max))
+    for t in (
+        np.uint8, np.int8, np.uint16, np.int16, np.int32, np.uint32,
+        ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.int2, ml_dtypes.uint2,
+    )
+}  # fmt: skip
+_FLOAT8 = {
+    np.dtype(t)
+    for t in (
+        ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz,
+        ml_dtypes.float8_e5m2, ml_dtypes.float8_e5m2fnuz,
+    )
+}  # fmt: skip
+
+
+def broadcast_param(
+    value: np.ndarray, shape: Sequence[int], axis: int, block_size: int = 0
+) -> np.ndarray:
+    """Shape a scale or zero point so that it broadcasts against ``shape``.
+
+    A scalar (or one-element tensor) is per tensor, a 1-D tensor is per
+    ``axis``, and with ``block_size`` each element covers a block of
+    ``block_size`` consecutive elements along ``axis``.
+    """
+    value = np.asarray(value)
+    if value.ndim == 0 or value.size == 1:
+        return value.reshape(())
+    if axis < 0:
+        axis += len(shape)
+    if not block_size:
+        if value.ndim != 1 or value.size != shape[axis]:
+            raise ValueError(
+                f"per-axis scale/zero point of shape {value.shape} does not match "
+                f"dim {axis} of input shape {tuple(shape)}"
+            )
+        dims = [1] * len(shape)
+        dims[axis] = value.size
+        return value.reshape(dims)
+    if block_size < 0:
+        raise ValueError(f"block_size must be positive, got {block_size}")
+    full = np.repeat(value, block_size, axis=axis)
+    if full.shape[axis] != shape[axis]:
+        full = full.take(np.arange(shape[axis]), axis=axis)
+    if full.shape != tuple(shape):
+        raise ValueError(
+            f"blocked scale/zero point of shape {value.shape} does not match "
+            f"input shape {tuple(shape)} with block_size {block_size} on axis {axis}"
+        )
+    return full
+
+
+def quantize(x: np.ndarray, dtype: np.dtype, saturate: bool = True) -> np.ndarray:
+    """Round (half to even) and saturate ``x`` (already divided by the scale,
+    zero point added) into ``dtype``; float8 types saturate only if asked."""
+    if dtype in _INT_RANGES:
+        lo, hi = _INT_RANGES[dtype]
+        return np.clip(np.rint(x), lo, hi).astype(dtype)
+    if dtype in _FLOAT8 and saturate:
+        top = float(ml_dtypes.finfo(dtype).max)
+        return np.clip(x, -top, top).astype(dtype)
+    return np.asarray(x).astype(dtype)
+
+
+def _quant_dtype(info: NodeInfo, zero_point: np.ndarray | None) -> np.dtype:
+    if zero_point is not None:
+        return zero_point.dtype
+    attr = int(info.attrs.get("output_dtype", 0) or 0)
+    if attr:
+        return to_numpy(DataType(attr))
+    out = info.output_types[0] if info.output_types else None
+    return to_numpy(out) if out is not None else np.dtype(np.uint8)
+
+
+@registry.kernel("QuantizeLinear", since=10, until=12)
+@registry.kernel("QuantizeLinear", since=13, until=18)
+@registry.kernel("QuantizeLinear", since=19, until=20)
+@registry.kernel("QuantizeLinear", since=21, until=22)
+@registry.kernel("QuantizeLinear", since=23, until=23)
+@registry.kernel("QuantizeLinear", since=24, until=24)
+@registry.kernel("QuantizeLinear", since=25)
+def quantize_linear(info: NodeInfo) -> Compute:
+    """y = saturate(round(x / scale) + zero_point): per tensor, axis or block."""
+    axis = int(info.attrs.get("axis", 1))
+    block = int(info.attrs.get("block_size", 0) or 0)
+    saturate = bool(info.attrs.get("saturate", 1))
+    precision = int(info.attrs.get("precision", 0) or 0)
+    work = to_numpy(DataType(precision)) if precision else None
+
+    def compute(
+        x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None = None
+    ) -> tuple[np.ndarray]:
+        dtype = _quant_dtype(info, zero_point)
+        s = broadcast_param(scale, x.shape, axis, block)
+        if work is not None:
+            y = x.astype(work) / s.astype(work)
+        elif x.dtype in _INT_RANGES:
+            y = x.astype(np.float64) / s.astype(np.float64)
+        else:
+            y = x / s
+        if dtype in _FLOAT8:
+            return (quantize(y, dtype, saturate),)
+        if zero_point is not None:
+            zp = broadcast_param(zero_point, x.shape, axis, block)
+            if dtype in _INT_RANGES:
+                return (quantize(np.rint(y).astype(np.float64) + zp.astype(np.float64), dtype),)
+            y = y + zp.astype(np.float32)
+        return (quantize(y, dtype, saturate),)
+
+    return compute
+
+
+@registry.kernel("DequantizeLinear", since=10, until=12)
+@registry.kernel("DequantizeLinear", since=13, until=18)
+@registry.kernel("DequantizeLinear", since=19, until=20)
+@registry.kernel("DequantizeLinear", since=21, until=22)
+@registry.kernel("DequantizeLinear", since=23, until=23)
+@registry.kernel("DequantizeLinear", since=24, until=24)
+@registry.kernel("DequantizeLinear", since=25)
+def dequantize_linear(info: NodeInfo) -> Compute:
+    """y = (x - zero_point) * scale, in float32, cast to the scale's type
+    (or ``output_dtype``); float8/float4 inputs ignore the zero point."""
+    axis = int(info.attrs.get("axis", 1))
+    block = int(info.attrs.get("block_size", 0) or 0)
+    out_attr = int(info.attrs.get("output_dtype", 0) or 0)
+    out_dtype = to_numpy(DataType(out_attr)) if out_attr else None
+
+    def compute(
+        x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None = None
+    ) -> tuple[np.ndarray]:
+        wide = np.float64 if x.dtype == np.int32 else np.float32
+        dx = x.astype(wide)
+        if zero_point is not None and x.dtype in _INT_RANGES:
+            dx = dx - broadcast_param(zero_point, x.shape, axis, block).astype(wide)
+        s = broadcast_param(scale, x.shape, axis, block).astype(np.float32)
+        dtype = out_dtype if out_dtype is not None else scale.dtype
+        return (np.multiply(dx, s).astype(dtype),)
+
+    return compute
+
+
+@registry.kernel("DynamicQuantizeLinear", since=11)
+def dynamic_quantize_linear(info: NodeInfo) -> Compute:
+    """Quantize float32 to uint8 with a scale and zero point computed from
+    the input's range (extended to include 0)."""
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        hi = np.float32(max(0.0, float(np.max(x)))) if x.size else np.float32(0)
+        lo = np.float32(min(0.0, float(np.min(x)))) if x.size else np.float32(0)
+        scale = np.float32(1.0 if hi == lo else hi - lo) / np.float32(255)
+        zp = np.rint(np.clip(np.float32(0) - lo / scale, 0, 255))
+        y = np.clip(np.rint(x / scale) + zp, 0, 255).astype(np.uint8)
+        return y, np.array(scale, dtype=x.dtype), np.array(zp, dtype=np.uint8)
+
+    return compute
+
+
+def _centered(x: np.ndarray, zero_point: np.ndarray | None, axis: int = -1) -> np.ndarray:
+    """``x - zero_point`` as float64; a 1-D zero point runs along ``axis``."""
+    out = x.astype(np.float64)
+    if zero_point is None:
+        return out
+    zp = np.asarray(zero_point, dtype=np.float64)
+    if zp.ndim == 1 and zp.size > 1:
+        shape = [1] * x.ndim
+        shape[axis] = zp.size
+        zp = zp.reshape(shape)
+    return out - zp
+
+
+def _int32(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.int64).astype(np.int32)
+
+
+@registry.kernel("MatMulInteger", since=10)
+def matmul_integer(info: NodeInfo) -> Compute:
+    """Integer matmul with zero points (A's per row, B's per column) -> int32."""
+
+    def compute(
+        a: np.ndarray,
+        b: np.ndarray,
+        a_zero_point: np.ndarray | None = None,
+        b_zero_point: np.ndarray | None = None,
+    ) -> tuple[np.ndarray]:
+        a64 = _centered(a, a_zero_point, axis=-2 if a.ndim >= 2 else -1)
+        b64 = _centered(b, b_zero_point, axis=-1)
+        return (_int32(np.matmul(a64, b64)),)
+
+    return compute
+
+
+@registry.kernel("QLinearMatMul", since=10, until=20)
+@registry.kernel("QLinearMatMul", since=21)
+def qlinear_matmul(info: NodeInfo) -> Compute:
+    """Quantized matmul: requantize (a - azp) @ (b - bzp) by a_scale * b_scale / y_scale."""
+
+    def compute(
+        a: np.ndarray,
+        a_scale: np.ndarray,
+        a_zero_point: np.ndarray | None,
+        b: np.ndarray,
+        b_scale: np.ndarray,
+        b_zero_point: np.ndarray | None,
+        y_scale: np.ndarray,
+        y_zero_point: np.ndarray | None = None,
+    ) -> tuple[np.ndarray]:
+        acc = np.matmul(_centered(a, a_zero_point, -2), _centered(b, b_zero_point, -1))
+        a_s = np.asarray(a_scale)
+        if a_s.ndim == 1 and a_s.size > 1:
+            a_s = a_s.reshape(-1, 1)
+        mult = (a_s * b_scale / y_scale).astype(np.float64)
+        y = acc * mult
+        dtype = y_zero_point.dtype if y_zero_point is not None else a.dtype
+        if y_zero_point is not None:
+            y = y + y_zero_point.astype(np.float64)
+        return (quantize(y, dtype),)
+
+    return compute
+
+
+# -- integer convolution ---------------------------------------------------
+
+
+def _conv_pads(
+    info: NodeInfo, spatial: Sequence[int], kernel: Sequence[int]
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Return strides, dilations, pads begin and pads end for one input shape."""
+    nd = len(spatial)
+    strides = int_list(info.attrs.get("strides")) or [1] * nd
+    dilations = int_list(info.attrs.get("dilations")) or [1] * nd
+    pads = int_list(info.attrs.get("pads")) or [0] * (2 * nd)
+    auto_pad = info.attrs.get("auto_pad", "NOTSET") or "NOTSET"
+    begin, end = pads[:nd], pads[nd:]
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for size, k, s, d in zip(spatial, kernel, strides, dilations, strict=True):
+            out = -(-size // s)
+            total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+            small = total // 2
+            big = total - small
+            begin.append(small if auto_pad == "SAME_UPPER" else big)
+            end.append(big if auto_pad == "SAME_UPPER" else small)
+    elif auto_pad == "VALID":
+        begin, end = [0] * nd, [0] * nd
+    return strides, dilations, begin, end
+
+
+def conv_nd(x: np.ndarray, w: np.ndarray, group: int, info: NodeInfo) -> np.ndarray:
+    """Convolution (no bias) of float64 ``x`` (N, C, *S) with ``w`` (M, C/group, *K)
+    by im2col over all spatial dims at once; attributes come from ``info``."""
+    n, c = x.shape[:2]
+    m = w.shape[0]
+    kernel = list(w.shape[2:])
+    nd = len(kernel)
+    strides, dil, begin, end = _conv_pads(info, x.shape[2:], kernel)
+    xp = np.pad(x, [(0, 0), (0, 0), *zip(begin, end, strict=True)])
+    span = [(k - 1) * d + 1 for k, d in zip(kernel, dil, strict=True)]
+    axes = tuple(range(2, 2 + nd))
+    win = np.lib.stride_tricks.sliding_window_view(xp, span, axis=axes)
+    win = win[(slice(None), slice(None), *(slice(None, None, s) for s in strides),
+               *(slice(None, None, d) for d in dil))]  # fmt: skip
+    out_sp = win.shape[2 : 2 + nd]
+    p = math.prod(out_sp)
+    ksize = math.prod(kernel)
+    cg, mg = c // group, m // group
+    # (N, C, *out, *K) -> (N, group, cg*K, P)
+    cols = np.moveaxis(win.reshape(n, c, p, ksize), 2, 3).reshape(n, group, cg * ksize, p)
+    w2 = w.reshape(group, mg, cg * ksize)
+    y = np.matmul(w2[None], cols)
+    return y.reshape(n, m, *out_sp)
+
+
+@registry.kernel("ConvInteger", since=10)
+def conv_integer(info: NodeInfo) -> Compute:
+    """Integer convolution with zero points (the weight's per output channel) -> int32."""
+    group = int(info.attrs.get("group", 1))
+
+    def compute(
+        x: np.ndarray,
+        w: np.ndarray,
+        x_zero_point: np.ndarray | None = None,
+        w_zero_point: np.ndarray | None = None,
+    ) -> tuple[np.ndarray]:
+        y = conv_nd(_centered(x, x_zero_point, 1), _centered(w, w_zero_point, 0), group, info)
+        return (_int32(y),)
+
+    return compute
+
+
+@registry.kernel("QLinearConv", since=10)
+def qlinear_conv(info: NodeInfo) -> Compute:
+    """Quantized convolution with int32 bias, requantized to y's type."""
+    group = int(info.attrs.get("group", 1))
+
+    def compute(
+        x: np.ndarray,
+        x_scale: np.ndarray,
+        x_zero_point: np.ndarray | None,
+        w: np.ndarray,
+        w_scale: np.ndarray,
+        w_zero_point: np.ndarray | None,
+        y_scale: np.ndarray,
+        y_zero_point: np.ndarray | None = None,
+        bias: np.ndarray | None = None,
+    ) -> tuple[np.ndarray]:
+        acc = conv_nd(_centered(x, x_zero_point, 1), _centered(w, w_zero_point, 0), group, info)
+        shape = (1, -1) + (1,) * (acc.ndim - 2)
+        if bias is not None:
+            acc = acc + bias.astype(np.float64).reshape(shape)
+        ws = np.asarray(w_scale).reshape(-1)
+        mult = (x_scale * ws / y_scale).astype(np.float64)
+        y = acc * (mult.reshape(shape) if mult.size > 1 else mult.reshape(()))
+        dtype = y_zero_point.dtype if y_zero_point is not None else x.dtype
+        if y_zero_point is not None:
+            y = y + y_zero_point.astype(np.float64)
+        return (quantize(y, dtype),)
+
+    return compute
