@@ -5,6 +5,10 @@ Both runtimes get the same number of intra-op threads; runs are interleaved
 The table shows medians and the ratio ortcore / onnxruntime, then the geomean.
 
     python benchmarks/light_models.py [--threads 2] [--runs 10] [--models resnet50,vgg19]
+                                      [--reference]
+
+With ``--reference`` onnx's reference evaluator runs each model too (once: it
+is slow) and the table adds the speed-up of ortcore over it.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--models", default="", help="comma-separated subset, e.g. resnet50")
+    parser.add_argument("--reference", action="store_true", help="also time onnx.reference")
     args = parser.parse_args()
 
     import onnxruntime
@@ -78,11 +83,20 @@ def main() -> None:
             ref.run(None, feeds)
             t_ref.append(time.perf_counter() - t)
         mo, mr = statistics.median(t_ours), statistics.median(t_ref)
-        rows.append((short, mo, mr, mo / mr, create_ours, create_ref, same))
+        speedup = float("nan")
+        if args.reference:
+            from onnx.reference import ReferenceEvaluator
+
+            evaluator = ReferenceEvaluator(str(path))
+            t = time.perf_counter()
+            evaluator.run(None, feeds)
+            speedup = (time.perf_counter() - t) / mo
+        rows.append((short, mo, mr, mo / mr, create_ours, create_ref, same, speedup))
+        versus = f"vs reference x{speedup:6.1f}  " if args.reference else ""
         print(
             f"{short:<14} ortcore {mo * 1e3:8.2f} ms  onnxruntime {mr * 1e3:8.2f} ms  "
             f"ratio {mo / mr:5.2f}  create {create_ours:6.2f}s/{create_ref:6.2f}s  "
-            f"same outputs: {same}",
+            f"{versus}same outputs: {same}",
             flush=True,
         )
     if rows:
@@ -92,6 +106,9 @@ def main() -> None:
             f"({len(rows)} models, {args.threads} threads, {args.runs} interleaved runs, "
             f"{os.cpu_count()} cores)"
         )
+        if args.reference:
+            geo_ref = math.exp(sum(math.log(r[7]) for r in rows) / len(rows))
+            print(f"geomean speed-up of ortcore over onnx.reference: {geo_ref:.1f}x")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,19 @@
-"""ortcore's conformance suite for execution providers (under construction).
+"""ortcore's conformance suite: how correct is an execution provider?
 
-The full suite (contract checks, ONNX backend node tests, models, reports) is
-tracked by its own issue; this package holds its shared pieces as they land.
+Run it with ``ortcore conformance --provider NAME`` (or ``python -m
+conformance``), or through pytest: ``pytest --pyargs conformance
+--ortcore-provider NAME``. The provider under test is any installed provider,
+found through the ``ortcore.providers`` entry points.
+
+Modules: :mod:`~conformance.cases` (onnx's backend cases),
+:mod:`~conformance.generated` (cases checked against onnx's reference
+evaluator), :mod:`~conformance.contract` (checks every provider must pass),
+:mod:`~conformance.precision` (tolerances, error measures),
+:mod:`~conformance.execute` (one case), :mod:`~conformance.suite` and
+:mod:`~conformance.pool` (a run, in-process or in workers),
+:mod:`~conformance.waivers`, :mod:`~conformance.summary` and
+:mod:`~conformance.report` (the reports), :mod:`~conformance.cli` and
+:mod:`~conformance.pytest_plugin` (the two front ends).
+
+Importing this package is cheap; nothing heavy is imported until a run starts.
 """

@@ -1,4 +1,4 @@
-"""The ``ortcore`` command: ``providers``, ``run``, ``inspect``."""
+"""The ``ortcore`` command: ``providers``, ``run``, ``inspect``, ``conformance``."""
 
 from __future__ import annotations
 
@@ -233,6 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(p)
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.set_defaults(func=cmd_inspect)
+
+    from conformance.cli import add_arguments, run
+
+    p = sub.add_parser("conformance", help="run the conformance suite against a provider")
+    add_arguments(p)
+    p.set_defaults(func=run)
     return parser
 
 

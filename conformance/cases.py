@@ -1,0 +1,202 @@
+"""The cases of the suite: where they come from and how they are named.
+
+Every case has an id ``<kind>/<name>``:
+
+* ``node/…``: onnx's backend node tests, generated in memory from the
+  installed onnx package, with the expected outputs onnx stores for them;
+* ``generated/…``: the suite's own cases (:mod:`conformance.generated`),
+  checked against onnx's reference evaluator;
+* ``simple/…``, ``pytorch-converted/…``, ``pytorch-operator/…``,
+  ``light/…``: onnx's stored models (model-level cases, which may mix in the
+  CPU provider).
+
+Contract checks have ids ``contract/…`` and live in :mod:`conformance.contract`.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .precision import Tolerance
+
+__all__ = [
+    "KINDS",
+    "MODEL_KINDS",
+    "Case",
+    "load_kind",
+]
+
+MODEL_KINDS = ("simple", "pytorch-converted", "pytorch-operator", "light")
+KINDS = ("node", "generated", *MODEL_KINDS)
+EXCLUDED = re.compile(r"bernoulli")  # random outputs: nothing to compare
+
+DataSet = tuple[list[Any], list[Any]]
+
+
+@dataclass
+class Case:
+    """One case: a model and (inputs, expected outputs) pairs.
+
+    ``load`` builds the model and data sets on first use, so listing cases
+    stays cheap; ``tolerance`` is the case's own (``None``: dtype defaults).
+    """
+
+    name: str
+    kind: str
+    load: Callable[[], tuple[onnx.ModelProto, list[DataSet]]]
+    tolerance: Tolerance | None = None
+    _loaded: tuple[onnx.ModelProto, list[DataSet]] | None = field(default=None, repr=False)
+
+    @property
+    def id(self) -> str:
+        """``<kind>/<name>``."""
+        return f"{self.kind}/{self.name}"
+
+    @property
+    def mixed(self) -> bool:
+        """Model-level case: the CPU provider may take nodes the provider declines."""
+        return self.kind in MODEL_KINDS
+
+    def materialize(self) -> tuple[onnx.ModelProto, list[DataSet]]:
+        """The model and its data sets (built once)."""
+        if self._loaded is None:
+            self._loaded = self.load()
+        return self._loaded
+
+
+def _tensor(x: Any) -> Any:
+    return numpy_helper.to_array(x) if isinstance(x, onnx.TensorProto) else x
+
+
+def _node_cases() -> Iterator[Case]:
+    import onnx.backend.test.case.node as node_cases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        collected = node_cases.collect_testcases(None)
+    for c in collected:
+        if c.model is None or c.data_sets is None:
+            continue
+        sets = [
+            ([_tensor(i) for i in ins], [_tensor(o) for o in outs]) for ins, outs in c.data_sets
+        ]
+        yield Case(
+            c.name,
+            "node",
+            _const(c.model, sets),
+            Tolerance(c.rtol, c.atol),
+        )
+
+
+def _const(model: onnx.ModelProto, sets: list[DataSet]) -> Callable[[], Any]:
+    return lambda: (model, sets)
+
+
+def _load_value(path: Path, type_proto: onnx.TypeProto) -> Any:
+    data = path.read_bytes()
+    if type_proto.HasField("sequence_type"):
+        seq = onnx.SequenceProto()
+        seq.ParseFromString(data)
+        return numpy_helper.to_list(seq)
+    if type_proto.HasField("optional_type"):
+        opt = onnx.OptionalProto()
+        opt.ParseFromString(data)
+        return numpy_helper.to_optional(opt)
+    t = onnx.TensorProto()
+    t.ParseFromString(data)
+    return numpy_helper.to_array(t)
+
+
+def data_root() -> Path:
+    """onnx's stored backend test data."""
+    return Path(onnx.__file__).parent / "backend" / "test" / "data"
+
+
+def _load_stored(model_dir: Path) -> tuple[onnx.ModelProto, list[DataSet]]:
+    model = onnx.load(str(model_dir / "model.onnx"))
+    inits = {i.name for i in model.graph.initializer}
+    inputs_info = [i for i in model.graph.input if i.name not in inits]
+    sets = []
+    for ds in sorted(model_dir.glob("test_data_set_*")):
+        ins = [
+            _load_value(ds / f"input_{k}.pb", inputs_info[k].type)
+            for k in range(len(list(ds.glob("input_*.pb"))))
+        ]
+        outs = [
+            _load_value(ds / f"output_{k}.pb", model.graph.output[k].type)
+            for k in range(len(list(ds.glob("output_*.pb"))))
+        ]
+        sets.append((ins, outs))
+    return model, sets
+
+
+def _stored_cases(kind: str) -> Iterator[Case]:
+    root = data_root() / kind
+    if not root.is_dir():
+        return
+    for model_dir in sorted(root.iterdir()):
+        if (model_dir / "model.onnx").exists():
+            name = model_dir.name
+            yield Case(name, kind, lambda d=model_dir: _load_stored(d))  # type: ignore[misc]
+
+
+def _load_light(path: Path) -> tuple[onnx.ModelProto, list[DataSet]]:
+    model = onnx.load(str(path))
+    inits = {i.name for i in model.graph.initializer}
+    ins = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        shape = [
+            d.dim_value if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim
+        ]
+        n = int(np.prod(shape))
+        ins.append((np.arange(n).reshape(shape) / n).astype(np.float32))
+    outs = [
+        numpy_helper.to_array(onnx.load_tensor(str(p)))
+        for p in sorted(path.parent.glob(f"{path.stem}_output_*.pb"))
+    ]
+    return model, [(ins, outs)]
+
+
+def _light_cases() -> Iterator[Case]:
+    for path in sorted((data_root() / "light").glob("light_*.onnx")):
+        name = "test_" + path.stem.removeprefix("light_")
+        yield Case(name, "light", lambda p=path: _load_light(p))  # type: ignore[misc]
+
+
+@cache
+def load_kind(kind: str) -> tuple[Case, ...]:
+    """Every case of one kind (cached for the process)."""
+    if kind == "node":
+        source: Iterator[Case] = _node_cases()
+    elif kind == "generated":
+        from .generated import generated_cases
+
+        source = generated_cases()
+    elif kind == "light":
+        source = _light_cases()
+    elif kind in MODEL_KINDS:
+        source = _stored_cases(kind)
+    else:
+        raise ValueError(f"unknown case kind {kind!r}; known kinds: {', '.join(KINDS)}")
+    return tuple(c for c in source if not EXCLUDED.search(c.name))
+
+
+def iter_cases(kinds: Sequence[str] = KINDS, pattern: str | None = None) -> Iterator[Case]:
+    """Every case of ``kinds`` whose id matches ``pattern`` (``re.search``)."""
+    rx = re.compile(pattern) if pattern else None
+    for kind in kinds:
+        for case in load_kind(kind):
+            if rx is None or rx.search(case.id):
+                yield case

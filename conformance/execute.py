@@ -1,0 +1,208 @@
+"""Run one operator or model case against the provider under test.
+
+Operator cases (``node``, ``generated``) are run with the provider alone: the
+CPU fallback is off and graph optimizations are disabled, so every node is
+run by the provider's own kernels; a node it declines makes the case
+``unsupported`` with the provider's reason. Model cases list the CPU provider
+after it and record how many nodes the provider under test took; a model of
+which it took no node is ``unsupported`` too, never a pass on the CPU.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+
+from .cases import Case
+from .outcomes import (
+    LOAD_ERROR,
+    MISMATCH,
+    PASSED,
+    RUN_ERROR,
+    UNSUPPORTED,
+    WRONG_TYPE,
+    CaseResult,
+)
+from .precision import (
+    ErrorStats,
+    ToleranceOverride,
+    compare_values,
+    override_for,
+    tolerance_for,
+)
+
+__all__ = ["Target", "run_case", "session_options"]
+
+CPU = "CPUExecutionProvider"
+_DECLINED = re.compile(r"Providers asked: (.*?)\. Install or enable", re.S)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The provider under test and the suite's settings.
+
+    Attributes:
+        provider: the provider's canonical name.
+        cpu: name of the CPU provider when installed and not under test.
+        overrides: per-test tolerances from the configuration file.
+    """
+
+    provider: str
+    cpu: str | None = None
+    overrides: tuple[ToleranceOverride, ...] = ()
+
+    @classmethod
+    def resolve(cls, name: str, overrides: tuple[ToleranceOverride, ...] = ()) -> Target:
+        """Find ``name`` (name or alias) among the installed providers.
+
+        Raises:
+            ortcore.InvalidArgument: no such provider, or it is unavailable.
+        """
+        from ortcore.plugins import default_manager
+
+        manager = default_manager()
+        entry = manager.resolve(name)
+        cpu = None
+        if entry.name != CPU:
+            try:
+                cpu = manager.resolve(CPU).name
+            except Exception:
+                cpu = None
+        return cls(entry.name, cpu, overrides)
+
+
+def session_options(*, optimize: bool = False) -> Any:
+    """Session options with the CPU fallback off (and optimizations off by default)."""
+    import ortcore
+
+    so = ortcore.SessionOptions()
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    if not optimize:
+        so.graph_optimization_level = ortcore.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return so
+
+
+def describe_model(model: onnx.ModelProto) -> tuple[str, str, list[str]]:
+    """(primary op, dtype of its first input, all op types) of a model."""
+    nodes = model.graph.node
+    ops = sorted({n.op_type for n in nodes})
+    op = nodes[0].op_type if len(nodes) == 1 else ""
+    dtype = ""
+    if model.graph.input:
+        elem = model.graph.input[0].type.tensor_type.elem_type
+        if elem:
+            dtype = onnx.TensorProto.DataType.Name(elem).lower()
+    return op, dtype, ops
+
+
+def declined_reason(message: str) -> str:
+    """The providers' reasons, taken out of a ``NotImplementedOp`` message."""
+    m = _DECLINED.search(message)
+    head = message.split(". Providers asked")[0].removeprefix(
+        "Could not find an implementation for "
+    )
+    return f"{head}: {m.group(1)}" if m else message
+
+
+def _snapshot(feeds: dict[str, Any]) -> dict[str, Any]:
+    return {k: copy.deepcopy(v) for k, v in feeds.items()}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        if a.dtype.kind in "OUS":
+            return bool(np.array_equal(a, b))
+        return a.shape == b.shape and a.tobytes() == b.tobytes()
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a is b or a == b
+
+
+def _open(case: Case, model: onnx.ModelProto, target: Target) -> Any:
+    import ortcore
+
+    if case.mixed:
+        providers = [target.provider] + ([target.cpu] if target.cpu else [])
+        return ortcore.InferenceSession(
+            model.SerializeToString(), session_options(optimize=True), providers=providers
+        )
+    return ortcore.InferenceSession(
+        model.SerializeToString(), session_options(), providers=[target.provider]
+    )
+
+
+def run_case(case: Case, target: Target) -> CaseResult:
+    """Run every data set of ``case`` and classify the result."""
+    import ortcore
+
+    start = time.perf_counter()
+    suite = "models" if case.mixed else "operators"
+    result = CaseResult(case.id, suite, PASSED)
+    try:
+        model, data_sets = case.materialize()
+        result.op, result.dtype, result.ops = describe_model(model)
+        sess = _open(case, model, target)
+    except ortcore.NotImplementedOp as exc:
+        result.outcome, result.detail = UNSUPPORTED, declined_reason(str(exc))
+    except Exception as exc:
+        result.outcome, result.detail = LOAD_ERROR, f"{type(exc).__name__}: {exc}"
+    else:
+        try:
+            _run_sets(case, target, sess, data_sets, result)
+        finally:
+            sess.close()
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _run_sets(
+    case: Case, target: Target, sess: Any, data_sets: list[Any], result: CaseResult
+) -> None:
+    if case.mixed:
+        nodes = sess.get_partition().nodes
+        taken = sum(1 for r in nodes if r.provider == target.provider)
+        result.nodes = {"total": len(nodes), "provider": taken}
+        if taken == 0 and nodes:
+            result.outcome = UNSUPPORTED
+            result.detail = f"the provider took none of the {len(nodes)} nodes"
+            return
+    names = [i.name for i in sess.get_inputs()]
+    override = override_for(case.id, target.overrides)
+    errors = ErrorStats()
+    numeric = False
+    for ins, outs in data_sets:
+        before = dict(zip(names, ins))
+        feeds = _snapshot(before)  # the case's own arrays stay pristine
+        try:
+            got = sess.run(None, feeds)
+        except Exception as exc:
+            result.outcome, result.detail = RUN_ERROR, f"{type(exc).__name__}: {exc}"
+            break
+        written = [k for k in feeds if not _same(feeds[k], before[k])]
+        if written and result.outcome == PASSED:
+            result.outcome = RUN_ERROR
+            result.detail = f"the provider wrote into input buffer(s) {written}"
+        if len(got) != len(outs):
+            result.outcome = WRONG_TYPE
+            result.detail = f"{len(got)} outputs, expected {len(outs)}"
+            break
+        for i, (g, w) in enumerate(zip(got, outs)):
+            verdict, detail, stats = compare_values(g, w, case.tolerance, override, f"output {i}")
+            errors.merge(stats)
+            if isinstance(w, np.ndarray) and w.dtype.kind not in "OUSb":
+                numeric = True
+                if result.tolerance is None:
+                    t = tolerance_for(w.dtype, case.tolerance, override)
+                    result.tolerance = {"rtol": t.rtol, "atol": t.atol}
+                    result.output_dtype = w.dtype.name
+            if verdict != "ok" and result.outcome == PASSED:
+                result.outcome = MISMATCH if verdict == "mismatch" else WRONG_TYPE
+                result.detail = detail[:2000]
+    if numeric:
+        result.error = errors.to_dict()

@@ -1,0 +1,265 @@
+"""Generated operator cases, checked against onnx's reference evaluator.
+
+Families (the first part of each case name):
+
+* ``dtype``: unary and binary elementwise ops over every dtype their schema
+  allows among :data:`SWEEP`;
+* ``bcast``: binary ops with broadcasting shapes;
+* ``empty``: tensors with a zero-sized dimension;
+* ``large``: tensors of a million elements;
+* ``negaxis``: ops with axis attributes or inputs given as negative numbers.
+
+A case whose oracle fails, or gives an output of another dtype than the
+model declares, is not generated: the reference cannot judge it.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from .cases import Case
+from .precision import Tolerance
+
+__all__ = ["OPSET", "SWEEP", "generated_cases"]
+
+OPSET = 18
+SWEEP = (
+    "float",
+    "double",
+    "float16",
+    "bfloat16",
+    "int8",
+    "uint8",
+    "int16",
+    "int32",
+    "int64",
+    "uint32",
+    "uint64",
+)
+UNARY = (
+    "Abs",
+    "Neg",
+    "Relu",
+    "Sigmoid",
+    "Tanh",
+    "Exp",
+    "Log",
+    "Sqrt",
+    "Floor",
+    "Ceil",
+    "Reciprocal",
+    "Sign",
+    "Erf",
+    "Sin",
+    "Cos",
+    "Softplus",
+    "Round",
+)
+BINARY = ("Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Equal", "Less", "Greater")
+POSITIVE = {"Log", "Sqrt", "Reciprocal", "Pow", "Div"}
+BROADCASTS = (
+    ((2, 3, 4), (4,)),
+    ((2, 1, 4), (3, 1)),
+    ((1,), (2, 3)),
+    ((), (2, 3)),
+    ((5, 1, 1, 3), (1, 4, 1)),
+)
+
+
+DEFAULT = Tolerance(1e-4, 1e-5)
+
+
+@dataclass
+class Spec:
+    """One generated single-node case."""
+
+    name: str
+    op: str
+    inputs: Sequence[tuple[str, Sequence[int]]]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    consts: list[np.ndarray] = field(default_factory=list)
+    outputs: int = 1
+    positive: bool = False
+    tolerance: Tolerance = DEFAULT
+
+
+def _np(elem: str) -> np.dtype:
+    code = getattr(onnx.TensorProto, elem.upper())
+    return np.dtype(helper.tensor_dtype_to_np_dtype(code))
+
+
+def _values(spec: Spec, rng: np.random.Generator) -> list[np.ndarray]:
+    out = []
+    for elem, shape in spec.inputs:
+        dt = _np(elem)
+        if dt.kind in "iu":
+            low = 1 if spec.positive or dt.kind == "u" else -10
+            x: np.ndarray = rng.integers(low, 10, size=shape).astype(dt)
+        elif dt.kind == "b":
+            x = rng.integers(0, 2, size=shape).astype(bool)
+        else:
+            f = rng.uniform(-3.0, 3.0, size=shape)
+            if spec.positive:
+                f = np.abs(f) + 0.25
+            x = f.astype(dt)
+        out.append(x)
+    return out
+
+
+def _build(spec: Spec) -> tuple[onnx.ModelProto, list[np.ndarray]]:
+    rng = np.random.default_rng(zlib.crc32(spec.name.encode()))
+    names = [f"x{i}" for i in range(len(spec.inputs))]
+    const_names = [f"c{i}" for i in range(len(spec.consts))]
+    outs = [f"y{i}" for i in range(spec.outputs)]
+    node = helper.make_node(spec.op, names + const_names, outs, name=spec.name, **spec.attrs)
+    graph = helper.make_graph(
+        [node],
+        spec.name,
+        [
+            helper.make_tensor_value_info(n, getattr(onnx.TensorProto, e.upper()), s)
+            for n, (e, s) in zip(names, spec.inputs)
+        ],
+        [helper.make_tensor_value_info(o, 0, None) for o in outs],
+        [numpy_helper.from_array(c, n) for c, n in zip(spec.consts, const_names)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    return model, _values(spec, rng)
+
+
+def materialize(spec: Spec) -> tuple[onnx.ModelProto, list[Any]]:
+    """The model and its one data set, with the reference's outputs.
+
+    The outputs' declared types are the reference's, checked by onnx's
+    strict type and shape inference.
+
+    Raises:
+        ValueError: the reference cannot judge this case.
+    """
+    from onnx.reference import ReferenceEvaluator
+
+    model, ins = _build(spec)
+    feeds = {vi.name: x for vi, x in zip(model.graph.input, ins)}
+    want = list(ReferenceEvaluator(model).run(None, feeds))
+    outputs = []
+    for vi, w in zip(model.graph.output, want):
+        if not isinstance(w, np.ndarray):
+            raise ValueError(f"{spec.name}: the reference gives a {type(w).__name__}")
+        elem = helper.np_dtype_to_tensor_dtype(w.dtype)
+        outputs.append(helper.make_tensor_value_info(vi.name, elem, w.shape))
+    del model.graph.output[:]
+    model.graph.output.extend(outputs)
+    onnx.checker.check_model(model)
+    onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    return model, [(ins, want)]
+
+
+def _allowed(op: str) -> set[str]:
+    schema = onnx.defs.get_schema(op, OPSET)
+    tc = schema.type_constraints[0]
+    return {t.removeprefix("tensor(").removesuffix(")") for t in tc.allowed_type_strs}
+
+
+def _specs() -> Iterator[Spec]:
+    shape = (3, 4, 5)
+    for op in (*UNARY, *BINARY):
+        n = 1 if op in UNARY else 2
+        for elem in SWEEP:
+            if elem not in _allowed(op):
+                continue
+            yield Spec(f"dtype_{op}_{elem}", op, [(elem, shape)] * n, positive=op in POSITIVE)
+    for op in ("Add", "Sub", "Mul", "Div", "Max", "Pow", "Equal"):
+        for i, (a, b) in enumerate(BROADCASTS):
+            yield Spec(f"bcast_{op}_{i}", op, [("float", a), ("float", b)], positive=op in POSITIVE)
+            yield Spec(
+                f"bcast_{op}_{i}_swapped", op, [("float", b), ("float", a)], positive=op in POSITIVE
+            )
+    yield from _empty()
+    yield from _large()
+    yield from _negative_axes()
+
+
+def _empty() -> Iterator[Spec]:
+    for op in ("Relu", "Exp", "Abs", "Sigmoid"):
+        yield Spec(f"empty_{op}_0x3", op, [("float", (0, 3))])
+        yield Spec(f"empty_{op}_2x0x4", op, [("float", (2, 0, 4))])
+    yield Spec("empty_Add_bcast", "Add", [("float", (0, 3)), ("float", (3,))])
+    yield Spec("empty_MatMul_rows", "MatMul", [("float", (0, 4)), ("float", (4, 3))])
+    yield Spec("empty_MatMul_inner", "MatMul", [("float", (2, 0)), ("float", (0, 3))])
+    yield Spec("empty_Transpose", "Transpose", [("float", (0, 3))], {"perm": [1, 0]})
+    yield Spec("empty_Concat", "Concat", [("float", (0, 3)), ("float", (2, 3))], {"axis": 0})
+    yield Spec(
+        "empty_ReduceSum",
+        "ReduceSum",
+        [("float", (2, 0, 3))],
+        {"keepdims": 1},
+        [np.array([1], np.int64)],
+    )
+    yield Spec("empty_Reshape", "Reshape", [("float", (0, 6))], consts=[np.array([0, 2, 3])])
+
+
+def _large() -> Iterator[Spec]:
+    big = (1024, 1024)
+    loose = Tolerance(1e-4, 1e-3)
+    yield Spec("large_Add", "Add", [("float", big), ("float", big)])
+    yield Spec("large_Relu", "Relu", [("float", (1 << 20,))])
+    yield Spec("large_Exp", "Exp", [("float", big)])
+    yield Spec(
+        "large_MatMul", "MatMul", [("float", (256, 512)), ("float", (512, 256))], tolerance=loose
+    )
+    yield Spec("large_Softmax", "Softmax", [("float", (256, 4096))], {"axis": -1})
+    yield Spec(
+        "large_ReduceSum",
+        "ReduceSum",
+        [("float", big)],
+        {"keepdims": 0},
+        [np.array([-1], np.int64)],
+        tolerance=loose,
+    )
+    yield Spec("large_Transpose", "Transpose", [("float", (512, 2048))], {"perm": [1, 0]})
+
+
+def _negative_axes() -> Iterator[Spec]:
+    x = [("float", (2, 3, 4))]
+    for axis in (-1, -2, -3):
+        for op in ("Softmax", "LogSoftmax", "Hardmax"):
+            yield Spec(f"negaxis_{op}_{axis}", op, x, {"axis": axis})
+        yield Spec(f"negaxis_ArgMax_{axis}", "ArgMax", x, {"axis": axis, "keepdims": 0})
+        yield Spec(f"negaxis_Concat_{axis}", "Concat", x * 2, {"axis": axis})
+        yield Spec(f"negaxis_Flatten_{axis}", "Flatten", x, {"axis": axis})
+        yield Spec(f"negaxis_CumSum_{axis}", "CumSum", x, consts=[np.array(axis, np.int64)])
+        yield Spec(
+            f"negaxis_Gather_{axis}", "Gather", x, {"axis": axis}, [np.array([1, 0, -1], np.int64)]
+        )
+        yield Spec(f"negaxis_Unsqueeze_{axis}", "Unsqueeze", x, consts=[np.array([axis])])
+    for axes in ([-1], [-2, -1], [-3], [0, -1]):
+        tag = "_".join(str(a) for a in axes)
+        for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"):
+            for keep in (0, 1):
+                yield Spec(
+                    f"negaxis_{op}_{tag}_keep{keep}",
+                    op,
+                    x,
+                    {"keepdims": keep},
+                    [np.array(axes, np.int64)],
+                )
+    yield Spec("negaxis_Split", "Split", x, {"axis": -1, "num_outputs": 2}, outputs=2)
+    yield Spec("negaxis_Squeeze", "Squeeze", [("float", (2, 3, 1))], consts=[np.array([-1])])
+    yield Spec("negaxis_TopK", "TopK", x, {"axis": -1}, [np.array([2], np.int64)], outputs=2)
+    yield Spec("negaxis_Slice", "Slice", x, consts=[np.array([-3]), np.array([-1]), np.array([-1])])
+
+
+def _loader(spec: Spec) -> Any:
+    return lambda: materialize(spec)
+
+
+def generated_cases() -> Iterator[Case]:
+    """Every generated case (its model and oracle are built on first use)."""
+    for spec in _specs():
+        yield Case(spec.name, "generated", _loader(spec), spec.tolerance)

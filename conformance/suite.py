@@ -1,0 +1,165 @@
+"""Select the cases, run them (in this process or in workers), build the report."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from .cases import KINDS, MODEL_KINDS, Case, load_kind
+from .execute import Target, run_case
+from .outcomes import CaseResult
+from .progress import Progress
+from .waivers import Config, apply_waivers, load_config
+
+__all__ = [
+    "SUITES",
+    "Settings",
+    "load_plugins",
+    "make_target",
+    "run_id",
+    "run_suite",
+    "select",
+]
+
+SUITES: dict[str, tuple[str, ...]] = {
+    "contract": ("contract",),
+    "operators": ("node", "generated"),
+    "models": MODEL_KINDS,
+}
+"""Suite name -> case kinds."""
+
+
+@dataclass
+class Settings:
+    """What to run, and how (the command line's options).
+
+    Attributes:
+        provider: provider name or alias.
+        kinds: case kinds (``contract`` and :data:`conformance.cases.KINDS`).
+        pattern: regular expression on case ids (``re.search``).
+        jobs: worker processes (1: run in this process unless ``isolate``).
+        isolate: run every case in a worker subprocess, with ``timeout``.
+        timeout: seconds a case may take in a worker.
+        config: path of the waivers/tolerances file.
+        plugins: modules to register as plugins before resolving the provider.
+        progress: show the progress bar (``None``: when stderr is a terminal).
+    """
+
+    provider: str
+    kinds: tuple[str, ...] = ("contract", *KINDS)
+    pattern: str | None = None
+    jobs: int = 1
+    isolate: bool = False
+    timeout: float = 120.0
+    config: str | None = None
+    plugins: list[str] = field(default_factory=list)
+    progress: bool | None = None
+
+
+def load_plugins(modules: Sequence[str]) -> None:
+    """Import each module and register it as an ortcore plugin."""
+    from ortcore.plugins import default_manager
+
+    for name in modules:
+        if os.getcwd() not in sys.path:
+            sys.path.append(os.getcwd())  # like ``python -m``: modules of the current folder
+        default_manager().register_plugin(importlib.import_module(name), name=name)
+
+
+@cache
+def _config(path: str | None) -> Config:
+    return load_config(path)
+
+
+def make_target(provider: str, config: str | None) -> Target:
+    """Resolve the provider and attach the configuration's tolerances."""
+    return Target.resolve(provider, _config(config).tolerances)
+
+
+@cache
+def _by_id(kind: str) -> dict[str, Case]:
+    return {c.id: c for c in load_kind(kind)}
+
+
+def select(kinds: Sequence[str], pattern: str | None = None) -> list[str]:
+    """Ids of the contract checks and cases of ``kinds`` matching ``pattern``."""
+    from .contract import CHECKS
+
+    rx = re.compile(pattern) if pattern else None
+    ids: list[str] = []
+    for kind in kinds:
+        names = [f"contract/{n}" for n in CHECKS] if kind == "contract" else list(_by_id(kind))
+        ids.extend(i for i in names if rx is None or rx.search(i))
+    return ids
+
+
+def run_id(case_id: str, target: Target) -> CaseResult:
+    """Run one contract check or case by id."""
+    from .contract import run_check
+
+    kind, _, name = case_id.partition("/")
+    if kind == "contract":
+        return run_check(name, target)
+    return run_case(_by_id(kind)[case_id], target)
+
+
+@dataclass
+class RunOutput:
+    """Results in selection order, with the run's facts."""
+
+    target: Target
+    results: list[CaseResult]
+    seconds: float
+    settings: Settings
+    config: Config
+
+
+def run_suite(
+    settings: Settings, on_result: Callable[[CaseResult], Any] | None = None
+) -> RunOutput:
+    """Run the selected cases against ``settings.provider``.
+
+    Raises:
+        ortcore.InvalidArgument: the provider is not installed or unavailable.
+        conformance.waivers.ConfigError: the configuration file is malformed.
+    """
+    start = time.perf_counter()
+    load_plugins(settings.plugins)
+    config = _config(settings.config)
+    target = make_target(settings.provider, settings.config)
+    ids = select(settings.kinds, settings.pattern)
+    bar = Progress(len(ids), enabled=settings.progress)
+
+    def done(r: CaseResult) -> None:
+        apply_waivers(r, config.waivers)
+        bar.update(r.id, r.outcome, r.failed)
+        if on_result is not None:
+            on_result(r)
+
+    try:
+        if settings.isolate or settings.jobs > 1:
+            from .pool import run_in_workers
+
+            argv = ["--provider", target.provider, "--kinds", ",".join(settings.kinds)]
+            if settings.config:
+                argv += ["--config", settings.config]
+            for p in settings.plugins:
+                argv += ["--plugin", p]
+            timeout = settings.timeout if settings.isolate else None
+            results = run_in_workers(ids, argv, settings.jobs, timeout, done)
+        else:
+            results = []
+            for case_id in ids:
+                r = run_id(case_id, target)
+                done(r)
+                results.append(r)
+    finally:
+        bar.close()
+    return RunOutput(target, results, time.perf_counter() - start, settings, config)

@@ -1,0 +1,22 @@
+"""A fast subset of the CPU provider's conformance run (the full one is a tox env)."""
+
+from __future__ import annotations
+
+from conformance.suite import Settings, run_suite
+from conformance.summary import build_report
+
+SUBSET = (
+    r"^contract/(loads|capability|claimed_runs|unknown_option|output_types)$"
+    r"|^node/test_(add|mul|relu|sigmoid|matmul|softmax|conv|gemm|reshape|concat)"
+    r"|^generated/(bcast_|negaxis_Reduce(Sum|Max)|empty_|dtype_(Add|Exp)_)"
+    r"|^simple/|^light/test_(squeezenet|bvlc_alexnet)$"
+)
+
+
+def test_cpu_subset(cpu: str) -> None:
+    out = run_suite(Settings(cpu, pattern=SUBSET, progress=False))
+    report = build_report(out)
+    failed = {r.id: r.detail for r in out.results if r.failed}
+    assert report["summary"]["contract"]["failed"] == []
+    assert report["summary"]["total"] > 100
+    assert len(failed) <= 0.05 * report["summary"]["total"], failed
