@@ -176,6 +176,29 @@ def _node_reads(node: onnx.NodeProto) -> Iterator[str]:
                         yield name
 
 
+def _check(proto: onnx.ModelProto) -> None:
+    """Run ``onnx.checker`` without refusing graph inputs/outputs of unknown rank.
+
+    The checker wants a ``shape`` field on every graph input and output, but a
+    tensor of unknown rank (``make_tensor_value_info(name, type, None)``) is
+    common and valid for onnxruntime. Such fields get a placeholder shape for
+    the check only and are cleared again afterwards.
+    """
+    patched = []
+    for vi in [*proto.graph.input, *proto.graph.output]:
+        t = vi.type
+        if t.WhichOneof("value") == "tensor_type" and not t.tensor_type.HasField("shape"):
+            t.tensor_type.shape.SetInParent()
+            patched.append(t.tensor_type)
+    try:
+        onnx.checker.check_model(proto)
+    except onnx.checker.ValidationError as exc:
+        raise InvalidGraph(f"This is an invalid model. {exc}") from exc
+    finally:
+        for tensor_type in patched:
+            tensor_type.ClearField("shape")
+
+
 def load_model(path_or_bytes: str | os.PathLike[str] | bytes) -> ir.Model:
     """Load, check, inline and shape-infer a model.
 
@@ -186,10 +209,7 @@ def load_model(path_or_bytes: str | os.PathLike[str] | bytes) -> ir.Model:
     proto, base = parse_model(path_or_bytes)
     check_external_data(proto, base)
     _sort_graph(proto.graph, set())
-    try:
-        onnx.checker.check_model(proto)
-    except onnx.checker.ValidationError as exc:
-        raise InvalidGraph(f"This is an invalid model. {exc}") from exc
+    _check(proto)
     if proto.functions:
         try:
             proto = onnx.inliner.inline_local_functions(proto)

@@ -370,3 +370,21 @@ def test_invalid_model_is_invalid_graph() -> None:
     data = make_model(nodes, [fvi("x", [2, 3])], [fvi("y", [2, 3])])
     with pytest.raises(ortcore.InvalidGraph):
         ortcore.InferenceSession(data, providers=["mini"])
+
+
+def test_outputs_of_unknown_rank_are_accepted() -> None:
+    """``make_tensor_value_info(name, type, None)`` is valid for onnxruntime, so for us too."""
+    from onnx import helper
+
+    from ortcore.model import load_model
+
+    node = helper.make_node("Relu", ["x"], ["y"])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", 1, None)],
+        [helper.make_tensor_value_info("y", 1, None)],
+    )
+    model = load_model(helper.make_model(graph).SerializeToString())
+    assert model.graph.outputs[0].name == "y"
+    assert model.graph.inputs[0].shape is None
