@@ -3,6 +3,8 @@
 Both runtimes get the same number of intra-op threads; runs are interleaved
 (one ortcore run, one onnxruntime run, ...) so machine noise hits both alike.
 The table shows medians and the ratio ortcore / onnxruntime, then the geomean.
+onnxruntime's thread spinning is turned off (unless ``--ort-spinning``) so
+that its idle threads do not steal the cores from the interleaved ortcore run.
 
     python benchmarks/light_models.py [--threads 2] [--runs 10] [--models resnet50,vgg19]
                                       [--reference]
@@ -47,6 +49,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--models", default="", help="comma-separated subset, e.g. resnet50")
     parser.add_argument("--reference", action="store_true", help="also time onnx.reference")
+    parser.add_argument(
+        "--ort-spinning", action="store_true", help="keep onnxruntime's default thread spinning"
+    )
     args = parser.parse_args()
 
     import onnxruntime
@@ -67,6 +72,11 @@ def main() -> None:
         rso = onnxruntime.SessionOptions()
         rso.intra_op_num_threads = args.threads
         rso.log_severity_level = 3
+        # Interleaved runs: onnxruntime's pool spins after each run and would
+        # steal the cores from the ortcore run that follows; with spinning off
+        # each runtime gets the machine to itself during its own run.
+        if not args.ort_spinning:
+            rso.add_session_config_entry("session.intra_op.allow_spinning", "0")
         t0 = time.perf_counter()
         ref = onnxruntime.InferenceSession(str(path), rso, providers=["CPUExecutionProvider"])
         create_ref = time.perf_counter() - t0
