@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import textwrap
 import uuid
@@ -289,3 +290,18 @@ def test_session_with_own_plugin_manager() -> None:
     assert sess.get_providers() == ["MiniExecutionProvider"]
     with pytest.raises(ortcore.InvalidArgument, match="fake"):
         ortcore.InferenceSession(chain_model(["Neg"]), providers=["fake"], plugin_manager=pm)
+
+
+def test_import_and_discovery_stay_light(cpu: str) -> None:
+    """Importing ortcore loads no plugin; listing providers loads no kernels or extensions."""
+    code = (
+        "import sys, ortcore\n"
+        "assert not [m for m in sys.modules if m.startswith('ortcore_cpu')], 'plugin at import'\n"
+        "ortcore.get_available_providers()\n"
+        "heavy = [m for m in sys.modules if m.startswith(('ortcore_cpu.kernels', "
+        "'ortcore_cpu._ext'))]\n"
+        "assert not heavy, heavy\n"
+        "assert 'onnx.reference' not in sys.modules\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
