@@ -4,6 +4,20 @@ A provider is an :class:`ExecutionProvider` subclass with a
 :class:`KernelRegistry`, announced to ortcore by a plugin module whose
 ``@hookimpl`` function ``ortcore_providers`` returns the class, and an entry
 point in group ``ortcore.providers`` that names that module.
+
+What is here:
+
+* the provider: :class:`ExecutionProvider`, :class:`Device`, :class:`SessionConfig`;
+* kernels: :class:`KernelRegistry` and its ``kernel`` decorator, :class:`NodeInfo`
+  (what a kernel is built from), :class:`RunContext` (what it runs in);
+* capability: :class:`Capability`, :class:`Claim`, :class:`GraphContext`,
+  :func:`claim_registered_nodes`, :func:`group_nodes`, :func:`group_io`,
+  :func:`group_model`, :class:`FusedGroup`;
+* memory: the :class:`Allocator`, :class:`DataTransfer` and
+  :class:`DeviceTensor` protocols;
+* :data:`hookimpl`, the marker of a plugin's hook functions;
+* ``ep_sdk.testing`` (imported on its own): pytest helpers that run nodes and
+  models through a provider and compare with onnx's reference evaluator.
 """
 
 from __future__ import annotations
@@ -11,6 +25,7 @@ from __future__ import annotations
 import pluggy
 
 from .capability import GraphContext, claim_registered_nodes, node_types
+from .device import Allocator, DataTransfer, DeviceTensor, HostAllocator
 from .dtypes import (
     ALL_TENSOR_TYPES,
     FLOAT_TYPES,
@@ -20,6 +35,7 @@ from .dtypes import (
     to_numpy,
     type_string,
 )
+from .graph import group_io, group_model, group_nodes
 from .kernel import Compute, NodeInfo, RunContext, RunTerminated, SubgraphRunner
 from .provider import (
     HOST_DEVICE,
@@ -38,6 +54,10 @@ hookimpl = pluggy.HookimplMarker("ortcore")
 
 __all__ = [
     "ALL_TENSOR_TYPES",
+    "Allocator",
+    "DataTransfer",
+    "DeviceTensor",
+    "HostAllocator",
     "FLOAT_TYPES",
     "HOST_DEVICE",
     "INT_TYPES",
@@ -62,6 +82,9 @@ __all__ = [
     "attribute_defaults",
     "claim_registered_nodes",
     "from_numpy",
+    "group_io",
+    "group_model",
+    "group_nodes",
     "hookimpl",
     "node_types",
     "to_numpy",

@@ -56,6 +56,11 @@ class RunContext:
         self.values: dict[Any, Any] = {}
         self._lock = threading.Lock()
 
+    def config(self, key: str, default: str = "") -> str:
+        """Return run configuration entry ``key`` (``RunOptions.add_run_config_entry``)."""
+        entries = getattr(self.run_options, "_config", None) or {}
+        return str(entries.get(key, default))
+
     def check_terminated(self) -> None:
         """Raise :class:`RunTerminated` if the user asked this run to stop."""
         ro = self.run_options
@@ -167,6 +172,33 @@ class NodeInfo:
     def attr(self, name: str, default: Any = None) -> Any:
         """Return attribute ``name``, or ``default`` if absent and without schema default."""
         return self.attrs.get(name, default)
+
+    def output_dtype(self, index: int = 0) -> Any:
+        """Return the numpy dtype of output ``index`` (from static type inference).
+
+        Raises:
+            TypeError: the output's element type is unknown or has no numpy dtype.
+        """
+        from .dtypes import to_numpy
+
+        t = self.output_types[index]
+        if t is None:
+            raise TypeError(f"{self.describe()}: the type of output {index} is unknown")
+        return to_numpy(t)
+
+    def allocate(self, index: int, shape: Sequence[int], dtype: Any = None) -> Any:
+        """Return an uninitialized tensor for output ``index`` on the provider's device.
+
+        Args:
+            index: output position; its static dtype is used unless ``dtype``
+                is given.
+            shape: the run-time shape.
+            dtype: numpy dtype to use instead.
+        """
+        from .device import HostAllocator
+
+        allocator = self.provider.allocator() if self.provider is not None else HostAllocator()
+        return allocator.allocate(shape, dtype if dtype is not None else self.output_dtype(index))
 
     def describe(self) -> str:
         """Return ``Op(domain, opset N) node 'name'`` for error messages."""

@@ -9,15 +9,16 @@ hands it fused groups to compile, and moves data to and from its device with
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 import onnx_ir as ir
 
+from .device import Allocator, HostAllocator
 from .kernel import Compute
-from .registry import KernelRegistry
+from .registry import KernelDef, KernelRegistry
 
 if TYPE_CHECKING:
     from .capability import GraphContext
@@ -190,6 +191,38 @@ class ExecutionProvider:
         """Return the provider's kernels (import heavy modules here, lazily)."""
         return None
 
+    def registry(self) -> KernelRegistry | None:
+        """Return the kernels this instance runs: :meth:`kernel_registry`
+        plus the kernels given with :meth:`add_kernels`.
+
+        The core always asks this, never :meth:`kernel_registry` directly;
+        a provider that overrides :meth:`get_capability` should look nodes
+        up here too, so that a session's custom operators are found.
+        """
+        extra: list[KernelDef] = getattr(self, "_extra_kernels", [])
+        if not extra:
+            return self.kernel_registry()
+        merged: KernelRegistry | None = getattr(self, "_merged_registry", None)
+        if merged is None:
+            base = self.kernel_registry() or KernelRegistry()
+            merged = base.with_kernels(extra)
+            self._merged_registry = merged
+        return merged
+
+    def add_kernels(self, kernels: Iterable[KernelDef]) -> None:
+        """Give this instance extra kernels (a session's custom operators).
+
+        Only this instance sees them: the class's registry, which every
+        session shares, is not changed.
+
+        Raises:
+            ValueError: a kernel overlaps one the provider already has.
+        """
+        extra: list[KernelDef] = [*getattr(self, "_extra_kernels", []), *kernels]
+        base = self.kernel_registry() or KernelRegistry()
+        self._merged_registry = base.with_kernels(extra)  # raises on overlap
+        self._extra_kernels = extra
+
     def get_capability(self, graph: GraphContext) -> Capability:
         """Say which free nodes of ``graph`` the provider takes.
 
@@ -198,7 +231,7 @@ class ExecutionProvider:
         """
         from .capability import claim_registered_nodes
 
-        registry = self.kernel_registry()
+        registry = self.registry()
         if registry is None:
             return Capability(declined={n: "provider has no kernels" for n in graph.nodes})
         return claim_registered_nodes(graph, registry)
@@ -213,6 +246,23 @@ class ExecutionProvider:
             f"{self.name} claimed a fused group but does not implement compile()"
         )
 
+    # -- compiled-artifact cache (optional) --------------------------------
+
+    def serialize_compiled(self, group: FusedGroup, compiled: Compute) -> bytes | None:
+        """Return ``compiled`` (what :meth:`compile` made of ``group``) as bytes
+        for ortcore's on-disk cache, or ``None`` to not cache it (the default).
+
+        The core keys each entry by the group's model bytes, this provider's
+        name, version and options, and its device; an entry whose key differs
+        in any part is never handed back to :meth:`load_compiled`.
+        """
+        return None
+
+    def load_compiled(self, group: FusedGroup, data: bytes) -> Compute:
+        """Rebuild the compute function of ``group`` from bytes that
+        :meth:`serialize_compiled` returned, instead of compiling again."""
+        raise NotImplementedError(f"{self.name} does not implement load_compiled()")
+
     # -- data movement ---------------------------------------------------
 
     def to_host(self, value: Any) -> np.ndarray:
@@ -226,6 +276,17 @@ class ExecutionProvider:
         if self.device.is_host:
             return array
         raise NotImplementedError(f"{self.name} does not implement from_host()")
+
+    def allocator(self) -> Allocator:
+        """Return the allocator of this provider's device.
+
+        Host providers get :class:`~ep_sdk.HostAllocator` (``numpy.empty``);
+        a device provider returns its own (see :class:`~ep_sdk.Allocator`).
+        Kernels reach it through :meth:`NodeInfo.allocate <ep_sdk.NodeInfo.allocate>`.
+        """
+        if self.device.is_host:
+            return HostAllocator()
+        raise NotImplementedError(f"{self.name} does not implement allocator()")
 
     # -- passes and lifetime ---------------------------------------------
 

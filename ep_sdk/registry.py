@@ -177,6 +177,22 @@ class KernelRegistry:
 
         return decorate
 
+    def with_kernels(self, extra: Iterable[KernelDef]) -> KernelRegistry:
+        """Return a new registry holding this one's kernels plus ``extra``.
+
+        This registry is not changed: the core uses it to give one session's
+        custom-operator kernels to a provider without touching the
+        provider's own registry, which every session shares.
+
+        Raises:
+            ValueError: an extra kernel overlaps one already registered.
+        """
+        out = KernelRegistry()
+        out._kernels = {key: list(entries) for key, entries in self._kernels.items()}
+        for kernel in extra:
+            out.register(kernel)
+        return out
+
     def __iter__(self) -> Iterator[KernelDef]:
         for entries in self._kernels.values():
             yield from entries

@@ -9,6 +9,7 @@ Code written for onnxruntime runs with ``import ortcore as onnxruntime``::
 
 from __future__ import annotations
 
+from .custom_ops import CustomOp, Param, TensorType, custom_op
 from .errors import (
     AllocationError,
     EPFail,
@@ -23,7 +24,9 @@ from .errors import (
     RunTerminated,
     RuntimeException,
 )
+from .iobinding import IOBinding
 from .options import ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions
+from .ortvalue import OrtValue
 from .plugins import register_plugin
 from .session import (
     InferenceSession,
@@ -49,10 +52,12 @@ def get_device() -> str:
 
 __all__ = [
     "AllocationError",
+    "CustomOp",
     "EPFail",
     "ExecutionMode",
     "Fail",
     "GraphOptimizationLevel",
+    "IOBinding",
     "InferenceSession",
     "InvalidArgument",
     "InvalidGraph",
@@ -61,14 +66,18 @@ __all__ = [
     "NoSuchFile",
     "NodeArg",
     "NotImplementedOp",
+    "OrtValue",
     "OrtcoreError",
+    "Param",
     "Partition",
     "ProviderOptionError",
     "RunOptions",
     "RunTerminated",
     "RuntimeException",
     "SessionOptions",
+    "TensorType",
     "__version__",
+    "custom_op",
     "get_all_providers",
     "get_available_providers",
     "get_device",

@@ -1,4 +1,4 @@
-"""The ``ortcore`` command: ``providers``, ``run``, ``inspect``, ``conformance``."""
+"""The ``ortcore`` command: ``providers``, ``run``, ``inspect``, ``bench``, ``conformance``."""
 
 from __future__ import annotations
 
@@ -120,11 +120,14 @@ def _table(rows: Sequence[Sequence[str]]) -> None:
             print("  ".join("-" * w for w in widths))
 
 
-def _session(ns: argparse.Namespace, model: Path) -> Any:
+def _session(ns: argparse.Namespace, model: Path, profile_prefix: str = "") -> Any:
     from .options import GraphOptimizationLevel, SessionOptions
     from .session import InferenceSession
 
     so = SessionOptions()
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
     so.intra_op_num_threads = ns.threads
     if ns.no_optimize:
         so.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -203,6 +206,100 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(ns: argparse.Namespace) -> int:
+    """Run a model with profiling and summarise the trace."""
+    import tempfile
+
+    from .profiling import load_trace, summarize
+
+    model = resolve_model(ns.model)
+    so_args = argparse.Namespace(**vars(ns))
+    with tempfile.TemporaryDirectory() as tmp:
+        sess = _session(so_args, model, profile_prefix=str(Path(tmp) / "bench"))
+        feeds = _load_inputs(model, sess.get_inputs())
+        for _ in range(max(ns.runs, 1)):
+            sess.run(None, feeds)
+        summary = summarize(load_trace(sess.end_profiling()), top=ns.top)
+    if ns.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    total_ms = summary["total_us"] / 1000
+    runs = max(summary["runs"], 1)
+    print(f"model: {model}")
+    print(f"providers: {', '.join(sess.get_providers())}")
+    print(
+        f"{summary['runs']} profiled runs, {summary['node_events']} node events, "
+        f"{total_ms:.1f} ms in nodes ({total_ms / runs:.2f} ms per run)"
+    )
+
+    def rows(key: str, title: str) -> None:
+        table = [(title, "calls", "total ms", "ms/run", "%")]
+        for r in summary[key]:
+            table.append(
+                (
+                    r["name"],
+                    str(r["count"]),
+                    f"{r['total_us'] / 1000:.2f}",
+                    f"{r['total_us'] / 1000 / runs:.3f}",
+                    f"{r['percent']:.1f}",
+                )
+            )
+        print()
+        _table(table)
+
+    rows("by_op", "op type")
+    rows("by_provider", "provider")
+    c = summary["copies"]
+    print()
+    by_op = ", ".join(f"{k} x{v}" for k, v in sorted(c["by_op"].items())) or "none"
+    print(
+        f"device copies: {c['count']} ({by_op}), {c['total_us'] / 1000:.2f} ms, {c['bytes']} bytes"
+    )
+    print()
+    slow = [("slowest nodes", "op", "provider", "mean ms", "calls")]
+    for r in summary["slowest"]:
+        slow.append(
+            (r["node"], r["op"], r["provider"], f"{r['mean_us'] / 1000:.3f}", str(r["calls"]))
+        )
+    _table(slow)
+    return 0
+
+
+def cmd_cache(ns: argparse.Namespace) -> int:
+    """List or purge the on-disk cache of compiled fused groups."""
+    from .cache import CompiledCache, default_cache_dir
+
+    cache = CompiledCache(ns.dir or default_cache_dir())
+    if ns.action == "purge":
+        n = cache.purge(ns.provider)
+        which = f" of {ns.provider}" if ns.provider else ""
+        print(f"removed {n} cached compiled group(s){which} from {cache.directory}")
+        return 0
+    entries = [e for e in cache.entries() if not ns.provider or e.get("provider") == ns.provider]
+    if ns.json:
+        print(json.dumps(entries, indent=2))
+        return 0
+    print(f"cache: {cache.directory}")
+    if not entries:
+        print("no cached compiled groups")
+        return 0
+    rows: list[tuple[str, ...]] = [
+        ("provider", "version", "device", "group", "nodes", "bytes", "created", "key")
+    ]
+    for e in entries:
+        rows.append(
+            (
+                *(
+                    str(e.get(k, ""))
+                    for k in ("provider", "version", "device", "group", "nodes", "size", "created")
+                ),
+                str(e.get("key", ""))[:12],
+            )
+        )
+    _table(rows)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ortcore`` command."""
     parser = argparse.ArgumentParser(prog="ortcore", description=__doc__)
@@ -234,12 +331,50 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.set_defaults(func=cmd_inspect)
 
+    p = sub.add_parser(
+        "bench", help="profile a model: time per op type and provider, copies, slowest nodes"
+    )
+    model_args(p)
+    p.add_argument("--runs", type=int, default=5, help="profiled runs (default 5)")
+    p.add_argument("--top", type=int, default=10, help="how many slowest nodes to list")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("cache", help="list or purge the cache of compiled fused groups")
+    p.add_argument("action", choices=["list", "purge"])
+    p.add_argument("--provider", help="only this provider's entries")
+    p.add_argument("--dir", help="cache folder (default $ORTCORE_CACHE_DIR or ~/.cache/ortcore)")
+    p.add_argument("--json", action="store_true", help="list as JSON")
+    p.set_defaults(func=cmd_cache)
+
     from conformance.cli import add_arguments, run
 
     p = sub.add_parser("conformance", help="run the conformance suite against a provider")
     add_arguments(p)
     p.set_defaults(func=run)
+
+    p = sub.add_parser("ep", help="execution-provider authoring tools")
+    ep_sub = p.add_subparsers(dest="ep_command", required=True)
+    p = ep_sub.add_parser("new", help="write a provider package to start from")
+    p.add_argument("name", help="the provider's short name, e.g. myep")
+    p.add_argument("--dir", help="where to write it (default ./ortcore-NAME)")
+    p.set_defaults(func=cmd_ep_new)
     return parser
+
+
+def cmd_ep_new(ns: argparse.Namespace) -> int:
+    """Write a provider package (``ortcore ep new NAME``)."""
+    from .scaffold import new_provider, provider_names
+
+    try:
+        root = new_provider(ns.name, ns.dir)
+    except (ValueError, FileExistsError) as exc:
+        print(f"ortcore ep new: {exc}", file=sys.stderr)
+        return 2
+    names = provider_names(ns.name)
+    print(f"wrote {names['class']} (alias {names['name']}) to {root}")
+    print(f"next: pip install -e {root} && ortcore providers && pytest {root / 'tests'}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,23 +6,34 @@ A run copies the slot template (constants already placed), stores the feeds,
 walks the steps, and drops every intermediate right after its last reader.
 Nothing in a plan changes after it is built, so any number of threads may run
 it at once.
+
+The session chooses *how* a plan runs when it is created, never per step:
+:meth:`Plan.run` is the plain loop, :meth:`Plan.run_profiled` the same loop
+timing every step, and :mod:`ortcore.parallel` runs independent steps on a
+thread pool. Profiling off therefore costs the plain loop nothing.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ep_sdk import RunContext, RunTerminated
 
 from .errors import AllocationError, OrtcoreError, RuntimeException
 
-__all__ = ["Plan", "StepInfo", "SubgraphPlan"]
+if TYPE_CHECKING:
+    from .profiling import Profiler
+
+__all__ = ["Plan", "StepInfo", "SubgraphPlan", "attach_releases", "step_error"]
 
 Step = tuple[
     Callable[..., Any], tuple[int, ...], tuple[int, ...], tuple[int, ...], bool, "StepInfo"
 ]
+
+TERMINATED = "Exiting due to terminate flag being set to true."
 
 
 @dataclass(frozen=True)
@@ -45,7 +56,7 @@ class StepInfo:
 class Plan:
     """An immutable, thread-safe execution plan for one graph."""
 
-    __slots__ = ("template", "input_slots", "output_slots", "steps", "num_slots")
+    __slots__ = ("template", "input_slots", "output_slots", "steps", "num_slots", "_derived")
 
     def __init__(
         self,
@@ -59,6 +70,9 @@ class Plan:
         self.input_slots = tuple(input_slots)
         self.output_slots = tuple(output_slots)
         self.steps = tuple(steps)
+        # Things computed from the plan on first use (pruned plans, the
+        # parallel schedule); values depend only on the immutable plan.
+        self._derived: dict[Any, Any] = {}
 
     def run(self, feeds: Sequence[Any], ctx: RunContext) -> list[Any]:
         """Run the plan: ``feeds`` in input-slot order, outputs in output-slot order.
@@ -76,36 +90,123 @@ class Plan:
         try:
             for fn, ins, outs, release, wants_ctx, info in self.steps:  # noqa: B007
                 if ro is not None and ro.terminate:
-                    raise RunTerminated("Exiting due to terminate flag being set to true.")
+                    raise RunTerminated(TERMINATED)
                 args = [slots[i] for i in ins]
                 res = fn(ctx, *args) if wants_ctx else fn(*args)
                 if len(res) != len(outs) or not isinstance(res, (tuple, list)):
-                    raise TypeError(
-                        f"kernel returned {type(res).__name__} of length {len(res)} for "
-                        f"{len(outs)} output(s); "
-                        "a compute function must return a tuple or list with one value per output"
-                    )
+                    raise _bad_result(res, outs)
                 for o, r in zip(outs, res):
                     slots[o] = r
                 for r in release:
                     slots[r] = None
         except (OrtcoreError, RunTerminated):
             raise
-        except MemoryError as exc:
-            where = _where(info)
-            raise AllocationError(
-                f"Failed to allocate memory while running {where}: {exc}. The tensor "
-                "requested is too large for this machine."
-            ) from exc
         except Exception as exc:
-            raise RuntimeException(
-                f"Non-zero status code returned while running {_where(info)}. "
-                f"Status Message: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise step_error(exc, info) from exc
         return [slots[i] for i in self.output_slots]
+
+    def run_profiled(self, feeds: Sequence[Any], ctx: RunContext, profiler: Profiler) -> list[Any]:
+        """:meth:`run`, recording one trace event per step in ``profiler``."""
+        if not profiler.enabled:
+            return self.run(feeds, ctx)
+        clock = time.perf_counter_ns
+        run_start = clock()
+        slots = self.template.copy()
+        for i, v in zip(self.input_slots, feeds):
+            slots[i] = v
+        ro = ctx.run_options
+        info = None
+        record = profiler.record_step
+        try:
+            for index, (fn, ins, outs, release, wants_ctx, info) in enumerate(self.steps):
+                if ro is not None and ro.terminate:
+                    raise RunTerminated(TERMINATED)
+                args = [slots[i] for i in ins]
+                t0 = clock()
+                res = fn(ctx, *args) if wants_ctx else fn(*args)
+                t1 = clock()
+                if len(res) != len(outs) or not isinstance(res, (tuple, list)):
+                    raise _bad_result(res, outs)
+                record(info, index, t0, t1, args, res)
+                for o, r in zip(outs, res):
+                    slots[o] = r
+                for r in release:
+                    slots[r] = None
+        except (OrtcoreError, RunTerminated):
+            raise
+        except Exception as exc:
+            raise step_error(exc, info) from exc
+        finally:
+            profiler.session_event("model_run", run_start, clock())
+        return [slots[i] for i in self.output_slots]
+
+    def pruned(self, wanted: Sequence[int]) -> Plan:
+        """The plan restricted to the steps that the outputs at ``wanted`` need.
+
+        Outputs not wanted come back as ``None``. Cached per ``wanted``.
+        """
+        key = ("pruned", tuple(sorted(set(wanted))))
+        plan = self._derived.get(key)
+        if plan is None:
+            keep = {self.output_slots[i] for i in key[1]}
+            needed = set(keep)
+            chosen: list[Step] = []
+            for step in reversed(self.steps):
+                if needed.intersection(step[2]):
+                    chosen.append(step)
+                    needed.update(step[1])
+            chosen.reverse()
+            outputs = [s if s in keep else 0 for s in self.output_slots]
+            plan = Plan(self.template, self.input_slots, outputs, attach_releases(chosen, keep))
+            self._derived[key] = plan
+        return plan
 
     def __len__(self) -> int:
         return len(self.steps)
+
+
+def attach_releases(steps: Sequence[Sequence[Any]], keep: set[int]) -> list[Step]:
+    """Steps with their release lists set: each slot is dropped after its last reader.
+
+    Slots in ``keep`` (the outputs) and slot 0 are never released.
+    """
+    last: dict[int, int] = {}
+    for i, step in enumerate(steps):
+        for s in step[1]:
+            last[s] = i
+        for s in step[2]:
+            last.setdefault(s, i)  # written, never read: drop at once
+    release: dict[int, list[int]] = {}
+    for s, i in last.items():
+        if s != 0 and s not in keep:
+            release.setdefault(i, []).append(s)
+    out: list[Step] = []
+    for i, step in enumerate(steps):
+        fn, ins, outs, _, wants_ctx, info = step
+        out.append((fn, tuple(ins), tuple(outs), tuple(release.get(i, ())), wants_ctx, info))
+    return out
+
+
+def _bad_result(res: Any, outs: Sequence[int]) -> TypeError:
+    n = len(res) if hasattr(res, "__len__") else "?"
+    return TypeError(
+        f"kernel returned {type(res).__name__} of length {n} for "
+        f"{len(outs)} output(s); "
+        "a compute function must return a tuple or list with one value per output"
+    )
+
+
+def step_error(exc: Exception, info: StepInfo | None) -> OrtcoreError:
+    """The ortcore error for ``exc`` raised by the step described by ``info``."""
+    if isinstance(exc, MemoryError):
+        return AllocationError(
+            f"Failed to allocate memory while running {_where(info)}: {exc}. The tensor "
+            "requested is too large for this machine."
+        )
+    return RuntimeException(
+        f"Non-zero status code returned while running {_where(info)}. "
+        f"Status Message: {type(exc).__name__}: {exc}"
+    )
 
 
 def _where(info: StepInfo | None) -> str:

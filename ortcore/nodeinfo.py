@@ -8,10 +8,19 @@ from typing import Any
 import onnx_ir as ir
 
 from ep_sdk import ExecutionProvider, KernelRegistry, NodeInfo, attribute_defaults
+from ep_sdk.graph import node_reads, outer_values, subgraphs
 
 from .errors import EPFail
 
-__all__ = ["attr_value", "make_node_info", "outer_values", "registry_of", "static_shape"]
+__all__ = [
+    "attr_value",
+    "make_node_info",
+    "node_reads",
+    "outer_values",
+    "registry_of",
+    "static_shape",
+    "subgraphs",
+]
 
 SubgraphFactory = Callable[[ir.Graph], Any]
 
@@ -41,29 +50,6 @@ def attr_value(attr: ir.Attr, subgraph: SubgraphFactory | None) -> Any:
     return v
 
 
-def outer_values(graph: ir.Graph) -> list[ir.Value]:
-    """Values ``graph`` (or its subgraphs) reads from enclosing scopes, in first-use order."""
-    defined: set[ir.Value] = set(graph.inputs) | set(graph.initializers.values())
-    for node in graph:
-        defined.update(node.outputs)
-    seen: dict[ir.Value, None] = {}
-    for node in graph:
-        for v in node_reads(node):
-            if v not in defined:
-                seen.setdefault(v, None)
-    return list(seen)
-
-
-def node_reads(node: ir.Node) -> list[ir.Value]:
-    """Explicit inputs of ``node`` followed by the outer values its subgraphs read."""
-    reads = [v for v in node.inputs if v is not None]
-    for g in subgraphs(node):
-        for v in outer_values(g):
-            if v not in reads:
-                reads.append(v)
-    return reads
-
-
 def implicit_inputs(node: ir.Node) -> list[ir.Value]:
     """Outer values the node's subgraphs read (the node's implicit inputs)."""
     out: list[ir.Value] = []
@@ -71,17 +57,6 @@ def implicit_inputs(node: ir.Node) -> list[ir.Value]:
         for v in outer_values(g):
             if v not in out:
                 out.append(v)
-    return out
-
-
-def subgraphs(node: ir.Node) -> list[ir.Graph]:
-    """The graphs held in the node's attributes."""
-    out: list[ir.Graph] = []
-    for attr in node.attributes.values():
-        if attr.type == ir.AttributeType.GRAPH:
-            out.append(attr.value)
-        elif attr.type == ir.AttributeType.GRAPHS:
-            out.extend(attr.value)
     return out
 
 
@@ -117,7 +92,7 @@ def registry_of(provider: ExecutionProvider) -> KernelRegistry | None:
         EPFail: loading the kernels failed (e.g. a compiled module is missing).
     """
     try:
-        return provider.kernel_registry()
+        return provider.registry()
     except Exception as exc:
         raise EPFail(
             f"Execution provider {provider.name!r} failed to load its kernels: {exc!r}"

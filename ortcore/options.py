@@ -60,6 +60,7 @@ class SessionOptions:
         self.use_deterministic_compute: bool = False
         self._config: dict[str, str] = {}
         self._initializers: dict[str, Any] = {}
+        self._custom_ops: list[Any] = []
 
     def add_session_config_entry(self, key: str, value: str) -> None:
         """Set a session configuration entry (string key and value)."""
@@ -78,6 +79,17 @@ class SessionOptions:
     def add_initializer(self, name: str, value: Any) -> None:
         """Replace initializer ``name`` of the model with ``value`` (an array)."""
         self._initializers[name] = value
+
+    def register_custom_ops(self, *ops: Any) -> None:
+        """Make custom operators (``ortcore.custom_op``) known to sessions
+        created with these options: their schemas are registered with onnx
+        and their kernels given to this session's providers only."""
+        self._custom_ops.extend(ops)
+
+    @property
+    def custom_ops(self) -> list[Any]:
+        """The custom operators registered with :meth:`register_custom_ops`."""
+        return list(self._custom_ops)
 
     @property
     def config_entries(self) -> dict[str, str]:

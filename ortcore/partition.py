@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import onnx
 import onnx_ir as ir
 
 from ep_sdk import Claim, ExecutionProvider, GraphContext, node_types, type_string
+from ep_sdk.graph import consumers_of, creates_cycle
 
 from .errors import EPFail, NotImplementedOp
-from .nodeinfo import node_reads
 
 __all__ = ["PartitionResult", "describe_node", "partition_graph"]
 
@@ -49,41 +50,6 @@ def describe_node(node: ir.Node, opsets: Mapping[str, int]) -> str:
     )
 
 
-def consumers_of(graph: ir.Graph) -> dict[ir.Value, list[ir.Node]]:
-    """Nodes of ``graph`` reading each value, counting reads inside their subgraphs."""
-    out: dict[ir.Value, list[ir.Node]] = {}
-    for node in graph:
-        for v in node_reads(node):
-            out.setdefault(v, []).append(node)
-    return out
-
-
-def _creates_cycle(group: set[ir.Node], consumers: Mapping[ir.Value, list[ir.Node]]) -> bool:
-    """Would contracting ``group`` into one node create a cycle?
-
-    It would if a path leaves the group and comes back into it.
-    """
-    frontier = [
-        user
-        for n in group
-        for out in n.outputs
-        for user in consumers.get(out, ())
-        if user not in group
-    ]
-    seen: set[ir.Node] = set()
-    while frontier:
-        n = frontier.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        for out in n.outputs:
-            for user in consumers.get(out, ()):
-                if user in group:
-                    return True
-                frontier.append(user)
-    return False
-
-
 def _validate(
     claim: Claim,
     provider: ExecutionProvider,
@@ -105,7 +71,7 @@ def _validate(
                 f"{who} claimed {node.op_type} node {node.name!r}, which another "
                 "provider already took"
             )
-    if claim.fused and _creates_cycle(set(claim.nodes), consumers):
+    if claim.fused and creates_cycle(claim.nodes, consumers):
         names = ", ".join(repr(n.name) for n in claim.nodes[:5])
         raise EPFail(
             f"{who} claimed a fused group ({names}, ...) that would create a cycle; "
@@ -161,7 +127,29 @@ def partition_graph(
         why = "; ".join(f"{p}: {r}" for p, r in reasons.items()) or "no providers"
         raise NotImplementedOp(
             f"Could not find an implementation for {describe_node(node, opsets)}. "
-            f"Providers asked: {why}. Install or enable a provider that supports it, "
-            "or allow the CPU fallback."
+            f"Providers asked: {why}. {_what_to_do(node, opsets)}"
         )
     return result
+
+
+_ONNX_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"})
+
+
+def _what_to_do(node: ir.Node, opsets: Mapping[str, int]) -> str:
+    """The advice that ends a "no implementation" error."""
+    if node.domain in _ONNX_DOMAINS:
+        return "Install or enable a provider that supports it, or allow the CPU fallback."
+    op = f"{node.domain}::{node.op_type}"
+    if not onnx.defs.has(node.op_type, node.domain):
+        return (
+            f"Domain {node.domain!r} is not an ONNX domain and no custom operator {op} is "
+            f"registered: define it with ortcore.custom_op(domain={node.domain!r}, "
+            f"name={node.op_type!r}, ...), give it a kernel with @op.kernel(provider), and "
+            "register it with SessionOptions.register_custom_ops(op) or a plugin's "
+            "ortcore_custom_ops hook; or ship it in the model as a model-local function."
+        )
+    return (
+        f"Custom operator {op} is registered but none of this session's providers has a "
+        "kernel for it: add one with @op.kernel('<provider name>') for a provider listed "
+        "in the session."
+    )

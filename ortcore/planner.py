@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 
 from ep_sdk import (
@@ -26,9 +25,11 @@ from ep_sdk import (
     KernelMiss,
     node_types,
 )
+from ep_sdk.graph import group_model
 
+from .cache import CompiledCache, compile_with_cache
 from .errors import EPFail, InvalidGraph, OrtcoreError
-from .executor import Plan, Step, StepInfo, SubgraphPlan
+from .executor import Plan, Step, StepInfo, SubgraphPlan, attach_releases
 from .nodeinfo import implicit_inputs, make_node_info, node_reads, outer_values, registry_of
 from .partition import PartitionResult, partition_graph
 
@@ -99,32 +100,6 @@ def _unit_order(nodes: Sequence[ir.Node], group_of: Mapping[ir.Node, Claim]) -> 
     return order
 
 
-def group_model(
-    name: str,
-    nodes: Sequence[ir.Node],
-    inputs: Sequence[ir.Value],
-    outputs: Sequence[ir.Value],
-    opsets: Mapping[str, int],
-) -> onnx.ModelProto:
-    """Export a group of nodes as a standalone ONNX model."""
-
-    def info(v: ir.Value) -> onnx.ValueInfoProto:
-        elem = int(v.dtype) if v.dtype is not None else 0
-        dims = None if v.shape is None else [d if isinstance(d, int) else None for d in v.shape]
-        return onnx.helper.make_tensor_value_info(v.name or "", elem, dims)
-
-    graph = onnx.helper.make_graph(
-        [ir.serde.serialize_node(n) for n in nodes],
-        name,
-        [info(v) for v in inputs],
-        [info(v) for v in outputs],
-    )
-    return onnx.helper.make_model(
-        graph,
-        opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in opsets.items()],
-    )
-
-
 class GraphPlanner:
     """Builds plans for a model's graphs with one list of providers."""
 
@@ -141,6 +116,13 @@ class GraphPlanner:
         self._fused_count = 0
         self.subgraph_records: list[NodeRecord] = []
         self.subgraph_copies: list[StepInfo] = []
+        # Partitions, kernels and compiled groups, kept so that plan variants
+        # (inputs or outputs on other devices) reuse them instead of rebuilding.
+        self._partitions: dict[ir.Graph, PartitionResult] = {}
+        self._kernels: dict[ir.Node, tuple[Any, Any]] = {}
+        self._group_names: dict[Claim, str] = {}
+        self._compiled: dict[Claim, Any] = {}
+        self.cache: CompiledCache | None = None  # on-disk cache of compiled groups
 
     # -- entry points ----------------------------------------------------
 
@@ -151,17 +133,29 @@ class GraphPlanner:
         outputs: Sequence[ir.Value],
         constants: Mapping[ir.Value, Any],
         path: str = "",
+        *,
+        input_devices: Sequence[Device] | None = None,
+        output_devices: Sequence[Device] | None = None,
     ) -> PlannedGraph:
         """Partition ``graph`` and build its plan.
+
+        Planning the same graph again (a variant with other devices) reuses
+        the partition, the kernels and the compiled groups of the first time.
 
         Args:
             inputs: values fed at run time, in feed order (graph inputs,
                 overridable initializers, outer-scope values).
-            outputs: values returned, in order (always on the host).
+            outputs: values returned, in order.
             constants: initializer values placed in the slot template.
+            input_devices: where each feed arrives (default: all on the host).
+            output_devices: where each output is handed back (default: the host).
         """
-        part = partition_graph(graph, self.providers, self.opsets)
-        return _PlanBuilder(self, graph, part, path).build(inputs, outputs, constants)
+        part = self._partitions.get(graph)
+        if part is None:
+            part = self._partitions[graph] = partition_graph(graph, self.providers, self.opsets)
+        return _PlanBuilder(self, graph, part, path).build(
+            inputs, outputs, constants, input_devices, output_devices
+        )
 
     def plan_subgraph(self, graph: ir.Graph, path: str) -> SubgraphPlan:
         """Build the runner of a control-flow body."""
@@ -192,6 +186,20 @@ class GraphPlanner:
         """A unique name for a fused node."""
         self._fused_count += 1
         return f"{provider.name}_fused_{self._fused_count}"
+
+    def group_name(self, claim: Claim, provider: ExecutionProvider) -> str:
+        """The fused node's name for ``claim``: its own, or a unique one (kept per claim)."""
+        name = claim.name or self._group_names.get(claim)
+        if not name:
+            name = self._group_names[claim] = self.next_group_name(provider)
+        return name
+
+    def compile_group(self, claim: Claim, provider: ExecutionProvider, group: FusedGroup) -> Any:
+        """``provider.compile(group)``, once per claim."""
+        fn = self._compiled.get(claim)
+        if fn is None:
+            fn = self._compiled[claim] = compile_with_cache(self.cache, provider, group)
+        return fn
 
 
 class _PlanBuilder:
@@ -247,27 +255,41 @@ class _PlanBuilder:
         inputs: Sequence[ir.Value],
         outputs: Sequence[ir.Value],
         constants: Mapping[ir.Value, Any],
+        input_devices: Sequence[Device] | None = None,
+        output_devices: Sequence[Device] | None = None,
     ) -> PlannedGraph:
         for v, content in constants.items():
             self.home[v] = HOST_DEVICE
             self.new_slot(v, HOST_DEVICE, content)
         input_slots = []
-        for v in inputs:
-            self.home[v] = HOST_DEVICE
-            idx = self.slot.get((v, HOST_DEVICE))
-            input_slots.append(idx if idx is not None else self.new_slot(v, HOST_DEVICE))
+        for i, v in enumerate(inputs):
+            where = input_devices[i] if input_devices is not None else HOST_DEVICE
+            if not where.is_host:
+                self.planner.provider_for(where)  # fails early if nobody owns the device
+            self.home[v] = where
+            idx = self.slot.get((v, where))
+            input_slots.append(idx if idx is not None else self.new_slot(v, where))
         for unit in _unit_order(list(self.graph), self.part.group_of):
             if isinstance(unit, Claim):
                 self.add_group(unit)
             else:
                 self.add_node(unit)
-        output_slots = [self.read(v, HOST_DEVICE) for v in outputs]
+        output_slots = [
+            self.read(v, output_devices[i] if output_devices is not None else HOST_DEVICE)
+            for i, v in enumerate(outputs)
+        ]
         steps = self.finish(set(output_slots))
         plan = Plan(self.template, input_slots, output_slots, steps)
         return PlannedGraph(plan, self.records, self.copies)
 
     def add_node(self, node: ir.Node) -> None:
         provider = self.planner.providers[self.part.provider_of[node]]
+        built = self.planner._kernels.get(node)
+        found, fn = built if built is not None else self.build_kernel(node, provider)
+        self.place_node(node, provider, found, fn)
+
+    def build_kernel(self, node: ir.Node, provider: ExecutionProvider) -> tuple[Any, Any]:
+        """Look up and build the node's kernel (once per node, kept in the planner)."""
         registry = registry_of(provider)
         ins, outs = node_types(node)
         opset = self.planner.opsets.get(node.domain, 1)
@@ -299,6 +321,11 @@ class _PlanBuilder:
                 f"Building the {provider.name} kernel for {info.describe()} failed: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+        self.planner._kernels[node] = (found, fn)
+        return found, fn
+
+    def place_node(self, node: ir.Node, provider: ExecutionProvider, found: Any, fn: Any) -> None:
+        implicit = implicit_inputs(node)
         device = provider.device
         in_slots = [
             self.read(v, HOST_DEVICE if found.input_memory.get(i) == "host" else device)
@@ -340,7 +367,7 @@ class _PlanBuilder:
             if v in graph_outputs or any(u.node not in members for u in v.uses())
         ]
         outputs.sort(key=lambda v: [o for n in ordered for o in n.outputs].index(v))
-        name = claim.name or self.planner.next_group_name(provider)
+        name = self.planner.group_name(claim, provider)
         group = FusedGroup(
             name=name,
             nodes=tuple(ordered),
@@ -350,7 +377,7 @@ class _PlanBuilder:
             opsets=self.planner.opsets,
         )
         try:
-            fn = provider.compile(group)
+            fn = self.planner.compile_group(claim, provider, group)
         except OrtcoreError:
             raise
         except Exception as exc:
@@ -380,21 +407,7 @@ class _PlanBuilder:
 
     def finish(self, keep: set[int]) -> list[Step]:
         """Attach release lists: each slot is dropped after its last reader."""
-        last: dict[int, int] = {}
-        for i, step in enumerate(self.steps):
-            for s in step[1]:
-                last[s] = i
-            for s in step[2]:
-                last.setdefault(s, i)  # written, never read: drop at once
-        release: dict[int, list[int]] = {}
-        for s, i in last.items():
-            if s != 0 and s not in keep:
-                release.setdefault(i, []).append(s)
-        out: list[Step] = []
-        for i, step in enumerate(self.steps):
-            step[3] = tuple(release.get(i, ()))
-            out.append(tuple(step))  # type: ignore[arg-type]
-        return out
+        return attach_releases(self.steps, keep)
 
 
 def _copy_fn(

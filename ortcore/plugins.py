@@ -15,6 +15,7 @@ import pluggy
 from ep_sdk import ExecutionProvider
 
 from . import hookspecs
+from .custom_ops import CustomOp
 from .errors import InvalidArgument
 
 __all__ = [
@@ -68,6 +69,7 @@ class PluginManager:
         self._autoload = autoload
         self._entries: dict[str, ProviderEntry] = {}
         self._broken: list[ProviderEntry] = []
+        self._custom_ops: list[tuple[str, CustomOp]] = []
 
     # -- loading -----------------------------------------------------------
 
@@ -122,6 +124,23 @@ class PluginManager:
         for impl in self._pm.hook.ortcore_providers.get_hookimpls():
             if impl.plugin is plugin:
                 self._collect(impl.function, label)
+        for impl in self._pm.hook.ortcore_custom_ops.get_hookimpls():
+            if impl.plugin is plugin:
+                self._collect_ops(impl.function, label)
+
+    def _collect_ops(self, hook: Any, label: str) -> None:
+        try:
+            ops = list(hook() or ())
+        except Exception as exc:
+            self._broken.append(_broken_entry(label, label, f"ortcore_custom_ops() raised {exc!r}"))
+            return
+        for op in ops:
+            if isinstance(op, CustomOp):
+                self._custom_ops.append((label, op))
+            else:
+                self._broken.append(
+                    _broken_entry(repr(op), label, "ortcore_custom_ops() returned a non-CustomOp")
+                )
 
     def _collect(self, hook: Any, label: str) -> None:
         try:
@@ -178,12 +197,19 @@ class PluginManager:
                 self._pm.unregister(plugin)
             self._entries = {k: e for k, e in self._entries.items() if e.plugin != name}
             self._broken = [e for e in self._broken if e.plugin != name]
+            self._custom_ops = [(p, op) for p, op in self._custom_ops if p != name]
 
     def entries(self) -> list[ProviderEntry]:
         """Every provider known, available or not, plus broken plugins."""
         self._ensure_loaded()
         with self._lock:
             return sorted(self._entries.values(), key=_order) + list(self._broken)
+
+    def custom_ops(self) -> list[CustomOp]:
+        """Custom operators offered by plugins' ``ortcore_custom_ops`` hooks."""
+        self._ensure_loaded()
+        with self._lock:
+            return [op for _, op in self._custom_ops]
 
     def available(self) -> list[ProviderEntry]:
         """Available providers in default priority order (CPU last)."""

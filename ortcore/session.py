@@ -4,23 +4,30 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import onnx_ir as ir
 
-from ep_sdk import ExecutionProvider, RunContext, SessionConfig, type_string
+from ep_sdk import HOST_DEVICE, Device, ExecutionProvider, RunContext, SessionConfig, type_string
 from ep_sdk.dtypes import from_numpy, from_type_string, to_numpy, type_string_of_array
 
+from .cache import CompiledCache, cache_dir_from_config
+from .custom_ops import attach_kernels, session_ops
 from .errors import InvalidArgument, ProviderOptionError
-from .executor import StepInfo
+from .executor import Plan, StepInfo
+from .iobinding import IOBinding
 from .model import MAP_TYPES_KEY, load_model
 from .optimizer import optimize
-from .options import GraphOptimizationLevel, RunOptions, SessionOptions
+from .options import ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions
+from .ortvalue import OrtValue
+from .parallel import ParallelExecutor
 from .planner import GraphPlanner, NodeRecord, PlannedGraph
 from .plugins import PluginManager, ProviderEntry, default_manager
+from .profiling import Profiler
 
 __all__ = [
     "InferenceSession",
@@ -172,7 +179,15 @@ class InferenceSession:
         )
         self._sess_options = sess_options or SessionOptions()
         self._lock = threading.Lock()
+        self._custom_ops = session_ops(self._manager.custom_ops(), self._sess_options.custom_ops)
+        self._profiler: Profiler | None = None
+        if self._sess_options.enable_profiling:
+            self._profiler = Profiler(self._sess_options.profile_file_prefix)
+        t_start = time.perf_counter_ns()
         model = load_model(path_or_bytes)
+        if self._profiler is not None:
+            kind = "array" if self._model_path is None else "uri"
+            self._profiler.session_event(f"model_loading_{kind}", t_start, time.perf_counter_ns())
         self._model = model
         self._map_types: dict[str, str] = dict(model.meta.get(MAP_TYPES_KEY, {}))
         self._providers = self._create_providers(providers, provider_options)
@@ -215,8 +230,31 @@ class InferenceSession:
             _FeedCheck(_node_arg(v, self._map_types), v.shape is not None)
             for v in [*self._input_values, *self._overridable]
         ]
+        self._execute = self._choose_execute()
+        if self._profiler is not None:
+            self._profiler.session_event("session_initialization", t_start, time.perf_counter_ns())
 
     # -- construction ------------------------------------------------------
+
+    def _choose_execute(self) -> Callable[[Plan, Sequence[Any], RunContext], list[Any]]:
+        """How plans run, chosen once: the plain loop unless profiling or
+        ``ExecutionMode.ORT_PARALLEL`` asks otherwise."""
+        profiler = self._profiler
+        self._parallel: ParallelExecutor | None = None
+        if self._sess_options.execution_mode == ExecutionMode.ORT_PARALLEL:
+            par = self._parallel = ParallelExecutor(self._sess_options.inter_op_num_threads)
+
+            def parallel(plan: Plan, feeds: Sequence[Any], ctx: RunContext) -> list[Any]:
+                return par.run(plan, feeds, ctx, profiler)
+
+            return parallel
+        if profiler is None:
+            return Plan.run
+
+        def profiled(plan: Plan, feeds: Sequence[Any], ctx: RunContext) -> list[Any]:
+            return plan.run_profiled(feeds, ctx, profiler)
+
+        return profiled
 
     def _create_providers(
         self,
@@ -268,11 +306,14 @@ class InferenceSession:
                 out.append(entry.cls(opts, config))
             except ProviderOptionError as exc:
                 raise InvalidArgument(str(exc)) from exc
+        attach_kernels(out, self._custom_ops)
         return out
 
     def _build_plan(self, model: ir.Model) -> PlannedGraph:
         graph = model.graph
         planner = GraphPlanner(self._providers, dict(model.opset_imports))
+        cache_dir = cache_dir_from_config(self._sess_options.config_entries)
+        planner.cache = CompiledCache(cache_dir) if cache_dir is not None else None
         overridable = set(self._overridable)
         constants = {
             v: v.const_value.numpy()
@@ -284,7 +325,41 @@ class InferenceSession:
         )
         planned.records.extend(planner.subgraph_records)
         planned.copies.extend(planner.subgraph_copies)
+        # Kept for plan variants (inputs/outputs bound on devices), built lazily.
+        self._planner = planner
+        self._constants = constants
+        self._variants: dict[tuple[tuple[Device, ...], tuple[Device, ...]], Plan] = {}
         return planned
+
+    def _variant(self, in_devices: tuple[Device, ...], out_devices: tuple[Device, ...]) -> Plan:
+        """The plan taking feeds on ``in_devices`` and handing outputs back on ``out_devices``."""
+        key = (in_devices, out_devices)
+        plan = self._variants.get(key)
+        if plan is not None:
+            return plan
+        if all(d.is_host for d in in_devices) and all(d.is_host for d in out_devices):
+            return self._planned.plan
+        owned = {p.device for p in self._providers}
+        for d in {*in_devices, *out_devices}:
+            if not d.is_host and d not in owned:
+                raise InvalidArgument(
+                    f"a value is bound on device {d}, but no provider of this session "
+                    f"({', '.join(self.get_providers())}) owns it"
+                )
+        with self._lock:
+            plan = self._variants.get(key)
+            if plan is None:
+                graph = self._model.graph
+                plan = self._planner.plan_graph(
+                    graph,
+                    [*self._input_values, *self._overridable],
+                    list(graph.outputs),
+                    self._constants,
+                    input_devices=in_devices,
+                    output_devices=out_devices,
+                ).plan
+                self._variants[key] = plan
+        return plan
 
     # -- onnxruntime API ---------------------------------------------------
 
@@ -357,9 +432,117 @@ class InferenceSession:
         """
         feeds = self._prepare_feeds(input_feed)
         wanted = self._wanted(output_names)
-        results = self._planned.plan.run(feeds, RunContext(run_options))
+        plan = self._planned.plan
+        if run_options is not None and run_options.only_execute_path_to_fetches:
+            plan = plan.pruned(wanted)
+        results = self._execute(plan, feeds, RunContext(run_options))
         guarded = self._constant_roots | {id(_root(f)) for f in feeds if isinstance(f, np.ndarray)}
         return [_as_output(results[i], guarded) for i in wanted]
+
+    def io_binding(self) -> IOBinding:
+        """A new :class:`IOBinding` for this session."""
+        return IOBinding(self)
+
+    def run_with_iobinding(
+        self, iobinding: IOBinding, run_options: RunOptions | None = None
+    ) -> None:
+        """Run with the inputs and outputs bound in ``iobinding``.
+
+        Inputs bound on a device are read there and outputs bound on a device
+        are left there: nothing is copied to or from the host for them.
+        Results are read with ``iobinding.get_outputs()`` or
+        ``iobinding.copy_outputs_to_cpu()``.
+        """
+        outputs = iobinding._outputs
+        if not outputs:
+            raise InvalidArgument("run_with_iobinding: bind at least one output")
+        names = list(outputs)
+        results = self._run_ortvalues(
+            names, iobinding._inputs, [outputs[n][0] for n in names], run_options
+        )
+        values = []
+        for name, value in zip(names, results):
+            bound = outputs[name][1]
+            if bound is None:
+                values.append(value)
+            else:
+                bound._store(value.value)
+                values.append(bound)
+        iobinding._results = values
+
+    def run_with_ort_values(
+        self,
+        output_names: Sequence[str] | None,
+        input_dict_ort_values: Mapping[str, OrtValue],
+        run_options: RunOptions | None = None,
+    ) -> list[OrtValue]:
+        """Run with :class:`OrtValue` inputs (host or device); outputs are host OrtValues."""
+        names = list(output_names) if output_names else [a.name for a in self._outputs_meta]
+        return self._run_ortvalues(
+            names, input_dict_ort_values, [HOST_DEVICE] * len(names), run_options
+        )
+
+    def _run_ortvalues(
+        self,
+        output_names: Sequence[str],
+        inputs: Mapping[str, Any],
+        devices: Sequence[Device],
+        run_options: RunOptions | None,
+    ) -> list[OrtValue]:
+        feeds, in_devices = self._ortvalue_feeds(inputs)
+        wanted = self._wanted(output_names)
+        out_devices = [HOST_DEVICE] * len(self._outputs_meta)
+        for i, d in zip(wanted, devices):
+            out_devices[i] = d
+        plan = self._variant(tuple(in_devices), tuple(out_devices))
+        if run_options is not None and run_options.only_execute_path_to_fetches:
+            plan = plan.pruned(wanted)
+        results = self._execute(plan, feeds, RunContext(run_options))
+        guarded = self._constant_roots | {id(_root(f)) for f in feeds if isinstance(f, np.ndarray)}
+        out = []
+        for i in wanted:
+            d = out_devices[i]
+            if d.is_host:
+                out.append(OrtValue(_as_output(results[i], guarded)))
+            else:
+                out.append(OrtValue(results[i], d, self._planner.provider_for(d)))
+        return out
+
+    def _ortvalue_feeds(self, inputs: Mapping[str, Any]) -> tuple[list[Any], list[Device]]:
+        """Feeds and their devices from OrtValues (or arrays), validated like ``run``'s."""
+        host = {k: v for k, v in inputs.items() if not _on_device(v)}
+        feeds = self._prepare_feeds_partial(host, skip=[k for k in inputs if k not in host])
+        devices = [HOST_DEVICE] * len(feeds)
+        for name, ov in inputs.items():
+            if name in host:
+                continue
+            i = self._feed_index.get(name)
+            if i is None:
+                raise InvalidArgument(f"Invalid input name: {name}. Model inputs: {self._required}")
+            if ov._shape is not None and ov._dtype is not None:
+                # a device tensor that hides its shape is not copied to check it
+                self._checks[i].check_meta(ov._dtype, ov._shape)
+            feeds[i] = ov.value
+            devices[i] = ov.device
+        return feeds, devices
+
+    def _prepare_feeds_partial(self, host: Mapping[str, Any], skip: Sequence[str]) -> list[Any]:
+        """``_prepare_feeds`` for the host values, with the names in ``skip`` fed later."""
+        present = {**host, **{k: None for k in skip}}
+        missing = [name for name in self._required if name not in present]
+        if missing:
+            raise InvalidArgument(
+                f"Required inputs ({missing}) are missing from input feed ({list(present)})."
+            )
+        return self._prepare_feeds(dict(host), required=[n for n in self._required if n in host])
+
+    def _check_input_name(self, name: str) -> None:
+        if name not in self._feed_index:
+            raise InvalidArgument(f"Invalid input name: {name}. Model inputs: {self._required}")
+
+    def _check_output_name(self, name: str) -> None:
+        if name not in self._output_index:
+            raise InvalidArgument(f"Invalid output name:{name}")
 
     def _wanted(self, output_names: Sequence[str] | None) -> list[int]:
         if not output_names:
@@ -372,14 +555,20 @@ class InferenceSession:
             out.append(i)
         return out
 
-    def _prepare_feeds(self, input_feed: Mapping[str, Any]) -> list[Any]:
+    def _prepare_feeds(
+        self, input_feed: Mapping[str, Any], required: Sequence[str] | None = None
+    ) -> list[Any]:
         if not isinstance(input_feed, Mapping):
             raise InvalidArgument(
                 f"input_feed must be a dict of input name to array, not {type(input_feed).__name__}"
             )
         n = len(self._input_values)
         feeds: list[Any] = [None] * n + list(self._defaults)
-        missing = [name for name in self._required if name not in input_feed]
+        missing = [
+            name
+            for name in (self._required if required is None else required)
+            if name not in input_feed
+        ]
         if missing:
             raise InvalidArgument(
                 f"Required inputs ({missing}) are missing from input feed ({list(input_feed)})."
@@ -392,8 +581,19 @@ class InferenceSession:
         return feeds
 
     def end_profiling(self) -> str:
-        """Stop profiling and return the trace path (profiling is not enabled)."""
-        return ""
+        """Stop profiling and write the trace.
+
+        Returns:
+            the path of the JSON trace (onnxruntime's Chrome trace format),
+            or ``""`` if profiling was not enabled or has already ended.
+        """
+        if self._profiler is None:
+            return ""
+        return self._profiler.end()
+
+    def get_profiling_start_time_ns(self) -> int:
+        """When profiling started, in nanoseconds since the epoch (0 if it is off)."""
+        return self._profiler.start_time_ns if self._profiler is not None else 0
 
     def set_providers(
         self,
@@ -413,6 +613,9 @@ class InferenceSession:
 
     def close(self) -> None:
         """Release provider resources (``del session`` does the same)."""
+        if getattr(self, "_parallel", None) is not None:
+            assert self._parallel is not None
+            self._parallel.shutdown()
         for p in self._providers:
             p.close()
 
@@ -459,6 +662,18 @@ class _FeedCheck:
             self._check_shape(value)
         return value
 
+    def check_meta(self, dtype: np.dtype, shape: Sequence[int]) -> None:
+        """Validate a value known only by dtype and shape (a tensor on a device)."""
+        if not self.is_tensor:
+            return
+        if self.np_dtype is not None and from_numpy(dtype) != from_numpy(self.np_dtype):
+            raise InvalidArgument(
+                f"Unexpected input data type. Actual: ({type_string(from_numpy(dtype))}) , "
+                f"expected: ({self.type}) for input {self.name!r}"
+            )
+        if self.dims is not None:
+            self._check_shape(cast(np.ndarray, _Shaped(tuple(shape))))
+
     def _check_shape(self, value: np.ndarray) -> None:
         dims = self.dims
         assert dims is not None
@@ -478,6 +693,20 @@ class _FeedCheck:
                 f"Got invalid dimensions for input: {self.name} for the following indices\n"
                 f"{lines}\n Please fix either the inputs/outputs or the model."
             )
+
+
+class _Shaped:
+    """Stands in for an array where only ``shape`` and ``ndim`` are read."""
+
+    __slots__ = ("shape", "ndim")
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+        self.ndim = len(shape)
+
+
+def _on_device(value: Any) -> bool:
+    return isinstance(value, OrtValue) and not value.device.is_host
 
 
 def _root(array: np.ndarray) -> Any:

@@ -1,0 +1,96 @@
+"""ORT_SEQUENTIAL against ORT_PARALLEL in ortcore, on models with parallel branches.
+
+The light Inception models (onnx's ``light`` folder) and a synthetic model of
+two heavy independent MatMul branches. Runs are interleaved (one sequential,
+one parallel, ...) so machine noise hits both alike; the table shows the
+medians and the ratio sequential / parallel (above 1: parallel is faster).
+
+    python benchmarks/parallel.py [--runs 20] [--inter-op 2] [--intra-op 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def two_matmul_branches(n: int = 768, depth: int = 4) -> bytes:
+    """x -> (MatMul x depth) -> a ; x -> (MatMul x depth) -> b ; y = a + b."""
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+    for br in "ab":
+        prev = "x"
+        for d in range(depth):
+            w = f"w{br}{d}"
+            inits.append(numpy_helper.from_array(rng.standard_normal((n, n), np.float32) / n, w))
+            out = f"{br}{d}"
+            nodes.append(helper.make_node("MatMul", [prev, w], [out], name=f"mm_{br}{d}"))
+            prev = out
+    nodes.append(helper.make_node("Add", [f"a{depth - 1}", f"b{depth - 1}"], ["y"], name="add"))
+    graph = helper.make_graph(
+        nodes,
+        "two_branches",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, n])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model.SerializeToString()
+
+
+def feeds_for(sess) -> dict[str, np.ndarray]:
+    out = {}
+    for a in sess.get_inputs():
+        shape = [d if isinstance(d, int) else 1 for d in a.shape]
+        n = int(np.prod(shape))
+        out[a.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
+    return out
+
+
+def main() -> None:
+    """Run the comparison and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--inter-op", type=int, default=2)
+    parser.add_argument("--intra-op", type=int, default=1)
+    args = parser.parse_args()
+
+    import ortcore
+
+    light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    models: list[tuple[str, bytes | str]] = [
+        (p.stem, str(p)) for p in sorted(light.glob("light_inception*.onnx"))
+    ]
+    models.append(("two_matmul_branches", two_matmul_branches()))
+    print(f"inter_op_num_threads={args.inter_op} intra_op_num_threads={args.intra_op}")
+    print(f"{'model':<24} {'sequential ms':>14} {'parallel ms':>12} {'seq/par':>8}")
+    for name, model in models:
+        sessions = []
+        for mode in (ortcore.ExecutionMode.ORT_SEQUENTIAL, ortcore.ExecutionMode.ORT_PARALLEL):
+            so = ortcore.SessionOptions()
+            so.execution_mode = mode
+            so.inter_op_num_threads = args.inter_op
+            so.intra_op_num_threads = args.intra_op
+            sessions.append(ortcore.InferenceSession(model, so, providers=["CPUExecutionProvider"]))
+        feeds = feeds_for(sessions[0])
+        ref = sessions[0].run(None, feeds)
+        got = sessions[1].run(None, feeds)
+        assert all(np.array_equal(a, b) for a, b in zip(ref, got)), name
+        times: list[list[float]] = [[], []]
+        for _ in range(args.runs):
+            for k, sess in enumerate(sessions):
+                t = time.perf_counter()
+                sess.run(None, feeds)
+                times[k].append(time.perf_counter() - t)
+        seq, par = (statistics.median(t) * 1000 for t in times)
+        print(f"{name:<24} {seq:>14.2f} {par:>12.2f} {seq / par:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+"""Graph helpers for providers: reads, cycles, fusable groups, group export.
+
+A provider that fuses nodes answers ``get_capability`` with
+:meth:`Claim.group <ep_sdk.Claim.group>` claims. :func:`group_nodes` finds
+the groups (maximal connected sets of nodes a predicate accepts whose
+contraction to one node creates no cycle), :func:`group_io` says what a group
+reads and produces, and :func:`group_model` exports it as a standalone ONNX
+model for providers that hand it to another runtime::
+
+    def get_capability(self, graph):
+        claims = ep_sdk.group_nodes(graph, lambda n: n.op_type in {"Add", "Relu"})
+        return ep_sdk.Capability(claims=claims)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import onnx
+import onnx_ir as ir
+
+from .provider import Claim
+
+if TYPE_CHECKING:
+    from .capability import GraphContext
+
+__all__ = [
+    "consumers_of",
+    "creates_cycle",
+    "group_io",
+    "group_model",
+    "group_nodes",
+    "node_reads",
+    "outer_values",
+    "subgraphs",
+]
+
+
+def subgraphs(node: ir.Node) -> list[ir.Graph]:
+    """The graphs held in the node's attributes (``If`` branches, ``Loop`` bodies)."""
+    out: list[ir.Graph] = []
+    for attr in node.attributes.values():
+        if attr.type == ir.AttributeType.GRAPH:
+            out.append(attr.value)
+        elif attr.type == ir.AttributeType.GRAPHS:
+            out.extend(attr.value)
+    return out
+
+
+def outer_values(graph: ir.Graph) -> list[ir.Value]:
+    """Values ``graph`` (or its subgraphs) reads from enclosing scopes, in first-use order."""
+    defined: set[ir.Value] = set(graph.inputs) | set(graph.initializers.values())
+    for node in graph:
+        defined.update(node.outputs)
+    seen: dict[ir.Value, None] = {}
+    for node in graph:
+        for v in node_reads(node):
+            if v not in defined:
+                seen.setdefault(v, None)
+    return list(seen)
+
+
+def node_reads(node: ir.Node) -> list[ir.Value]:
+    """Explicit inputs of ``node`` followed by the outer values its subgraphs read."""
+    reads = [v for v in node.inputs if v is not None]
+    for g in subgraphs(node):
+        for v in outer_values(g):
+            if v not in reads:
+                reads.append(v)
+    return reads
+
+
+def consumers_of(graph: ir.Graph) -> dict[ir.Value, list[ir.Node]]:
+    """Nodes of ``graph`` reading each value, counting reads inside their subgraphs."""
+    out: dict[ir.Value, list[ir.Node]] = {}
+    for node in graph:
+        for v in node_reads(node):
+            out.setdefault(v, []).append(node)
+    return out
+
+
+def creates_cycle(
+    group: Iterable[ir.Node],
+    consumers: Mapping[ir.Value, Sequence[ir.Node]],
+    contracted: Mapping[ir.Node, Sequence[ir.Node]] | None = None,
+) -> bool:
+    """Would contracting ``group`` into one node create a cycle?
+
+    It would if a path leaves the group and comes back into it.
+
+    Args:
+        group: the nodes to contract.
+        consumers: the graph's readers of each value (:func:`consumers_of`).
+        contracted: other groups already contracted (node -> its group's
+            nodes); a path reaching one member continues from all of them.
+    """
+    members = set(group)
+    others = contracted or {}
+    frontier = [
+        user
+        for n in members
+        for out in n.outputs
+        for user in consumers.get(out, ())
+        if user not in members
+    ]
+    seen: set[ir.Node] = set()
+    while frontier:
+        n = frontier.pop()
+        if n in seen:
+            continue
+        seen.update(others.get(n, (n,)))
+        for m in others.get(n, (n,)):
+            for out in m.outputs:
+                for user in consumers.get(out, ()):
+                    if user in members:
+                        return True
+                    frontier.append(user)
+    return False
+
+
+def group_nodes(
+    graph: GraphContext,
+    predicate: Callable[[ir.Node], bool],
+    *,
+    min_size: int = 1,
+    name: str = "",
+) -> list[Claim]:
+    """Group the free nodes ``predicate`` accepts into fusable claims.
+
+    Nodes are visited in topological order; each accepted node joins the
+    groups of the accepted nodes it reads from, as long as contracting the
+    result creates no cycle (a path that leaves the group and comes back).
+    Every group is connected through data edges and is as large as this
+    greedy merge allows; every returned claim passes the core's validation.
+
+    Args:
+        graph: the view ``get_capability`` received.
+        predicate: which nodes may be fused (e.g. by op type and dtype).
+        min_size: drop groups with fewer nodes (the provider may then claim
+            those nodes one by one, or decline them).
+        name: prefix of the claims' names (``""``: the core names them).
+
+    Returns:
+        one :class:`~ep_sdk.Claim` with ``fused=True`` per group, in
+        topological order of their first nodes.
+    """
+    consumers = consumers_of(graph.graph)
+    group_of: dict[ir.Node, list[ir.Node]] = {}
+    groups: list[list[ir.Node]] = []
+    for node in graph.nodes:
+        if not predicate(node):
+            continue
+        current: list[ir.Node] = [node]
+        candidates: list[list[ir.Node]] = []
+        for v in node_reads(node):
+            producer = v.producer()
+            g = group_of.get(producer) if producer is not None else None
+            if g is not None and all(g is not c for c in candidates):
+                candidates.append(g)
+        for g in candidates:
+            merged = g + current
+            # Check against every group formed so far contracted, so that two
+            # groups never end up reading each other.
+            if not creates_cycle(merged, consumers, group_of):
+                current = merged
+                groups[:] = [x for x in groups if x is not g]
+        groups.append(current)
+        for n in current:
+            group_of[n] = current
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    out: list[Claim] = []
+    for g in sorted(groups, key=lambda g: min(order[n] for n in g)):
+        if len(g) < min_size:
+            continue
+        nodes = sorted(g, key=order.__getitem__)
+        out.append(Claim.group(nodes, name=f"{name}_{len(out)}" if name else ""))
+    return out
+
+
+def group_io(
+    graph: ir.Graph, nodes: Iterable[ir.Node]
+) -> tuple[list[ir.Node], list[ir.Value], list[ir.Value]]:
+    """What a group of nodes of ``graph`` reads and produces.
+
+    Returns:
+        the nodes in graph order; the values it reads from outside (graph
+        inputs, initializers, other nodes' outputs) in first-use order; and
+        the values it produces that are read outside it or are graph
+        outputs, in production order.
+    """
+    members = set(nodes)
+    ordered = [n for n in graph if n in members]
+    produced = [v for n in ordered for v in n.outputs]
+    produced_set = set(produced)
+    inputs: list[ir.Value] = []
+    for n in ordered:
+        for v in n.inputs:
+            if v is not None and v not in produced_set and v not in inputs:
+                inputs.append(v)
+    graph_outputs = set(graph.outputs)
+    outputs = [
+        v for v in produced if v in graph_outputs or any(u.node not in members for u in v.uses())
+    ]
+    return ordered, inputs, outputs
+
+
+def group_model(
+    name: str,
+    nodes: Sequence[ir.Node],
+    inputs: Sequence[ir.Value],
+    outputs: Sequence[ir.Value],
+    opsets: Mapping[str, int],
+) -> onnx.ModelProto:
+    """Export a group of nodes as a standalone ONNX model.
+
+    This is what :attr:`FusedGroup.model <ep_sdk.FusedGroup.model>` holds;
+    call it yourself (with :func:`group_io`) to try a group on another runtime
+    already in ``get_capability``.
+
+    Args:
+        name: the graph's name.
+        nodes: the nodes, in topological order.
+        inputs: the model's inputs (the values the group reads).
+        outputs: the model's outputs.
+        opsets: opset version per domain.
+    """
+
+    def info(v: ir.Value) -> onnx.ValueInfoProto:
+        elem = int(v.dtype) if v.dtype is not None else 0
+        dims = None if v.shape is None else [d if isinstance(d, int) else None for d in v.shape]
+        return onnx.helper.make_tensor_value_info(v.name or "", elem, dims)
+
+    graph = onnx.helper.make_graph(
+        [ir.serde.serialize_node(n) for n in nodes],
+        name,
+        [info(v) for v in inputs],
+        [info(v) for v in outputs],
+    )
+    return onnx.helper.make_model(
+        graph,
+        opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in opsets.items()],
+    )

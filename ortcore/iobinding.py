@@ -1,0 +1,148 @@
+"""``IOBinding``: inputs and outputs bound ahead of a run, on the host or a device.
+
+Values bound on a provider's device stay there: the session runs a plan
+variant whose inputs arrive on that device and whose outputs are handed back
+on the device they were bound to, so no copy is made on the way in or out.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+
+from ep_sdk import Device
+
+from .errors import InvalidArgument
+from .ortvalue import OrtValue, device_of, numpy_dtype
+
+if TYPE_CHECKING:
+    from .session import InferenceSession
+
+__all__ = ["IOBinding"]
+
+
+def _array_at(buffer_ptr: int, element_type: Any, shape: Sequence[int]) -> np.ndarray:
+    """A numpy view of host memory at ``buffer_ptr`` (as onnxruntime binds raw pointers)."""
+    dtype = numpy_dtype(element_type)
+    dims = [int(d) for d in shape]
+    count = int(np.prod(dims)) if dims else 1
+    raw = (ctypes.c_byte * (count * dtype.itemsize)).from_address(int(buffer_ptr))
+    return np.frombuffer(cast(Any, raw), dtype=dtype, count=count).reshape(dims)
+
+
+class IOBinding:
+    """Inputs and outputs bound to a session (``onnxruntime.IOBinding``).
+
+    Create with ``session.io_binding()``, bind, then
+    ``session.run_with_iobinding(binding)``.
+    """
+
+    def __init__(self, session: InferenceSession) -> None:
+        self._session = session
+        self._inputs: dict[str, OrtValue] = {}
+        self._outputs: dict[str, tuple[Device, OrtValue | None]] = {}
+        self._results: list[OrtValue] = []
+
+    # -- inputs ------------------------------------------------------------
+
+    def bind_cpu_input(self, name: str, arr_on_cpu: Any) -> None:
+        """Bind a numpy array as input ``name``."""
+        self.bind_ortvalue_input(name, OrtValue.ortvalue_from_numpy(arr_on_cpu))
+
+    def bind_input(
+        self,
+        name: str,
+        device_type: Any,
+        device_id: int = 0,
+        element_type: Any = None,
+        shape: Sequence[int] | None = None,
+        buffer_ptr: int | None = None,
+    ) -> None:
+        """Bind input ``name`` to memory at ``buffer_ptr`` (host memory), or to an
+        :class:`OrtValue` given in place of ``device_type``."""
+        if isinstance(device_type, OrtValue):
+            self.bind_ortvalue_input(name, device_type)
+            return
+        device = device_of(device_type, device_id)
+        if buffer_ptr is None or element_type is None or shape is None:
+            raise InvalidArgument(
+                f"bind_input({name!r}): give element_type, shape and buffer_ptr, or an OrtValue"
+            )
+        if not device.is_host:
+            raise InvalidArgument(
+                f"bind_input({name!r}): a raw pointer into {device} memory cannot be bound; "
+                "bind an OrtValue created on that device instead"
+            )
+        self.bind_ortvalue_input(name, OrtValue(_array_at(buffer_ptr, element_type, shape)))
+
+    def bind_ortvalue_input(self, name: str, ortvalue: OrtValue) -> None:
+        """Bind an :class:`OrtValue` (host or device) as input ``name``."""
+        self._session._check_input_name(name)
+        if not isinstance(ortvalue, OrtValue):
+            raise InvalidArgument(f"bind_ortvalue_input({name!r}) takes an OrtValue")
+        self._inputs[name] = ortvalue
+
+    # -- outputs -----------------------------------------------------------
+
+    def bind_output(
+        self,
+        name: str,
+        device_type: Any = "cpu",
+        device_id: int = 0,
+        element_type: Any = None,
+        shape: Sequence[int] | None = None,
+        buffer_ptr: int | None = None,
+    ) -> None:
+        """Bind output ``name``: produced on ``device_type`` (the host by default),
+        or written into host memory at ``buffer_ptr``."""
+        if isinstance(device_type, OrtValue):
+            self.bind_ortvalue_output(name, device_type)
+            return
+        self._session._check_output_name(name)
+        device = device_of(device_type, device_id)
+        if buffer_ptr is None:
+            self._outputs[name] = (device, None)
+            return
+        if element_type is None or shape is None:
+            raise InvalidArgument(f"bind_output({name!r}): buffer_ptr needs element_type and shape")
+        if not device.is_host:
+            raise InvalidArgument(
+                f"bind_output({name!r}): a raw pointer into {device} memory cannot be bound; "
+                "bind an OrtValue created on that device instead"
+            )
+        self._outputs[name] = (device, OrtValue(_array_at(buffer_ptr, element_type, shape)))
+
+    def bind_ortvalue_output(self, name: str, ortvalue: OrtValue) -> None:
+        """Bind output ``name`` to a preallocated :class:`OrtValue`; runs write into it."""
+        self._session._check_output_name(name)
+        if not isinstance(ortvalue, OrtValue):
+            raise InvalidArgument(f"bind_ortvalue_output({name!r}) takes an OrtValue")
+        self._outputs[name] = (ortvalue.device, ortvalue)
+
+    # -- results -----------------------------------------------------------
+
+    def synchronize_inputs(self) -> None:
+        """Wait until bound inputs are ready (ortcore copies synchronously: nothing to do)."""
+
+    def synchronize_outputs(self) -> None:
+        """Wait until outputs are ready (ortcore runs synchronously: nothing to do)."""
+
+    def get_outputs(self) -> list[OrtValue]:
+        """The last run's outputs, in the order they were bound."""
+        return list(self._results)
+
+    def copy_outputs_to_cpu(self) -> list[np.ndarray]:
+        """The last run's outputs as numpy arrays."""
+        return [v.numpy() for v in self._results]
+
+    def clear_binding_inputs(self) -> None:
+        """Forget every bound input."""
+        self._inputs.clear()
+
+    def clear_binding_outputs(self) -> None:
+        """Forget every bound output (and the last results)."""
+        self._outputs.clear()
+        self._results = []

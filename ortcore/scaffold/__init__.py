@@ -1,0 +1,83 @@
+"""``ortcore ep new NAME``: write a provider package to start from.
+
+The package has a ``pyproject.toml`` with the ``ortcore.providers`` entry
+point, a provider with one kernel (Relu), tests that check the kernel against
+onnx's reference evaluator and run a subset of the conformance suite, and a
+README. ``pip install`` it and ``ortcore providers`` lists it.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from importlib import resources
+from pathlib import Path
+
+__all__ = ["new_provider", "provider_names"]
+
+# template file -> path in the package ({package} is replaced)
+_FILES = {
+    "pyproject.toml.tmpl": "pyproject.toml",
+    "README.md.tmpl": "README.md",
+    "__init__.py.tmpl": "{package}/__init__.py",
+    "plugin.py.tmpl": "{package}/plugin.py",
+    "provider.py.tmpl": "{package}/provider.py",
+    "test_provider.py.tmpl": "tests/test_provider.py",
+}
+
+
+def provider_names(name: str) -> dict[str, str]:
+    """The names a provider called ``name`` gets.
+
+    ``my-ep`` gives alias ``my-ep``, distribution ``ortcore-my-ep``, package
+    ``ortcore_my_ep`` and class ``MyEpExecutionProvider``.
+
+    Raises:
+        ValueError: ``name`` is not letters, digits, ``-`` and ``_``
+            starting with a letter.
+    """
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", name):
+        raise ValueError(
+            f"provider name {name!r}: use letters, digits, '-' and '_', starting with a letter"
+        )
+    alias = name.lower()
+    words = re.split(r"[-_]+", name)
+    stem = "".join(w[:1].upper() + w[1:] for w in words if w)
+    if stem.lower().endswith("executionprovider"):
+        stem = stem[: -len("executionprovider")] or stem
+    package = "ortcore_" + re.sub(r"[-]+", "_", alias)
+    if keyword.iskeyword(package):
+        raise ValueError(f"provider name {name!r} makes a Python keyword")
+    return {
+        "name": alias,
+        "class": f"{stem}ExecutionProvider",
+        "dist": "ortcore-" + alias.replace("_", "-"),
+        "package": package,
+    }
+
+
+def new_provider(name: str, directory: str | Path | None = None) -> Path:
+    """Write a provider package for ``name`` and return its folder.
+
+    Args:
+        name: the provider's short name (its alias), e.g. ``myep``.
+        directory: where to write it (default ``./ortcore-NAME``); it must
+            not exist or be empty.
+
+    Raises:
+        ValueError: a bad name.
+        FileExistsError: ``directory`` exists and is not empty.
+    """
+    names = provider_names(name)
+    root = Path(directory) if directory is not None else Path(names["dist"])
+    if root.exists() and any(root.iterdir()):
+        raise FileExistsError(f"{root} exists and is not empty; choose another --dir")
+    template = resources.files(__name__) / "template"
+    for source, target in _FILES.items():
+        text = (template / source).read_text(encoding="utf-8")
+        for key, value in names.items():
+            text = text.replace("{{" + key + "}}", value)
+        path = root / target.format(package=names["package"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
