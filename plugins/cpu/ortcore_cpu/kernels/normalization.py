@@ -10,10 +10,13 @@ import numpy as np
 from ep_sdk import Compute, NodeInfo
 
 from .._ext import elementwise as ext
+from .._ext import rowwise
 from . import registry
 from ._common import DT, FLOATS, f32_contiguous, normalize_axis, thread_count, threads_for
 
 _FLOATS_BF16 = FLOATS | {DT.BFLOAT16}
+_FAST = (np.dtype(np.float32), np.dtype(np.float64))
+"""Dtypes of the Cython row-wise kernels."""
 
 
 def _channel_view(x: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -118,11 +121,15 @@ def layer_norm(info: NodeInfo) -> Compute:
     eps = float(info.attrs.get("epsilon", 1e-5))
     stash = int(info.attrs.get("stash_type", 1))
     n_out = info.num_outputs
+    threads = thread_count(info)
 
     def compute(
         x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None
     ) -> tuple[np.ndarray, ...]:
         axis = normalize_axis(axis_attr, x.ndim)
+        fast = _layer_norm_fast(x, scale, bias, axis, eps, threads)
+        if fast is not None:
+            return fast[:n_out]
         axes = tuple(range(axis, x.ndim))
         work = _stash(x, stash)
         mean = work.mean(axis=axes, keepdims=True)
@@ -136,6 +143,33 @@ def layer_norm(info: NodeInfo) -> Compute:
         return outs[:n_out]
 
     return compute
+
+
+def _layer_norm_fast(
+    x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axis: int, eps: float, threads: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """LayerNormalization of a float32/float64 ``x`` whose scale and bias have
+    the normalized shape (or a suffix of it), in Cython; None if not such a case."""
+    tail = x.shape[axis:]
+    if x.dtype not in _FAST or x.size == 0:
+        return None
+    for p in (scale, bias):
+        if p is not None and (p.dtype != x.dtype or p.shape != tail[len(tail) - p.ndim :]):
+            return None
+        if p is not None and p.size != math.prod(tail):
+            return None
+    rows = math.prod(x.shape[:axis])
+    flat = np.ascontiguousarray(x).reshape(rows, -1)
+    out = np.empty(x.shape, x.dtype)
+    stat_shape = (*x.shape[:axis], *([1] * len(tail)))
+    mean = np.empty(stat_shape, x.dtype)
+    inv_std = np.empty(stat_shape, x.dtype)
+    b = None if bias is None else np.ascontiguousarray(bias).reshape(-1)
+    rowwise.layer_norm(
+        flat, np.ascontiguousarray(scale).reshape(-1), b, out.reshape(rows, -1),
+        mean.reshape(-1), inv_std.reshape(-1), eps, threads_for(x.size // 4, threads),
+    )  # fmt: skip
+    return out, mean, inv_std
 
 
 def _stash(x: np.ndarray, stash: int) -> np.ndarray:
@@ -284,6 +318,7 @@ def softmax(info: NodeInfo) -> Compute:
     log = info.op_type == "LogSoftmax"
     axis_attr = int(info.attrs.get("axis", -1 if info.opset >= 13 else 1))
     coerce = info.opset < 13
+    threads = thread_count(info)
 
     def compute(x: np.ndarray) -> tuple[np.ndarray]:
         if x.size == 0:
@@ -291,6 +326,12 @@ def softmax(info: NodeInfo) -> Compute:
         if x.ndim == 0:
             return (_softmax(x.reshape(1), 0, log).reshape(()),)
         axis = normalize_axis(axis_attr, x.ndim)
+        if x.dtype in _FAST and (coerce or axis == x.ndim - 1):
+            rows = math.prod(x.shape[:axis]) if coerce else x.size // x.shape[-1]
+            out = np.empty(x.shape, x.dtype)
+            flat = np.ascontiguousarray(x).reshape(rows, -1)
+            rowwise.softmax(flat, out.reshape(rows, -1), log, threads_for(x.size, threads))
+            return (out,)
         if coerce:
             rows = math.prod(x.shape[:axis])
             flat = x.reshape(rows, -1)

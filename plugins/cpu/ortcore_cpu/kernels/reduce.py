@@ -17,8 +17,18 @@ import ml_dtypes
 import numpy as np
 from ep_sdk import Compute, NodeInfo
 
+from .._ext import rowwise
 from . import registry
-from ._common import DT, FLOATS, NUMERIC, int_list, normalize_axes, normalize_axis
+from ._common import (
+    DT,
+    FLOATS,
+    NUMERIC,
+    int_list,
+    normalize_axes,
+    normalize_axis,
+    thread_count,
+    threads_for,
+)
 
 _BF16_NP = np.dtype(ml_dtypes.bfloat16)
 
@@ -112,6 +122,34 @@ _REDUCE: dict[str, _ReduceFn] = {
     "ReduceProd": _prod,
 }
 
+_FAST_OPS = {
+    "ReduceSum": rowwise.SUM,
+    "ReduceMean": rowwise.MEAN,
+    "ReduceMax": rowwise.MAX,
+    "ReduceMin": rowwise.MIN,
+}
+_FAST_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _reduce_fast(
+    x: np.ndarray, axes: tuple[int, ...], keep: bool, op: int, threads: int
+) -> np.ndarray | None:
+    """Float32/float64 reduction over the last axis or over all axes, in
+    Cython; None for other cases (other axes, dtypes, empty reductions)."""
+    if x.dtype not in _FAST_TYPES or x.size == 0 or not axes:
+        return None
+    nthreads = threads_for(x.size // 8, threads)  # cheap per element: 8x the grain
+    if len(axes) == x.ndim:
+        value = rowwise.reduce_all(np.ascontiguousarray(x).reshape(-1), op, nthreads)
+        return np.full((1,) * x.ndim if keep else (), value, x.dtype)
+    if axes != (x.ndim - 1,):
+        return None
+    out = np.empty(x.shape[:-1], x.dtype)
+    flat = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    rowwise.reduce_rows(flat, out.reshape(-1), op, nthreads)
+    return out[..., None] if keep else out
+
+
 _BF16 = frozenset({DT.BFLOAT16})
 _MAXMIN_12 = NUMERIC  # 8-bit integers join at opset 12
 _MAXMIN_20 = NUMERIC | {DT.BOOL} | _BF16
@@ -122,6 +160,8 @@ def _reduce_builder(info: NodeInfo, axes_from_input: bool) -> Compute:
     keep = bool(info.attrs.get("keepdims", 1))
     noop = bool(info.attrs.get("noop_with_empty_axes", 0)) if axes_from_input else False
     axes_attr = info.attrs.get("axes")
+    fast_op = _FAST_OPS.get(info.op_type)
+    threads = thread_count(info)
 
     def compute(x: np.ndarray, axes_in: np.ndarray | None = None) -> tuple[np.ndarray]:
         axes_list = int_list(axes_in) if axes_from_input else int_list(axes_attr)
@@ -131,6 +171,10 @@ def _reduce_builder(info: NodeInfo, axes_from_input: bool) -> Compute:
             axes = tuple(range(x.ndim))
         else:
             axes = normalize_axes(axes_list, x.ndim)
+        if fast_op is not None:
+            fast = _reduce_fast(x, tuple(sorted(axes)), keep, fast_op, threads)
+            if fast is not None:
+                return (fast,)
         # bfloat16 is reduced in float32.
         work = x.astype(np.float32) if x.dtype == _BF16_NP else x
         out = fn(work, axes, keep)

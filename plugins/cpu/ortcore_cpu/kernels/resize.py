@@ -3,7 +3,8 @@ interpolation, optionally antialiased when downsampling.
 
 Interpolation is separable: the input is resized one axis at a time, each
 with vectorized gathers and a (output, taps) weight matrix (no per-element
-loops).
+loops). Float32/float64 NCHW inputs resized on H and W only run in Cython
+(both axes in one pass, any tap count).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import math
 import numpy as np
 from ep_sdk import Compute, NodeInfo
 
+from .._ext import resize as ext
 from . import registry
-from ._common import FLOATS, NUMERIC, normalize_axes
+from ._common import FLOATS, NUMERIC, normalize_axes, thread_count, threads_for
 
 _HOST = {1: "host", 2: "host", 3: "host"}
 
@@ -97,6 +99,7 @@ class _Resizer:
     """The attributes of one Resize node."""
 
     def __init__(self, info: NodeInfo) -> None:
+        self.threads = thread_count(info)
         a = info.attrs
         self.mode = a.get("mode", "nearest")
         if info.opset < 11:
@@ -141,6 +144,9 @@ class _Resizer:
         if roi is not None and roi.size and self.coord_mode == "tf_crop_and_resize":
             r = [float(v) for v in roi]
             roi_pairs = [(r[i], r[i + len(axes)]) for i in range(len(axes))]
+        fast = self._resize_2d(x, axes, out_sizes, factors)
+        if fast is not None:
+            return fast
         work = x.astype(np.float32) if x.dtype in (np.float16,) else x
         if work.dtype.kind in "iub":
             work = work.astype(np.float64)
@@ -153,6 +159,55 @@ class _Resizer:
             work = np.clip(np.rint(work), info.min, info.max)
         return work.astype(x.dtype, copy=False)
 
+    def _taps(self, coord: np.ndarray, n: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
+        """Clamped source indices and weights, both (out_len, taps), of an
+        axis of length ``n`` (one tap of weight 1 per output for nearest)."""
+        if self.mode == "nearest":
+            idx = np.clip(_nearest_index(coord, self.nearest_mode), 0, n - 1).astype(np.intp)
+            return idx[:, None], np.ones((len(idx), 1))
+        taps, weights = _filter_taps(coord, self.mode, scale, self.cubic_a, self.antialias)
+        if self.exclude_outside:
+            weights = np.where((taps >= 0) & (taps < n), weights, 0.0)
+            total = weights.sum(axis=1, keepdims=True)
+            weights /= np.where(total == 0, 1.0, total)
+        return np.clip(taps, 0, n - 1), weights
+
+    def _resize_2d(
+        self, x: np.ndarray, axes: tuple[int, ...], out_sizes: list[int], factors: list[float]
+    ) -> np.ndarray | None:
+        """Resize of a float32/float64 4-D ``x`` on its last two axes only, in
+        Cython; None for other cases."""
+        if x.ndim != 4 or x.dtype not in (np.float32, np.float64) or x.size == 0:
+            return None
+        if self.coord_mode == "tf_crop_and_resize":
+            return None
+        plan = {a: (n, 1.0) for a, n in enumerate(x.shape)}
+        plan.update({a: (o, f) for a, o, f in zip(axes, out_sizes, factors, strict=True)})
+        if any(plan[a] != (x.shape[a], 1.0) for a in (0, 1)):
+            return None
+        taps = []
+        for a in (2, 3):
+            out_len, f = plan[a]
+            n = x.shape[a]
+            if out_len == n and f == 1.0:
+                idx, w = np.arange(n, dtype=np.intp)[:, None], np.ones((n, 1))
+            else:
+                idx, w = self._taps(_source_coords(out_len, n, f, self.coord_mode, None), n, f)
+            taps.append((np.ascontiguousarray(idx, np.intp), np.ascontiguousarray(w, x.dtype)))
+        (ty, wy), (tx, wx) = taps
+        out = np.empty((*x.shape[:2], ty.shape[0], tx.shape[0]), x.dtype)
+        if out.size == 0:
+            return out
+        planes = x.shape[0] * x.shape[1]
+        src = np.ascontiguousarray(x).reshape(planes, *x.shape[2:])
+        dst = out.reshape(planes, *out.shape[2:])
+        nthreads = threads_for(out.size, self.threads)
+        if self.mode == "nearest":
+            ext.resize_nearest(src, ty[:, 0].copy(), tx[:, 0].copy(), dst, nthreads)
+        else:
+            ext.resize_taps(src, ty, wy, tx, wx, dst, nthreads)
+        return out
+
     def _resize_axis(
         self, x: np.ndarray, axis: int, out_len: int, scale: float, roi: tuple[float, float] | None
     ) -> np.ndarray:
@@ -161,15 +216,9 @@ class _Resizer:
         shape = [1] * x.ndim
         shape[axis] = out_len
         if self.mode == "nearest":
-            idx = np.clip(_nearest_index(coord, self.nearest_mode), 0, n - 1).astype(np.intp)
-            out = np.take(x, idx, axis=axis)
+            out = np.take(x, self._taps(coord, n, scale)[0][:, 0], axis=axis)
         else:
-            taps, weights = _filter_taps(coord, self.mode, scale, self.cubic_a, self.antialias)
-            if self.exclude_outside:
-                weights = np.where((taps >= 0) & (taps < n), weights, 0.0)
-                total = weights.sum(axis=1, keepdims=True)
-                weights /= np.where(total == 0, 1.0, total)
-            taps = np.clip(taps, 0, n - 1)
+            taps, weights = self._taps(coord, n, scale)
             out = np.zeros((*x.shape[:axis], out_len, *x.shape[axis + 1 :]), x.dtype)
             for k in range(taps.shape[1]):
                 w = weights[:, k].astype(x.dtype).reshape(shape)

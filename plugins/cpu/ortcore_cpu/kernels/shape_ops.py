@@ -15,8 +15,17 @@ import numpy as np
 from ep_sdk import Compute, NodeInfo
 from onnx_ir import DataType
 
+from .._ext import movement
 from . import registry
-from ._common import BOOL, FLOATS, int_list, normalize_axes, normalize_axis
+from ._common import (
+    BOOL,
+    FLOATS,
+    int_list,
+    normalize_axes,
+    normalize_axis,
+    thread_count,
+    threads_for,
+)
 
 
 def _reshape(x: np.ndarray, shape: list[int], allowzero: bool) -> np.ndarray:
@@ -110,6 +119,70 @@ def unsqueeze(info: NodeInfo) -> Compute:
     return lambda x, axes: (_unsqueeze(x, int_list(axes)),)
 
 
+_CHEAP = 8
+"""Copies are memory-bound: a thread is worth waking for 8x the usual grain."""
+
+
+def _as_bytes(x: np.ndarray) -> np.ndarray:
+    """The bytes of a C-contiguous array as a flat uint8 view."""
+    return x.reshape(-1).view(np.uint8)
+
+
+def _simplify(shape: tuple[int, ...], perm: list[int]) -> tuple[list[int], list[int]]:
+    """Drop unit dims and merge input dims that stay adjacent under ``perm``;
+    returns the reduced input shape and permutation (same data movement)."""
+    keep = [p for p in perm if shape[p] != 1]
+    groups: list[list[int]] = []
+    for p in keep:
+        if groups and groups[-1][-1] + 1 == p:
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    order = sorted(range(len(groups)), key=lambda g: groups[g][0])
+    new_shape = [math.prod(shape[d] for d in groups[g]) for g in order]
+    rank_of = {g: i for i, g in enumerate(order)}
+    return new_shape, [rank_of[g] for g in range(len(groups))]
+
+
+def _transpose(x: np.ndarray, perm: list[int], threads: int) -> np.ndarray:
+    """Contiguous ``x.transpose(perm)``: a tiled Cython copy for fixed-size
+    element types, numpy otherwise."""
+    out_shape = tuple(x.shape[p] for p in perm)
+    if x.dtype.hasobject or x.size == 0 or x.ndim < 2:
+        return np.ascontiguousarray(np.transpose(x, perm))
+    shape, p = _simplify(x.shape, perm)
+    if p == list(range(len(p))):
+        return np.array(x, order="C").reshape(out_shape)
+    if len(p) > 8:
+        return np.ascontiguousarray(np.transpose(x, perm))
+    out = np.empty(out_shape, x.dtype)
+    src = np.ascontiguousarray(x)
+    nthreads = threads_for(x.size // _CHEAP, threads)
+    movement.transpose(_as_bytes(src), _as_bytes(out), shape, p, x.itemsize, nthreads)
+    return out
+
+
+def _concat(xs: tuple[np.ndarray, ...], axis: int, threads: int) -> np.ndarray:
+    """``np.concatenate(xs, axis)``; inputs of one fixed-size dtype are copied
+    as parallel contiguous blocks in Cython."""
+    first = xs[0]
+    if first.dtype.hasobject or any(x.dtype != first.dtype for x in xs):
+        return np.concatenate(xs, axis=axis)
+    if any(x.ndim != first.ndim or x.shape[:axis] != first.shape[:axis] for x in xs):
+        return np.concatenate(xs, axis=axis)
+    if any(x.shape[axis + 1 :] != first.shape[axis + 1 :] for x in xs):
+        return np.concatenate(xs, axis=axis)
+    out_shape = list(first.shape)
+    out_shape[axis] = sum(x.shape[axis] for x in xs)
+    out = np.empty(out_shape, first.dtype)
+    outer = math.prod(first.shape[:axis])
+    if out.size == 0:
+        return out
+    parts = [_as_bytes(np.ascontiguousarray(x)) for x in xs]
+    movement.concat(parts, _as_bytes(out), outer, threads_for(out.size // _CHEAP, threads))
+    return out
+
+
 @registry.kernel("Transpose", since=1, until=12)
 @registry.kernel("Transpose", since=13, until=20)
 @registry.kernel("Transpose", since=21, until=22)
@@ -119,10 +192,13 @@ def unsqueeze(info: NodeInfo) -> Compute:
 def transpose(info: NodeInfo) -> Compute:
     """Permute dims (default: reverse them); the result is contiguous."""
     perm = info.attrs.get("perm")
+    threads = thread_count(info)
 
     def compute(x: np.ndarray) -> tuple[np.ndarray]:
-        p = list(perm) if perm else list(range(x.ndim))[::-1]
-        return (np.ascontiguousarray(np.transpose(x, p)),)
+        p = [normalize_axis(int(a), x.ndim) for a in perm] if perm else list(range(x.ndim))[::-1]
+        if sorted(p) != list(range(x.ndim)):
+            raise ValueError(f"{info.describe()}: perm {p} is not a permutation of rank {x.ndim}")
+        return (_transpose(x, p, threads),)
 
     return compute
 
@@ -134,10 +210,11 @@ def transpose(info: NodeInfo) -> Compute:
 def concat(info: NodeInfo) -> Compute:
     """Join inputs along ``axis`` (default 1 before opset 4; negative from 11)."""
     axis_attr = int(info.attrs.get("axis", 1))
+    threads = thread_count(info)
 
     def compute(*xs: np.ndarray) -> tuple[np.ndarray]:
         axis = normalize_axis(axis_attr, xs[0].ndim)
-        return (np.concatenate(xs, axis=axis),)
+        return (_concat(xs, axis, threads),)
 
     return compute
 
