@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from light_models import feeds_for
 from onnx import TensorProto, helper, numpy_helper
 
 
@@ -44,15 +45,6 @@ def two_matmul_branches(n: int = 768, depth: int = 4) -> bytes:
     return model.SerializeToString()
 
 
-def feeds_for(sess) -> dict[str, np.ndarray]:
-    out = {}
-    for a in sess.get_inputs():
-        shape = [d if isinstance(d, int) else 1 for d in a.shape]
-        n = int(np.prod(shape))
-        out[a.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
-    return out
-
-
 def main() -> None:
     """Run the comparison and print the table."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -78,7 +70,7 @@ def main() -> None:
             so.inter_op_num_threads = args.inter_op
             so.intra_op_num_threads = args.intra_op
             sessions.append(ortcore.InferenceSession(model, so, providers=["CPUExecutionProvider"]))
-        feeds = feeds_for(sessions[0])
+        feeds = feeds_for(sessions[0].get_inputs())
         ref = sessions[0].run(None, feeds)
         got = sessions[1].run(None, feeds)
         assert all(np.array_equal(a, b) for a, b in zip(ref, got)), name
