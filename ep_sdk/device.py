@@ -32,10 +32,14 @@ class DeviceTensor(Protocol):
     """
 
     @property
-    def shape(self) -> tuple[int, ...]: ...
+    def shape(self) -> tuple[int, ...]:
+        """The tensor's dims."""
+        ...
 
     @property
-    def dtype(self) -> Any: ...
+    def dtype(self) -> Any:
+        """The numpy dtype its elements have on the host."""
+        ...
 
 
 @runtime_checkable
