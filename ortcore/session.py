@@ -436,7 +436,7 @@ class InferenceSession:
         if run_options is not None and run_options.only_execute_path_to_fetches:
             plan = plan.pruned(wanted)
         results = self._execute(plan, feeds, RunContext(run_options))
-        guarded = self._constant_roots | {id(_root(f)) for f in feeds if isinstance(f, np.ndarray)}
+        guarded = (self._constant_roots, _roots_of(feeds))
         return [_as_output(results[i], guarded) for i in wanted]
 
     def io_binding(self) -> IOBinding:
@@ -498,7 +498,7 @@ class InferenceSession:
         if run_options is not None and run_options.only_execute_path_to_fetches:
             plan = plan.pruned(wanted)
         results = self._execute(plan, feeds, RunContext(run_options))
-        guarded = self._constant_roots | {id(_root(f)) for f in feeds if isinstance(f, np.ndarray)}
+        guarded = (self._constant_roots, _roots_of(feeds))
         out = []
         for i in wanted:
             d = out_devices[i]
@@ -716,15 +716,22 @@ def _root(array: np.ndarray) -> Any:
     return array
 
 
-def _as_output(value: Any, guarded: set[int]) -> Any:
+def _roots_of(feeds: Sequence[Any]) -> set[int]:
+    """Ids of the arrays owning the memory of the array feeds."""
+    return {id(_root(f)) for f in feeds if isinstance(f, np.ndarray)}
+
+
+def _as_output(value: Any, guarded: tuple[set[int], set[int]]) -> Any:
     """An output as the user gets it: never sharing memory with a feed or a constant.
 
     Kernels may return views (Reshape, Identity); handing the user a view of
     their own input, or of one of the model's initializers, would let a write
-    into the output corrupt the input or the session.
+    into the output corrupt the input or the session. ``guarded`` holds the
+    root ids of the constants and of this run's feeds.
     """
     if isinstance(value, np.ndarray):
-        if id(_root(value)) in guarded:
+        root = id(_root(value))
+        if root in guarded[0] or root in guarded[1]:
             return value.copy()
         return value
     if isinstance(value, np.generic):
