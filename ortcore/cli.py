@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -385,6 +386,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OrtcoreError as exc:
         print(f"ortcore: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (``ortcore ... | head``): stop quietly, as
+        # Python's docs advise, without a traceback at interpreter exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

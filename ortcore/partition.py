@@ -148,8 +148,12 @@ def _what_to_do(node: ir.Node, opsets: Mapping[str, int]) -> str:
             "register it with SessionOptions.register_custom_ops(op) or a plugin's "
             "ortcore_custom_ops hook; or ship it in the model as a model-local function."
         )
+    # onnx's schema table is per process: the schema may come from another
+    # session's registration, so the advice covers both missing steps.
     return (
-        f"Custom operator {op} is registered but none of this session's providers has a "
-        "kernel for it: add one with @op.kernel('<provider name>') for a provider listed "
-        "in the session."
+        f"Custom operator {op} has a schema in this process, but no provider of this "
+        "session has a kernel for it: register the op for this session with "
+        "SessionOptions.register_custom_ops(op) (or a plugin's ortcore_custom_ops hook), "
+        "and make sure it has a kernel for one of the session's providers "
+        "(@op.kernel('<provider name>'))."
     )

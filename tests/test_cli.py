@@ -149,3 +149,19 @@ def test_run_light_resnet50_across_all_providers(
     assert "FakeDeviceExecutionProvider:" in out and "CPUExecutionProvider:" in out
     assert "device copies inserted" in out
     assert "check: output 0 OK" in out
+
+
+def test_closed_pipe_ends_quietly(cpu: str) -> None:
+    """``ortcore conformance --list | head -1`` stops without a traceback."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "ortcore", "conformance", "--provider", cpu, "--list"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert first.strip()
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

@@ -87,19 +87,31 @@ def test_every_snippet_exists_and_every_example_is_shown() -> None:
 
 
 def test_smallest_provider_on_tutorial_page_works(cpu: str) -> None:
-    """The 14-line provider at the end of the tutorial runs a node."""
+    """The 15-line provider at the end of the tutorial runs a node and passes ``contract/loads``."""
+    import types
+
     import numpy as np
 
+    from conformance.contract import run_check
+    from conformance.execute import Target
     from ep_sdk.testing import check_node
+    from ortcore.plugins import default_manager
 
     page = (DOCS / "tutorial.md").read_text()
     code = page.split("## The smallest working provider")[1].split("```python")[1].split("```")[0]
-    assert len(code.strip().splitlines()) == 19  # 14 lines of code and 5 blank lines
-    namespace: dict[str, object] = {}
-    exec(compile(code, "tutorial.md", "exec"), namespace)
+    assert len(code.strip().splitlines()) == 20  # 15 lines of code and 5 blank lines
+    module = types.ModuleType("tiny_provider_from_tutorial")
+    exec(compile(code, "tutorial.md", "exec"), module.__dict__)
     x = np.array([-1.0, 3.0], np.float32)
-    (y,) = check_node(namespace["TinyExecutionProvider"], "Relu", [x], opset=14)  # type: ignore[arg-type]
+    (y,) = check_node(module.TinyExecutionProvider, "Relu", [x], opset=14)
     assert y.tolist() == [0.0, 3.0]
+    manager = default_manager()
+    manager.register_plugin(module, name=module.__name__)
+    try:
+        result = run_check("loads", Target.resolve("tiny"))
+        assert result.outcome == "passed", result.detail
+    finally:
+        manager.unregister_plugin(module.__name__)
 
 
 @pytest.mark.skipif(
