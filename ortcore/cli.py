@@ -1,4 +1,4 @@
-"""The ``ortcore`` command: ``providers``, ``run``, ``inspect``, ``bench``, ``conformance``."""
+"""The ``ortcore`` command: providers, run, inspect, bench, conformance, ep new, cache."""
 
 from __future__ import annotations
 
