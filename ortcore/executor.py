@@ -56,7 +56,15 @@ class StepInfo:
 class Plan:
     """An immutable, thread-safe execution plan for one graph."""
 
-    __slots__ = ("template", "input_slots", "output_slots", "steps", "num_slots", "_derived")
+    __slots__ = (
+        "template",
+        "input_slots",
+        "output_slots",
+        "steps",
+        "num_slots",
+        "_derived",
+        "_loop",
+    )
 
     def __init__(
         self,
@@ -70,6 +78,7 @@ class Plan:
         self.input_slots = tuple(input_slots)
         self.output_slots = tuple(output_slots)
         self.steps = tuple(steps)
+        self._loop = tuple(_loop_step(step) for step in self.steps)
         # Things computed from the plan on first use (pruned plans, the
         # parallel schedule); values depend only on the immutable plan.
         self._derived: dict[Any, Any] = {}
@@ -88,17 +97,30 @@ class Plan:
         ro = ctx.run_options
         info = None
         try:
-            for fn, ins, outs, release, wants_ctx, info in self.steps:  # noqa: B007
+            # The common shapes of a step (one or two inputs, no context, one
+            # output, nothing to release) take branches without loops or lists.
+            for fn, arity, i0, i1, ins, o0, n_out, outs, release, info in self._loop:  # noqa: B007
                 if ro is not None and ro.terminate:
                     raise RunTerminated(TERMINATED)
-                args = [slots[i] for i in ins]
-                res = fn(ctx, *args) if wants_ctx else fn(*args)
-                if len(res) != len(outs) or not isinstance(res, (tuple, list)):
-                    raise _bad_result(res, outs)
-                for o, r in zip(outs, res):
-                    slots[o] = r
-                for r in release:
-                    slots[r] = None
+                if arity == 2:
+                    res = fn(slots[i0], slots[i1])
+                elif arity == 1:
+                    res = fn(slots[i0])
+                elif arity == _WANTS_CTX:
+                    res = fn(ctx, *[slots[i] for i in ins])
+                else:
+                    res = fn(*[slots[i] for i in ins])
+                if type(res) is not tuple or len(res) != n_out:
+                    if len(res) != n_out or not isinstance(res, (tuple, list)):
+                        raise _bad_result(res, outs)
+                if n_out == 1:
+                    slots[o0] = res[0]
+                else:
+                    for o, r in zip(outs, res):
+                        slots[o] = r
+                if release:
+                    for r in release:
+                        slots[r] = None
         except (OrtcoreError, RunTerminated):
             raise
         except Exception as exc:
@@ -163,6 +185,36 @@ class Plan:
 
     def __len__(self) -> int:
         return len(self.steps)
+
+
+_WANTS_CTX = -1
+
+_LoopStep = tuple[
+    Callable[..., Any],
+    int,
+    int,
+    int,
+    tuple[int, ...],
+    int,
+    int,
+    tuple[int, ...],
+    tuple[int, ...],
+    StepInfo,
+]
+
+
+def _loop_step(step: Step) -> _LoopStep:
+    """A step laid out for :meth:`Plan.run`: ``(fn, arity, i0, i1, ins, o0,
+    n_out, outs, release, info)``; ``arity`` is the number of inputs, or
+    ``_WANTS_CTX`` for kernels that take the run context first, and ``i0``,
+    ``i1``, ``o0`` the first input and output slots (0 where absent)."""
+    fn, ins, outs, release, wants_ctx, info = step
+    ins, outs, release = tuple(ins), tuple(outs), tuple(release)
+    arity = _WANTS_CTX if wants_ctx else len(ins)
+    i0 = ins[0] if len(ins) > 0 else 0
+    i1 = ins[1] if len(ins) > 1 else 0
+    o0 = outs[0] if outs else 0
+    return (fn, arity, i0, i1, ins, o0, len(outs), outs, release, info)
 
 
 def attach_releases(steps: Sequence[Sequence[Any]], keep: set[int]) -> list[Step]:

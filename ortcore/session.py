@@ -208,7 +208,9 @@ class InferenceSession:
         folding = next(
             (p for p in self._providers if p.device.is_host and p.name == CPU_PROVIDER), None
         )
-        optimize(model, level, folding, set(self._overridable))
+        # The provider list (priority order) lets the extended-level fusions emit a
+        # fused op only where the provider that will run the pattern has its kernel.
+        optimize(model, level, folding, set(self._overridable), self._providers)
         if self._sess_options.optimized_model_filepath:
             ir.save(model, self._sess_options.optimized_model_filepath)
         self._inputs_meta = [_node_arg(v, self._map_types) for v in self._input_values]

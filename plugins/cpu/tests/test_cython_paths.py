@@ -110,7 +110,9 @@ def test_layer_norm(dtype: Any, shape: tuple[int, ...], axis: int, pshape: tuple
      ((200, 700), [1]), ((300, 300), None), ((1, 1), [-1]), ((7,), [0]), ((3, 4, 5), [1]),
      ((2, 0), [0]), ((0, 3), [1])],
 )  # fmt: skip
-def test_reduce(op: str, dtype: Any, keep: int, shape: tuple[int, ...], axes: list[int] | None) -> None:
+def test_reduce(
+    op: str, dtype: Any, keep: int, shape: tuple[int, ...], axes: list[int] | None
+) -> None:
     x = _rand(shape, dtype)
     ins = [x] if axes is None else [x, np.array(axes, np.int64)]
     _check(op, ins, {"keepdims": keep}, opset=18, rtol=1e-4, atol=1e-4)
@@ -214,3 +216,38 @@ def test_resize_sizes_axes(antialias: int) -> None:
     attrs = {"mode": "linear", "axes": [2, 3], "antialias": antialias, "exclude_outside": 1}
     _check("Resize", ins, attrs, opset=19, rtol=1e-4, atol=1e-5)
     _check("Resize", ins, {"mode": "nearest", "axes": [2, 3], "nearest_mode": "ceil"}, opset=19)
+
+
+_BINARY_SHAPES = [
+    ((), ()),  # 0-d operands: the result is still an array
+    ((2, 3), (2, 3)),
+    ((70000,), (70000,)),  # threaded chunks
+    ((2, 3), ()),
+    ((1,), (4, 5)),
+    ((1, 12, 8, 8), (1, 1, 1, 8)),  # attention mask
+    ((1, 12, 8, 8), (1, 1, 8, 8)),  # causal mask
+    ((300, 300), (300,)),  # bias row, threaded
+    ((5,), (1, 1, 5)),  # the smaller operand has more dims
+    ((0, 4), (4,)),
+    ((4, 3), (4, 1)),  # declined: general broadcasting
+]
+
+
+@pytest.mark.parametrize(("sa", "sb"), _BINARY_SHAPES)
+def test_binary_f32_matches_numpy_or_declines(sa: tuple, sb: tuple) -> None:
+    from ortcore_cpu._ext import elementwise as ext
+
+    rng = np.random.default_rng(0)
+    a = np.asarray(rng.standard_normal(sa), np.float32)
+    b = np.asarray(rng.standard_normal(sb) + 3, np.float32)
+    for op, ufunc in enumerate((np.add, np.subtract, np.multiply, np.divide)):
+        for x, y in ((a, b), (b, a)):
+            out = ext.binary_f32(op, x, y, 2)
+            if sb == (4, 1):
+                assert out is None
+                continue
+            assert isinstance(out, np.ndarray) and out.dtype == np.float32
+            np.testing.assert_array_equal(out, ufunc(x, y))
+    assert ext.binary_f32(0, a.astype(np.float64), b, 1) is None
+    strided = np.ones((4, 6), np.float32)[:, ::2]
+    assert ext.binary_f32(0, strided, strided, 1) is None  # the caller copies

@@ -18,7 +18,7 @@ import numpy as np
 from ep_sdk import Compute, NodeInfo
 
 from .._ext import elementwise as ext
-from ._common import INTS, normalize_axis, thread_count, threads_for
+from ._common import DT, INTS, normalize_axis, thread_count, threads_for
 from ._versions import by_schema
 from .unary import computes_in_float32
 
@@ -60,14 +60,34 @@ def _channel_operand(full: np.ndarray, small: np.ndarray) -> tuple[int, int] | N
     return full.size // inner if inner else 0, inner
 
 
-def _binary(op_code: int, ufunc: _Ufunc, threads: int) -> Compute:
-    """Return a compute function for a broadcasting arithmetic op."""
+def _binary(
+    op_code: int, ufunc: _Ufunc, threads: int, types: tuple[Any, ...] = (None, None)
+) -> Compute:
+    """Return a compute function for a broadcasting arithmetic op.
+
+    The variant is chosen here, once, from the static input ``types``: float32
+    operands go straight to the Cython kernel (which also covers scalars and
+    empty tensors) with no dtype guards; other inputs keep numpy's upcasting
+    guards, since their types may not be known until run time.
+    """
+    fast = ext.binary_f32
+
+    if types[0] == DT.FLOAT and types[1] == DT.FLOAT:
+
+        def f32(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
+            out = fast(op_code, a, b, threads)
+            if out is None:
+                return _broadcast_f32(op_code, ufunc, a, b, threads)
+            return (out,)
+
+        return f32
 
     def compute(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
-        if a.dtype == np.float32 and b.dtype == np.float32 and a.size and b.size:
-            fast = _fast_f32(op_code, a, b, threads)
-            if fast is not None:
-                return (fast,)
+        out = fast(op_code, a, b, threads)
+        if out is not None:
+            return (out,)
+        if a.dtype == np.float32 and b.dtype == np.float32:
+            return _broadcast_f32(op_code, ufunc, a, b, threads)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             if computes_in_float32(a.dtype):
                 out = ufunc(a.astype(np.float32), b.astype(np.float32))
@@ -78,6 +98,20 @@ def _binary(op_code: int, ufunc: _Ufunc, threads: int) -> Compute:
         return (out,)
 
     return compute
+
+
+def _broadcast_f32(
+    op_code: int, ufunc: _Ufunc, a: np.ndarray, b: np.ndarray, threads: int
+) -> tuple[np.ndarray]:
+    """Float32 operands that :func:`ext.binary_f32` declined: non-contiguous,
+    per-channel or general broadcasting."""
+    if a.size and b.size:
+        fast = _fast_f32(op_code, a, b, threads)
+        if fast is not None:
+            return (fast,)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        out = np.asarray(ufunc(a, b))
+    return (out if out.dtype == a.dtype else out.astype(a.dtype),)
 
 
 def _fast_f32(op: int, a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray | None:
@@ -155,8 +189,8 @@ def _arithmetic(info: NodeInfo) -> Compute:
                 return _int_div(a, b)
             return np.divide(a, b)
 
-        return _binary(op_code, div, thread_count(info))
-    return _binary(op_code, ufunc, thread_count(info))
+        return _binary(op_code, div, thread_count(info), info.input_types)
+    return _binary(op_code, ufunc, thread_count(info), info.input_types)
 
 
 @by_schema("Pow", params=())

@@ -1,0 +1,211 @@
+"""Latency of transformer-shaped models: ortcore (CPU provider) next to onnxruntime.
+
+The models are built here with ``onnx.helper`` and random weights, from the
+ops that torch's exporter emits (no fused contrib ops):
+
+- ``bert``: a BERT-base encoder (12 layers, hidden 768, 12 heads, FFN 3072);
+  each layer is MatMul + Add projections, Reshape/Transpose into heads,
+  MatMul, Div by sqrt(head size), Add of the attention mask, Softmax,
+  MatMul, Transpose/Reshape back, residual Add, LayerNormalization, and a
+  feed-forward block with Gelu written as ``0.5 * x * (1 + Erf(x / sqrt 2))``.
+- ``gpt2``: a GPT-2-sized decoder of the same dimensions: pre-LayerNorm
+  blocks, one fused QKV MatMul + Add split into three, a causal mask added
+  to the scores, the same Erf Gelu.
+
+Both take ``input`` (batch, sequence, 768) float32 (embeddings already
+looked up). Runs are interleaved with the same number of intra-op threads;
+the table shows medians and the ratio ortcore / onnxruntime, as
+``light_models.py`` does (onnxruntime's spinning off unless ``--ort-spinning``).
+
+    python benchmarks/transformers.py [--models bert,gpt2] [--runs 10] [--threads 2]
+                                      [--seq 128] [--layers 12] [--save DIR]
+                                      [--ortcore-level basic|extended|all]
+
+``--ortcore-level`` sets ortcore's graph optimization level (default: all,
+as onnxruntime's); ``basic`` leaves out the fusions, to tell kernel time from
+what the fused kernels change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HIDDEN, HEADS, FFN = 768, 12, 3072
+
+
+class _Builder:
+    """Collects nodes and random initializers for one graph."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.count = 0
+
+    def name(self, stem: str) -> str:
+        self.count += 1
+        return f"{stem}_{self.count}"
+
+    def const(self, stem: str, value: np.ndarray) -> str:
+        name = self.name(stem)
+        self.inits.append(numpy_helper.from_array(value, name))
+        return name
+
+    def weight(self, stem: str, *shape: int) -> str:
+        scale = 1 / math.sqrt(shape[0])
+        return self.const(stem, (self.rng.standard_normal(shape) * scale).astype(np.float32))
+
+    def op(self, op_type: str, inputs: list[str], n_out: int = 1, **attrs: object) -> list[str]:
+        outs = [self.name(op_type.lower()) for _ in range(n_out)]
+        self.nodes.append(helper.make_node(op_type, inputs, outs, name=self.name(op_type), **attrs))
+        return outs
+
+    def one(self, op_type: str, inputs: list[str], **attrs: object) -> str:
+        return self.op(op_type, inputs, **attrs)[0]
+
+    def linear(self, x: str, n_in: int, n_out: int) -> str:
+        y = self.one("MatMul", [x, self.weight("w", n_in, n_out)])
+        return self.one("Add", [y, self.const("b", np.zeros(n_out, np.float32))])
+
+    def layer_norm(self, x: str) -> str:
+        scale = self.const("ln_g", np.ones(HIDDEN, np.float32))
+        bias = self.const("ln_b", np.zeros(HIDDEN, np.float32))
+        return self.one("LayerNormalization", [x, scale, bias], axis=-1, epsilon=1e-5)
+
+    def gelu(self, x: str) -> str:
+        t = self.one("Div", [x, self.const("sqrt2", np.array(math.sqrt(2), np.float32))])
+        t = self.one("Erf", [t])
+        t = self.one("Add", [t, self.const("one", np.array(1, np.float32))])
+        t = self.one("Mul", [x, t])
+        return self.one("Mul", [t, self.const("half", np.array(0.5, np.float32))])
+
+    def heads(self, x: str, seq: int) -> str:
+        shape = self.const("shape", np.array([1, seq, HEADS, HIDDEN // HEADS], np.int64))
+        return self.one("Transpose", [self.one("Reshape", [x, shape])], perm=[0, 2, 1, 3])
+
+    def attention(self, q: str, k: str, v: str, mask: str, seq: int) -> str:
+        q, v = self.heads(q, seq), self.heads(v, seq)
+        shape = self.const("shape", np.array([1, seq, HEADS, HIDDEN // HEADS], np.int64))
+        kt = self.one("Transpose", [self.one("Reshape", [k, shape])], perm=[0, 2, 3, 1])
+        scores = self.one("MatMul", [q, kt])
+        scale = self.const("scale", np.array(math.sqrt(HIDDEN // HEADS), np.float32))
+        scores = self.one("Add", [self.one("Div", [scores, scale]), mask])
+        ctx = self.one("MatMul", [self.one("Softmax", [scores], axis=-1), v])
+        ctx = self.one("Transpose", [ctx], perm=[0, 2, 1, 3])
+        back = self.const("shape", np.array([1, seq, HIDDEN], np.int64))
+        return self.one("Reshape", [ctx, back])
+
+
+def _model(b: _Builder, output: str, seq: int, name: str) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        b.nodes,
+        name,
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, seq, HIDDEN])],
+        [helper.make_tensor_value_info(output, TensorProto.FLOAT, [1, seq, HIDDEN])],
+        b.inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def bert(seq: int = 128, layers: int = 12) -> onnx.ModelProto:
+    """A BERT-base-shaped encoder (post-LayerNorm, padding mask of zeros)."""
+    b = _Builder(0)
+    mask = b.const("mask", np.zeros((1, 1, 1, seq), np.float32))
+    x = "input"
+    for _ in range(layers):
+        q, k, v = (b.linear(x, HIDDEN, HIDDEN) for _ in range(3))
+        attn = b.linear(b.attention(q, k, v, mask, seq), HIDDEN, HIDDEN)
+        x = b.layer_norm(b.one("Add", [x, attn]))
+        ffn = b.linear(b.gelu(b.linear(x, HIDDEN, FFN)), FFN, HIDDEN)
+        x = b.layer_norm(b.one("Add", [x, ffn]))
+    return _model(b, b.one("Identity", [x]), seq, "bert")
+
+
+def gpt2(seq: int = 128, layers: int = 12) -> onnx.ModelProto:
+    """A GPT-2-shaped decoder (pre-LayerNorm, causal mask, fused QKV projection)."""
+    b = _Builder(1)
+    causal = np.triu(np.full((seq, seq), -1e4, np.float32), 1).reshape(1, 1, seq, seq)
+    mask = b.const("causal", causal)
+    split = b.const("split", np.array([HIDDEN] * 3, np.int64))
+    x = "input"
+    for _ in range(layers):
+        qkv = b.linear(b.layer_norm(x), HIDDEN, 3 * HIDDEN)
+        q, k, v = b.op("Split", [qkv, split], n_out=3, axis=-1)
+        x = b.one("Add", [x, b.linear(b.attention(q, k, v, mask, seq), HIDDEN, HIDDEN)])
+        ffn = b.linear(b.gelu(b.linear(b.layer_norm(x), HIDDEN, FFN)), FFN, HIDDEN)
+        x = b.one("Add", [x, ffn])
+    return _model(b, b.layer_norm(x), seq, "gpt2")
+
+
+BUILDERS = {"bert": bert, "gpt2": gpt2}
+
+
+def main() -> None:
+    """Build the models, run the benchmark and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--models", default="bert,gpt2")
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--ortcore-level", choices=["basic", "extended", "all"], default="all")
+    parser.add_argument("--save", default="", help="also write the models into this folder")
+    parser.add_argument(
+        "--ort-spinning", action="store_true", help="keep onnxruntime's default thread spinning"
+    )
+    args = parser.parse_args()
+
+    import onnxruntime
+
+    import ortcore
+
+    for short in [m.strip() for m in args.models.split(",") if m.strip()]:
+        model = BUILDERS[short](args.seq, args.layers)
+        data = model.SerializeToString()
+        if args.save:
+            Path(args.save).mkdir(parents=True, exist_ok=True)
+            (Path(args.save) / f"{short}.onnx").write_bytes(data)
+        so = ortcore.SessionOptions()
+        so.intra_op_num_threads = args.threads
+        so.graph_optimization_level = getattr(
+            ortcore.GraphOptimizationLevel, f"ORT_ENABLE_{args.ortcore_level.upper()}"
+        )
+        ours = ortcore.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        rso = onnxruntime.SessionOptions()
+        rso.intra_op_num_threads = args.threads
+        rso.log_severity_level = 3
+        if not args.ort_spinning:
+            rso.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        ref = onnxruntime.InferenceSession(data, rso, providers=["CPUExecutionProvider"])
+        rng = np.random.default_rng(2)
+        feeds = {"input": rng.standard_normal((1, args.seq, HIDDEN)).astype(np.float32)}
+        a, r = ours.run(None, feeds)[0], ref.run(None, feeds)[0]
+        same = bool(np.allclose(a, r, rtol=1e-3, atol=1e-3))
+        t_ours, t_ref = [], []
+        for _ in range(args.runs):
+            t = time.perf_counter()
+            ours.run(None, feeds)
+            t_ours.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            ref.run(None, feeds)
+            t_ref.append(time.perf_counter() - t)
+        mo, mr = statistics.median(t_ours), statistics.median(t_ref)
+        print(
+            f"{short:<6} ortcore {mo * 1e3:8.2f} ms  onnxruntime {mr * 1e3:8.2f} ms  "
+            f"ratio {mo / mr:5.2f}  ({args.layers} layers, seq {args.seq}, {args.threads} "
+            f"threads, {args.runs} interleaved runs; same outputs: {same}, "
+            f"max abs diff {float(np.abs(a - r).max()):.2g})",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""The CPU kernels of ortcore's fused operators (domain ``com.ortcore``),
+against numpy; and torch-exported transformers and CNNs give the same outputs
+at every optimization level (skipped without torch and onnxscript)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+ortcore = pytest.importorskip("ortcore")
+from ortcore.fused_ops import DOMAIN, register_fused_schemas  # noqa: E402
+
+RNG = np.random.default_rng(1)
+
+
+def _x(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _run_one(op: str, inputs: dict[str, np.ndarray], n_out: int = 1, **attrs: Any) -> list[Any]:
+    """Run one ``com.ortcore`` node with every optimization off."""
+    register_fused_schemas()
+    attrs = {k: v for k, v in attrs.items() if v != []}
+    node = helper.make_node(
+        op, list(inputs), [f"y{i}" for i in range(n_out)], domain=DOMAIN, **attrs
+    )
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, v.shape) for k, v in inputs.items()],
+        [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None) for i in range(n_out)],
+    )  # fmt: skip
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(DOMAIN, 1)]
+    )
+    so = ortcore.SessionOptions()
+    so.graph_optimization_level = ortcore.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ortcore.InferenceSession(model.SerializeToString(), so, providers=["cpu"])
+    return list(sess.run(None, inputs))
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return np.asarray(1 / (1 + np.exp(-x)))
+
+
+ACTIVATIONS = {
+    "Relu": ([], lambda y: np.maximum(y, 0)),
+    "Clip": ([-0.5, 0.5], lambda y: np.clip(y, -0.5, 0.5)),
+    "LeakyRelu": ([0.1], lambda y: np.where(y < 0, 0.1 * y, y)),
+    "Sigmoid": ([], _sigmoid),
+    "HardSigmoid": ([0.3, 0.4], lambda y: np.clip(0.3 * y + 0.4, 0, 1)),
+    "Tanh": ([], np.tanh),
+}
+
+
+@pytest.mark.parametrize("act", sorted(ACTIVATIONS))
+def test_fused_gemm_and_matmul(act: str) -> None:
+    params, ref = ACTIVATIONS[act]
+    a, b, c = _x(4, 6), _x(5, 6), _x(5)
+    (got,) = _run_one("FusedGemm", {"a": a, "b": b, "c": c}, transB=1, activation=act,
+                      activation_params=params)  # fmt: skip
+    np.testing.assert_allclose(got, ref(a @ b.T + c), rtol=1e-5, atol=1e-6)
+    a3 = _x(2, 4, 6)
+    (got,) = _run_one("FusedMatMul", {"a": a3, "b": b.T.copy(), "c": c}, activation=act,
+                      activation_params=params)  # fmt: skip
+    np.testing.assert_allclose(got, ref(a3 @ b.T + c), rtol=1e-5, atol=1e-6)
+
+
+def test_fused_conv_relu() -> None:
+    x, w, b = _x(1, 2, 5, 5), _x(3, 2, 1, 1), _x(3)
+    (got,) = _run_one("FusedConv", {"x": x, "w": w, "b": b}, activation="Relu")
+    want = np.einsum("nchw,oc->nohw", x, w[:, :, 0, 0]) + b[None, :, None, None]
+    np.testing.assert_allclose(got, np.maximum(want, 0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_and_bias_gelu(approximate: str) -> None:
+    from scipy.special import erf
+
+    x, bias = _x(3, 8), _x(8)
+
+    def gelu(v: np.ndarray) -> np.ndarray:
+        if approximate == "tanh":
+            c = math.sqrt(2 / math.pi)
+            return np.asarray(0.5 * v * (1 + np.tanh(c * (v + 0.044715 * v**3))))
+        return np.asarray(0.5 * v * (1 + erf(v / math.sqrt(2))))
+
+    (got,) = _run_one("FusedGelu", {"x": x}, approximate=approximate)
+    np.testing.assert_allclose(got, gelu(x), rtol=1e-5, atol=1e-6)
+    (got,) = _run_one("BiasGelu", {"x": x, "b": bias}, approximate=approximate)
+    np.testing.assert_allclose(got, gelu(x + bias), rtol=1e-5, atol=1e-6)
+
+
+def _ln(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float = 1e-5) -> np.ndarray:
+    m = x.mean(-1, keepdims=True)
+    return np.asarray((x - m) / np.sqrt(x.var(-1, keepdims=True) + eps) * g + b)
+
+
+def test_skip_layer_norm_and_sum() -> None:
+    x, s, g, b = _x(2, 3, 8), _x(2, 3, 8), _x(8), _x(8)
+    y, total = _run_one("SkipLayerNormalization", {"x": x, "s": s, "g": g, "b": b}, n_out=2)
+    np.testing.assert_allclose(total, x + s, rtol=1e-6)
+    np.testing.assert_allclose(y, _ln(x + s, g, b), rtol=1e-4, atol=1e-5)
+
+
+def test_layer_and_rms_norm() -> None:
+    x, g, b = _x(2, 3, 8), _x(8), _x(8)
+    (y,) = _run_one("FusedLayerNorm", {"x": x, "g": g, "b": b})
+    np.testing.assert_allclose(y, _ln(x, g, b), rtol=1e-4, atol=1e-5)
+    (y,) = _run_one("FusedRMSNorm", {"x": x, "g": g}, epsilon=1e-6)
+    want = x / np.sqrt(np.mean(x * x, -1, keepdims=True) + 1e-6) * g
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
+
+
+def test_fused_attention() -> None:
+    q, kt, v, mask = _x(2, 3, 5, 4), _x(2, 3, 4, 6), _x(2, 3, 6, 4), _x(2, 1, 1, 6)
+    (y,) = _run_one("FusedAttention", {"q": q, "k": kt, "v": v, "m": mask}, scale=0.5)
+    s = q @ kt * 0.5 + mask
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    np.testing.assert_allclose(y, p @ v, rtol=1e-4, atol=1e-5)
+
+
+# -- torch-exported models at every level ------------------------------------
+
+LEVELS = list(ortcore.GraphOptimizationLevel)
+TORCH_CASES = [("bert", "dynamo"), ("bert", "legacy-dynamic"), ("gpt2", "dynamo"),
+               ("gpt2", "legacy-dynamic"), ("vit", "dynamo"), ("mobilenet", "dynamo")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "variant"), TORCH_CASES, ids=[f"{n}-{v}" for n, v in TORCH_CASES])
+def test_torch_model_same_at_every_level(name: str, variant: str, tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    sys.path.insert(0, str(Path(__file__).parent / "exporters"))
+    try:
+        import test_torch_models as tm
+    finally:
+        sys.path.pop(0)
+    import torch
+
+    make_model, make_inputs, axes = tm.MODELS[name]
+    torch.manual_seed(0)
+    model = tm._randomize(make_model())
+    data = tm._export(model, make_inputs(tm.BATCH, tm.SEQ), variant, axes, tmp_path / "m.onnx")
+    feeds = {k: v.numpy() for k, v in make_inputs(tm.BATCH, tm.SEQ).items()}
+    results = []
+    for level in LEVELS:
+        so = ortcore.SessionOptions()
+        so.graph_optimization_level = level
+        so.optimized_model_filepath = str(tmp_path / f"opt{int(level)}.onnx")
+        results.append(ortcore.InferenceSession(data, so, providers=["cpu"]).run(None, feeds))
+    fused = [n for n in onnx.load(tmp_path / f"opt{int(LEVELS[-1])}.onnx").graph.node
+             if n.domain == DOMAIN]  # fmt: skip
+    assert fused, "nothing was fused"
+    for level, got in zip(LEVELS[1:], results[1:], strict=True):
+        for g, w in zip(got, results[0], strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4, err_msg=str(level))

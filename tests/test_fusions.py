@@ -1,0 +1,334 @@
+"""Extended-level fusions: each pattern is fused, each counter-pattern is not,
+and outputs are the same with optimizations on and off."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ortcore
+from ortcore.optimizer import _run_provider_passes
+
+L = ortcore.GraphOptimizationLevel
+LEVELS = [L.ORT_DISABLE_ALL, L.ORT_ENABLE_BASIC, L.ORT_ENABLE_EXTENDED, L.ORT_ENABLE_ALL]
+RNG = np.random.default_rng(0)
+
+
+def _init(name: str, a: Any) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(a, np.float32), name)
+
+
+def _model(
+    nodes: Sequence[onnx.NodeProto],
+    inputs: dict[str, Sequence[int]],
+    outputs: Sequence[str],
+    inits: Sequence[onnx.TensorProto] = (),
+    opset: int = 17,
+) -> bytes:
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs.items()],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+        list(inits),
+    )  # fmt: skip
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)]
+    ).SerializeToString()
+
+
+def _run(
+    model: bytes, feeds: dict[str, np.ndarray], level: L, tmp: Path, providers: Any = None
+) -> tuple[list[np.ndarray], list[str]]:
+    so = ortcore.SessionOptions()
+    so.graph_optimization_level = level
+    so.optimized_model_filepath = str(tmp / f"opt{int(level)}.onnx")
+    sess = ortcore.InferenceSession(model, so, providers=providers or ["CPUExecutionProvider"])
+    ops = [
+        (f"{n.domain}:" if n.domain else "") + n.op_type
+        for n in onnx.load(so.optimized_model_filepath).graph.node
+    ]
+    return sess.run(None, feeds), ops
+
+
+def _check(model: bytes, feeds: dict[str, np.ndarray], tmp: Path, **kw: Any) -> list[str]:
+    """Run at every level; outputs agree; return the ops at ORT_ENABLE_ALL.
+
+    The optimized model is also reloaded and run (schemas of fused ops are
+    known to onnx)."""
+    want, _ = _run(model, feeds, L.ORT_DISABLE_ALL, tmp, **kw)
+    ops: list[str] = []
+    for level in LEVELS[1:]:
+        got, ops = _run(model, feeds, level, tmp, **kw)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=str(level))
+    reloaded, _ = _run(
+        (tmp / f"opt{int(L.ORT_ENABLE_ALL)}.onnx").read_bytes(), feeds, L.ORT_DISABLE_ALL, tmp
+    )
+    for g, w in zip(reloaded, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg="reloaded")
+    return ops
+
+
+def _x(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+# -- Conv + activation -------------------------------------------------------
+
+ACTS = [
+    ("Relu", {}, []),
+    ("LeakyRelu", {"alpha": 0.1}, []),
+    ("Sigmoid", {}, []),
+    ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}, []),
+    ("Tanh", {}, []),
+    ("Clip", {}, ["lo", "hi"]),
+]
+
+
+def _act_node(op: str, attrs: dict[str, Any], extra: list[str], src: str) -> onnx.NodeProto:
+    return helper.make_node(op, [src, *extra], ["y"], **attrs)
+
+
+@pytest.mark.parametrize(("op", "attrs", "extra"), ACTS, ids=[a[0] for a in ACTS])
+def test_conv_activation(cpu: str, tmp_path: Path, op: str, attrs: Any, extra: Any) -> None:
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             _act_node(op, attrs, extra, "c")]  # fmt: skip
+    inits = [_init("w", _x(4, 3, 3, 3)), _init("b", _x(4)), _init("lo", -0.5), _init("hi", 0.5)]
+    ops = _check(_model(nodes, {"x": [1, 3, 6, 6]}, ["y"], inits), {"x": _x(1, 3, 6, 6)}, tmp_path)
+    assert ops == ["com.ortcore:FusedConv"]
+
+
+def test_conv_activation_not_fused_when_conv_output_is_read(cpu: str, tmp_path: Path) -> None:
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"])]
+    model = _model(nodes, {"x": [1, 3, 5, 5]}, ["y", "c"], [_init("w", _x(2, 3, 3, 3))])
+    ops = _check(model, {"x": _x(1, 3, 5, 5)}, tmp_path)
+    assert ops == ["Conv", "Relu"]
+
+
+def test_fusion_needs_one_provider_for_the_pattern(cpu: str, tmp_path: Path) -> None:
+    # Mini (listed first) has Relu but no Conv: the Relu goes to Mini, so the
+    # pair is not one provider's pattern and stays as it is.
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"])]
+    model = _model(nodes, {"x": [1, 3, 5, 5]}, ["y"], [_init("w", _x(2, 3, 3, 3))])
+    ops = _check(model, {"x": _x(1, 3, 5, 5)}, tmp_path, providers=["mini", cpu])
+    assert ops == ["Conv", "Relu"]
+
+
+# -- MatMul + Add, Gemm/MatMul + activation ----------------------------------
+
+
+def test_matmul_add_2d_becomes_gemm_and_takes_the_relu(cpu: str, tmp_path: Path) -> None:
+    mk = helper.make_node
+    nodes = [mk("MatMul", ["x", "w"], ["m"]), mk("Add", ["m", "b"], ["a"])]
+    nodes.append(mk("Relu", ["a"], ["y"]))
+    model = _model(nodes, {"x": [4, 8]}, ["y"], [_init("w", _x(8, 5)), _init("b", _x(5))])
+    assert _check(model, {"x": _x(4, 8)}, tmp_path) == ["com.ortcore:FusedGemm"]
+
+
+def test_matmul_add_3d_becomes_fused_matmul(cpu: str, tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("Add", ["b", "m"], ["y"]),
+    ]
+    model = _model(nodes, {"x": [2, 4, 8]}, ["y"], [_init("w", _x(8, 5)), _init("b", _x(5))])
+    assert _check(model, {"x": _x(2, 4, 8)}, tmp_path) == ["com.ortcore:FusedMatMul"]
+
+
+def test_matmul_add_not_fused_when_product_is_read_twice(cpu: str, tmp_path: Path) -> None:
+    mk = helper.make_node
+    nodes = [mk("MatMul", ["x", "w"], ["m"]), mk("Add", ["m", "b"], ["y"]), mk("Neg", ["m"], ["z"])]
+    model = _model(nodes, {"x": [4, 8]}, ["y", "z"], [_init("w", _x(8, 5)), _init("b", _x(5))])
+    assert _check(model, {"x": _x(4, 8)}, tmp_path) == ["MatMul", "Add", "Neg"]
+
+
+def test_matmul_sigmoid_becomes_fused_matmul(cpu: str, tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("Sigmoid", ["m"], ["y"]),
+    ]
+    model = _model(nodes, {"x": [2, 3, 8]}, ["y"], [_init("w", _x(8, 5))])
+    assert _check(model, {"x": _x(2, 3, 8)}, tmp_path) == ["com.ortcore:FusedMatMul"]
+
+
+# -- GELU --------------------------------------------------------------------
+
+
+def _gelu_erf(form: str, c: float = math.sqrt(2)) -> list[onnx.NodeProto]:
+    head = [helper.make_node("Div", ["x", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+            helper.make_node("Add", ["e", "one"], ["h"])]  # fmt: skip
+    mk = helper.make_node
+    tails = {
+        "x*h*0.5": [mk("Mul", ["x", "h"], ["t"]), mk("Mul", ["t", "half"], ["y"])],
+        "x*(h*0.5)": [mk("Mul", ["h", "half"], ["t"]), mk("Mul", ["x", "t"], ["y"])],
+        "(x*0.5)*h": [mk("Mul", ["x", "half"], ["t"]), mk("Mul", ["t", "h"], ["y"])],
+    }
+    return head + tails[form]
+
+
+GELU_INITS = [_init("sqrt2", math.sqrt(2)), _init("one", 1.0), _init("half", 0.5)]
+
+
+@pytest.mark.parametrize("form", ["x*h*0.5", "x*(h*0.5)", "(x*0.5)*h"])
+@pytest.mark.parametrize("opset", [17, 20])
+def test_gelu_erf_forms(cpu: str, tmp_path: Path, form: str, opset: int) -> None:
+    model = _model(_gelu_erf(form), {"x": [3, 8]}, ["y"], GELU_INITS, opset=opset)
+    ops = _check(model, {"x": _x(3, 8)}, tmp_path)
+    assert ops == (["Gelu"] if opset >= 20 else ["com.ortcore:FusedGelu"])
+
+
+def test_gelu_tanh_form_with_bias(cpu: str, tmp_path: Path) -> None:
+    mk = helper.make_node
+    nodes = [
+        mk("Add", ["x0", "bias"], ["x"]), mk("Pow", ["x", "three"], ["c"]),
+        mk("Mul", ["k", "c"], ["kc"]), mk("Add", ["x", "kc"], ["i"]),
+        mk("Mul", ["i", "s2pi"], ["o"]), mk("Tanh", ["o"], ["e"]),
+        mk("Add", ["one", "e"], ["h"]), mk("Mul", ["x", "h"], ["t"]),
+        mk("Mul", ["t", "half"], ["y"]),
+    ]  # fmt: skip
+    inits = [*GELU_INITS, _init("three", 3.0), _init("k", 0.044715),
+             _init("s2pi", math.sqrt(2 / math.pi)), _init("bias", _x(8))]  # fmt: skip
+    model = _model(nodes, {"x0": [3, 8]}, ["y"], inits, opset=18)
+    assert _check(model, {"x0": _x(3, 8)}, tmp_path) == ["com.ortcore:BiasGelu"]
+
+
+def test_gelu_not_fused_with_wrong_constant(cpu: str, tmp_path: Path) -> None:
+    inits = [_init("sqrt2", 1.3), _init("one", 1.0), _init("half", 0.5)]
+    model = _model(_gelu_erf("x*h*0.5"), {"x": [3, 8]}, ["y"], inits, opset=20)
+    assert "Erf" in _check(model, {"x": _x(3, 8)}, tmp_path)
+
+
+# -- LayerNormalization, RMSNormalization, SkipLayerNormalization ------------
+
+
+def _layer_norm_nodes(src: str, axes: int = -1) -> list[onnx.NodeProto]:
+    mk = helper.make_node
+    return [
+        mk("ReduceMean", [src], ["m"], axes=[axes]), mk("Sub", [src, "m"], ["d"]),
+        mk("Pow", ["d", "two"], ["p"]), mk("ReduceMean", ["p"], ["v"], axes=[axes]),
+        mk("Add", ["v", "eps"], ["ve"]), mk("Sqrt", ["ve"], ["s"]), mk("Div", ["d", "s"], ["n"]),
+        mk("Mul", ["n", "gamma"], ["g"]), mk("Add", ["g", "beta"], ["y"]),
+    ]  # fmt: skip
+
+
+LN_INITS = [_init("two", 2.0), _init("eps", 1e-5), _init("gamma", _x(8)), _init("beta", _x(8))]
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+def test_layer_norm_from_primitives(cpu: str, tmp_path: Path, opset: int) -> None:
+    model = _model(_layer_norm_nodes("x"), {"x": [2, 3, 8]}, ["y"], LN_INITS, opset=opset)
+    ops = _check(model, {"x": _x(2, 3, 8)}, tmp_path)
+    assert ops == (["LayerNormalization"] if opset >= 17 else ["com.ortcore:FusedLayerNorm"])
+
+
+def test_layer_norm_not_fused_over_another_axis(cpu: str, tmp_path: Path) -> None:
+    inits = [*LN_INITS[:2], _init("gamma", _x(3, 1)), _init("beta", _x(3, 1))]
+    model = _model(_layer_norm_nodes("x", axes=1), {"x": [2, 3, 8]}, ["y"], inits)
+    assert "ReduceMean" in _check(model, {"x": _x(2, 3, 8)}, tmp_path)
+
+
+def test_skip_layer_norm_keeps_the_sum(cpu: str, tmp_path: Path) -> None:
+    mk = helper.make_node
+    nodes = [mk("Add", ["x", "r"], ["sum"]),
+             mk("LayerNormalization", ["sum", "gamma", "beta"], ["y"]),
+             mk("Neg", ["sum"], ["z"])]  # fmt: skip
+    model = _model(nodes, {"x": [2, 3, 8], "r": [2, 3, 8]}, ["y", "z"], LN_INITS)
+    ops = _check(model, {"x": _x(2, 3, 8), "r": _x(2, 3, 8)}, tmp_path)
+    assert ops == ["com.ortcore:SkipLayerNormalization", "Neg"]
+
+
+def test_skip_layer_norm_not_fused_with_a_constant_addend(cpu: str, tmp_path: Path) -> None:
+    mk = helper.make_node
+    nodes = [mk("Add", ["x", "c"], ["sum"]), mk("LayerNormalization", ["sum", "gamma"], ["y"])]
+    model = _model(nodes, {"x": [2, 8]}, ["y"], [*LN_INITS, _init("c", _x(8))])
+    assert _check(model, {"x": _x(2, 8)}, tmp_path) == ["Add", "LayerNormalization"]
+
+
+def test_rms_norm_from_primitives(cpu: str, tmp_path: Path) -> None:
+    mk = helper.make_node
+    nodes = [mk("Mul", ["x", "x"], ["p"]), mk("ReduceMean", ["p"], ["v"], axes=[-1]),
+             mk("Add", ["v", "eps"], ["ve"]), mk("Sqrt", ["ve"], ["s"]),
+             mk("Reciprocal", ["s"], ["r"]), mk("Mul", ["x", "r"], ["n"]),
+             mk("Mul", ["gamma", "n"], ["y"])]  # fmt: skip
+    model = _model(nodes, {"x": [2, 3, 8]}, ["y"], LN_INITS)
+    assert _check(model, {"x": _x(2, 3, 8)}, tmp_path) == ["com.ortcore:FusedRMSNorm"]
+
+
+# -- attention ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scale_op", ["Div", "Mul", "both"])
+@pytest.mark.parametrize("masked", [False, True])
+def test_attention(cpu: str, tmp_path: Path, scale_op: str, masked: bool) -> None:
+    mk = helper.make_node
+    if scale_op == "both":
+        nodes = [mk("Mul", ["q", "c"], ["qs"]), mk("Mul", ["kt", "c"], ["ks"]),
+                 mk("MatMul", ["qs", "ks"], ["s"])]  # fmt: skip
+    else:
+        nodes = [mk("MatMul", ["q", "kt"], ["s0"]), mk(scale_op, ["s0", "c"], ["s"])]
+    src = "s"
+    if masked:
+        nodes.append(mk("Add", ["s", "mask"], ["sm"]))
+        src = "sm"
+    nodes += [mk("Softmax", [src], ["p"], axis=-1), mk("MatMul", ["p", "v"], ["y"])]
+    shapes = {"q": [2, 3, 5, 4], "kt": [2, 3, 4, 6], "v": [2, 3, 6, 4], "mask": [2, 1, 1, 6]}
+    if not masked:
+        del shapes["mask"]
+    model = _model(nodes, shapes, ["y"], [_init("c", 0.7)])
+    feeds = {k: _x(*s) for k, s in shapes.items()}
+    assert _check(model, feeds, tmp_path) == ["com.ortcore:FusedAttention"]
+
+
+def test_attention_not_fused_when_softmax_is_read(cpu: str, tmp_path: Path) -> None:
+    mk = helper.make_node
+    nodes = [mk("MatMul", ["q", "kt"], ["s"]), mk("Softmax", ["s"], ["p"], axis=-1),
+             mk("MatMul", ["p", "v"], ["y"])]  # fmt: skip
+    shapes = {"q": [2, 5, 4], "kt": [2, 4, 6], "v": [2, 6, 4]}
+    model = _model(nodes, shapes, ["y", "p"])
+    feeds = {k: _x(*s) for k, s in shapes.items()}
+    assert _check(model, feeds, tmp_path) == ["MatMul", "Softmax", "MatMul"]
+
+
+# -- provider passes ---------------------------------------------------------
+
+
+def test_provider_passes_run_in_order() -> None:
+    seen: list[str] = []
+
+    class Stub:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def graph_passes(self) -> list[Any]:
+            return [lambda model: seen.append(self.name)]
+
+    model = ir.Model(ir.Graph([], [], nodes=[]), ir_version=8)
+    _run_provider_passes(model, [Stub("a"), Stub("b")])  # type: ignore[list-item]
+    assert seen == ["a", "b"]
+
+
+# -- whole models at every level ---------------------------------------------
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", sorted(LIGHT.glob("light_*.onnx")), ids=lambda p: p.stem)
+def test_light_model_same_at_every_level(cpu: str, path: Path, tmp_path: Path) -> None:
+    model = onnx.load(path)
+    inits = {t.name for t in model.graph.initializer}
+    inp = next(i for i in model.graph.input if i.name not in inits)
+    shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
+    feeds = {inp.name: _x(*shape)}
+    want, _ = _run(path.read_bytes(), feeds, L.ORT_DISABLE_ALL, tmp_path)
+    for level in LEVELS[1:]:
+        got, _ = _run(path.read_bytes(), feeds, level, tmp_path)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4, err_msg=str(level))
