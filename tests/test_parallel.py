@@ -78,6 +78,8 @@ def _session(data: bytes, mode: Any, threads: int = 4, **kw: Any) -> ortcore.Inf
     so = ortcore.SessionOptions()
     so.execution_mode = mode
     so.inter_op_num_threads = threads
+    # The branches are identical on purpose; keep CSE from merging them.
+    so.graph_optimization_level = ortcore.GraphOptimizationLevel.ORT_DISABLE_ALL
     for k, v in kw.items():
         setattr(so, k, v)
     return ortcore.InferenceSession(

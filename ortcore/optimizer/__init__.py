@@ -1,9 +1,10 @@
 """Graph optimizations, applied by level as in onnxruntime.
 
 Basic level (``ORT_ENABLE_BASIC`` and above): Identity and inference-time
-Dropout elimination, constant folding on the CPU provider's own kernels, and
-dead-code removal. Extended level: BatchNormalization, Mul and Add folded
-into a preceding Conv, then the fusions (one module each, in this order):
+Dropout elimination, common-subexpression elimination, constant folding on
+the CPU provider's own kernels, and dead-code removal. Extended level:
+BatchNormalization, Mul and Add folded into a preceding Conv, then the
+fusions (one module each, in this order):
 LayerNormalization/RMSNormalization from their primitive patterns, GELU
 (erf and tanh forms) and BiasGelu, SkipLayerNormalization, attention,
 MatMul + Add, Gemm/MatMul + activation, Conv + activation. A fusion emits
@@ -28,6 +29,7 @@ from .attention import fuse_attention
 from .constant_folding import fold_constants
 from .conv_activation import fuse_conv_activation
 from .conv_folding import fold_conv_affine
+from .cse import eliminate_common_subexpressions
 from .dead_code import remove_dead_code
 from .elimination import eliminate_identities
 from .gelu import fuse_bias_gelu, fuse_gelu
@@ -37,6 +39,7 @@ from .matmul_add import fuse_matmul_add
 from .skip_layer_norm import fuse_skip_layer_norm
 
 __all__ = [
+    "eliminate_common_subexpressions",
     "eliminate_identities",
     "fold_constants",
     "fold_conv_affine",
@@ -76,6 +79,7 @@ def optimize(
     graph = model.graph
     opsets: Mapping[str, int] = dict(model.opset_imports)
     eliminate_identities(graph, opsets)
+    eliminate_common_subexpressions(graph)
     if folding_provider is not None:
         fold_constants(graph, opsets, folding_provider, overridable)
     if level >= GraphOptimizationLevel.ORT_ENABLE_EXTENDED:
