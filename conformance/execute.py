@@ -170,7 +170,9 @@ def _run_sets(
         result.nodes = {"total": len(nodes), "provider": taken}
         if taken == 0 and nodes:
             result.outcome = UNSUPPORTED
-            result.detail = f"the provider took none of the {len(nodes)} nodes"
+            reasons = [r.declined[target.provider] for r in nodes if target.provider in r.declined]
+            why = f"; e.g. {reasons[0]}" if reasons else ""
+            result.detail = f"the provider took none of the {len(nodes)} nodes{why}"
             return
     names = [i.name for i in sess.get_inputs()]
     override = override_for(case.id, target.overrides)

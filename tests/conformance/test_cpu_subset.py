@@ -20,3 +20,15 @@ def test_cpu_subset(cpu: str) -> None:
     assert report["summary"]["contract"]["failed"] == []
     assert report["summary"]["total"] > 100
     assert len(failed) <= 0.05 * report["summary"]["total"], failed
+
+
+def test_model_case_the_provider_declines_says_why() -> None:
+    """A model case the provider takes nothing of reports its decline reason."""
+    from conformance.execute import Target
+    from conformance.suite import run_id
+
+    # The Mini test provider's Add starts at opset 7; this model is opset 6.
+    result = run_id("pytorch-operator/test_operator_add_broadcast", Target.resolve("mini"))
+    assert result.outcome == "unsupported"
+    assert "took none of the" in result.detail
+    assert "at opset 6" in result.detail, result.detail
