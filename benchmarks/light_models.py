@@ -33,13 +33,10 @@ def light_models() -> list[Path]:
 
 
 def feeds_for(inputs: list) -> dict[str, np.ndarray]:
-    """onnx's backend-test input for light models: ``arange(n) / n``."""
-    out = {}
-    for a in inputs:
-        shape = [d if isinstance(d, int) else 1 for d in a.shape]
-        n = int(np.prod(shape))
-        out[a.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
-    return out
+    """onnx's backend-test input for light models (the one ``ortcore run`` feeds)."""
+    from ortcore.cli import backend_test_input
+
+    return {a.name: backend_test_input(a) for a in inputs}
 
 
 def main() -> None:

@@ -43,8 +43,11 @@ def resolve_model(arg: str | None) -> Path:
     raise SystemExit(f"ortcore: model {arg!r} not found (neither a file nor a model of {light})")
 
 
-def _dummy_input(arg: Any) -> np.ndarray:
-    """The input onnx's backend tests give light models: ``arange(n) / n``."""
+def backend_test_input(arg: Any) -> np.ndarray:
+    """The input onnx's backend tests give light models: ``arange(n) / n``.
+
+    ``arg`` is a ``NodeArg``; symbolic dims become 1, the dtype is the declared one.
+    """
     from ep_sdk.dtypes import from_type_string, to_numpy
 
     shape = [d if isinstance(d, int) else 1 for d in arg.shape]
@@ -77,7 +80,7 @@ def _load_inputs(model: Path, args: Sequence[Any]) -> dict[str, np.ndarray]:
         return {
             a.name: numpy_helper.to_array(onnx.load_tensor(str(f))) for a, f in zip(args, files)
         }
-    return {a.name: _dummy_input(a) for a in args}
+    return {a.name: backend_test_input(a) for a in args}
 
 
 def cmd_providers(ns: argparse.Namespace) -> int:
