@@ -1,8 +1,13 @@
 """Graph optimizations, applied by level as in onnxruntime.
 
-Basic level (``ORT_ENABLE_BASIC`` and above): Identity and inference-time
-Dropout elimination, common-subexpression elimination, constant folding on
-the CPU provider's own kernels, and dead-code removal. Extended level:
+Basic level (``ORT_ENABLE_BASIC`` and above), in this order: Identity and
+inference-time Dropout elimination; no-op Cast/Reshape/Expand/Transpose
+elimination (single nodes and pairs); shape folding (``Shape``/``Size`` of
+statically shaped values become constants); common-subexpression
+elimination; constant folding on the CPU provider's own kernels (which
+finishes the shape computations shape folding started); no-op elimination
+again, for targets constant folding made known; and dead-code removal.
+Extended level:
 BatchNormalization, Mul and Add folded into a preceding Conv, then the
 fusions (one module each, in this order):
 LayerNormalization/RMSNormalization from their primitive patterns, GELU
@@ -36,13 +41,17 @@ from .gelu import fuse_bias_gelu, fuse_gelu
 from .gemm_activation import fuse_gemm_activation
 from .layer_norm import fuse_layer_norm, fuse_rms_norm
 from .matmul_add import fuse_matmul_add
+from .noop import eliminate_noops
+from .shape_folding import fold_shapes
 from .skip_layer_norm import fuse_skip_layer_norm
 
 __all__ = [
     "eliminate_common_subexpressions",
     "eliminate_identities",
+    "eliminate_noops",
     "fold_constants",
     "fold_conv_affine",
+    "fold_shapes",
     "fuse_attention",
     "fuse_bias_gelu",
     "fuse_conv_activation",
@@ -79,9 +88,13 @@ def optimize(
     graph = model.graph
     opsets: Mapping[str, int] = dict(model.opset_imports)
     eliminate_identities(graph, opsets)
+    eliminate_noops(graph, overridable)
+    folded = fold_shapes(graph, overridable)
     eliminate_common_subexpressions(graph)
     if folding_provider is not None:
-        fold_constants(graph, opsets, folding_provider, overridable)
+        folded += fold_constants(graph, opsets, folding_provider, overridable)
+    if folded:  # a Reshape/Expand target may have become a constant
+        eliminate_noops(graph, overridable)
     if level >= GraphOptimizationLevel.ORT_ENABLE_EXTENDED:
         fold_conv_affine(graph)
         ctx = FusionContext(model, providers, overridable)
