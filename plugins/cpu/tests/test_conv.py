@@ -23,6 +23,14 @@ CONV_CASES = [
     ((2, 4, 9, 9), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),  # depthwise
     ((1, 6, 9, 8), (6, 1, 3, 3), {"group": 6, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ((1, 4, 9, 9), (4, 1, 5, 5), {"group": 4, "dilations": [2, 1], "pads": [4, 2, 4, 2]}),
+    # depthwise, stride 1 (padded-plane path): asymmetric and no pads, dilation,
+    # non-square kernels and planes, a kernel wider than the input, and bias
+    ((1, 5, 7, 10), (5, 1, 3, 3), {"group": 5, "pads": [0, 2, 1, 0]}),
+    ((2, 3, 6, 5), (3, 1, 3, 3), {"group": 3}),
+    ((1, 3, 9, 11), (3, 1, 3, 3), {"group": 3, "dilations": [2, 3], "pads": [2, 3, 2, 3]}),
+    ((1, 4, 8, 6), (4, 1, 2, 5), {"group": 4, "pads": [1, 2, 0, 2]}),
+    ((1, 2, 3, 2), (2, 1, 3, 3), {"group": 2, "pads": [2, 2, 2, 2]}),
+    ((1, 24, 20, 20), (24, 1, 3, 3), {"group": 24, "pads": [1, 1, 1, 1]}),
     ((1, 4, 9, 9), (8, 2, 1, 1), {"group": 2}),  # grouped pointwise
     ((2, 8, 7, 7), (5, 8, 1, 1), {}),  # pointwise
     ((1, 8, 7, 7), (5, 8, 1, 1), {"strides": [2, 2]}),  # strided pointwise
@@ -49,7 +57,7 @@ def test_conv_float32(xs: tuple, ws: tuple, attrs: dict, bias: bool) -> None:
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float16])
-@pytest.mark.parametrize("case", [0, 4, 5, 15])
+@pytest.mark.parametrize("case", [0, 4, 5, 21])
 def test_conv_other_dtypes(dtype: type, case: int) -> None:
     xs, ws, attrs = CONV_CASES[case]
     tol = 2e-2 if dtype == np.float16 else 1e-9

@@ -6,6 +6,7 @@ outer loop over ``nthreads`` OpenMP threads. 1-D and 2-D convolutions use the
 """
 
 from cython.parallel cimport prange
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 include "_index.pxi"
@@ -106,7 +107,10 @@ def depthwise2d(const float[:, :, ::1] x, const float[:, :, ::1] w, float[:, :, 
                 Py_ssize_t dh, Py_ssize_t dw, int nthreads):
     """Depthwise 2-D convolution of one image: channel c of ``x`` (C, H, W) with
     filter ``w[c]`` (C, kh, kw) into ``out`` (C, oh, ow), which must start
-    zeroed (or hold the bias)."""
+    zeroed (or hold the bias).
+
+    The valid output range of each filter column is the same for every
+    channel and row, so it is computed once (no division in the loops)."""
     cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef Py_ssize_t kh = w.shape[1], kw = w.shape[2]
     cdef Py_ssize_t oh = out.shape[1], ow = out.shape[2]
@@ -114,25 +118,123 @@ def depthwise2d(const float[:, :, ::1] x, const float[:, :, ::1] w, float[:, :, 
     cdef float wv
     cdef float* dst
     cdef const float* src
+    cdef Py_ssize_t* bounds
     if w.shape[0] != C or out.shape[0] != C:
         raise ValueError("depthwise2d: channel counts differ")
+    if kw <= 0 or kh <= 0 or C == 0 or oh == 0 or ow == 0:
+        return
+    if sh == 1 and sw == 1:
+        _depthwise2d_s1(x, w, out, ph, pw, dh, dw, nthreads)
+        return
+    bounds = <Py_ssize_t*>malloc(3 * kw * sizeof(Py_ssize_t))
+    if bounds == NULL:
+        raise MemoryError()
+    for kx in range(kw):
+        x_off = kx * dw - pw
+        lo = _first_valid(x_off, sw)
+        hi = _end_valid(x_off, sw, W, ow)
+        if lo > ow:
+            lo = ow
+        if hi < lo:
+            hi = lo
+        bounds[3 * kx] = lo
+        bounds[3 * kx + 1] = hi
+        bounds[3 * kx + 2] = x_off
+    try:
+        with nogil:
+            for c in prange(C, num_threads=nthreads, schedule="static"):
+                for y in range(oh):
+                    dst = &out[c, y, 0]
+                    for ky in range(kh):
+                        iy = y * sh - ph + ky * dh
+                        if iy < 0 or iy >= H:
+                            continue
+                        src = &x[c, iy, 0]
+                        for kx in range(kw):
+                            wv = w[c, ky, kx]
+                            lo = bounds[3 * kx]
+                            hi = bounds[3 * kx + 1]
+                            x_off = bounds[3 * kx + 2]
+                            if sw == 1:
+                                for i in range(lo, hi):
+                                    dst[i] = dst[i] + wv * src[i + x_off]
+                            else:
+                                for i in range(lo, hi):
+                                    dst[i] = dst[i] + wv * src[i * sw + x_off]
+    finally:
+        free(bounds)
+
+
+cdef inline void _taps3x3(float* tmp, const float* pad, const float* k,
+                          Py_ssize_t row, Py_ssize_t col, Py_ssize_t n) noexcept nogil:
+    """``tmp[j] = sum of k[3a+b] * pad[j + a*row + b*col]`` for j < n (a 3x3 stencil)."""
+    cdef Py_ssize_t j
+    cdef float k0 = k[0], k1 = k[1], k2 = k[2], k3 = k[3], k4 = k[4]
+    cdef float k5 = k[5], k6 = k[6], k7 = k[7], k8 = k[8]
+    cdef const float* a = pad
+    cdef const float* b = pad + row
+    cdef const float* d = pad + 2 * row
+    for j in range(n):
+        tmp[j] = (k0 * a[j] + k1 * a[j + col] + k2 * a[j + 2 * col]
+                  + k3 * b[j] + k4 * b[j + col] + k5 * b[j + 2 * col]
+                  + k6 * d[j] + k7 * d[j + col] + k8 * d[j + 2 * col])
+
+
+cdef void _depthwise2d_s1(const float[:, :, ::1] x, const float[:, :, ::1] w,
+                          float[:, :, ::1] out, Py_ssize_t ph, Py_ssize_t pw,
+                          Py_ssize_t dh, Py_ssize_t dw, int nthreads) except *:
+    """Stride-1 depthwise convolution on a zero-padded copy of each channel.
+
+    With the plane padded to width ``Wp``, every filter tap is one
+    ``tmp[j] += w * pad[j + offset]`` over ``(oh - 1) * Wp + ow`` contiguous
+    elements (columns past ``ow`` are computed and dropped), so the inner
+    loop is long and vectorizes, instead of one short loop per output row.
+    """
+    cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
+    cdef Py_ssize_t kh = w.shape[1], kw = w.shape[2]
+    cdef Py_ssize_t oh = out.shape[1], ow = out.shape[2]
+    # rows/columns of the padded plane that any output reads
+    cdef Py_ssize_t Hp = oh + (kh - 1) * dh, Wp = ow + (kw - 1) * dw
+    cdef Py_ssize_t L = (oh - 1) * Wp + ow
+    cdef Py_ssize_t c, y, ky, kx, j, off, r0, r1, c0, c1
+    cdef float wv
+    cdef float* pad
+    cdef float* tmp
+    cdef float* dst
+    cdef const float* src
+    cdef bint failed = False
+    # the input rows [r0, r1) and columns [c0, c1) that land inside the padded plane
+    r0 = ph if ph < Hp else Hp
+    r1 = ph + H if ph + H < Hp else Hp
+    c0 = pw if pw < Wp else Wp
+    c1 = pw + W if pw + W < Wp else Wp
     with nogil:
         for c in prange(C, num_threads=nthreads, schedule="static"):
-            for y in range(oh):
-                dst = &out[c, y, 0]
+            pad = <float*>malloc((Hp * Wp + oh * Wp) * sizeof(float))
+            if pad == NULL:
+                failed = True
+                continue
+            tmp = pad + Hp * Wp
+            memset(pad, 0, Hp * Wp * sizeof(float))
+            for y in range(r0, r1):
+                if c1 > c0:
+                    memcpy(pad + y * Wp + c0, &x[c, y - ph, c0 - pw], (c1 - c0) * sizeof(float))
+            if kh == 3 and kw == 3:
+                # all nine taps in one pass: each tmp element written once
+                _taps3x3(tmp, pad, &w[c, 0, 0], dh * Wp, dw, L)
+            else:
+                memset(tmp, 0, oh * Wp * sizeof(float))
                 for ky in range(kh):
-                    iy = y * sh - ph + ky * dh
-                    if iy < 0 or iy >= H:
-                        continue
-                    src = &x[c, iy, 0]
                     for kx in range(kw):
                         wv = w[c, ky, kx]
-                        x_off = kx * dw - pw
-                        lo = _first_valid(x_off, sw)
-                        hi = _end_valid(x_off, sw, W, ow)
-                        if sw == 1:
-                            for i in range(lo, hi):
-                                dst[i] = dst[i] + wv * src[i + x_off]
-                        else:
-                            for i in range(lo, hi):
-                                dst[i] = dst[i] + wv * src[i * sw + x_off]
+                        off = ky * dh * Wp + kx * dw
+                        src = pad + off
+                        for j in range(L):
+                            tmp[j] = tmp[j] + wv * src[j]
+            for y in range(oh):
+                dst = &out[c, y, 0]
+                for j in range(ow):
+                    dst[j] = dst[j] + tmp[y * Wp + j]
+            free(pad)
+    if failed:
+        raise MemoryError()
