@@ -5,9 +5,18 @@ Both runtimes get the same number of intra-op threads; runs are interleaved
 The table shows medians and the ratio ortcore / onnxruntime, then the geomean.
 onnxruntime's thread spinning is turned off (unless ``--ort-spinning``) so
 that its idle threads do not steal the cores from the interleaved ortcore run.
+With ``--ort-spinning`` onnxruntime keeps its default, and its session is
+created anew for each turn and dropped after it, so that its spinning threads
+are gone during ortcore's turn; ``--block 5 --settle 1`` then gives each turn
+one untimed and five timed runs (see ``timing.py``). ``--processes 3`` goes
+further: each runtime runs alone in a process of its own (``--runs`` timed
+runs after warm-up), the processes taking turns three times, so that neither
+runtime's threads can touch the other's timings; with ``--ort-spinning`` this
+compares the two as a user gets them by default.
 
     python benchmarks/light_models.py [--threads 2] [--runs 10] [--models resnet50,vgg19]
-                                      [--reference]
+                                      [--reference] [--ort-spinning] [--settle N] [--block N]
+                                      [--processes N]
 
 With ``--reference`` onnx's reference evaluator runs each model too (once: it
 is slow) and the table adds the speed-up of ortcore over it.
@@ -16,14 +25,18 @@ is slow) and the table adds the speed-up of ortcore over it.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import onnx
+from timing import Runner, timed_turns
 
 
 def light_models() -> list[Path]:
@@ -39,6 +52,68 @@ def feeds_for(inputs: list) -> dict[str, np.ndarray]:
     return {a.name: backend_test_input(a) for a in inputs}
 
 
+def time_pair(
+    ours: object, path: str, rso: object, feeds: dict[str, np.ndarray], args: argparse.Namespace
+) -> list[list[float]]:
+    """Timed runs of ortcore's session and of onnxruntime's, taking turns."""
+    import onnxruntime
+
+    cpu = ["CPUExecutionProvider"]
+    ref = None if args.ort_spinning else onnxruntime.InferenceSession(path, rso, providers=cpu)
+
+    def open_ref() -> Runner:
+        sess = ref if ref is not None else onnxruntime.InferenceSession(path, rso, providers=cpu)
+        return lambda: sess.run(None, feeds)
+
+    def run_ours() -> object:
+        return ours.run(None, feeds)  # type: ignore[attr-defined]
+
+    block = max(args.block, 1)
+    return timed_turns(
+        [lambda: run_ours, open_ref],
+        rounds=max(1, -(-args.runs // block)),
+        settle=args.settle,
+        block=block,
+    )
+
+
+def child(args: argparse.Namespace) -> None:
+    """``--child RUNTIME``: time one runtime alone in this process; print JSON."""
+    (path,) = [p for p in light_models() if p.stem.removeprefix("light_") == args.models]
+    if args.child == "ortcore":
+        import ortcore
+
+        so = ortcore.SessionOptions()
+        so.intra_op_num_threads = args.threads
+        sess = ortcore.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    else:
+        import onnxruntime
+
+        rso = onnxruntime.SessionOptions()
+        rso.intra_op_num_threads = args.threads
+        if not args.ort_spinning:
+            rso.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        sess = onnxruntime.InferenceSession(str(path), rso, providers=["CPUExecutionProvider"])
+    feeds = feeds_for(sess.get_inputs())
+    run = lambda: sess.run(None, feeds)  # noqa: E731
+    (times,) = timed_turns([lambda: run], 1, settle=max(args.settle, 2), block=args.runs)
+    print(json.dumps(times))
+
+
+def time_in_processes(short: str, args: argparse.Namespace) -> list[list[float]]:
+    """Timed runs of each runtime alone in its own process, the processes
+    taking turns ``--processes`` times (ortcore first, then onnxruntime)."""
+    times: list[list[float]] = [[], []]
+    for _ in range(args.processes):
+        for k, runtime in enumerate(("ortcore", "onnxruntime")):
+            cmd = [sys.executable, __file__, "--child", runtime, "--models", short]
+            cmd += ["--threads", str(args.threads), "--runs", str(args.runs)]
+            cmd += ["--settle", str(args.settle)] + (["--ort-spinning"] * args.ort_spinning)
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            times[k] += json.loads(out.stdout.strip().splitlines()[-1])
+    return times
+
+
 def main() -> None:
     """Run the benchmark and print the table."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -49,7 +124,25 @@ def main() -> None:
     parser.add_argument(
         "--ort-spinning", action="store_true", help="keep onnxruntime's default thread spinning"
     )
+    parser.add_argument(
+        "--settle",
+        type=int,
+        default=0,
+        help="untimed runs at the start of each turn (absorbing what the other runtime left)",
+    )
+    parser.add_argument("--block", type=int, default=1, help="timed runs per turn")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        help="time each runtime alone in its own process, this many turns each "
+        "(--runs timed runs per process)",
+    )
+    parser.add_argument("--child", choices=["ortcore", "onnxruntime"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
 
     import onnxruntime
 
@@ -69,9 +162,11 @@ def main() -> None:
         rso = onnxruntime.SessionOptions()
         rso.intra_op_num_threads = args.threads
         rso.log_severity_level = 3
-        # Interleaved runs: onnxruntime's pool spins after each run and would
-        # steal the cores from the ortcore run that follows; with spinning off
-        # each runtime gets the machine to itself during its own run.
+        # Interleaved runs: onnxruntime's pool spins as long as its session
+        # lives and would steal the cores from the ortcore run that follows;
+        # with spinning off each runtime gets the machine to itself during its
+        # own run. With --ort-spinning the session keeps onnxruntime's default
+        # and is created anew for each turn and dropped after it.
         if not args.ort_spinning:
             rso.add_session_config_entry("session.intra_op.allow_spinning", "0")
         t0 = time.perf_counter()
@@ -81,14 +176,11 @@ def main() -> None:
         a = ours.run(None, feeds)[0]
         b = ref.run(None, feeds)[0]
         same = bool(np.allclose(a, b, rtol=1e-3, atol=1e-5))
-        t_ours, t_ref = [], []
-        for _ in range(args.runs):
-            t = time.perf_counter()
-            ours.run(None, feeds)
-            t_ours.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            ref.run(None, feeds)
-            t_ref.append(time.perf_counter() - t)
+        del ref  # time_pair makes its own (one per turn when it spins)
+        if args.processes:
+            t_ours, t_ref = time_in_processes(short, args)
+        else:
+            t_ours, t_ref = time_pair(ours, str(path), rso, feeds, args)
         mo, mr = statistics.median(t_ours), statistics.median(t_ref)
         speedup = float("nan")
         if args.reference:

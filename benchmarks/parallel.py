@@ -1,9 +1,19 @@
 """ORT_SEQUENTIAL against ORT_PARALLEL in ortcore, on models with parallel branches.
 
 The light Inception models (onnx's ``light`` folder) and a synthetic model of
-two heavy independent MatMul branches. Runs are interleaved (one sequential,
-one parallel, ...) so machine noise hits both alike; the table shows the
-medians and the ratio sequential / parallel (above 1: parallel is faster).
+two heavy independent MatMul branches. Three sessions per model, runs
+interleaved so machine noise hits all alike:
+
+* sequential with ``--intra-op`` threads per node;
+* parallel: ``--inter-op`` branches at once, each node with ``--intra-op``
+  threads (its BLAS pool included);
+* sequential with ``inter-op x intra-op`` threads per node, i.e. the same
+  number of cores as the parallel session spent on one node at a time.
+
+The table shows medians and the ratios: ``seq/par`` above 1 means the
+parallel session is faster than the sequential one with the same threads per
+node; ``wide/par`` above 1 means it also beats giving all the threads to each
+node.
 
     python benchmarks/parallel.py [--runs 20] [--inter-op 2] [--intra-op 1]
 """
@@ -61,27 +71,39 @@ def main() -> None:
     ]
     models.append(("two_matmul_branches", two_matmul_branches()))
     print(f"inter_op_num_threads={args.inter_op} intra_op_num_threads={args.intra_op}")
-    print(f"{'model':<24} {'sequential ms':>14} {'parallel ms':>12} {'seq/par':>8}")
+    print(
+        f"{'model':<24} {'sequential ms':>14} {'parallel ms':>12} {'wide ms':>10}"
+        f" {'seq/par':>8} {'wide/par':>9}"
+    )
     for name, model in models:
         sessions = []
-        for mode in (ortcore.ExecutionMode.ORT_SEQUENTIAL, ortcore.ExecutionMode.ORT_PARALLEL):
+        seq_mode, par_mode = (
+            ortcore.ExecutionMode.ORT_SEQUENTIAL,
+            ortcore.ExecutionMode.ORT_PARALLEL,
+        )
+        for mode, intra in (
+            (seq_mode, args.intra_op),
+            (par_mode, args.intra_op),
+            (seq_mode, args.intra_op * args.inter_op),
+        ):
             so = ortcore.SessionOptions()
             so.execution_mode = mode
             so.inter_op_num_threads = args.inter_op
-            so.intra_op_num_threads = args.intra_op
+            so.intra_op_num_threads = intra
             sessions.append(ortcore.InferenceSession(model, so, providers=["CPUExecutionProvider"]))
         feeds = feeds_for(sessions[0].get_inputs())
         ref = sessions[0].run(None, feeds)
         got = sessions[1].run(None, feeds)
         assert all(np.array_equal(a, b) for a, b in zip(ref, got)), name
-        times: list[list[float]] = [[], []]
+        times: list[list[float]] = [[] for _ in sessions]
         for _ in range(args.runs):
             for k, sess in enumerate(sessions):
                 t = time.perf_counter()
                 sess.run(None, feeds)
                 times[k].append(time.perf_counter() - t)
-        seq, par = (statistics.median(t) * 1000 for t in times)
-        print(f"{name:<24} {seq:>14.2f} {par:>12.2f} {seq / par:>8.2f}")
+        seq, par, wide = (statistics.median(t) * 1000 for t in times)
+        ratios = f"{seq / par:>8.2f} {wide / par:>9.2f}"
+        print(f"{name:<24} {seq:>14.2f} {par:>12.2f} {wide:>10.2f} {ratios}")
 
 
 if __name__ == "__main__":

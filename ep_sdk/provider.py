@@ -294,6 +294,16 @@ class ExecutionProvider:
         """Extra graph passes (onnx-ir passes) to run on nodes it was assigned."""
         return ()
 
+    def on_run_start(self, run_options: Any) -> None:
+        """Called on the caller's thread before each run of a session that
+        uses this provider (onnxruntime's ``OnRunStart``), with the run's
+        ``RunOptions`` or ``None``. The core calls it only for providers that
+        override it, so the default costs nothing."""
+
+    def on_run_end(self, run_options: Any) -> None:
+        """Called after each run (also one that failed) of a session that
+        uses this provider; the counterpart of :meth:`on_run_start`."""
+
     def close(self) -> None:
         """Release device resources; called when the session is closed."""
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import OrtcoreError
+from .errors import InvalidArgument, OrtcoreError
 from .plugins import default_manager
 
 __all__ = ["main"]
@@ -216,21 +216,32 @@ def cmd_bench(ns: argparse.Namespace) -> int:
 
     from .profiling import load_trace, summarize
 
-    model = resolve_model(ns.model)
-    so_args = argparse.Namespace(**vars(ns))
-    with tempfile.TemporaryDirectory() as tmp:
-        sess = _session(so_args, model, profile_prefix=str(Path(tmp) / "bench"))
-        feeds = _load_inputs(model, sess.get_inputs())
-        for _ in range(max(ns.runs, 1)):
-            sess.run(None, feeds)
-        summary = summarize(load_trace(sess.end_profiling()), top=ns.top)
+    if ns.trace:
+        if ns.model:
+            raise InvalidArgument("bench: give a model or --trace, not both")
+        try:
+            events = load_trace(ns.trace)
+        except (OSError, ValueError) as exc:
+            raise InvalidArgument(f"bench --trace {ns.trace}: {exc}") from exc
+        summary = summarize(events, top=ns.top)
+        header = [f"trace: {ns.trace}"]
+    else:
+        model = resolve_model(ns.model)
+        so_args = argparse.Namespace(**vars(ns))
+        with tempfile.TemporaryDirectory() as tmp:
+            sess = _session(so_args, model, profile_prefix=str(Path(tmp) / "bench"))
+            feeds = _load_inputs(model, sess.get_inputs())
+            for _ in range(max(ns.runs, 1)):
+                sess.run(None, feeds)
+            summary = summarize(load_trace(sess.end_profiling()), top=ns.top)
+        header = [f"model: {model}", f"providers: {', '.join(sess.get_providers())}"]
     if ns.json:
         print(json.dumps(summary, indent=2))
         return 0
     total_ms = summary["total_us"] / 1000
     runs = max(summary["runs"], 1)
-    print(f"model: {model}")
-    print(f"providers: {', '.join(sess.get_providers())}")
+    for line in header:
+        print(line)
     print(
         f"{summary['runs']} profiled runs, {summary['node_events']} node events, "
         f"{total_ms:.1f} ms in nodes ({total_ms / runs:.2f} ms per run)"
@@ -342,6 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=5, help="profiled runs (default 5)")
     p.add_argument("--top", type=int, default=10, help="how many slowest nodes to list")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="summarise this trace (from end_profiling(), ortcore's or onnxruntime's) "
+        "instead of running a model",
+    )
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("cache", help="list or purge the cache of compiled fused groups")

@@ -102,6 +102,13 @@ class RunOptions:
 
     Setting ``terminate = True`` from another thread stops a running ``run``
     between two nodes with :class:`ortcore.RunTerminated`.
+    ``only_execute_path_to_fetches`` skips nodes the requested outputs do not
+    need. ``log_severity_level`` (onnxruntime's scale: 0 verbose, 1 info,
+    2 warning, 3 error, 4 fatal) below 2 logs the run on the ``ortcore.run``
+    logger: its start and end (INFO at 1, DEBUG at 0) and, at 0 with
+    ``log_verbosity_level`` 1 or more, one DEBUG record per node; records
+    start with ``[logid]`` when ``logid`` is set. A failed run is logged at
+    ERROR.
     """
 
     def __init__(self) -> None:

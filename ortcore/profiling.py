@@ -169,12 +169,19 @@ class Profiler:
 
 
 def load_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Read a trace file (a JSON list, or an object with ``traceEvents``)."""
+    """Read a trace file (a JSON list, or an object with ``traceEvents``).
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: it is not JSON, or not a list of trace events.
+    """
     with open(path, encoding="utf-8") as f:
-        data = json.load(f)
+        data = json.load(f)  # json.JSONDecodeError is a ValueError
     if isinstance(data, dict):
         data = data.get("traceEvents", [])
-    return list(data)
+    if not isinstance(data, list) or not all(isinstance(e, dict) for e in data):
+        raise ValueError("not a Chrome trace: expected a list of event objects")
+    return data
 
 
 def _copy_bytes(args: Mapping[str, Any]) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -37,6 +38,9 @@ __all__ = [
     "get_available_providers",
     "get_all_providers",
 ]
+
+run_log = logging.getLogger("ortcore.run")
+"""Run-level log records (see ``RunOptions.log_severity_level``)."""
 
 CPU_PROVIDER = "CPUExecutionProvider"
 DISABLE_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
@@ -232,7 +236,8 @@ class InferenceSession:
             _FeedCheck(_node_arg(v, self._map_types), v.shape is not None)
             for v in [*self._input_values, *self._overridable]
         ]
-        self._execute = self._choose_execute()
+        self._base_execute = self._choose_execute()
+        self._execute = self._with_run_hooks(self._base_execute)
         if self._profiler is not None:
             self._profiler.session_event("session_initialization", t_start, time.perf_counter_ns())
 
@@ -257,6 +262,36 @@ class InferenceSession:
             return plan.run_profiled(feeds, ctx, profiler)
 
         return profiled
+
+    def _with_run_hooks(
+        self, execute: Callable[[Plan, Sequence[Any], RunContext], list[Any]]
+    ) -> Callable[[Plan, Sequence[Any], RunContext], list[Any]]:
+        """``execute`` wrapped in the providers' ``on_run_start``/``on_run_end``,
+        or ``execute`` itself when no provider overrides them."""
+        starts = [
+            p.on_run_start
+            for p in self._providers
+            if type(p).on_run_start is not ExecutionProvider.on_run_start
+        ]
+        ends = [
+            p.on_run_end
+            for p in self._providers
+            if type(p).on_run_end is not ExecutionProvider.on_run_end
+        ]
+        if not starts and not ends:
+            return execute
+
+        def hooked(plan: Plan, feeds: Sequence[Any], ctx: RunContext) -> list[Any]:
+            ro = ctx.run_options
+            for start in starts:
+                start(ro)
+            try:
+                return execute(plan, feeds, ctx)
+            finally:
+                for end in ends:
+                    end(ro)
+
+        return hooked
 
     def _create_providers(
         self,
@@ -437,9 +472,69 @@ class InferenceSession:
         plan = self._planned.plan
         if run_options is not None and run_options.only_execute_path_to_fetches:
             plan = plan.pruned(wanted)
-        results = self._execute(plan, feeds, RunContext(run_options))
+        results = self._run_plan(plan, feeds, run_options)
         guarded = (self._constant_roots, _roots_of(feeds))
         return [_as_output(results[i], guarded) for i in wanted]
+
+    def _run_plan(
+        self, plan: Plan, feeds: Sequence[Any], run_options: RunOptions | None
+    ) -> list[Any]:
+        """Execute ``plan``; with ``run_options.log_severity_level`` below 2
+        (warning) the run is logged on the ``ortcore.run`` logger."""
+        ctx = RunContext(run_options)
+        if run_options is None or run_options.log_severity_level >= 2:
+            return self._execute(plan, feeds, ctx)
+        return self._logged_run(plan, feeds, ctx, run_options)
+
+    def _logged_run(
+        self, plan: Plan, feeds: Sequence[Any], ctx: RunContext, ro: RunOptions
+    ) -> list[Any]:
+        """A run with log records, as onnxruntime's run-level logging.
+
+        Severity 1 (info) logs the run's start and end at INFO; severity 0
+        (verbose) logs them at DEBUG and, with ``log_verbosity_level`` of 1 or
+        more, one DEBUG record per executed node (op type, provider, time),
+        unless the session is profiling already. Records start with
+        ``[logid]`` when the run options name one.
+        """
+        level = logging.DEBUG if ro.log_severity_level <= 0 else logging.INFO
+        tag = f"[{ro.logid}] " if ro.logid else ""
+        run_log.log(level, "%srun started: %d nodes", tag, len(plan.steps))
+        per_node = (
+            ro.log_severity_level <= 0 and ro.log_verbosity_level >= 1 and self._profiler is None
+        )
+        prof = Profiler("run") if per_node else None
+        execute = self._execute
+        if prof is not None:
+            par = self._parallel
+
+            def traced(plan: Plan, feeds: Sequence[Any], ctx: RunContext) -> list[Any]:
+                assert prof is not None
+                if par is not None:
+                    return par.run(plan, feeds, ctx, prof)
+                return plan.run_profiled(feeds, ctx, prof)
+
+            execute = self._with_run_hooks(traced)
+        t0 = time.perf_counter()
+        try:
+            results = execute(plan, feeds, ctx)
+        except BaseException as exc:
+            ms = (time.perf_counter() - t0) * 1000
+            run_log.error("%srun failed after %.3f ms: %s", tag, ms, exc)
+            raise
+        finally:
+            if prof is not None:
+                for e in prof.events():
+                    if e["cat"] != "Node":
+                        continue
+                    a = e["args"]
+                    run_log.debug(
+                        "%snode %s (%s on %s): %.3f ms",
+                        tag, a["node_name"], a["op_name"], a["provider"], e["dur"] / 1000,
+                    )  # fmt: skip
+        ms = (time.perf_counter() - t0) * 1000
+        run_log.log(level, "%srun finished in %.3f ms", tag, ms)
+        return results
 
     def io_binding(self) -> IOBinding:
         """A new :class:`IOBinding` for this session."""
@@ -499,7 +594,7 @@ class InferenceSession:
         plan = self._variant(tuple(in_devices), tuple(out_devices))
         if run_options is not None and run_options.only_execute_path_to_fetches:
             plan = plan.pruned(wanted)
-        results = self._execute(plan, feeds, RunContext(run_options))
+        results = self._run_plan(plan, feeds, run_options)
         guarded = (self._constant_roots, _roots_of(feeds))
         out = []
         for i in wanted:
@@ -607,6 +702,7 @@ class InferenceSession:
             old = self._providers
             self._providers = self._create_providers(providers, provider_options)
             self._planned = self._build_plan(self._model)
+            self._execute = self._with_run_hooks(self._base_execute)
             self._constant_roots = {
                 id(_root(c)) for c in self._planned.plan.template if isinstance(c, np.ndarray)
             }

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +35,13 @@ def examples() -> Iterator[None]:
     sys.path.remove(str(EXAMPLES))
     for name in ("tutorial_provider", "fused_provider_example"):
         default_manager().unregister_plugin(name)
-    for module in ("tutorial_provider", "tutorial_run", "custom_op", "fused_provider"):
+    for module in (
+        "tutorial_provider",
+        "tutorial_run",
+        "custom_op",
+        "fused_provider",
+        "session_features",
+    ):
         sys.modules.pop(module, None)
 
 
@@ -55,6 +62,18 @@ def test_custom_op_guide_runs(cpu: str, examples: None) -> None:
 def test_fusing_provider_compiles_groups(cpu: str, examples: None) -> None:
     counts = example("fused_provider").main()
     assert counts == {"FusingExecutionProvider": 5, cpu: 1}
+
+
+def test_session_features_guide_runs(cpu: str, examples: None) -> None:
+    out = example("session_features").main()
+    assert "Mul" in out["trace_ops"] and out["trace_ops"] & {"MatMul", "FusedMatMul"}
+    x = np.ones((8, 64), np.float32)
+    y, z, y_buffer = out["iobinding"]
+    np.testing.assert_array_equal(z, x * 2)
+    np.testing.assert_array_equal(y, y_buffer)  # the bound OrtValue holds the result
+    np.testing.assert_array_equal(out["z_only"], x * 2)
+    np.testing.assert_array_equal(out["parallel"], out["sequential"])
+    np.testing.assert_array_equal(out["sequential"], y)
 
 
 def test_tutorial_provider_passes_a_conformance_subset(cpu: str) -> None:

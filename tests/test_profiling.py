@@ -148,3 +148,30 @@ def test_bench_command_summarises_a_profiled_model(
     data = json.loads(capsys.readouterr().out)
     assert data["runs"] == 2 and data["copies"]["count"] == 0
     assert list(tmp_path.iterdir()) == [model]  # the trace went to a temporary folder
+
+
+def test_bench_summarises_a_saved_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sess = _profiled(tmp_path, ["fake", "mini"])
+    for _ in range(3):
+        sess.run(None, {"x": X})
+    trace = sess.end_profiling()
+    assert main(["bench", "--trace", trace, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["runs"] == 3
+    assert {r["name"] for r in data["by_op"]} >= {"Add", "Relu", "Neg", "Mul"}
+    assert data["copies"]["count"] > 0
+    assert main(["bench", "--trace", trace]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"trace: {trace}") and "slowest nodes" in out
+    # bad traces and contradictory arguments get one clear line, exit status 2
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": 3}')
+    missing = tmp_path / "missing.json"
+    for args, words in (
+        (["--trace", str(bad)], "not a Chrome trace"),
+        (["--trace", str(missing)], "missing.json"),
+        (["model.onnx", "--trace", trace], "not both"),
+    ):
+        assert main(["bench", *args]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("ortcore: InvalidArgument: bench") and words in err, err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any, ClassVar
@@ -137,3 +138,86 @@ def test_terminate_from_another_thread_stops_a_running_run(counting: Any) -> Non
     CountingProvider.delay = 0.0
     (y,) = sess.run(None, {"x": X})
     np.testing.assert_array_equal(y, X)  # twenty negations
+
+
+class HookedProvider(CountingProvider):
+    """CountingProvider that records its run hooks."""
+
+    name = "HookedExecutionProvider"
+    aliases = ("hooked",)
+    events: ClassVar[list[tuple[str, Any]]] = []
+
+    def on_run_start(self, run_options: Any) -> None:
+        type(self).events.append(("start", run_options))
+
+    def on_run_end(self, run_options: Any) -> None:
+        type(self).events.append(("end", run_options))
+
+
+@pytest.mark.parametrize("mode", ["sequential", "parallel"])
+def test_provider_run_hooks_frame_every_run_even_a_failed_one(mode: str) -> None:
+    HookedProvider.events = []
+    CountingProvider.delay = 0.0
+    so = ortcore.SessionOptions()
+    if mode == "parallel":
+        so.execution_mode = ortcore.ExecutionMode.ORT_PARALLEL
+    sess = ortcore.InferenceSession(
+        _two_branches(), so, providers=["hooked"], plugin_manager=manager_with(HookedProvider)
+    )
+    assert HookedProvider.events == []  # creating the session runs nothing
+    ro = ortcore.RunOptions()
+    _, b = sess.run(None, {"x": X}, ro)
+    np.testing.assert_array_equal(b, -X)
+    assert HookedProvider.events == [("start", ro), ("end", ro)]
+    ro.terminate = True
+    with pytest.raises(ortcore.RunTerminated):
+        sess.run(None, {"x": X}, ro)
+    assert [e for e, _ in HookedProvider.events] == ["start", "end", "start", "end"]
+    sess.run(None, {"x": X})
+    assert HookedProvider.events[-2:] == [("start", None), ("end", None)]
+
+
+def test_providers_without_hooks_run_the_bare_executor(counting: Any) -> None:
+    sess = _session(_two_branches(), counting)
+    assert sess._execute is sess._base_execute
+
+
+@pytest.mark.parametrize("mode", ["sequential", "parallel"])
+def test_run_options_log_the_run_at_their_severity(
+    counting: Any, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    so = ortcore.SessionOptions()
+    if mode == "parallel":
+        so.execution_mode = ortcore.ExecutionMode.ORT_PARALLEL
+    sess = ortcore.InferenceSession(
+        _two_branches(), so, providers=["counting"], plugin_manager=counting
+    )
+    caplog.set_level(logging.DEBUG, logger="ortcore.run")
+    sess.run(None, {"x": X})  # default severity 2: nothing
+    assert caplog.records == []
+    ro = ortcore.RunOptions()
+    ro.logid = "req-7"
+    ro.log_severity_level = 1
+    sess.run(None, {"x": X}, ro)
+    assert [(r.levelno, r.getMessage()[:23]) for r in caplog.records] == [
+        (logging.INFO, "[req-7] run started: 3 "),
+        (logging.INFO, "[req-7] run finished in"),
+    ]
+    caplog.clear()
+    ro.log_severity_level = 0
+    ro.log_verbosity_level = 1
+    a, _ = sess.run(None, {"x": X}, ro)
+    np.testing.assert_array_equal(a, np.maximum(-X, 0))
+    nodes = sorted(r.getMessage() for r in caplog.records if " node " in r.getMessage())
+    assert [m.split(":")[0] for m in nodes] == [
+        "[req-7] node neg_a (Neg on CountingExecutionProvider)",
+        "[req-7] node neg_b (Neg on CountingExecutionProvider)",
+        "[req-7] node relu_a (Relu on CountingExecutionProvider)",
+    ]
+    assert all(r.levelno == logging.DEBUG for r in caplog.records)
+    caplog.clear()
+    ro.terminate = True
+    with pytest.raises(ortcore.RunTerminated):
+        sess.run(None, {"x": X}, ro)
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and errors[0].startswith("[req-7] run failed after")

@@ -6,7 +6,8 @@ load) are imported on the first call of :meth:`CPUExecutionProvider.kernel_regis
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import ep_sdk
 
@@ -30,13 +31,30 @@ class CPUExecutionProvider(ep_sdk.ExecutionProvider):
 
     It is the fallback provider: its priority is the lowest, and the core tries
     it after every other provider the session lists. Parallel kernels use
-    ``SessionOptions.intra_op_num_threads`` threads (0: every core).
+    ``SessionOptions.intra_op_num_threads`` threads (0: every core); a
+    session that sets it also sizes numpy's BLAS pool for its runs, which is
+    process-wide (see :mod:`ortcore_cpu.threads`).
     """
 
     name: ClassVar[str] = "CPUExecutionProvider"
     aliases: ClassVar[tuple[str, ...]] = ("cpu",)
     version: ClassVar[str] = __version__
     priority: ClassVar[int] = 0
+
+    def __init__(
+        self,
+        options: Mapping[str, Any] | None = None,
+        config: ep_sdk.SessionConfig | None = None,
+    ) -> None:
+        super().__init__(options, config)
+        self._blas_threads = max(int(self.config.intra_op_num_threads), 0)
+
+    def on_run_start(self, run_options: Any) -> None:
+        """Size numpy's BLAS pool to ``intra_op_num_threads`` (when set) for the run."""
+        if self._blas_threads:
+            from .threads import limit_blas_threads
+
+            limit_blas_threads(self._blas_threads)
 
     def kernel_registry(self) -> ep_sdk.KernelRegistry:
         """Return the provider's kernels (imported on first use)."""
