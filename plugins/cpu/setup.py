@@ -24,6 +24,7 @@ EXTENSIONS: dict[str, str] = {
     "ortcore_cpu._ext.rowwise": "ortcore_cpu/_ext/rowwise.pyx",
     "ortcore_cpu._ext.movement": "ortcore_cpu/_ext/movement.pyx",
     "ortcore_cpu._ext.resize": "ortcore_cpu/_ext/resize.pyx",
+    "ortcore_cpu._ext.winograd": "ortcore_cpu/_ext/winograd.pyx",
 }
 
 

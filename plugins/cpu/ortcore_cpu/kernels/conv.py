@@ -2,13 +2,20 @@
 
 Float32 (and float16, computed in float32) with 1-3 spatial dims use Cython
 im2col / col2im plus a BLAS matmul, a straight matmul for pointwise (1x1)
-convolutions, and a direct Cython kernel for depthwise 2-D ones. Other dtypes
-and ranks take a numpy path that loops over kernel offsets, not elements.
+convolutions, and a direct Cython kernel for depthwise 2-D ones. Large
+enough 2-D 3x3 convolutions with stride 1, dilation 1 and one group use
+Winograd F(2x2, 3x3) instead (Lavin & Gray 2015): Cython input and output
+transforms around 16 BLAS matmuls, which do 16 multiplies per 2x2 output
+tile and channel pair where im2col's matmul does 36. The filter transform of
+a constant weight is computed once per kernel (see :class:`WinogradFilters`).
+Other dtypes and ranks take a numpy path that loops over kernel offsets, not
+elements.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -16,6 +23,7 @@ from ep_sdk import Compute, NodeInfo
 
 from .._ext import conv as ext
 from .._ext import elementwise as ew
+from .._ext import winograd as wino
 from . import registry
 from ._common import FLOATS, f32_contiguous, thread_count, threads_for
 from ._window import Window, kernel_offsets, strided_slice, window
@@ -32,16 +40,183 @@ def _add_bias(y: np.ndarray, b: np.ndarray | None, threads: int) -> None:
         rows += np.tile(b.astype(y.dtype), n)[:, None]
 
 
-def _conv_f32(x: np.ndarray, w: np.ndarray, win: Window, group: int, threads: int) -> np.ndarray:
-    """Convolution without bias of float32 ``x`` (N, C, *S), 1-3 spatial dims."""
+# Winograd F(2x2, 3x3): Y = A^T [(G g G^T) * (B^T d B)] A per 2x2 output tile.
+_WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float32)
+_WINOGRAD_GG = np.kron(_WINOGRAD_G, _WINOGRAD_G)
+"""(16, 9): row 4*i + j maps a row-major 3x3 filter to element (i, j) of G g G^T."""
+
+WINOGRAD_MIN_CHANNELS = 16
+"""Input and output channels the Winograd path needs: with fewer its 16
+matmuls are too thin to beat im2col's one."""
+WINOGRAD_MIN_TILES = 16
+"""2x2 output tiles (all images together) the Winograd path needs. With
+fewer, the matmuls are bound by reading the filter transform, which is 16/9
+the size of the weight."""
+WINOGRAD_MIN_TILES_UNCACHED = 64
+"""The same, for a weight that is not a constant (its transform is computed
+at every call)."""
+_WINOGRAD_BLOCK_BYTES = 8 << 20
+"""Bytes of transformed input and output (V and M) per step: bigger images
+go through in bands of tile rows, smaller ones several at a time."""
+
+
+class _Scratch(threading.local):
+    """Per-thread float32 buffer for V and M, kept between calls: fresh
+    memory from the OS page-faults on first touch, which cost as much as the
+    transforms themselves. Holds about ``_WINOGRAD_BLOCK_BYTES`` (more only
+    for images so wide that one tile row needs more)."""
+
+    buf: np.ndarray | None = None
+
+    def get(self, size: int) -> np.ndarray:
+        """The first ``size`` elements of this thread's buffer (grown if needed)."""
+        if self.buf is None or self.buf.size < size:
+            self.buf = None
+            self.buf = np.empty(size, np.float32)
+        return self.buf[:size]
+
+
+_scratch = _Scratch()
+
+
+def winograd_filter(w: np.ndarray) -> np.ndarray:
+    """Winograd filter transform ``U = G g G^T`` of 3x3 filters.
+
+    Args:
+        w: (M, C, 3, 3) filters, any float dtype.
+
+    Returns:
+        float32 (16, M, C): ``U[4*i + j, m, c]`` is element (i, j) of the 4x4
+        transform of ``w[m, c]``.
+    """
+    m, c = w.shape[:2]
+    g = f32_contiguous(w).reshape(m * c, 9)
+    return np.matmul(_WINOGRAD_GG, g.T).reshape(16, m, c)
+
+
+class WinogradFilters:
+    """The Winograd filter transform of a Conv node's last weight.
+
+    A node whose weight is a constant initializer gets the same array at
+    every run, so its transform is kept: :meth:`transform` recomputes it only
+    when handed another array. The array is held, so its id cannot be reused
+    by another one, and it is compared by identity, so only use this for
+    weights that are never written in place (constant initializers).
+    """
+
+    def __init__(self) -> None:
+        self._last: tuple[np.ndarray, np.ndarray] | None = None
+
+    def transform(self, w: np.ndarray) -> np.ndarray:
+        """:func:`winograd_filter` of ``w``, cached for the last ``w``."""
+        last = self._last  # one read: safe if runs of the session overlap
+        if last is not None and last[0] is w:
+            return last[1]
+        u = winograd_filter(w)
+        self._last = (w, u)
+        return u
+
+
+def _use_winograd(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: bool) -> bool:
+    """Whether ``_conv_f32`` takes the Winograd F(2x2, 3x3) path.
+
+    Only 2-D 3x3 convolutions with stride 1, dilation 1 and one group, with at
+    least ``WINOGRAD_MIN_CHANNELS`` input and output channels and enough
+    tiles. The thresholds come from timing both paths (2 threads, OpenBLAS):
+    Winograd loses when there are many more output than input channels (the
+    output transform, per output channel, is then large next to the matmul
+    work it saves) unless the image is large, and when the matmuls are
+    narrow (few tiles), where they read more weight bytes than im2col's.
+    """
+    if not (
+        group == 1
+        and len(win.out) == 2
+        and win.kernel == (3, 3)
+        and w.shape[2:] == (3, 3)
+        and win.strides == (1, 1)
+        and win.dilations == (1, 1)
+        and min(win.pads_begin) >= 0
+        and min(win.pads_end) >= 0
+    ):
+        return False
+    c, m = x.shape[1], w.shape[0]
+    tiles = x.shape[0] * ((win.out[0] + 1) // 2) * ((win.out[1] + 1) // 2)
+    if min(c, m) < WINOGRAD_MIN_CHANNELS:
+        return False
+    if tiles < (WINOGRAD_MIN_TILES if cached else WINOGRAD_MIN_TILES_UNCACHED):
+        return False
+    return m <= 2 * c or (c >= 64 and tiles >= 49)
+
+
+def _plane_size(n: int) -> int:
+    """``n`` rounded up to a multiple of 16 floats that is an odd number of
+    64-byte lines: the 16 planes of V and M then fall in 16 different cache
+    sets (planes 4 KiB apart would evict each other in the transforms)."""
+    size = -(-n // 16) * 16
+    return size if (size // 16) % 2 else size + 16
+
+
+def _conv_winograd(x: np.ndarray, u: np.ndarray, win: Window, threads: int) -> np.ndarray:
+    """Winograd F(2x2, 3x3) convolution without bias of contiguous float32
+    ``x`` (N, C, H, W) with filter transform ``u`` (16, M, C); stride 1."""
+    n, c = x.shape[:2]
+    m = u.shape[1]
+    oh, ow = win.out
+    ph, pw = win.pads_begin
+    th, tw = (oh + 1) // 2, (ow + 1) // 2
+    y = np.empty((n, m, oh, ow), np.float32)
+    # images per step and tile rows per step, within the V + M byte budget
+    row_bytes = 64 * (c + m) * tw
+    if row_bytes * th <= _WINOGRAD_BLOCK_BYTES:
+        images, band = max(1, _WINOGRAD_BLOCK_BYTES // (row_bytes * th)), th
+    else:
+        images, band = 1, max(1, _WINOGRAD_BLOCK_BYTES // row_bytes)
+    images = min(images, n)
+    tiles = images * min(band, th) * tw
+    v_size, m_size = 16 * _plane_size(c * tiles), 16 * _plane_size(m * tiles)
+    buf = _scratch.get(v_size + m_size)
+    v_buf = buf[:v_size].reshape(16, -1)
+    m_buf = buf[v_size:].reshape(16, -1)
+    for i in range(0, n, images):
+        xi, yi = x[i : i + images], y[i : i + images]
+        for ty0 in range(0, th, band):
+            ty1 = min(th, ty0 + band)
+            t = len(xi) * (ty1 - ty0) * tw
+            work = 16 * t * max(c, m)
+            wino.input_transform(xi, v_buf, ph, pw, ty0, ty1, tw, threads_for(work, threads))
+            np.matmul(
+                u,
+                v_buf[:, : c * t].reshape(16, c, t),
+                out=m_buf[:, : m * t].reshape(16, m, t),
+            )
+            wino.output_transform(m_buf, yi, ty0, ty1, tw, threads_for(work, threads))
+    return y
+
+
+def _conv_f32(
+    x: np.ndarray,
+    w: np.ndarray,
+    win: Window,
+    group: int,
+    threads: int,
+    filters: WinogradFilters | None = None,
+) -> np.ndarray:
+    """Convolution without bias of float32 ``x`` (N, C, *S), 1-3 spatial dims.
+
+    ``filters`` caches the Winograd filter transform of a constant ``w``;
+    without it the transform is computed at each call that needs it.
+    """
     n, c = x.shape[:2]
     m = w.shape[0]
     cg, mg = c // group, m // group
     out_sp = win.out
     p = math.prod(out_sp)
+    if n * m * p == 0:
+        return np.empty((n, m, *out_sp), np.float32)
+    if _use_winograd(x, w, win, group, filters is not None):
+        u = filters.transform(w) if filters is not None else winograd_filter(w)
+        return _conv_winograd(f32_contiguous(x), u, win, threads)
     y = np.empty((n, m, *out_sp), np.float32)
-    if y.size == 0:
-        return y
     ksize = math.prod(win.kernel)
     x = f32_contiguous(x)
     w = f32_contiguous(w)
@@ -98,6 +273,20 @@ def _conv_numpy(x: np.ndarray, w: np.ndarray, win: Window, group: int) -> np.nda
     return y.reshape(n, m, *win.out).astype(x.dtype, copy=False)
 
 
+def _constant_input(info: NodeInfo, index: int) -> bool:
+    """Whether input ``index`` of the node is a constant initializer: the
+    same array, never written, at every run (an initializer that is also a
+    graph input may be fed, so it is not)."""
+    inputs = info.node.inputs
+    value = inputs[index] if index < len(inputs) else None
+    return (
+        value is not None
+        and value.const_value is not None
+        and value.is_initializer()
+        and not value.is_graph_input()
+    )
+
+
 def _conv_attrs(info: NodeInfo) -> dict[str, Any]:
     a = info.attrs
     return {
@@ -117,6 +306,7 @@ def conv(info: NodeInfo) -> Compute:
     kernel_shape = info.attrs.get("kernel_shape")
     geometry = _conv_attrs(info)
     threads = thread_count(info)
+    filters = WinogradFilters() if _constant_input(info, 1) else None
 
     def compute(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray]:
         if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
@@ -126,7 +316,7 @@ def conv(info: NodeInfo) -> Compute:
             )
         win = window(x.shape[2:], kernel_shape or w.shape[2:], **geometry)
         if x.dtype in (np.float32, np.float16) and 1 <= len(win.out) <= 3:
-            y = _conv_f32(x, w, win, group, threads)
+            y = _conv_f32(x, w, win, group, threads, filters)
             _add_bias(y, b, threads)
             return (y.astype(x.dtype, copy=False),)
         y = _conv_numpy(x, w, win, group)
