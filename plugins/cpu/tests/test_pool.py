@@ -33,6 +33,9 @@ POOL_CASES = [
     ),
     ((1, 64, 28, 28), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
     ((0, 2, 8, 8), {"kernel_shape": [2, 2]}),
+    # stride 1 (the padded-plane path): asymmetric pads, windows wider than the input
+    ((1, 3, 7, 10), {"kernel_shape": [2, 3], "pads": [1, 0, 0, 2]}),
+    ((2, 2, 3, 2), {"kernel_shape": [3, 3], "pads": [2, 2, 2, 2]}),
 ]
 
 

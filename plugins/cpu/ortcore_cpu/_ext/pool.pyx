@@ -8,6 +8,7 @@ from cython.parallel cimport prange
 from libc.math cimport INFINITY
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
 
 include "_index.pxi"
 
@@ -53,7 +54,11 @@ def max_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
     cdef float v
     cdef float* dst
     cdef const float* src
-    cdef Py_ssize_t* taps = _row_taps(kw, sw, pw, dw, W, ow)
+    cdef Py_ssize_t* taps
+    if _plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow):
+        _pool2d_s1(x, out, kh, kw, ph, pw, dh, dw, True, NULL, NULL, nthreads)
+        return
+    taps = _row_taps(kw, sw, pw, dw, W, ow)
     try:
       with nogil:
         for p in prange(P, num_threads=nthreads, schedule="static"):
@@ -152,6 +157,7 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
     cdef float* dst
     cdef const float* src
     cdef float inv
+    cdef float* inv_y
     cdef Py_ssize_t* taps = _row_taps(kw, sw, pw, dw, W, ow)
     cdef float* inv_x = <float*>malloc((ow + 1) * sizeof(float))
     if taps == NULL or inv_x == NULL:
@@ -166,6 +172,24 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
         else:
             nx = _hi(x0, dw, kw, W, xlo) - xlo
         inv_x[i] = 1.0 / nx if nx > 0 else 0.0
+    if _plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow):
+        inv_y = <float*>malloc((oh + 1) * sizeof(float))
+        if inv_y == NULL:
+            free(taps)
+            free(inv_x)
+            raise MemoryError()
+        for y in range(oh):
+            y0 = y * sh - ph
+            ylo = _first_valid(y0, dh)
+            ny = _end_valid(y0, dh, H + eh, kh) if count_include_pad else _hi(y0, dh, kh, H, ylo) - ylo
+            inv_y[y] = 1.0 / ny if ny > 0 else 0.0
+        try:
+            _pool2d_s1(x, out, kh, kw, ph, pw, dh, dw, False, inv_y, inv_x, nthreads)
+        finally:
+            free(taps)
+            free(inv_x)
+            free(inv_y)
+        return
     try:
       with nogil:
         for p in prange(P, num_threads=nthreads, schedule="static"):
@@ -201,6 +225,113 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
     finally:
         free(taps)
         free(inv_x)
+
+
+cdef inline bint _plane_path(Py_ssize_t D, Py_ssize_t od, Py_ssize_t kd, Py_ssize_t sd,
+                             Py_ssize_t pd, Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t P,
+                             Py_ssize_t oh, Py_ssize_t ow) noexcept:
+    """Whether a pooling is 2-D with stride 1 (and not empty): the padded-plane path."""
+    return (D == 1 and od == 1 and kd == 1 and sd == 1 and pd == 0 and sh == 1 and sw == 1
+            and P > 0 and oh > 0 and ow > 0)
+
+
+cdef inline float _mx(float a, float b) noexcept nogil:
+    return b if b > a else a
+
+
+cdef inline void _max3x3(float* tmp, const float* pad, Py_ssize_t row, Py_ssize_t col,
+                         Py_ssize_t n) noexcept nogil:
+    """``tmp[j]`` = max of the 3x3 stencil at ``pad + j`` (a NaN never wins)."""
+    cdef Py_ssize_t j
+    cdef const float* a = pad
+    cdef const float* b = pad + row
+    cdef const float* c = pad + 2 * row
+    cdef float m
+    for j in range(n):
+        m = _mx(_mx(_mx(_mx(-INFINITY, a[j]), a[j + col]), a[j + 2 * col]), b[j])
+        m = _mx(_mx(_mx(m, b[j + col]), b[j + 2 * col]), c[j])
+        tmp[j] = _mx(_mx(m, c[j + col]), c[j + 2 * col])
+
+
+cdef inline void _sum3x3(float* tmp, const float* pad, Py_ssize_t row, Py_ssize_t col,
+                         Py_ssize_t n) noexcept nogil:
+    """``tmp[j]`` = sum of the 3x3 stencil at ``pad + j``."""
+    cdef Py_ssize_t j
+    cdef const float* a = pad
+    cdef const float* b = pad + row
+    cdef const float* c = pad + 2 * row
+    for j in range(n):
+        tmp[j] = (a[j] + a[j + col] + a[j + 2 * col] + b[j] + b[j + col] + b[j + 2 * col]
+                  + c[j] + c[j + col] + c[j + 2 * col])
+
+
+cdef void _pool2d_s1(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
+                     Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t ph, Py_ssize_t pw,
+                     Py_ssize_t dh, Py_ssize_t dw, bint take_max,
+                     const float* inv_y, const float* inv_x, int nthreads) except *:
+    """Stride-1 2-D max (``take_max``) or average pooling on a padded copy of
+    each plane, as the depthwise convolution does: each tap is one long
+    loop over ``(oh - 1) * Wp + ow`` elements. Pads are -inf for max (they
+    never win) and 0 for average, whose sums are then scaled by
+    ``inv_y[y] * inv_x[i]``."""
+    cdef Py_ssize_t P = x.shape[0], H = x.shape[2], W = x.shape[3]
+    cdef Py_ssize_t oh = out.shape[2], ow = out.shape[3]
+    cdef Py_ssize_t Hp = oh + (kh - 1) * dh, Wp = ow + (kw - 1) * dw
+    cdef Py_ssize_t L = (oh - 1) * Wp + ow
+    cdef Py_ssize_t p, y, ky, kx, j, r0, r1, c0, c1
+    cdef float fill = -INFINITY if take_max else 0.0
+    cdef float v, sy
+    cdef float* pad
+    cdef float* tmp
+    cdef float* dst
+    cdef const float* src
+    cdef bint failed = False
+    r0 = ph if ph < Hp else Hp
+    r1 = ph + H if ph + H < Hp else Hp
+    c0 = pw if pw < Wp else Wp
+    c1 = pw + W if pw + W < Wp else Wp
+    with nogil:
+        for p in prange(P, num_threads=nthreads, schedule="static"):
+            pad = <float*>malloc((Hp * Wp + oh * Wp) * sizeof(float))
+            if pad == NULL:
+                failed = True
+                continue
+            tmp = pad + Hp * Wp
+            for j in range(Hp * Wp):
+                pad[j] = fill
+            for y in range(r0, r1):
+                if c1 > c0:
+                    memcpy(pad + y * Wp + c0, &x[p, 0, y - ph, c0 - pw], (c1 - c0) * sizeof(float))
+            if kh == 3 and kw == 3:
+                # the nine taps in one pass
+                if take_max:
+                    _max3x3(tmp, pad, dh * Wp, dw, L)
+                else:
+                    _sum3x3(tmp, pad, dh * Wp, dw, L)
+            else:
+                for j in range(L):
+                    tmp[j] = fill
+            for ky in range(kh if not (kh == 3 and kw == 3) else 0):
+                for kx in range(kw):
+                    src = pad + ky * dh * Wp + kx * dw
+                    if take_max:
+                        for j in range(L):
+                            v = src[j]
+                            tmp[j] = v if v > tmp[j] else tmp[j]
+                    else:
+                        for j in range(L):
+                            tmp[j] = tmp[j] + src[j]
+            for y in range(oh):
+                dst = &out[p, 0, y, 0]
+                if take_max:
+                    memcpy(dst, tmp + y * Wp, ow * sizeof(float))
+                else:
+                    sy = inv_y[y]
+                    for j in range(ow):
+                        dst[j] = tmp[y * Wp + j] * (inv_x[j] * sy)
+            free(pad)
+    if failed:
+        raise MemoryError()
 
 
 def global_pool(const float[:, ::1] x, float[::1] out, bint take_max, int nthreads):
