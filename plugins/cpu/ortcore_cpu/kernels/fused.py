@@ -15,7 +15,7 @@ import numpy as np
 from ep_sdk import Compute, NodeInfo
 
 from . import conv, gemm, normalization, registry, unary
-from ._common import DT, FLOATS
+from ._common import DT, FLOATS, thread_count
 
 DOMAIN = "com.ortcore"
 """The fused operators' domain (spelled here: providers never import the core)."""
@@ -139,8 +139,20 @@ def gelu(info: NodeInfo) -> Compute:
 def bias_gelu(info: NodeInfo) -> Compute:
     """``Gelu(X + bias)``."""
     gelu_compute = unary.gelu(info)
+    exact = info.attrs.get("approximate", "none") == "none"
+    threads = thread_count(info)
 
     def compute(x: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray]:
+        if (
+            exact
+            and x.dtype == np.float32
+            and bias.dtype == np.float32
+            and bias.ndim == 1
+            and x.ndim >= 1
+            and bias.shape[0] == x.shape[-1]
+            and x.size
+        ):
+            return (unary.gelu_f32(x, bias, threads),)  # bias add fused in
         return (gelu_compute(x + bias)[0],)
 
     return compute

@@ -4,7 +4,7 @@ Selu, Softplus, Gelu, Round, Sign, IsInf, IsNaN.
 
 Every schema version from opset 1 is registered (the ``consumed_inputs``
 attribute of opset 1 is ignored). Each keeps its input's dtype; bfloat16 and
-float8 compute in float32. Float32 Relu and Erf run in Cython.
+float8 compute in float32. Float32 Relu, Erf and (erf) Gelu run in Cython.
 """
 
 from __future__ import annotations
@@ -152,12 +152,32 @@ def gelu(info: NodeInfo) -> Compute:
         raise ValueError(f"{info.describe()}: unknown approximate={approximate!r}")
     erf_compute = erf(info)
     inv_sqrt2 = 1 / math.sqrt(2)
+    threads = thread_count(info)
 
     def exact(x: np.ndarray) -> np.ndarray:
         e = erf_compute(x * np.asarray(inv_sqrt2, x.dtype))[0]
         return np.asarray(0.5 * x * (1 + e))
 
-    return _unary(exact)
+    generic = _unary(exact)
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray]:
+        if x.dtype == np.float32 and x.size:
+            return (gelu_f32(x, None, threads),)
+        return generic(x)
+
+    return compute
+
+
+def gelu_f32(x: np.ndarray, bias: np.ndarray | None, threads: int) -> np.ndarray:
+    """Exact (erf) Gelu of float32 ``x`` (``+ bias`` along the last axis) in
+    one Cython pass; erf's absolute error is below 3e-7 (see
+    ``_ext/elementwise.pyx``)."""
+    cols = x.shape[-1] if x.ndim else 1
+    rows2d = np.ascontiguousarray(x).reshape(-1, cols)
+    out = np.empty(x.shape, np.float32)
+    b = np.zeros(0, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32)
+    ext.gelu_f32(rows2d, b, out.reshape(-1, cols), threads_for(x.size * 8, threads))
+    return out
 
 
 @by_schema("Clip")
