@@ -163,7 +163,7 @@ def gelu(info: NodeInfo) -> Compute:
     def compute(x: np.ndarray) -> tuple[np.ndarray]:
         if x.dtype == np.float32 and x.size:
             return (gelu_f32(x, None, threads),)
-        return generic(x)
+        return (generic(x)[0],)
 
     return compute
 
