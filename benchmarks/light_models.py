@@ -25,18 +25,15 @@ is slow) and the table adds the speed-up of ortcore over it.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import onnx
-from timing import Runner, timed_turns
+from timing import Runner, kept, print_child_times, timed_in_processes, timed_turns
 
 
 def light_models() -> list[Path]:
@@ -70,7 +67,7 @@ def time_pair(
 
     block = max(args.block, 1)
     return timed_turns(
-        [lambda: run_ours, open_ref],
+        [kept(run_ours), open_ref],
         rounds=max(1, -(-args.runs // block)),
         settle=args.settle,
         block=block,
@@ -95,23 +92,24 @@ def child(args: argparse.Namespace) -> None:
             rso.add_session_config_entry("session.intra_op.allow_spinning", "0")
         sess = onnxruntime.InferenceSession(str(path), rso, providers=["CPUExecutionProvider"])
     feeds = feeds_for(sess.get_inputs())
-    run = lambda: sess.run(None, feeds)  # noqa: E731
-    (times,) = timed_turns([lambda: run], 1, settle=max(args.settle, 2), block=args.runs)
-    print(json.dumps(times))
+    print_child_times(lambda: sess.run(None, feeds), args.runs, settle=max(args.settle, 2))
 
 
 def time_in_processes(short: str, args: argparse.Namespace) -> list[list[float]]:
     """Timed runs of each runtime alone in its own process, the processes
     taking turns ``--processes`` times (ortcore first, then onnxruntime)."""
-    times: list[list[float]] = [[], []]
-    for _ in range(args.processes):
-        for k, runtime in enumerate(("ortcore", "onnxruntime")):
-            cmd = [sys.executable, __file__, "--child", runtime, "--models", short]
-            cmd += ["--threads", str(args.threads), "--runs", str(args.runs)]
-            cmd += ["--settle", str(args.settle)] + (["--ort-spinning"] * args.ort_spinning)
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True)
-            times[k] += json.loads(out.stdout.strip().splitlines()[-1])
-    return times
+    common = ["--models", short, "--threads", str(args.threads), "--runs", str(args.runs)]
+    common += ["--settle", str(args.settle)] + (["--ort-spinning"] * args.ort_spinning)
+    children = [["--child", runtime, *common] for runtime in ("ortcore", "onnxruntime")]
+    return timed_in_processes(__file__, children, args.processes)
+
+
+def method(args: argparse.Namespace) -> str:
+    """How the runs were timed, for the summary line."""
+    spin = "onnxruntime spinning" if args.ort_spinning else "onnxruntime not spinning"
+    if args.processes:
+        return f"{args.runs} runs in each of {args.processes} processes per runtime, {spin}"
+    return f"{args.runs} interleaved runs in one process, {spin}"
 
 
 def main() -> None:
@@ -202,7 +200,7 @@ def main() -> None:
         geo = math.exp(sum(math.log(r[3]) for r in rows) / len(rows))
         print(
             f"geomean latency ratio ortcore/onnxruntime: {geo:.2f} "
-            f"({len(rows)} models, {args.threads} threads, {args.runs} interleaved runs, "
+            f"({len(rows)} models, {args.threads} threads, {method(args)}, "
             f"{os.cpu_count()} cores)"
         )
         if args.reference:

@@ -1,14 +1,16 @@
 """ORT_SEQUENTIAL against ORT_PARALLEL in ortcore, on models with parallel branches.
 
 The light Inception models (onnx's ``light`` folder) and a synthetic model of
-two heavy independent MatMul branches. Three sessions per model, runs
-interleaved so machine noise hits all alike:
+two heavy independent MatMul branches. Three sessions per model:
 
 * sequential with ``--intra-op`` threads per node;
 * parallel: ``--inter-op`` branches at once, each node with ``--intra-op``
   threads (its BLAS pool included);
 * sequential with ``inter-op x intra-op`` threads per node, i.e. the same
   number of cores as the parallel session spent on one node at a time.
+
+The sessions take turns of two untimed and five timed runs (see
+``timing.py``), since a session's BLAS threads spin for a while after it.
 
 The table shows medians and the ratios: ``seq/par`` above 1 means the
 parallel session is faster than the sequential one with the same threads per
@@ -22,13 +24,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import onnx
 from light_models import feeds_for
 from onnx import TensorProto, helper, numpy_helper
+from timing import kept, timed_turns
 
 
 def two_matmul_branches(n: int = 768, depth: int = 4) -> bytes:
@@ -95,12 +98,14 @@ def main() -> None:
         ref = sessions[0].run(None, feeds)
         got = sessions[1].run(None, feeds)
         assert all(np.array_equal(a, b) for a, b in zip(ref, got)), name
-        times: list[list[float]] = [[] for _ in sessions]
-        for _ in range(args.runs):
-            for k, sess in enumerate(sessions):
-                t = time.perf_counter()
-                sess.run(None, feeds)
-                times[k].append(time.perf_counter() - t)
+        # turns of 5 timed runs after 2 untimed ones: the wide session's BLAS
+        # threads spin after its calls and must not slow the next session down
+        times = timed_turns(
+            [kept(partial(sess.run, None, feeds)) for sess in sessions],
+            rounds=max(1, args.runs // 5),
+            settle=2,
+            block=5,
+        )
         seq, par, wide = (statistics.median(t) * 1000 for t in times)
         ratios = f"{seq / par:>8.2f} {wide / par:>9.2f}"
         print(f"{name:<24} {seq:>14.2f} {par:>12.2f} {wide:>10.2f} {ratios}")

@@ -16,13 +16,21 @@ threads go away with it before the next turn.
 from __future__ import annotations
 
 import gc
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 
-__all__ = ["Runner", "timed_turns"]
+__all__ = ["Runner", "kept", "print_child_times", "timed_in_processes", "timed_turns"]
 
 Runner = Callable[[], object]
 """One run of a session."""
+
+
+def kept(run: Runner) -> Callable[[], Runner]:
+    """An opener for :func:`timed_turns` that hands out the same runner each turn."""
+    return lambda: run
 
 
 def timed_turns(
@@ -54,3 +62,34 @@ def timed_turns(
             del run
             gc.collect()
     return times
+
+
+def timed_in_processes(
+    script: str, children: Sequence[Sequence[str]], rounds: int
+) -> list[list[float]]:
+    """Time sessions each alone in a fresh process, the processes taking turns.
+
+    ``python script *child_args`` must print, as its last line, the JSON list
+    of its timed durations (see :func:`print_child_times`). Nothing of one
+    runtime (its threads, its allocator) is in the process that times the
+    other.
+
+    Returns:
+        per child, the durations of all its rounds.
+    """
+    times: list[list[float]] = [[] for _ in children]
+    for _ in range(rounds):
+        for k, child_args in enumerate(children):
+            cmd = [sys.executable, script, *child_args]
+            out = subprocess.run(cmd, capture_output=True, text=True)
+            if out.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr}")
+            times[k] += json.loads(out.stdout.strip().splitlines()[-1])
+    return times
+
+
+def print_child_times(run: Runner, runs: int, settle: int = 2) -> None:
+    """In a child process of :func:`timed_in_processes`: ``settle`` warm-up
+    runs, then ``runs`` timed ones, printed as a JSON list."""
+    (times,) = timed_turns([kept(run)], 1, settle=settle, block=runs)
+    print(json.dumps(times))

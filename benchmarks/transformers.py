@@ -13,13 +13,16 @@ ops that torch's exporter emits (no fused contrib ops):
   to the scores, the same Erf Gelu.
 
 Both take ``input`` (batch, sequence, 768) float32 (embeddings already
-looked up). Runs are interleaved with the same number of intra-op threads;
-the table shows medians and the ratio ortcore / onnxruntime, as
-``light_models.py`` does (onnxruntime's spinning off unless ``--ort-spinning``).
+looked up). Both runtimes get the same number of intra-op threads; the
+table shows medians and the ratio ortcore / onnxruntime, as
+``light_models.py`` does: runs interleaved in one process (onnxruntime's
+spinning off unless ``--ort-spinning``), or with ``--processes N`` each
+runtime alone in its own process, N turns each (see ``timing.py``).
 
     python benchmarks/transformers.py [--models bert,gpt2] [--runs 10] [--threads 2]
                                       [--seq 128] [--layers 12] [--save DIR]
                                       [--ortcore-level basic|extended|all]
+                                      [--processes N] [--ort-spinning]
 
 ``--ortcore-level`` sets ortcore's graph optimization level (default: all,
 as onnxruntime's); ``basic`` leaves out the fusions, to tell kernel time from
@@ -31,12 +34,13 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+from timing import kept, print_child_times, timed_in_processes, timed_turns
 
 HIDDEN, HEADS, FFN = 768, 12, 3072
 
@@ -161,50 +165,79 @@ def main() -> None:
     parser.add_argument(
         "--ort-spinning", action="store_true", help="keep onnxruntime's default thread spinning"
     )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        help="time each runtime alone in its own process, this many turns each",
+    )
+    parser.add_argument("--child", choices=["ortcore", "onnxruntime"], help=argparse.SUPPRESS)
     args = parser.parse_args()
-
-    import onnxruntime
-
-    import ortcore
+    if args.child:
+        (short,) = [m.strip() for m in args.models.split(",") if m.strip()]
+        sess, feeds = make_session(args.child, BUILDERS[short](args.seq, args.layers), args)
+        print_child_times(lambda: sess.run(None, feeds), args.runs)
+        return
 
     for short in [m.strip() for m in args.models.split(",") if m.strip()]:
         model = BUILDERS[short](args.seq, args.layers)
-        data = model.SerializeToString()
         if args.save:
             Path(args.save).mkdir(parents=True, exist_ok=True)
-            (Path(args.save) / f"{short}.onnx").write_bytes(data)
+            (Path(args.save) / f"{short}.onnx").write_bytes(model.SerializeToString())
+        ours, feeds = make_session("ortcore", model, args)
+        ref, _ = make_session("onnxruntime", model, args)
+        a, r = ours.run(None, feeds)[0], ref.run(None, feeds)[0]
+        same = bool(np.allclose(a, r, rtol=1e-3, atol=1e-3))
+        if args.processes:
+            del ours, ref
+            common = ["--models", short, "--runs", str(args.runs), "--threads", str(args.threads)]
+            common += ["--seq", str(args.seq), "--layers", str(args.layers)]
+            common += ["--ortcore-level", args.ortcore_level]
+            common += ["--ort-spinning"] * args.ort_spinning
+            children = [["--child", rt, *common] for rt in ("ortcore", "onnxruntime")]
+            t_ours, t_ref = timed_in_processes(__file__, children, args.processes)
+            how = f"{args.runs} runs in each of {args.processes} processes per runtime"
+        else:
+            t_ours, t_ref = timed_turns(
+                [kept(partial(ours.run, None, feeds)), kept(partial(ref.run, None, feeds))],
+                args.runs,
+            )
+            how = f"{args.runs} interleaved runs"
+        mo, mr = statistics.median(t_ours), statistics.median(t_ref)
+        spin = "spinning" if args.ort_spinning else "not spinning"
+        print(
+            f"{short:<6} ortcore {mo * 1e3:8.2f} ms  onnxruntime {mr * 1e3:8.2f} ms  "
+            f"ratio {mo / mr:5.2f}  ({args.layers} layers, seq {args.seq}, {args.threads} "
+            f"threads, {how}, onnxruntime {spin}; same outputs: {same}, "
+            f"max abs diff {float(np.abs(a - r).max()):.2g})",
+            flush=True,
+        )
+
+
+def make_session(runtime: str, model: onnx.ModelProto, args: argparse.Namespace) -> tuple:
+    """A session of ``runtime`` ("ortcore" or "onnxruntime") for ``model``, and its feeds."""
+    data = model.SerializeToString()
+    if runtime == "ortcore":
+        import ortcore
+
         so = ortcore.SessionOptions()
         so.intra_op_num_threads = args.threads
         so.graph_optimization_level = getattr(
             ortcore.GraphOptimizationLevel, f"ORT_ENABLE_{args.ortcore_level.upper()}"
         )
-        ours = ortcore.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        sess = ortcore.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    else:
+        import onnxruntime
+
         rso = onnxruntime.SessionOptions()
         rso.intra_op_num_threads = args.threads
         rso.log_severity_level = 3
         if not args.ort_spinning:
             rso.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        ref = onnxruntime.InferenceSession(data, rso, providers=["CPUExecutionProvider"])
-        rng = np.random.default_rng(2)
-        feeds = {"input": rng.standard_normal((1, args.seq, HIDDEN)).astype(np.float32)}
-        a, r = ours.run(None, feeds)[0], ref.run(None, feeds)[0]
-        same = bool(np.allclose(a, r, rtol=1e-3, atol=1e-3))
-        t_ours, t_ref = [], []
-        for _ in range(args.runs):
-            t = time.perf_counter()
-            ours.run(None, feeds)
-            t_ours.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            ref.run(None, feeds)
-            t_ref.append(time.perf_counter() - t)
-        mo, mr = statistics.median(t_ours), statistics.median(t_ref)
-        print(
-            f"{short:<6} ortcore {mo * 1e3:8.2f} ms  onnxruntime {mr * 1e3:8.2f} ms  "
-            f"ratio {mo / mr:5.2f}  ({args.layers} layers, seq {args.seq}, {args.threads} "
-            f"threads, {args.runs} interleaved runs; same outputs: {same}, "
-            f"max abs diff {float(np.abs(a - r).max()):.2g})",
-            flush=True,
-        )
+        sess = onnxruntime.InferenceSession(data, rso, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(2)
+    feeds = {"input": rng.standard_normal((1, args.seq, HIDDEN)).astype(np.float32)}
+    return sess, feeds
 
 
 if __name__ == "__main__":
