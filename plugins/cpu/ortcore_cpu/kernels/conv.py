@@ -61,10 +61,12 @@ go through in bands of tile rows, smaller ones several at a time."""
 
 
 class _Scratch(threading.local):
-    """Per-thread float32 buffer for V and M, kept between calls: fresh
-    memory from the OS page-faults on first touch, which cost as much as the
-    transforms themselves. Holds about ``_WINOGRAD_BLOCK_BYTES`` (more only
-    for images so wide that one tile row needs more)."""
+    """Per-thread float32 buffer for Winograd's V and M and for small im2col
+    buffers, kept between calls: fresh memory from the OS page-faults on
+    first touch, which costs as much as the transforms themselves. Holds
+    about ``_WINOGRAD_BLOCK_BYTES`` or ``_COL_SCRATCH_MAX`` floats, whichever
+    a thread needed most (more only for images so wide that one Winograd tile
+    row needs more)."""
 
     buf: np.ndarray | None = None
 
@@ -77,6 +79,9 @@ class _Scratch(threading.local):
 
 
 _scratch = _Scratch()
+
+_COL_SCRATCH_MAX = 4 << 20
+"""Floats (16 MiB) up to which im2col's buffer is the thread's scratch."""
 
 
 def winograd_filter(w: np.ndarray) -> np.ndarray:
@@ -245,7 +250,14 @@ def _conv_f32(
             else:
                 np.matmul(w2, cols[i], out=y[i].reshape(group, mg, p))
         return y
-    col = np.empty((c * ksize, p), np.float32)
+    rows = c * ksize
+    # im2col's buffer lives only for this call: small ones come from the
+    # thread's scratch (fresh memory page-faults on first touch, which costs
+    # as much as a small convolution); huge ones are allocated and freed.
+    if rows * p <= _COL_SCRATCH_MAX:
+        col = _scratch.get(rows * p).reshape(rows, p)
+    else:
+        col = np.empty((rows, p), np.float32)
     x5 = x.reshape(n, c, *((1,) * (3 - len(out_sp))), *x.shape[2:])
     for i in range(n):
         ext.im2col(x5[i], col, *k3, *s3, *pb3, *d3, *o3, threads)
