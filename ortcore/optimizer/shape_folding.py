@@ -18,6 +18,8 @@ from collections.abc import Iterable, Set
 import numpy as np
 import onnx_ir as ir
 
+from .constant_folding import const_tensor
+
 __all__ = ["derived_from", "fold_shapes", "static_dims", "static_shape"]
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -147,7 +149,7 @@ def _replace_with_constant(graph: ir.Graph, node: ir.Node, array: np.ndarray) ->
         name=f"{name}__shape",
         shape=ir.Shape(array.shape),
         type=ir.TensorType(ir.DataType.INT64),
-        const_value=ir.tensor(array),
+        const_value=const_tensor(array),
     )
     ir.convenience.replace_all_uses_with(old, new, replace_graph_outputs=old in graph.outputs)
     graph.remove(node, safe=True)
