@@ -287,25 +287,33 @@ def gelu_f32(const float[:, ::1] x, const float[::1] bias, float[:, ::1] out, in
     3e-7)."""
     cdef Py_ssize_t rows = x.shape[0], cols = x.shape[1], r, j
     cdef Py_ssize_t nb = bias.shape[0]
-    cdef float v
-    cdef const float* src
-    cdef float* dst
     if out.shape[0] != rows or out.shape[1] != cols:
         raise ValueError("gelu_f32: out has the wrong shape")
     if nb != 0 and nb != cols:
         raise ValueError("gelu_f32: bias must match the last axis")
     with nogil:
         for r in prange(rows, num_threads=nthreads, schedule="static"):
-            src = &x[r, 0]
-            dst = &out[r, 0]
             if nb:
-                for j in range(cols):
-                    v = src[j] + bias[j]
-                    dst[j] = 0.5 * v * (1.0 + _erf_f32(v * 0.7071067811865476))
+                _gelu_bias_row(&x[r, 0], &bias[0], &out[r, 0], cols)
             else:
-                for j in range(cols):
-                    v = src[j]
-                    dst[j] = 0.5 * v * (1.0 + _erf_f32(v * 0.7071067811865476))
+                _gelu_row(&x[r, 0], &out[r, 0], cols)
+
+
+cdef inline float _gelu1(float v) noexcept nogil:
+    return 0.5 * v * (1.0 + _erf_f32(v * 0.7071067811865476))
+
+
+cdef void _gelu_row(const float* src, float* dst, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t j
+    for j in range(n):
+        dst[j] = _gelu1(src[j])
+
+
+cdef void _gelu_bias_row(const float* src, const float* b, float* dst,
+                         Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t j
+    for j in range(n):
+        dst[j] = _gelu1(src[j] + b[j])
 
 
 def erf(const real[::1] x, real[::1] out, int nthreads):
