@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import ortcore
 from ortcore.plugins import default_manager
@@ -120,3 +120,35 @@ def _reset_test_providers() -> Any:
     yield
     test_providers.ClaimingProvider.claims_for = None
     test_providers.ClaimingProvider.compiled = []
+
+
+def level_session(model: bytes, level: Any, provider: str) -> ortcore.InferenceSession:
+    """A session of ``model`` at optimization ``level`` on ``provider`` only."""
+    so = ortcore.SessionOptions()
+    so.graph_optimization_level = level
+    return ortcore.InferenceSession(model, so, providers=[provider])
+
+
+def op_types(sess: ortcore.InferenceSession) -> list[str]:
+    """The sorted op types of the session's (optimized) nodes."""
+    return sorted(r.op_type for r in sess.get_partition().nodes)
+
+
+def i64(name: str, values: Sequence[int]) -> TensorProto:
+    """An int64 initializer."""
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+def compare_basic(
+    model: bytes, feeds: dict[str, np.ndarray], provider: str
+) -> tuple[ortcore.InferenceSession, ortcore.InferenceSession]:
+    """Sessions without and with basic optimizations; checks their outputs
+    (names, dtypes, values) are equal and returns both."""
+    level = ortcore.GraphOptimizationLevel
+    plain = level_session(model, level.ORT_DISABLE_ALL, provider)
+    basic = level_session(model, level.ORT_ENABLE_BASIC, provider)
+    assert [o.name for o in basic.get_outputs()] == [o.name for o in plain.get_outputs()]
+    for want, got in zip(plain.run(None, feeds), basic.run(None, feeds), strict=True):
+        assert want.dtype == got.dtype
+        np.testing.assert_array_equal(got, want)
+    return plain, basic

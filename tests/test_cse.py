@@ -7,20 +7,10 @@ from onnx import helper
 
 import ortcore
 
-from .conftest import fvi, make_model
+from .conftest import fvi, level_session, make_model, op_types
 
 Level = ortcore.GraphOptimizationLevel
 X = np.array([[1.0, -2.0], [3.0, -4.0]], np.float32)
-
-
-def _session(model: bytes, level: Level, cpu: str) -> ortcore.InferenceSession:
-    so = ortcore.SessionOptions()
-    so.graph_optimization_level = level
-    return ortcore.InferenceSession(model, so, providers=[cpu])
-
-
-def _ops(sess: ortcore.InferenceSession) -> list[str]:
-    return sorted(r.op_type for r in sess.get_partition().nodes)
 
 
 def test_equal_nodes_are_merged_with_equal_outputs(cpu: str) -> None:
@@ -32,10 +22,10 @@ def test_equal_nodes_are_merged_with_equal_outputs(cpu: str) -> None:
         helper.make_node("Add", ["c", "d"], ["y"]),
     ]
     model = make_model(nodes, [fvi("x", [2, 2])], [fvi("y", [2, 2])])
-    plain = _session(model, Level.ORT_DISABLE_ALL, cpu)
-    basic = _session(model, Level.ORT_ENABLE_BASIC, cpu)
-    assert _ops(plain) == ["Add", "LeakyRelu", "LeakyRelu", "Relu", "Relu"]
-    assert _ops(basic) == ["Add", "LeakyRelu", "Relu"]
+    plain = level_session(model, Level.ORT_DISABLE_ALL, cpu)
+    basic = level_session(model, Level.ORT_ENABLE_BASIC, cpu)
+    assert op_types(plain) == ["Add", "LeakyRelu", "LeakyRelu", "Relu", "Relu"]
+    assert op_types(basic) == ["Add", "LeakyRelu", "Relu"]
     np.testing.assert_array_equal(basic.run(None, {"x": X})[0], plain.run(None, {"x": X})[0])
 
 
@@ -50,8 +40,8 @@ def test_different_attributes_or_random_ops_are_not_merged(cpu: str) -> None:
         helper.make_node("Add", ["a", "b"], ["y"]),
     ]
     model = make_model(nodes, [fvi("x", [2, 2])], [fvi("y", [2, 2]), fvi("d", [2, 2])])
-    sess = _session(model, Level.ORT_ENABLE_BASIC, cpu)
-    ops = _ops(sess)
+    sess = level_session(model, Level.ORT_ENABLE_BASIC, cpu)
+    ops = op_types(sess)
     assert ops.count("LeakyRelu") == 2
     assert ops.count("RandomNormalLike") == 2
 
@@ -59,7 +49,7 @@ def test_different_attributes_or_random_ops_are_not_merged(cpu: str) -> None:
 def test_duplicate_graph_output_keeps_its_name(cpu: str) -> None:
     nodes = [helper.make_node("Relu", ["x"], ["y1"]), helper.make_node("Relu", ["x"], ["y2"])]
     model = make_model(nodes, [fvi("x", [2, 2])], [fvi("y1", [2, 2]), fvi("y2", [2, 2])])
-    sess = _session(model, Level.ORT_ENABLE_ALL, cpu)
+    sess = level_session(model, Level.ORT_ENABLE_ALL, cpu)
     assert [o.name for o in sess.get_outputs()] == ["y1", "y2"]
     y1, y2 = sess.run(None, {"x": X})
     np.testing.assert_array_equal(y1, np.maximum(X, 0))

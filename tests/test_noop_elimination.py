@@ -7,44 +7,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 import ortcore
 from ortcore.model import load_model
 from ortcore.optimizer import eliminate_noops
 
-from .conftest import fvi, make_model
+from .conftest import compare_basic, fvi, i64, level_session, make_model, op_types
 
 Level = ortcore.GraphOptimizationLevel
 X = np.array([[1.5, -2.25, 3.0], [-4.0, 5.75, -6.5]], np.float32)
 X3 = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 11.5
-
-
-def _session(model: bytes, level: Level, cpu: str) -> ortcore.InferenceSession:
-    so = ortcore.SessionOptions()
-    so.graph_optimization_level = level
-    return ortcore.InferenceSession(model, so, providers=[cpu])
-
-
-def _ops(sess: ortcore.InferenceSession) -> list[str]:
-    return sorted(r.op_type for r in sess.get_partition().nodes)
-
-
-def _i64(name: str, values: Sequence[int]) -> TensorProto:
-    return numpy_helper.from_array(np.array(values, np.int64), name)
-
-
-def _compare(
-    model: bytes, feeds: dict[str, np.ndarray], cpu: str
-) -> tuple[ortcore.InferenceSession, ortcore.InferenceSession]:
-    """Sessions without and with basic optimizations; their outputs are equal."""
-    plain = _session(model, Level.ORT_DISABLE_ALL, cpu)
-    basic = _session(model, Level.ORT_ENABLE_BASIC, cpu)
-    assert [o.name for o in basic.get_outputs()] == [o.name for o in plain.get_outputs()]
-    for want, got in zip(plain.run(None, feeds), basic.run(None, feeds), strict=True):
-        assert want.dtype == got.dtype
-        np.testing.assert_array_equal(got, want)
-    return plain, basic
 
 
 # -- Cast -------------------------------------------------------------------
@@ -56,9 +29,9 @@ def test_cast_to_own_dtype_is_removed(cpu: str) -> None:
         helper.make_node("Relu", ["c"], ["y"]),
     ]
     model = make_model(nodes, [fvi("x", [2, 3])], [fvi("y", [2, 3])])
-    plain, basic = _compare(model, {"x": X}, cpu)
-    assert _ops(plain) == ["Cast", "Relu"]
-    assert _ops(basic) == ["Relu"]
+    plain, basic = compare_basic(model, {"x": X}, cpu)
+    assert op_types(plain) == ["Cast", "Relu"]
+    assert op_types(basic) == ["Relu"]
 
 
 LOSSLESS = [
@@ -85,9 +58,9 @@ def test_lossless_cast_round_trip_is_removed(elem: int, wide: int, x: np.ndarray
         helper.make_node("Transpose", ["n"], ["y"], perm=[1, 0]),
     ]
     model = make_model(nodes, [fvi("x", [2, 3], elem)], [fvi("y", [3, 2], elem)])
-    plain, basic = _compare(model, {"x": x}, cpu)
-    assert _ops(plain) == ["Cast", "Cast", "Transpose"]
-    assert _ops(basic) == ["Transpose"]
+    plain, basic = compare_basic(model, {"x": x}, cpu)
+    assert op_types(plain) == ["Cast", "Cast", "Transpose"]
+    assert op_types(basic) == ["Transpose"]
 
 
 LOSSY = [
@@ -108,8 +81,8 @@ def test_lossy_cast_round_trip_is_kept(elem: int, mid: int, x: np.ndarray, cpu: 
         helper.make_node("Transpose", ["n"], ["y"], perm=[1, 0]),
     ]
     model = make_model(nodes, [fvi("x", [2, 3], elem)], [fvi("y", [3, 2], elem)])
-    _, basic = _compare(model, {"x": x}, cpu)
-    assert _ops(basic) == ["Cast", "Cast", "Transpose"]
+    _, basic = compare_basic(model, {"x": x}, cpu)
+    assert op_types(basic) == ["Cast", "Cast", "Transpose"]
     assert not np.array_equal(basic.run(None, {"x": x})[0], x.T)  # the data shows the loss
 
 
@@ -123,8 +96,8 @@ def test_cast_round_trip_with_a_read_intermediate_keeps_the_first_cast(cpu: str)
     model = make_model(
         nodes, [fvi("x", [2, 3])], [fvi("y", [2, 3]), fvi("z", [2, 3], TensorProto.DOUBLE)]
     )
-    _, basic = _compare(model, {"x": X}, cpu)
-    assert _ops(basic) == ["Cast", "Neg", "Relu"]
+    _, basic = compare_basic(model, {"x": X}, cpu)
+    assert op_types(basic) == ["Cast", "Neg", "Relu"]
 
 
 def test_cast_round_trip_into_a_graph_output_keeps_the_name(cpu: str) -> None:
@@ -134,8 +107,8 @@ def test_cast_round_trip_into_a_graph_output_keeps_the_name(cpu: str) -> None:
         helper.make_node("Cast", ["w"], ["y"], to=TensorProto.FLOAT),
     ]
     model = make_model(nodes, [fvi("x", [2, 3])], [fvi("y", [2, 3])])
-    _, basic = _compare(model, {"x": X}, cpu)
-    assert _ops(basic) == ["Relu"]
+    _, basic = compare_basic(model, {"x": X}, cpu)
+    assert op_types(basic) == ["Relu"]
     assert [o.name for o in basic.get_outputs()] == ["y"]
     (y,) = basic.run(["y"], {"x": X})
     np.testing.assert_array_equal(y, np.maximum(X, 0))
@@ -163,10 +136,10 @@ def test_reshape_to_own_shape_is_removed(target: list[int], cpu: str) -> None:
         helper.make_node("Reshape", ["x", "s"], ["r"]),
         helper.make_node("Relu", ["r"], ["y"]),
     ]
-    model = make_model(nodes, [fvi("x", [2, 3])], [fvi("y", [2, 3])], [_i64("s", target)])
-    plain, basic = _compare(model, {"x": X}, cpu)
-    assert _ops(plain) == ["Relu", "Reshape"]
-    assert _ops(basic) == ["Relu"]
+    model = make_model(nodes, [fvi("x", [2, 3])], [fvi("y", [2, 3])], [i64("s", target)])
+    plain, basic = compare_basic(model, {"x": X}, cpu)
+    assert op_types(plain) == ["Relu", "Reshape"]
+    assert op_types(basic) == ["Relu"]
 
 
 def test_reshape_of_reshape_reads_the_first_input(cpu: str) -> None:
@@ -176,10 +149,10 @@ def test_reshape_of_reshape_reads_the_first_input(cpu: str) -> None:
         helper.make_node("Reshape", ["b", "s3"], ["c"]),
         helper.make_node("Relu", ["c"], ["y"]),
     ]
-    inits = [_i64("s1", [6, 4]), _i64("s2", [4, 6]), _i64("s3", [3, -1])]
+    inits = [i64("s1", [6, 4]), i64("s2", [4, 6]), i64("s3", [3, -1])]
     model = make_model(nodes, [fvi("x", [2, 3, 4])], [fvi("y", [3, 8])], inits)
-    _, basic = _compare(model, {"x": X3}, cpu)
-    assert _ops(basic) == ["Relu", "Reshape"]
+    _, basic = compare_basic(model, {"x": X3}, cpu)
+    assert op_types(basic) == ["Relu", "Reshape"]
 
 
 def test_reshape_round_trip_is_removed(cpu: str) -> None:
@@ -190,10 +163,10 @@ def test_reshape_round_trip_is_removed(cpu: str) -> None:
         helper.make_node("Reshape", ["g", "back"], ["h"]),
         helper.make_node("Add", ["h", "x"], ["y"]),
     ]
-    inits = [_i64("flat", [-1]), _i64("back", [2, 3, 4])]
+    inits = [i64("flat", [-1]), i64("back", [2, 3, 4])]
     model = make_model(nodes, [fvi("x", [2, 3, 4])], [fvi("y", [2, 3, 4]), fvi("r", [24])], inits)
-    _, basic = _compare(model, {"x": X3}, cpu)
-    assert _ops(basic) == ["Add", "Relu", "Reshape"]
+    _, basic = compare_basic(model, {"x": X3}, cpu)
+    assert op_types(basic) == ["Add", "Relu", "Reshape"]
 
 
 def test_reshape_chain_with_a_zero_is_kept(cpu: str) -> None:
@@ -203,10 +176,10 @@ def test_reshape_chain_with_a_zero_is_kept(cpu: str) -> None:
         helper.make_node("Reshape", ["a", "s2"], ["b"]),
         helper.make_node("Relu", ["b"], ["y"]),
     ]
-    inits = [_i64("s1", [6, 4]), _i64("s2", [0, 2, 2])]
+    inits = [i64("s1", [6, 4]), i64("s2", [0, 2, 2])]
     model = make_model(nodes, [fvi("x", [2, 3, 4])], [fvi("y", [6, 2, 2])], inits)
-    _, basic = _compare(model, {"x": X3}, cpu)
-    assert _ops(basic) == ["Relu", "Reshape", "Reshape"]
+    _, basic = compare_basic(model, {"x": X3}, cpu)
+    assert op_types(basic) == ["Relu", "Reshape", "Reshape"]
     assert basic.run(None, {"x": X3})[0].shape == (6, 2, 2)
 
 
@@ -216,10 +189,10 @@ def test_reshape_chain_with_allowzero_reads_the_first_input(cpu: str) -> None:
         helper.make_node("Reshape", ["a", "s2"], ["b"], allowzero=1),
         helper.make_node("Relu", ["b"], ["y"]),
     ]
-    inits = [_i64("s1", [6, 4]), _i64("s2", [4, 6])]
+    inits = [i64("s1", [6, 4]), i64("s2", [4, 6])]
     model = make_model(nodes, [fvi("x", [2, 3, 4])], [fvi("y", [4, 6])], inits)
-    _, basic = _compare(model, {"x": X3}, cpu)
-    assert _ops(basic) == ["Relu", "Reshape"]
+    _, basic = compare_basic(model, {"x": X3}, cpu)
+    assert op_types(basic) == ["Relu", "Reshape"]
 
 
 def test_reshape_of_a_symbolic_shape_is_kept(cpu: str) -> None:
@@ -227,9 +200,9 @@ def test_reshape_of_a_symbolic_shape_is_kept(cpu: str) -> None:
         helper.make_node("Reshape", ["x", "s"], ["r"]),
         helper.make_node("Relu", ["r"], ["y"]),
     ]
-    model = make_model(nodes, [fvi("x", ["N", 3])], [fvi("y", ["N", 3])], [_i64("s", [-1, 3])])
-    _, basic = _compare(model, {"x": X}, cpu)
-    assert _ops(basic) == ["Relu", "Reshape"]
+    model = make_model(nodes, [fvi("x", ["N", 3])], [fvi("y", ["N", 3])], [i64("s", [-1, 3])])
+    _, basic = compare_basic(model, {"x": X}, cpu)
+    assert op_types(basic) == ["Relu", "Reshape"]
 
 
 def test_reshape_with_an_overridable_target_is_kept(cpu: str) -> None:
@@ -242,10 +215,10 @@ def test_reshape_with_an_overridable_target_is_kept(cpu: str) -> None:
         nodes,
         [fvi("x", [2, 3]), fvi("s", [2], TensorProto.INT64)],
         [fvi("y", None)],
-        [_i64("s", [2, 3])],
+        [i64("s", [2, 3])],
     )
-    basic = _session(model, Level.ORT_ENABLE_BASIC, cpu)
-    assert _ops(basic) == ["Relu", "Reshape"]
+    basic = level_session(model, Level.ORT_ENABLE_BASIC, cpu)
+    assert op_types(basic) == ["Relu", "Reshape"]
     (y,) = basic.run(None, {"x": X, "s": np.array([3, 2], np.int64)})
     np.testing.assert_array_equal(y, np.maximum(X, 0).reshape(3, 2))
 
@@ -259,10 +232,10 @@ def test_expand_to_own_shape_is_removed(target: list[int], cpu: str) -> None:
         helper.make_node("Expand", ["x", "s"], ["e"]),
         helper.make_node("Relu", ["e"], ["y"]),
     ]
-    model = make_model(nodes, [fvi("x", [2, 3])], [fvi("y", [2, 3])], [_i64("s", target)])
-    plain, basic = _compare(model, {"x": X}, cpu)
-    assert _ops(plain) == ["Expand", "Relu"]
-    assert _ops(basic) == ["Relu"]
+    model = make_model(nodes, [fvi("x", [2, 3])], [fvi("y", [2, 3])], [i64("s", target)])
+    plain, basic = compare_basic(model, {"x": X}, cpu)
+    assert op_types(plain) == ["Expand", "Relu"]
+    assert op_types(basic) == ["Relu"]
 
 
 @pytest.mark.parametrize("target", [[4, 2, 3], [1, 2, 3], [2, 2, 3]])
@@ -271,9 +244,9 @@ def test_expand_that_broadcasts_is_kept(target: list[int], cpu: str) -> None:
         helper.make_node("Expand", ["x", "s"], ["e"]),
         helper.make_node("Relu", ["e"], ["y"]),
     ]
-    model = make_model(nodes, [fvi("x", [2, 3])], [fvi("y", target)], [_i64("s", target)])
-    _, basic = _compare(model, {"x": X}, cpu)
-    assert _ops(basic) == ["Expand", "Relu"]
+    model = make_model(nodes, [fvi("x", [2, 3])], [fvi("y", target)], [i64("s", target)])
+    _, basic = compare_basic(model, {"x": X}, cpu)
+    assert op_types(basic) == ["Expand", "Relu"]
     assert basic.run(None, {"x": X})[0].shape == tuple(target)
 
 
@@ -308,18 +281,18 @@ def _transposes(perms: Sequence[Sequence[int] | None], extra_use: bool = False) 
     ],
 )
 def test_transposes_compose(perms: list[list[int] | None], left: int, cpu: str) -> None:
-    plain, basic = _compare(_transposes(perms), {"x": X3}, cpu)
-    assert _ops(plain).count("Transpose") == len(perms)
-    assert _ops(basic) == ["Relu", *["Transpose"] * left]
+    plain, basic = compare_basic(_transposes(perms), {"x": X3}, cpu)
+    assert op_types(plain).count("Transpose") == len(perms)
+    assert op_types(basic) == ["Relu", *["Transpose"] * left]
 
 
 def test_transpose_pair_with_a_read_intermediate(cpu: str) -> None:
     # Composing to the identity: the second goes, the first stays for its reader.
-    _, basic = _compare(_transposes([[1, 0, 2], [1, 0, 2]], extra_use=True), {"x": X3}, cpu)
-    assert _ops(basic) == ["Neg", "Relu", "Transpose"]
+    _, basic = compare_basic(_transposes([[1, 0, 2], [1, 0, 2]], extra_use=True), {"x": X3}, cpu)
+    assert op_types(basic) == ["Neg", "Relu", "Transpose"]
     # Not the identity: nothing is gained by composing, both stay.
-    _, basic = _compare(_transposes([[1, 2, 0], [1, 2, 0]], extra_use=True), {"x": X3}, cpu)
-    assert _ops(basic) == ["Neg", "Relu", "Transpose", "Transpose"]
+    _, basic = compare_basic(_transposes([[1, 2, 0], [1, 2, 0]], extra_use=True), {"x": X3}, cpu)
+    assert op_types(basic) == ["Neg", "Relu", "Transpose", "Transpose"]
 
 
 def test_transpose_pair_between_graph_input_and_output_is_kept() -> None:
@@ -344,13 +317,13 @@ def test_noops_into_graph_outputs_keep_their_names(cpu: str) -> None:
     ]
     names = ["out_t", "out_r", "out_e", "out_c"]
     model = make_model(
-        nodes, [fvi("x", [2, 3])], [fvi(n, [2, 3]) for n in names], [_i64("s", [2, 3])]
+        nodes, [fvi("x", [2, 3])], [fvi(n, [2, 3]) for n in names], [i64("s", [2, 3])]
     )
-    _, basic = _compare(model, {"x": X}, cpu)
+    _, basic = compare_basic(model, {"x": X}, cpu)
     # The first no-op in node order goes and the Relu's value takes its
     # output's name; the others would turn one graph output into another.
     assert [o.name for o in basic.get_outputs()] == names
-    assert len(_ops(basic)) == 5
+    assert len(op_types(basic)) == 5
     for name in names:
         (got,) = basic.run([name], {"x": X})
         np.testing.assert_array_equal(got, np.maximum(X, 0))
@@ -375,6 +348,6 @@ def test_subgraph_reads_follow_the_bypass(cpu: str) -> None:
         nodes, [fvi("x", [2, 3]), fvi("cond", [], TensorProto.BOOL)], [fvi("y", [2, 3])]
     )
     for cond, want in ((True, -np.maximum(X, 0)), (False, np.maximum(X, 0))):
-        _, basic = _compare(model, {"x": X, "cond": np.array(cond)}, cpu)
-        assert _ops(basic) == ["If", "Neg", "Relu", "Relu"]
+        _, basic = compare_basic(model, {"x": X, "cond": np.array(cond)}, cpu)
+        assert op_types(basic) == ["If", "Neg", "Relu", "Relu"]
         np.testing.assert_array_equal(basic.run(None, {"x": X, "cond": np.array(cond)})[0], want)

@@ -12,37 +12,10 @@ import ortcore
 from ortcore.model import load_model
 from ortcore.optimizer import fold_shapes
 
-from .conftest import fvi, make_model, no_fallback
+from .conftest import compare_basic, fvi, i64, level_session, make_model, no_fallback, op_types
 
 Level = ortcore.GraphOptimizationLevel
 X3 = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 11.5
-
-
-def _session(model: bytes, level: Level, cpu: str) -> ortcore.InferenceSession:
-    so = ortcore.SessionOptions()
-    so.graph_optimization_level = level
-    return ortcore.InferenceSession(model, so, providers=[cpu])
-
-
-def _ops(sess: ortcore.InferenceSession) -> list[str]:
-    return sorted(r.op_type for r in sess.get_partition().nodes)
-
-
-def _i64(name: str, values: Sequence[int]) -> TensorProto:
-    return numpy_helper.from_array(np.array(values, np.int64), name)
-
-
-def _compare(
-    model: bytes, feeds: dict[str, np.ndarray], cpu: str
-) -> tuple[ortcore.InferenceSession, ortcore.InferenceSession]:
-    """Sessions without and with basic optimizations; their outputs are equal."""
-    plain = _session(model, Level.ORT_DISABLE_ALL, cpu)
-    basic = _session(model, Level.ORT_ENABLE_BASIC, cpu)
-    assert [o.name for o in basic.get_outputs()] == [o.name for o in plain.get_outputs()]
-    for want, got in zip(plain.run(None, feeds), basic.run(None, feeds), strict=True):
-        assert want.dtype == got.dtype
-        np.testing.assert_array_equal(got, want)
-    return plain, basic
 
 
 def _flatten_tail(x_shape: Sequence[int | str]) -> bytes:
@@ -56,22 +29,22 @@ def _flatten_tail(x_shape: Sequence[int | str]) -> bytes:
     ]
     inits = [
         numpy_helper.from_array(np.array(0, np.int64), "zero"),
-        _i64("axes", [0]),
-        _i64("minus_one", [-1]),
+        i64("axes", [0]),
+        i64("minus_one", [-1]),
     ]
     return make_model(nodes, [fvi("x", x_shape)], [fvi("y", None)], inits)
 
 
 def test_static_shape_chain_folds_down_to_the_reshape(cpu: str) -> None:
-    plain, basic = _compare(_flatten_tail([2, 3, 4]), {"x": X3}, cpu)
-    assert _ops(plain) == ["Concat", "Gather", "Reshape", "Shape", "Unsqueeze"]
-    assert _ops(basic) == ["Reshape"]
+    plain, basic = compare_basic(_flatten_tail([2, 3, 4]), {"x": X3}, cpu)
+    assert op_types(plain) == ["Concat", "Gather", "Reshape", "Shape", "Unsqueeze"]
+    assert op_types(basic) == ["Reshape"]
     assert basic.run(None, {"x": X3})[0].shape == (2, 12)
 
 
 def test_symbolic_dim_keeps_the_chain(cpu: str) -> None:
-    plain, basic = _compare(_flatten_tail(["N", 3, 4]), {"x": X3}, cpu)
-    assert _ops(basic) == _ops(plain)
+    plain, basic = compare_basic(_flatten_tail(["N", 3, 4]), {"x": X3}, cpu)
+    assert op_types(basic) == op_types(plain)
     x = np.ones((5, 3, 4), np.float32)
     assert basic.run(None, {"x": x})[0].shape == (5, 12)
 
@@ -85,11 +58,11 @@ def test_reshape_to_own_shape_through_shape_disappears(cpu: str) -> None:
         helper.make_node("Reshape", ["x", "target"], ["r"]),
         helper.make_node("Relu", ["r"], ["y"]),
     ]
-    inits = [_i64("start", [0]), _i64("end", [2]), _i64("tail", [-1])]
+    inits = [i64("start", [0]), i64("end", [2]), i64("tail", [-1])]
     model = make_model(nodes, [fvi("x", [2, 3, 4])], [fvi("y", [2, 3, 4])], inits)
-    plain, basic = _compare(model, {"x": X3}, cpu)
-    assert len(_ops(plain)) == 5
-    assert _ops(basic) == ["Relu"]
+    plain, basic = compare_basic(model, {"x": X3}, cpu)
+    assert len(op_types(plain)) == 5
+    assert op_types(basic) == ["Relu"]
 
 
 def test_shape_start_end_fold_static_dims_only() -> None:
@@ -127,8 +100,8 @@ def test_shape_outputs_keep_names_and_values(cpu: str) -> None:
     ]
     outs = [fvi("y", ["N", 3, 4])] + [fvi(n, None, TensorProto.INT64) for n in ["s", "tail", "n"]]
     model = make_model(nodes, [fvi("x", ["N", 3, 4])], outs)
-    _, basic = _compare(model, {"x": X3}, cpu)
-    assert _ops(basic) == ["Relu", "Shape", "Size"]
+    _, basic = compare_basic(model, {"x": X3}, cpu)
+    assert op_types(basic) == ["Relu", "Shape", "Size"]
     x = np.ones((7, 3, 4), np.float32)
     _, s, tail, n = basic.run(None, {"x": x})
     assert s.tolist() == [7, 3, 4]
@@ -145,15 +118,15 @@ def test_size_of_static_shape_folds(cpu: str) -> None:
         helper.make_node("Div", ["x", "nf"], ["y"]),
     ]
     model = make_model(nodes, [fvi("x", [2, 3, 4])], [fvi("y", [2, 3, 4])])
-    _, basic = _compare(model, {"x": X3}, cpu)
-    assert _ops(basic) == ["Div"]
+    _, basic = compare_basic(model, {"x": X3}, cpu)
+    assert op_types(basic) == ["Div"]
     np.testing.assert_allclose(basic.run(None, {"x": X3})[0], X3 / 24)
 
 
 def test_fed_shape_other_than_the_static_one_is_rejected(cpu: str) -> None:
     """Folding relies on the session refusing feeds against declared dims."""
-    _, basic = _compare(_flatten_tail([2, 3, 4]), {"x": X3}, cpu)
-    assert _ops(basic) == ["Reshape"]
+    _, basic = compare_basic(_flatten_tail([2, 3, 4]), {"x": X3}, cpu)
+    assert op_types(basic) == ["Reshape"]
     with pytest.raises(ortcore.InvalidArgument, match="index: 0 Got: 3 Expected: 2"):
         basic.run(None, {"x": np.ones((3, 3, 4), np.float32)})
     with pytest.raises(ortcore.InvalidArgument, match="Invalid rank"):
@@ -171,10 +144,10 @@ def test_shape_downstream_of_an_overridable_initializer_is_kept(cpu: str) -> Non
         nodes,
         [fvi("x", [2, 3, 4]), fvi("s", [2], TensorProto.INT64)],
         [fvi("y", None, TensorProto.INT64), fvi("xs", None, TensorProto.INT64)],
-        [_i64("s", [6, 4])],
+        [i64("s", [6, 4])],
     )
-    basic = _session(model, Level.ORT_ENABLE_BASIC, cpu)
-    assert _ops(basic) == ["Reshape", "Shape"]  # Shape(x) folds: x's dims are checked
+    basic = level_session(model, Level.ORT_ENABLE_BASIC, cpu)
+    assert op_types(basic) == ["Reshape", "Shape"]  # Shape(x) folds: x's dims are checked
     y, xs = basic.run(None, {"x": X3})
     assert y.tolist() == [6, 4] and xs.tolist() == [2, 3, 4]
     y, _ = basic.run(None, {"x": X3, "s": np.array([4, 6], np.int64)})
@@ -210,8 +183,8 @@ def test_shapes_inside_subgraphs_are_left_alone(cpu: str) -> None:
     then_graph = ir_model.graph.node(0).attributes["then_branch"].value
     assert [n.op_type for n in then_graph] == ["Shape"]
     for cond, want in ((True, [2, 3, 4]), (False, 24)):
-        _, basic = _compare(model, {"x": X3, "cond": np.array(cond)}, cpu)
-        assert _ops(basic) == ["If", "Shape", "Size"]  # the subgraphs' nodes
+        _, basic = compare_basic(model, {"x": X3, "cond": np.array(cond)}, cpu)
+        assert op_types(basic) == ["If", "Shape", "Size"]  # the subgraphs' nodes
         y, n = basic.run(None, {"x": X3, "cond": np.array(cond)})
         assert y.tolist() == want and n.tolist() == 24
 
@@ -232,11 +205,11 @@ def test_folded_shape_read_by_a_subgraph(cpu: str) -> None:
         nodes,
         [fvi("x", [2, 3, 4]), fvi("cond", [], TensorProto.BOOL)],
         [fvi("y", [2, 3, 4])],
-        [_i64("flat", [-1])],
+        [i64("flat", [-1])],
     )
     for cond, want in ((True, X3), (False, -X3)):
-        _, basic = _compare(model, {"x": X3, "cond": np.array(cond)}, cpu)
-        assert _ops(basic) == ["If", "Neg", "Reshape", "Reshape"]
+        _, basic = compare_basic(model, {"x": X3, "cond": np.array(cond)}, cpu)
+        assert op_types(basic) == ["If", "Neg", "Reshape", "Reshape"]
         np.testing.assert_array_equal(basic.run(None, {"x": X3, "cond": np.array(cond)})[0], want)
 
 
@@ -251,5 +224,5 @@ def test_shape_folding_needs_no_cpu_provider() -> None:
     so = no_fallback()
     so.graph_optimization_level = Level.ORT_ENABLE_BASIC
     sess = ortcore.InferenceSession(model, so, providers=["mini"])
-    assert _ops(sess) == ["Relu"]
+    assert op_types(sess) == ["Relu"]
     np.testing.assert_array_equal(sess.run(None, {"x": X3})[0], np.maximum(X3, 0))
