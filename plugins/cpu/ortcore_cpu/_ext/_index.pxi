@@ -15,3 +15,24 @@ cdef inline Py_ssize_t _end_valid(Py_ssize_t off, Py_ssize_t step, Py_ssize_t si
         return 0
     r = (size - off - 1) // step + 1
     return r if r < count else count
+
+
+cdef inline void _padded_plane(float* pad, const float* plane, Py_ssize_t H, Py_ssize_t W,
+                               Py_ssize_t Hp, Py_ssize_t Wp, Py_ssize_t ph, Py_ssize_t pw,
+                               float fill) noexcept nogil:
+    """Copy the (H, W) row-major ``plane`` into ``pad`` (Hp, Wp) at offset
+    (ph, pw), clipped to ``pad``, with ``fill`` everywhere else. The callers
+    pass the pads before the data (>= 0); rows and columns past Hp, Wp are
+    never read, so they are not copied."""
+    cdef Py_ssize_t j, y
+    cdef Py_ssize_t r0 = ph if ph < Hp else Hp
+    cdef Py_ssize_t r1 = ph + H if ph + H < Hp else Hp
+    cdef Py_ssize_t c0 = pw if pw < Wp else Wp
+    cdef Py_ssize_t c1 = pw + W if pw + W < Wp else Wp
+    for j in range(Hp * Wp):
+        pad[j] = fill
+    if c1 <= c0:
+        return
+    for y in range(r0, r1):
+        memcpy(pad + y * Wp + c0, plane + (y - ph) * W + (c0 - pw), (c1 - c0) * sizeof(float))
+

@@ -196,18 +196,13 @@ cdef void _depthwise2d_s1(const float[:, :, ::1] x, const float[:, :, ::1] w,
     # rows/columns of the padded plane that any output reads
     cdef Py_ssize_t Hp = oh + (kh - 1) * dh, Wp = ow + (kw - 1) * dw
     cdef Py_ssize_t L = (oh - 1) * Wp + ow
-    cdef Py_ssize_t c, y, ky, kx, j, off, r0, r1, c0, c1
+    cdef Py_ssize_t c, y, ky, kx, j, off
     cdef float wv
     cdef float* pad
     cdef float* tmp
     cdef float* dst
     cdef const float* src
     cdef bint failed = False
-    # the input rows [r0, r1) and columns [c0, c1) that land inside the padded plane
-    r0 = ph if ph < Hp else Hp
-    r1 = ph + H if ph + H < Hp else Hp
-    c0 = pw if pw < Wp else Wp
-    c1 = pw + W if pw + W < Wp else Wp
     with nogil:
         for c in prange(C, num_threads=nthreads, schedule="static"):
             pad = <float*>malloc((Hp * Wp + oh * Wp) * sizeof(float))
@@ -215,10 +210,7 @@ cdef void _depthwise2d_s1(const float[:, :, ::1] x, const float[:, :, ::1] w,
                 failed = True
                 continue
             tmp = pad + Hp * Wp
-            memset(pad, 0, Hp * Wp * sizeof(float))
-            for y in range(r0, r1):
-                if c1 > c0:
-                    memcpy(pad + y * Wp + c0, &x[c, y - ph, c0 - pw], (c1 - c0) * sizeof(float))
+            _padded_plane(pad, &x[c, 0, 0], H, W, Hp, Wp, ph, pw, 0.0)
             if kh == 3 and kw == 3:
                 # all nine taps in one pass: each tmp element written once
                 _taps3x3(tmp, pad, &w[c, 0, 0], dh * Wp, dw, L)

@@ -278,7 +278,7 @@ cdef void _pool2d_s1(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
     cdef Py_ssize_t oh = out.shape[2], ow = out.shape[3]
     cdef Py_ssize_t Hp = oh + (kh - 1) * dh, Wp = ow + (kw - 1) * dw
     cdef Py_ssize_t L = (oh - 1) * Wp + ow
-    cdef Py_ssize_t p, y, ky, kx, j, r0, r1, c0, c1
+    cdef Py_ssize_t p, y, ky, kx, j
     cdef float fill = -INFINITY if take_max else 0.0
     cdef float v, sy
     cdef float* pad
@@ -286,10 +286,6 @@ cdef void _pool2d_s1(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
     cdef float* dst
     cdef const float* src
     cdef bint failed = False
-    r0 = ph if ph < Hp else Hp
-    r1 = ph + H if ph + H < Hp else Hp
-    c0 = pw if pw < Wp else Wp
-    c1 = pw + W if pw + W < Wp else Wp
     with nogil:
         for p in prange(P, num_threads=nthreads, schedule="static"):
             pad = <float*>malloc((Hp * Wp + oh * Wp) * sizeof(float))
@@ -297,11 +293,7 @@ cdef void _pool2d_s1(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
                 failed = True
                 continue
             tmp = pad + Hp * Wp
-            for j in range(Hp * Wp):
-                pad[j] = fill
-            for y in range(r0, r1):
-                if c1 > c0:
-                    memcpy(pad + y * Wp + c0, &x[p, 0, y - ph, c0 - pw], (c1 - c0) * sizeof(float))
+            _padded_plane(pad, &x[p, 0, 0, 0], H, W, Hp, Wp, ph, pw, fill)
             if kh == 3 and kw == 3:
                 # the nine taps in one pass
                 if take_max:
