@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 import onnx_ir as ir
 
-__all__ = ["eliminate_identities"]
+__all__ = ["bypass", "eliminate_identities"]
 
 
 def _is_inference_dropout(node: ir.Node) -> bool:
@@ -30,26 +30,33 @@ def eliminate_identities(graph: ir.Graph, opsets: Mapping[str, int]) -> int:
         the number of nodes removed.
     """
     removed = 0
-    outputs = set(graph.outputs)
     for node in list(graph):
         if node.domain != "" or node.op_type not in ("Identity", "Dropout"):
             continue
         if node.op_type == "Dropout" and not _is_inference_dropout(node):
             continue
         src = node.inputs[0] if node.inputs else None
-        dst = node.outputs[0]
-        if src is None:
-            continue
-        if dst in outputs:
-            if src in outputs or src.is_graph_input() or src.is_initializer():
-                continue
-            ir.convenience.replace_all_uses_with(dst, src, replace_graph_outputs=True)
-            name = dst.name
-            graph.remove(node, safe=True)
-            src.name = name
-        else:
-            ir.convenience.replace_all_uses_with(dst, src)
-            graph.remove(node, safe=True)
-        outputs = set(graph.outputs)
-        removed += 1
+        if src is not None and bypass(graph, node, src):
+            removed += 1
     return removed
+
+
+def bypass(graph: ir.Graph, node: ir.Node, src: ir.Value) -> bool:
+    """Make the readers of ``node``'s first output read ``src``, and remove ``node``.
+
+    When that output is a graph output, ``src`` takes its name so the model's
+    signature never changes; the node is then kept (``False``) if ``src`` is a
+    graph input, an initializer or another graph output, whose names must stay.
+    """
+    dst = node.outputs[0]
+    if dst in graph.outputs:
+        if src in graph.outputs or src.is_graph_input() or src.is_initializer():
+            return False
+        ir.convenience.replace_all_uses_with(dst, src, replace_graph_outputs=True)
+        name = dst.name
+        graph.remove(node, safe=True)
+        src.name = name
+    else:
+        ir.convenience.replace_all_uses_with(dst, src)
+        graph.remove(node, safe=True)
+    return True

@@ -26,6 +26,7 @@ from collections.abc import Sequence, Set
 import numpy as np
 import onnx_ir as ir
 
+from .elimination import bypass
 from .shape_folding import derived_from, static_dims, static_shape
 
 __all__ = ["LOSSLESS_CASTS", "eliminate_noops"]
@@ -127,19 +128,9 @@ class _NoopPass:
         return value not in self.graph.outputs and all(use.node is node for use in value.uses())
 
     def bypass(self, node: ir.Node, src: ir.Value) -> bool:
-        """Make readers of ``node``'s output read ``src``; remove ``node``."""
-        graph = self.graph
-        dst = node.outputs[0]
-        if dst in graph.outputs:
-            if src in graph.outputs or src.is_graph_input() or src.is_initializer():
-                return False
-            ir.convenience.replace_all_uses_with(dst, src, replace_graph_outputs=True)
-            name = dst.name
-            graph.remove(node, safe=True)
-            src.name = name
-        else:
-            ir.convenience.replace_all_uses_with(dst, src)
-            graph.remove(node, safe=True)
+        """:func:`~ortcore.optimizer.elimination.bypass`, counted."""
+        if not bypass(self.graph, node, src):
+            return False
         self.removed += 1
         return True
 
