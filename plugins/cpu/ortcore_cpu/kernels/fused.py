@@ -78,34 +78,31 @@ def _owned(y: np.ndarray, inputs: Sequence[np.ndarray | None]) -> np.ndarray:
     return y
 
 
-@registry.kernel("FusedConv", domain=DOMAIN, types=_T_NO_BF16)
-def fused_conv(info: NodeInfo) -> Compute:
-    """Conv, then the activation applied in place on its output."""
-    conv_compute = conv.conv(info)
-    act = _activation(info)
-
-    def compute(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray]:
-        (y,) = conv_compute(x, w, b)
-        y = _owned(y, (x, w, b))
-        act(y)
-        return (y,)
-
-    return compute
-
-
-@registry.kernel("FusedGemm", domain=DOMAIN, types=_T_NO_BF16)
-def fused_gemm(info: NodeInfo) -> Compute:
-    """Gemm, then the activation applied in place on its output."""
-    gemm_compute = gemm.gemm(info)
+def _then_activation(info: NodeInfo, base: Compute) -> Compute:
+    """``base`` (a three-input kernel with one output), then the node's
+    activation applied in place on that output (copied first if it is a
+    view of an input)."""
     act = _activation(info)
 
     def compute(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> tuple[np.ndarray]:
-        (y,) = gemm_compute(a, b, c)
+        (y,) = base(a, b, c)
         y = _owned(y, (a, b, c))
         act(y)
         return (y,)
 
     return compute
+
+
+@registry.kernel("FusedConv", domain=DOMAIN, types=_T_NO_BF16)
+def fused_conv(info: NodeInfo) -> Compute:
+    """Conv, then the activation applied in place on its output."""
+    return _then_activation(info, conv.conv(info))
+
+
+@registry.kernel("FusedGemm", domain=DOMAIN, types=_T_NO_BF16)
+def fused_gemm(info: NodeInfo) -> Compute:
+    """Gemm, then the activation applied in place on its output."""
+    return _then_activation(info, gemm.gemm(info))
 
 
 @registry.kernel("FusedMatMul", domain=DOMAIN, types=_T_NO_BF16)
