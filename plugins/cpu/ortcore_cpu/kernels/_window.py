@@ -48,6 +48,16 @@ def _ints(value: Sequence[int] | None, n: int, default: int) -> tuple[int, ...]:
     return tuple(int(v) for v in value)
 
 
+def split_same_pads(total: Sequence[int], auto_pad: str) -> tuple[list[int], list[int]]:
+    """Split each dim's total padding into (begin, end) pads for ``SAME_UPPER``
+    (the extra one at the end) or ``SAME_LOWER`` (at the beginning)."""
+    if auto_pad == "SAME_UPPER":
+        begin = [t // 2 for t in total]
+    else:
+        begin = [t - t // 2 for t in total]
+    return begin, [t - b for t, b in zip(total, begin, strict=True)]
+
+
 def window(
     spatial: Sequence[int],
     kernel: Sequence[int],
@@ -77,11 +87,7 @@ def window(
             max((o - 1) * s + k - i, 0)
             for o, s, k, i in zip(out, strides_, span, spatial, strict=True)
         ]
-        if auto_pad == "SAME_UPPER":
-            begin = [t // 2 for t in total]
-        else:
-            begin = [t - t // 2 for t in total]
-        end = [t - b for t, b in zip(total, begin, strict=True)]
+        begin, end = split_same_pads(total, auto_pad)
     elif auto_pad == "VALID":
         begin = end = [0] * n
         out = [

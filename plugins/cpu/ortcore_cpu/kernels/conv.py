@@ -26,7 +26,7 @@ from .._ext import elementwise as ew
 from .._ext import winograd as wino
 from . import registry
 from ._common import FLOATS, f32_contiguous, thread_count, threads_for
-from ._window import Window, kernel_offsets, strided_slice, window
+from ._window import Window, kernel_offsets, split_same_pads, strided_slice, window
 
 
 def _add_bias(y: np.ndarray, b: np.ndarray | None, threads: int) -> None:
@@ -356,11 +356,7 @@ def _transpose_window(info: NodeInfo, spatial: tuple[int, ...], kernel: tuple[in
     if out_shape or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         target = out_shape or [i * s for i, s in zip(spatial, strides, strict=True)]
         total = [f - t for f, t in zip(full, target, strict=True)]
-        if auto_pad == "SAME_UPPER":
-            begin = [t // 2 for t in total]
-        else:
-            begin = [t - t // 2 for t in total]
-        end = [t - b for t, b in zip(total, begin, strict=True)]
+        begin, end = split_same_pads(total, auto_pad)
     elif auto_pad == "VALID":
         begin = end = [0] * nsp
     else:
