@@ -15,26 +15,77 @@ beside it. The key is a SHA-256 of the group's model bytes, the provider's
 name, version and options, and its device, so an entry made under any other
 value of these is never reused. ``ortcore cache list`` and
 ``ortcore cache purge [--provider NAME]`` show and clear the folder.
+
+The folder may hold other things (a user's files, a symlink someone put
+there): :meth:`CompiledCache.scan` and :meth:`CompiledCache.purge` touch only
+what :meth:`CompiledCache.store` writes, never follow a symlink inside the
+folder, and report everything else they leave alone. What counts as ours:
+
+* a provider folder: a real folder (not a symlink) whose name matches
+  ``[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`` (a provider name; ``store`` refuses
+  any other);
+* in it, regular files ``<key>.bin`` and ``<key>.json``, ``<key>`` being 64
+  lowercase hex digits (a SHA-256); a ``.json`` must be a JSON object whose
+  ``key`` and ``provider`` name this entry and this folder;
+* regular files ``.tmp-XXXXXXXX`` (eight of ``[a-z0-9_]``, what
+  ``tempfile.mkstemp`` makes) that an interrupted ``store`` left behind;
+  ``purge`` removes them once older than :data:`TEMP_GRACE_S`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import re
+import stat
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ep_sdk import ExecutionProvider, FusedGroup
 
-__all__ = ["CompiledCache", "cache_dir_from_config", "default_cache_dir"]
+from .errors import InvalidArgument
+
+__all__ = [
+    "CacheListing",
+    "CacheNote",
+    "CompiledCache",
+    "PurgeReport",
+    "cache_dir_from_config",
+    "default_cache_dir",
+    "is_provider_folder_name",
+]
+
+log = logging.getLogger("ortcore.cache")
 
 CACHE_DIR_KEY = "ortcore.cache_dir"
 CONTEXT_ENABLE_KEY = "ep.context_enable"
 CONTEXT_PATH_KEY = "ep.context_file_path"
+
+TEMP_GRACE_S = 300.0
+"""``purge`` leaves younger ``.tmp-*`` files alone: a ``store`` may be writing them."""
+
+_PROVIDER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_ENTRY_RE = re.compile(r"([0-9a-f]{64})\.(bin|json)")
+_TEMP_RE = re.compile(r"\.tmp-[a-z0-9_]{8}")
+_META_LIMIT = 1 << 20  # store() writes a few hundred bytes; refuse to read more than this
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO swapped in must not hang open()
+_O_BINARY = getattr(os, "O_BINARY", 0)
+# Where the OS allows, folders are walked through file descriptors, so a folder
+# swapped for a symlink between a check and a delete is never followed.
+_USE_DIR_FD = (
+    {os.open, os.stat, os.unlink, os.rmdir} <= os.supports_dir_fd
+    and os.scandir in os.supports_fd
+    and bool(_O_DIRECTORY and _O_NOFOLLOW)
+)
 
 
 def default_cache_dir() -> Path:
@@ -56,11 +107,179 @@ def cache_dir_from_config(config: Mapping[str, str]) -> Path | None:
     return p.parent if p.suffix and not p.is_dir() else p
 
 
+def is_provider_folder_name(name: str) -> bool:
+    """Whether ``name`` may be a provider folder of the cache (see the module docstring)."""
+    return _PROVIDER_RE.fullmatch(name) is not None
+
+
 def _model_bytes(group: FusedGroup) -> bytes:
     model = group.model
     if isinstance(model, bytes):
         return model
     return bytes(model.SerializeToString(deterministic=True))
+
+
+@dataclass(frozen=True)
+class CacheNote:
+    """An item of a cache folder that was left alone, and why.
+
+    ``error`` is true when an operation on an item of ours failed (permission
+    denied, say); false when the item was skipped on purpose (not ours, a symlink).
+    """
+
+    path: str
+    reason: str
+    error: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form."""
+        return {"path": self.path, "reason": self.reason, "error": self.error}
+
+
+@dataclass
+class CacheListing:
+    """What :meth:`CompiledCache.scan` found: entries' metadata, and what it skipped."""
+
+    directory: Path
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[CacheNote] = field(default_factory=list)
+
+
+@dataclass
+class PurgeReport:
+    """What :meth:`CompiledCache.purge` removed, and what it left alone and why."""
+
+    directory: Path
+    entries: int = 0
+    """How many entries were removed (an entry is a ``.bin`` and its ``.json``)."""
+    temp_files: int = 0
+    """How many ``.tmp-*`` files left by an interrupted :meth:`CompiledCache.store` went."""
+    folders: int = 0
+    """How many provider folders were removed (once empty)."""
+    removed: list[str] = field(default_factory=list)
+    """Every path removed: entry files, leftover temp files, emptied provider folders."""
+    skipped: list[CacheNote] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[CacheNote]:
+        """The notes of items of ours that could not be removed."""
+        return [n for n in self.skipped if n.error]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form."""
+        return {
+            "directory": str(self.directory),
+            "entries": self.entries,
+            "temp_files": self.temp_files,
+            "folders": self.folders,
+            "removed": list(self.removed),
+            "skipped": [n.to_dict() for n in self.skipped],
+        }
+
+
+class _Dir:
+    """A folder whose children are named relative to it, never through a symlink.
+
+    With ``dir_fd`` support the folder is held open (``fd``) and every call
+    resolves names against it; elsewhere names are joined to ``path``.
+    """
+
+    __slots__ = ("fd", "path")
+
+    def __init__(self, path: Path, fd: int | None) -> None:
+        self.path = path
+        self.fd = fd
+
+    @classmethod
+    def open_root(cls, path: Path) -> _Dir:
+        """Open the cache folder itself; a symlink is followed (the user chose it)."""
+        if not _USE_DIR_FD:
+            if not path.is_dir():
+                raise NotADirectoryError(f"not a folder: {path}")
+            return cls(path, None)
+        return cls(path, os.open(path, os.O_RDONLY | _O_DIRECTORY))
+
+    def _at(self, name: str) -> tuple[str, int | None]:
+        return (name, self.fd) if self.fd is not None else (str(self.path / name), None)
+
+    def child(self, name: str) -> _Dir:
+        """Open the sub-folder ``name``; fails if it is (now) a symlink."""
+        if self.fd is None:
+            st = os.stat(self.path / name, follow_symlinks=False)
+            if not stat.S_ISDIR(st.st_mode):
+                raise NotADirectoryError(f"not a folder: {self.path / name}")
+            return _Dir(self.path / name, None)
+        fd = os.open(name, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW, dir_fd=self.fd)
+        return _Dir(self.path / name, fd)
+
+    def scandir(self) -> list[os.DirEntry[str]]:
+        """The folder's entries, sorted by name."""
+        with os.scandir(self.fd if self.fd is not None else self.path) as it:
+            return sorted(it, key=lambda e: e.name)
+
+    def lstat(self, name: str) -> os.stat_result:
+        """``lstat`` of a child."""
+        target, dir_fd = self._at(name)
+        return os.stat(target, dir_fd=dir_fd, follow_symlinks=False)
+
+    def read(self, name: str, limit: int) -> bytes:
+        """A regular file's bytes; refuses a symlink, anything else, or more than ``limit``."""
+        target, dir_fd = self._at(name)
+        flags = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY
+        with os.fdopen(os.open(target, flags, dir_fd=dir_fd), "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError("not a regular file")
+            if st.st_size > limit:
+                raise ValueError(f"larger than {limit} bytes")
+            return f.read(limit + 1)
+
+    def unlink(self, name: str) -> None:
+        """Remove a child file (a symlink itself, never its target)."""
+        target, dir_fd = self._at(name)
+        os.unlink(target, dir_fd=dir_fd)
+
+    def rmdir(self, name: str) -> None:
+        """Remove an empty child folder."""
+        target, dir_fd = self._at(name)
+        os.rmdir(target, dir_fd=dir_fd)
+
+    def close(self) -> None:
+        """Release the folder's descriptor, if any."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> _Dir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _is_link(entry: os.DirEntry[str]) -> bool:
+    # A Windows junction is a link too (DirEntry.is_junction: Python 3.12+).
+    return entry.is_symlink() or bool(getattr(entry, "is_junction", lambda: False)())
+
+
+def _oserror(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+@dataclass
+class _Entry:
+    """The files of one key found in a provider folder."""
+
+    key: str
+    files: list[str] = field(default_factory=list)  # "<key>.bin" and/or "<key>.json"
+    meta: dict[str, Any] | None = None
+    problem: str = ""  # why the entry is not recognised as ours, if it is not
+
+
+@dataclass
+class _FolderScan:
+    entries: list[_Entry] = field(default_factory=list)
+    temps: list[tuple[str, float]] = field(default_factory=list)  # (name, mtime)
 
 
 class CompiledCache:
@@ -91,6 +310,8 @@ class CompiledCache:
 
     def load(self, provider: ExecutionProvider, group: FusedGroup) -> bytes | None:
         """The stored bytes for ``group`` under ``provider``, or ``None`` on a miss."""
+        if not is_provider_folder_name(provider.name):
+            return None
         data_path, meta_path = self._paths(provider.name, self.key(provider, group))
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
@@ -98,14 +319,29 @@ class CompiledCache:
         except (OSError, ValueError):
             return None
         # belt and braces: the key already covers these
+        if not isinstance(meta, dict) or meta.get("size") != len(data):
+            return None
         if {k: meta.get(k) for k in ("provider", "version", "options", "device")} != (
             self.key_parts(provider, group)
-        ) or meta.get("size") != len(data):
+        ):
             return None
         return data
 
     def store(self, provider: ExecutionProvider, group: FusedGroup, data: bytes) -> None:
-        """Write an entry (atomically: a reader never sees half of one)."""
+        """Write an entry (atomically: a reader never sees half of one).
+
+        A provider whose name cannot be a folder name of the cache (see the
+        module docstring) is not cached: a warning is logged and nothing written.
+        """
+        if not is_provider_folder_name(provider.name):
+            log.warning(
+                "not caching %s's compiled group %s: provider name %r is not a valid "
+                "cache folder name (letters, digits, '_', '.', '-')",
+                provider.name,
+                group.name,
+                provider.name,
+            )
+            return
         key = self.key(provider, group)
         data_path, meta_path = self._paths(provider.name, key)
         data_path.parent.mkdir(parents=True, exist_ok=True)
@@ -118,35 +354,221 @@ class CompiledCache:
             "key": key,
         }
         for path, content in ((data_path, data), (meta_path, json.dumps(meta).encode())):
+            # The ".tmp-" prefix (and mkstemp's 8-character suffix) is what
+            # purge() recognises as a leftover of ours.
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as f:
-                f.write(content)
-            os.replace(tmp, path)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(content)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+
+    # -- listing and purging -------------------------------------------------------
+
+    def _open_root(self) -> _Dir | None:
+        """The cache folder, or ``None`` when it does not exist (an empty cache)."""
+        if not os.path.lexists(self.directory):
+            return None
+        try:
+            return _Dir.open_root(self.directory)
+        except FileNotFoundError:  # a dangling symlink
+            return None
+        except OSError as exc:
+            raise InvalidArgument(
+                f"cache folder {self.directory}: cannot open it ({_oserror(exc)})"
+            ) from exc
+
+    def _folders(
+        self, root: _Dir, provider: str | None, notes: list[CacheNote]
+    ) -> Iterator[tuple[str, _Dir]]:
+        """The provider folders to look into (only ``provider``'s when given)."""
+        try:
+            children = root.scandir()
+        except OSError as exc:
+            raise InvalidArgument(
+                f"cache folder {self.directory}: cannot list it ({_oserror(exc)})"
+            ) from exc
+        for e in children:
+            if provider is not None and e.name != provider:
+                continue
+            path = str(root.path / e.name)
+            if _is_link(e):
+                notes.append(CacheNote(path, "symlink, not followed"))
+            elif not e.is_dir(follow_symlinks=False):
+                notes.append(CacheNote(path, "not a cache entry (a file beside the folders)"))
+            elif not is_provider_folder_name(e.name):
+                notes.append(CacheNote(path, "not a provider folder name"))
+            else:
+                try:
+                    folder = root.child(e.name)
+                except OSError as exc:
+                    notes.append(CacheNote(path, f"cannot open: {_oserror(exc)}", error=True))
+                    continue
+                with folder:
+                    yield e.name, folder
+
+    def _scan_folder(self, folder: _Dir, provider: str, notes: list[CacheNote]) -> _FolderScan:
+        """Sort a provider folder's children into entries, temp files and the rest."""
+        out = _FolderScan()
+        by_key: dict[str, _Entry] = {}
+        try:
+            children = folder.scandir()
+        except OSError as exc:
+            notes.append(CacheNote(str(folder.path), f"cannot list: {_oserror(exc)}", error=True))
+            return out
+        for e in children:
+            path = str(folder.path / e.name)
+            m = _ENTRY_RE.fullmatch(e.name)
+            ours = m is not None or _TEMP_RE.fullmatch(e.name) is not None
+            if _is_link(e):
+                notes.append(CacheNote(path, "symlink, not followed"))
+            elif not ours:
+                notes.append(CacheNote(path, "not a cache entry"))
+            elif not e.is_file(follow_symlinks=False):
+                notes.append(CacheNote(path, "not a regular file"))
+            elif m is None:
+                try:
+                    out.temps.append((e.name, e.stat(follow_symlinks=False).st_mtime))
+                except OSError as exc:
+                    notes.append(CacheNote(path, f"cannot stat: {_oserror(exc)}", error=True))
+            else:
+                by_key.setdefault(m.group(1), _Entry(m.group(1))).files.append(e.name)
+        for key, entry in sorted(by_key.items()):
+            if f"{key}.json" in entry.files:
+                entry.meta, entry.problem = self._read_meta(folder, provider, key)
+            out.entries.append(entry)
+        return out
+
+    @staticmethod
+    def _read_meta(folder: _Dir, provider: str, key: str) -> tuple[dict[str, Any] | None, str]:
+        """An entry's metadata, or ``None`` and why it is not ours to trust."""
+        try:
+            meta = json.loads(folder.read(f"{key}.json", _META_LIMIT).decode("utf-8"))
+        except OSError as exc:
+            return None, f"metadata unreadable: {_oserror(exc)}"
+        except ValueError as exc:  # also UnicodeDecodeError and json's errors
+            return None, f"metadata unreadable: {exc}"
+        if not isinstance(meta, dict):
+            return None, "metadata is not a JSON object"
+        if meta.get("key") != key or meta.get("provider") != provider:
+            return None, "metadata names another entry (its key or provider differ)"
+        return meta, ""
+
+    def scan(self, provider: str | None = None) -> CacheListing:
+        """Every entry's metadata (only ``provider``'s when given), and what was skipped.
+
+        Nothing inside the folder is followed through a symlink; malformed
+        metadata, incomplete entries and foreign files are noted, not fatal. A
+        folder that does not exist is an empty cache.
+
+        Raises:
+            InvalidArgument: the cache folder is a file or cannot be read.
+        """
+        listing = CacheListing(self.directory)
+        root = self._open_root()
+        if root is None:
+            return listing
+        with root:
+            for name, folder in self._folders(root, provider, listing.skipped):
+                found = self._scan_folder(folder, name, listing.skipped)
+                for entry in found.entries:
+                    base = folder.path / entry.key
+                    if entry.problem:
+                        for f in entry.files:
+                            listing.skipped.append(CacheNote(str(folder.path / f), entry.problem))
+                    elif entry.meta is None:
+                        listing.skipped.append(
+                            CacheNote(f"{base}.bin", "incomplete entry: no metadata (.json)")
+                        )
+                    elif f"{entry.key}.bin" not in entry.files:
+                        listing.skipped.append(
+                            CacheNote(f"{base}.json", "incomplete entry: no data (.bin)")
+                        )
+                    else:
+                        listing.entries.append({**entry.meta, "path": f"{base}.bin"})
+        listing.entries.sort(key=lambda m: (str(m.get("provider")), str(m.get("created"))))
+        return listing
 
     def entries(self) -> list[dict[str, Any]]:
-        """Metadata of every entry, by provider then creation time."""
-        out = []
-        for meta_path in sorted(self.directory.glob("*/*.json")):
-            try:
-                meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            meta["path"] = str(meta_path.with_suffix(".bin"))
-            out.append(meta)
-        return sorted(out, key=lambda m: (str(m.get("provider")), str(m.get("created"))))
+        """Metadata of every entry, by provider then creation time (see :meth:`scan`)."""
+        return self.scan().entries
 
-    def purge(self, provider: str | None = None) -> int:
-        """Delete every entry (or only ``provider``'s); return how many."""
-        count = 0
-        for folder in sorted(self.directory.glob("*")):
-            if not folder.is_dir() or (provider is not None and folder.name != provider):
-                continue
-            for f in folder.iterdir():
-                if f.suffix == ".bin":
-                    count += 1
-                f.unlink()
-            folder.rmdir()
-        return count
+    def purge(self, provider: str | None = None) -> PurgeReport:
+        """Delete every entry (or only ``provider``'s) and report what was done.
+
+        Only what :meth:`store` writes is removed (see the module docstring):
+        entries, leftover temp files older than :data:`TEMP_GRACE_S`, and a
+        provider folder once it is empty. Symlinks inside the cache are never
+        followed; foreign files stay. A failure on one item (permission denied)
+        is noted in the report's ``skipped`` (with ``error`` set) and the purge
+        goes on. A folder that does not exist is an empty cache.
+
+        Raises:
+            InvalidArgument: the cache folder is a file or cannot be read.
+        """
+        report = PurgeReport(self.directory)
+        root = self._open_root()
+        if root is None:
+            return report
+        now = time.time()
+        with root:
+            for name, folder in self._folders(root, provider, report.skipped):
+                found = self._scan_folder(folder, name, report.skipped)
+                for entry in found.entries:
+                    if entry.problem:
+                        for f in entry.files:
+                            report.skipped.append(CacheNote(str(folder.path / f), entry.problem))
+                        continue
+                    # metadata first: without it the entry is a miss at once
+                    ok = all(
+                        self._remove(folder, f, report)
+                        for f in sorted(entry.files, key=lambda f: not f.endswith(".json"))
+                    )
+                    report.entries += ok
+                for tmp, mtime in found.temps:
+                    if now - mtime < TEMP_GRACE_S:
+                        report.skipped.append(
+                            CacheNote(
+                                str(folder.path / tmp),
+                                f"temp file younger than {TEMP_GRACE_S:.0f} s "
+                                "(a store may be writing it)",
+                            )
+                        )
+                    else:
+                        report.temp_files += self._remove(folder, tmp, report)
+                self._remove_if_empty(root, folder, name, report)
+        return report
+
+    @staticmethod
+    def _remove(folder: _Dir, name: str, report: PurgeReport) -> bool:
+        path = str(folder.path / name)
+        try:
+            folder.unlink(name)
+        except FileNotFoundError:
+            return True  # gone already (another purge): nothing left to do
+        except OSError as exc:
+            report.skipped.append(CacheNote(path, f"cannot remove: {_oserror(exc)}", error=True))
+            return False
+        report.removed.append(path)
+        return True
+
+    @staticmethod
+    def _remove_if_empty(root: _Dir, folder: _Dir, name: str, report: PurgeReport) -> None:
+        try:
+            if folder.scandir():
+                return
+            root.rmdir(name)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            report.skipped.append(
+                CacheNote(str(folder.path), f"cannot remove folder: {_oserror(exc)}", error=True)
+            )
+            return
+        report.removed.append(str(folder.path))
+        report.folders += 1
 
 
 def compile_with_cache(

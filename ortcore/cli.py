@@ -281,37 +281,59 @@ def cmd_bench(ns: argparse.Namespace) -> int:
 
 
 def cmd_cache(ns: argparse.Namespace) -> int:
-    """List or purge the on-disk cache of compiled fused groups."""
+    """List or purge the on-disk cache of compiled fused groups.
+
+    Only what the cache wrote is listed or removed; everything else in the
+    folder (foreign files, symlinks, malformed entries) is left alone and
+    reported, one line each. Exit status: 0, 1 when an entry could not be
+    removed, 2 when ``--dir`` is missing or not a folder.
+    """
     from .cache import CompiledCache, default_cache_dir
 
-    cache = CompiledCache(ns.dir or default_cache_dir())
+    def shown(path: str) -> str:
+        # a file name with a newline must not forge a line of the report
+        return path if path.isprintable() else ascii(path)
+
+    if ns.dir is not None and not (ns.dir and Path(ns.dir).is_dir()):
+        what = "is not a folder" if ns.dir and os.path.lexists(ns.dir) else "does not exist"
+        print(f"ortcore cache: --dir {shown(ns.dir)} {what}", file=sys.stderr)
+        return 2
+    cache = CompiledCache(ns.dir if ns.dir is not None else default_cache_dir())
     if ns.action == "purge":
-        n = cache.purge(ns.provider)
+        report = cache.purge(ns.provider)
+        if ns.json:
+            print(json.dumps(report.to_dict(), indent=2))
+            return 1 if report.errors else 0
         which = f" of {ns.provider}" if ns.provider else ""
-        print(f"removed {n} cached compiled group(s){which} from {cache.directory}")
-        return 0
-    entries = [e for e in cache.entries() if not ns.provider or e.get("provider") == ns.provider]
+        print(f"removed {report.entries} cached compiled group(s){which} from {cache.directory}")
+        if report.temp_files or report.folders:
+            print(
+                f"also removed {report.temp_files} leftover temp file(s) "
+                f"and {report.folders} emptied provider folder(s)"
+            )
+        for note in report.skipped:
+            print(
+                f"{'error' if note.error else 'skipped'} {shown(note.path)}: {note.reason}",
+                file=sys.stderr if note.error else sys.stdout,
+            )
+        return 1 if report.errors else 0
+    listing = cache.scan(ns.provider)
     if ns.json:
-        print(json.dumps(entries, indent=2))
+        print(json.dumps(listing.entries, indent=2))
+        for note in listing.skipped:
+            print(f"skipped {shown(note.path)}: {note.reason}", file=sys.stderr)
         return 0
     print(f"cache: {cache.directory}")
-    if not entries:
+    if not listing.entries:
         print("no cached compiled groups")
-        return 0
-    rows: list[tuple[str, ...]] = [
-        ("provider", "version", "device", "group", "nodes", "bytes", "created", "key")
-    ]
-    for e in entries:
-        rows.append(
-            (
-                *(
-                    str(e.get(k, ""))
-                    for k in ("provider", "version", "device", "group", "nodes", "size", "created")
-                ),
-                str(e.get("key", ""))[:12],
-            )
-        )
-    _table(rows)
+    else:
+        fields = ("provider", "version", "device", "group", "nodes", "size", "created")
+        rows: list[tuple[str, ...]] = [(*fields[:5], "bytes", "created", "key")]
+        for e in listing.entries:
+            rows.append((*(str(e.get(k, "")) for k in fields), str(e.get("key", ""))[:12]))
+        _table(rows)
+    for note in listing.skipped:
+        print(f"skipped {shown(note.path)}: {note.reason}")
     return 0
 
 
@@ -363,9 +385,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("cache", help="list or purge the cache of compiled fused groups")
     p.add_argument("action", choices=["list", "purge"])
-    p.add_argument("--provider", help="only this provider's entries")
-    p.add_argument("--dir", help="cache folder (default $ORTCORE_CACHE_DIR or ~/.cache/ortcore)")
-    p.add_argument("--json", action="store_true", help="list as JSON")
+    p.add_argument("--provider", help="only this provider's entries (its folder name)")
+    p.add_argument(
+        "--dir", help="cache folder (default $ORTCORE_CACHE_DIR or ~/.cache/ortcore/compiled)"
+    )
+    p.add_argument("--json", action="store_true", help="print the entries or the purge as JSON")
     p.set_defaults(func=cmd_cache)
 
     from conformance.cli import add_arguments, run
