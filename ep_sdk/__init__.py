@@ -15,6 +15,8 @@ What is here:
   :func:`group_model`, :class:`FusedGroup`;
 * memory: the :class:`Allocator`, :class:`DataTransfer` and
   :class:`DeviceTensor` protocols;
+* :func:`check_terminate`, which a long-running kernel polls to honour
+  ``RunOptions.terminate``, and :func:`current_run`;
 * :data:`hookimpl`, the marker of a plugin's hook functions;
 * ``ep_sdk.testing`` (imported on its own): pytest helpers that run nodes and
   models through a provider and compare with onnx's reference evaluator.
@@ -48,6 +50,7 @@ from .provider import (
     SessionConfig,
 )
 from .registry import KernelBuilder, KernelDef, KernelMiss, KernelRegistry, attribute_defaults
+from .terminate import check_terminate, current_run
 
 hookimpl = pluggy.HookimplMarker("ortcore")
 """Marker for a plugin's hook implementations (``@ep_sdk.hookimpl``)."""
@@ -80,7 +83,9 @@ __all__ = [
     "SessionConfig",
     "SubgraphRunner",
     "attribute_defaults",
+    "check_terminate",
     "claim_registered_nodes",
+    "current_run",
     "from_numpy",
     "group_io",
     "group_model",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ep_sdk import RunContext, RunTerminated
+from ep_sdk.terminate import bind_run, unbind_run
 
 from .errors import AllocationError, OrtcoreError, RuntimeException
 
@@ -96,6 +97,9 @@ class Plan:
             slots[i] = v
         ro = ctx.run_options
         info = None
+        # Kernels find the run through ep_sdk.check_terminate(); a subgraph's
+        # plan binds the same context and restores it when done.
+        token = bind_run(ctx)
         try:
             # The common shapes of a step (one or two inputs, no context, one
             # output, nothing to release) take branches without loops or lists.
@@ -125,6 +129,8 @@ class Plan:
             raise
         except Exception as exc:
             raise step_error(exc, info) from exc
+        finally:
+            unbind_run(token)
         return [slots[i] for i in self.output_slots]
 
     def run_profiled(self, feeds: Sequence[Any], ctx: RunContext, profiler: Profiler) -> list[Any]:
@@ -139,6 +145,7 @@ class Plan:
         ro = ctx.run_options
         info = None
         record = profiler.record_step
+        token = bind_run(ctx)
         try:
             for index, (fn, ins, outs, release, wants_ctx, info) in enumerate(self.steps):
                 if ro is not None and ro.terminate:
@@ -159,6 +166,7 @@ class Plan:
         except Exception as exc:
             raise step_error(exc, info) from exc
         finally:
+            unbind_run(token)
             profiler.session_event("model_run", run_start, clock())
         return [slots[i] for i in self.output_slots]
 

@@ -101,7 +101,9 @@ class RunOptions:
     """Options of one ``run`` call (``onnxruntime.RunOptions``).
 
     Setting ``terminate = True`` from another thread stops a running ``run``
-    between two nodes with :class:`ortcore.RunTerminated`.
+    with :class:`ortcore.RunTerminated`: between two nodes, and inside kernels
+    that loop for long (Loop/Scan bodies, string and recurrent kernels poll
+    :func:`ep_sdk.check_terminate`).
     ``only_execute_path_to_fetches`` skips nodes the requested outputs do not
     need. ``log_severity_level`` (onnxruntime's scale: 0 verbose, 1 info,
     2 warning, 3 error, 4 fatal) below 2 logs the run on the ``ortcore.run``

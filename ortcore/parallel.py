@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ep_sdk import RunContext, RunTerminated
+from ep_sdk.terminate import bind_run, unbind_run
 
 from .errors import OrtcoreError
 from .executor import TERMINATED, Plan, _bad_result, step_error
@@ -113,6 +114,15 @@ class ParallelExecutor:
                 done.set()
 
         def work(i: int) -> None:
+            # Pool threads do not inherit the caller's context variables:
+            # bind the run here so kernels' ep_sdk.check_terminate() sees it.
+            token = bind_run(ctx)
+            try:
+                run_from(i)
+            finally:
+                unbind_run(token)
+
+        def run_from(i: int) -> None:
             while True:
                 fn, ins, outs, _, wants_ctx, info = steps[i]
                 try:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import onnx_ir as ir
-from ep_sdk import Compute, NodeInfo, RunContext, SubgraphRunner
+from ep_sdk import Compute, NodeInfo, RunContext, SubgraphRunner, check_terminate
 from ep_sdk.dtypes import to_numpy
 
 from . import registry
@@ -292,6 +292,7 @@ def linear_attention(info: NodeInfo) -> Compute:
         out = np.zeros((b, hq, t, dv), np.float32)
         group = hq // hkv
         for i in range(t):
+            check_terminate()
             kt, vt = k[:, :, i], v[:, :, i]
             if g is not None:
                 state = state * g[:, :, i][..., None]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from ep_sdk import Compute, NodeInfo
+from ep_sdk import Compute, NodeInfo, check_terminate
 
 from . import registry
 from ._common import DT, FLOATS, scalar
@@ -59,6 +59,7 @@ def _nms_class(
             break
         if not alive[pos]:
             continue
+        check_terminate()  # once per kept box: O(boxes) numpy work each
         chosen.append(int(order[pos]))
         rest = order[pos + 1 :]
         alive[pos + 1 :] &= ~_suppressed(corners[order[pos]], corners[rest], iou)
@@ -161,6 +162,7 @@ def roi_align(info: NodeInfo) -> Compute:
         work = x.astype(np.float64 if x.dtype == np.float64 else np.float32)
         y = np.zeros((rois.shape[0], x.shape[1], out_h, out_w), work.dtype)
         for r in range(rois.shape[0]):
+            check_terminate()
             y[r] = one_roi(work[int(batch[r])], rois[r])
         return (y.astype(x.dtype, copy=False),)
 
@@ -193,6 +195,7 @@ def max_roi_pool(info: NodeInfo) -> Compute:
         h, w = x.shape[2:]
         y = np.zeros((rois.shape[0], x.shape[1], ph_n, pw_n), x.dtype)
         for r, roi in enumerate(rois):
+            check_terminate()
             b = int(roi[0])
             x0, y0, x1, y1 = (_round_half_away(float(v) * scale) for v in roi[1:])
             rows = bins(y0, max(y1 - y0 + 1, 1), ph_n, h)

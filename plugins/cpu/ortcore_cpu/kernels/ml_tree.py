@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from ep_sdk import Compute, NodeInfo
+from ep_sdk import Compute, NodeInfo, check_terminate
 
 from . import registry
 from ._ml_common import ML, as_2d, class_labels, float_attr, post_transform, transform_name
@@ -49,7 +49,8 @@ class Forest:
         rows = np.arange(n)[:, None]
         thresholds = self.threshold.astype(x.dtype if x.dtype == np.float64 else np.float32)
         modes_present = set(np.unique(self.mode).tolist()) - {-1}
-        while True:
+        while True:  # one level of every tree per pass: as many passes as the deepest path
+            check_terminate()
             active = self.mode[idx] >= 0
             if not active.any():
                 return idx

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import onnx_ir as ir
-from ep_sdk import Compute, NodeInfo
+from ep_sdk import Compute, NodeInfo, check_terminate
 
 from . import registry
 from ._common import FLOATS, INDEX
@@ -106,6 +106,7 @@ def _run_direction(
     hidden = states[0].shape[-1]
     y = np.zeros((seq, batch, hidden), xw.dtype)
     for t in range(seq):
+        check_terminate()
         new = step(xw[t], states)
         live = (t < lens)[:, None]
         states = tuple(np.where(live, n, s) for n, s in zip(new, states, strict=True))

@@ -2,24 +2,52 @@
 TfIdfVectorizer.
 
 String tensors are numpy object arrays of ``str``. Per-string work loops in
-Python (there is no vectorised string arithmetic worth the name); the n-gram
-counting of TfIdfVectorizer walks a trie with numpy over all rows at once.
+Python (there is no vectorised string arithmetic worth the name), a chunk of
+``_POLL_EVERY`` strings at a time with a ``RunOptions.terminate`` check
+between chunks; the n-gram counting of TfIdfVectorizer walks a trie with
+numpy over all rows at once.
+
+RegexFullMatch runs RE2 (the ``google-re2`` binding), as onnxruntime does: RE2
+matches in time linear in the input, whatever the pattern, so a model cannot
+make a run backtrack for hours (``(a+)+b``), and patterns outside RE2's syntax
+(backreferences, lookaround) are refused when the session is created.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
-from ep_sdk import Compute, NodeInfo
+from ep_sdk import Compute, NodeInfo, check_terminate
 
 from . import registry
 
+_T = TypeVar("_T")
+
+_POLL_EVERY = 1024
+"""Strings handled between two checks of ``RunOptions.terminate`` (a check
+costs about as much as handling one short string)."""
+
+
+def _chunks(n: int) -> Iterator[slice]:
+    """Slices covering ``range(n)``, ``_POLL_EVERY`` long; raises
+    ``RunTerminated`` before a chunk if the run was asked to stop."""
+    for start in range(0, n, _POLL_EVERY):
+        check_terminate()
+        yield slice(start, start + _POLL_EVERY)
+
+
+def _map(fn: Callable[[Any], _T], items: Sequence[Any]) -> list[_T]:
+    """``[fn(v) for v in items]``, polling ``RunOptions.terminate`` per chunk."""
+    out: list[_T] = []
+    for part in _chunks(len(items)):
+        out += [fn(v) for v in items[part]]
+    return out
+
 
 def _strings(x: np.ndarray) -> list[str]:
-    return [str(s) for s in x.reshape(-1).tolist()]
+    return _map(str, x.reshape(-1).tolist())
 
 
 def _object(values: Sequence[Any], shape: Sequence[int]) -> np.ndarray:
@@ -42,11 +70,14 @@ def string_normalizer(info: NodeInfo) -> Compute:
     def change(s: str) -> str:
         return s.lower() if action == "LOWER" else s.upper() if action == "UPPER" else s
 
+    def keep(w: str) -> str | None:
+        """``w`` case-changed, or ``None`` for a stopword."""
+        return None if (w if sensitive else w.lower()) in stops else change(w)
+
     def compute(x: np.ndarray) -> tuple[np.ndarray]:
         if x.ndim not in (1, 2) or (x.ndim == 2 and x.shape[0] != 1):
             raise ValueError(f"{info.describe()}: input must be [C] or [1, C], got {x.shape}")
-        words = _strings(x)
-        kept = [change(w) for w in words if (w if sensitive else w.lower()) not in stops]
+        kept = [w for w in _map(keep, _strings(x)) if w is not None]
         if not kept:
             kept = [""]
         shape = [len(kept)] if x.ndim == 1 else [1, len(kept)]
@@ -61,7 +92,10 @@ def string_concat(info: NodeInfo) -> Compute:
 
     def compute(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray]:
         a, b = np.broadcast_arrays(x, y)
-        joined = [p + q for p, q in zip(_strings(a), _strings(b), strict=True)]
+        left, right = _strings(a), _strings(b)
+        joined: list[str] = []
+        for part in _chunks(len(left)):
+            joined += [p + q for p, q in zip(left[part], right[part], strict=True)]
         return (_object(joined, a.shape),)
 
     return compute
@@ -76,27 +110,69 @@ def string_split(info: NodeInfo) -> Compute:
     maxsplit = -1 if maxsplit_attr is None else int(maxsplit_attr)
 
     def compute(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        parts = [s.split(delimiter, maxsplit) for s in _strings(x)]
+        parts = _map(lambda s: s.split(delimiter, maxsplit), _strings(x))
         counts = np.array([len(p) for p in parts], dtype=np.int64).reshape(x.shape)
         width = max((len(p) for p in parts), default=0)
-        padded = [q for p in parts for q in p + [""] * (width - len(p))]
+        padded: list[str] = []
+        for part in _chunks(len(parts)):
+            padded += [q for p in parts[part] for q in p + [""] * (width - len(p))]
         return _object(padded, (*x.shape, width)), counts
 
     return compute
 
 
+def _re2_engine() -> Any:
+    """Google's RE2 binding (``re2._re2``, from the ``google-re2`` package).
+
+    The C++ ``RE2`` class is used directly, never a wrapper that might hand an
+    unsupported pattern to Python's backtracking ``re``. (``google-re2``'s own
+    ``re2`` module does not fall back either; other packages that install a
+    module named ``re2``, such as ``pyre2``, do, and lack ``_re2``.)
+
+    Raises:
+        ImportError: ``google-re2`` is not installed (or another ``re2``
+            module shadows it).
+    """
+    try:
+        from re2 import _re2
+    except ImportError as exc:
+        raise ImportError(
+            "RegexFullMatch needs Google's RE2 binding: pip install 'google-re2>=1.1' "
+            "(a module named 're2' from another package does not provide it)"
+        ) from exc
+    return _re2
+
+
 @registry.kernel("RegexFullMatch", since=20)
 def regex_full_match(info: NodeInfo) -> Compute:
-    """Whether each string matches ``pattern`` as a whole (Python ``re`` syntax,
-    a superset of the RE2 syntax ONNX names)."""
-    pattern = info.attrs.get("pattern", "")
-    try:
-        regex = re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"{info.describe()}: invalid pattern {pattern!r}: {exc}") from exc
+    """Whether each string matches ``pattern`` as a whole, with RE2 (RE2
+    syntax and semantics, linear time; the pattern is compiled when the
+    session is created and a pattern RE2 refuses is an error then)."""
+    pattern = str(info.attrs.get("pattern", ""))
+    engine = _re2_engine()
+    options = engine.RE2.Options()
+    options.log_errors = False  # the error goes into our message, not stderr
+    options.never_capture = True  # only match/no match is wanted: a faster program
+    regex = engine.RE2(pattern.encode("utf-8"), options)
+    if not regex.ok():
+        message = regex.error()
+        if isinstance(message, bytes):
+            message = message.decode("utf-8", "replace")
+        raise ValueError(
+            f"{info.describe()}: invalid pattern {pattern!r}: {message}. The pattern must "
+            "be RE2 syntax (https://github.com/google/re2/wiki/Syntax), which has no "
+            "backreferences or lookaround."
+        )
+    match = regex.Match
+    both = engine.RE2.Anchor.ANCHOR_BOTH
+    no_match = (-1, -1)
+
+    def full_match(s: str) -> bool:
+        data = s.encode("utf-8")
+        return bool(match(both, data, 0, len(data))[0] != no_match)
 
     def compute(x: np.ndarray) -> tuple[np.ndarray]:
-        hits = [regex.fullmatch(s) is not None for s in _strings(x)]
+        hits = _map(full_match, _strings(x))
         return (np.array(hits, dtype=bool).reshape(x.shape),)
 
     return compute
@@ -147,8 +223,8 @@ class _NgramTrie:
     def token_ids(self, x: np.ndarray) -> np.ndarray:
         """Map tokens to vocabulary ids (-1 for tokens outside the pool)."""
         if x.dtype == object:
-            return np.array([self.vocab.get(s, -1) for s in x.reshape(-1).tolist()],
-                            dtype=np.int64).reshape(x.shape)  # fmt: skip
+            ids = _map(lambda s: self.vocab.get(s, -1), x.reshape(-1).tolist())
+            return np.array(ids, dtype=np.int64).reshape(x.shape)
         flat = x.astype(np.int64)
         if self.int_vocab.size == 0:
             return np.full(x.shape, -1, np.int64)
@@ -195,6 +271,7 @@ def tfidf_vectorizer(info: NodeInfo) -> Compute:
         freq = np.zeros((n_rows, width), np.int64)
         row_of = np.broadcast_to(np.arange(n_rows)[:, None], ids.shape)
         for skip in range(max_skip + 1 if length and trie.keys.size else 0):
+            check_terminate()
             step = skip + 1
             node = np.zeros(ids.shape, np.int64)
             for depth in range(max_n):
