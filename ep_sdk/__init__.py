@@ -17,6 +17,8 @@ What is here:
   :class:`DeviceTensor` protocols;
 * :func:`check_terminate`, which a long-running kernel polls to honour
   ``RunOptions.terminate``, and :func:`current_run`;
+* :func:`check_tensor_size`, which a kernel calls before allocating an output
+  whose size comes from data (:class:`TensorTooLarge`, :func:`tensor_byte_limit`);
 * :data:`hookimpl`, the marker of a plugin's hook functions;
 * ``ep_sdk.testing`` (imported on its own): pytest helpers that run nodes and
   models through a provider and compare with onnx's reference evaluator.
@@ -39,6 +41,7 @@ from .dtypes import (
 )
 from .graph import group_io, group_model, group_nodes
 from .kernel import Compute, NodeInfo, RunContext, RunTerminated, SubgraphRunner
+from .limits import TensorTooLarge, check_tensor_size, tensor_byte_limit
 from .provider import (
     HOST_DEVICE,
     Capability,
@@ -82,7 +85,9 @@ __all__ = [
     "RunTerminated",
     "SessionConfig",
     "SubgraphRunner",
+    "TensorTooLarge",
     "attribute_defaults",
+    "check_tensor_size",
     "check_terminate",
     "claim_registered_nodes",
     "current_run",
@@ -92,6 +97,7 @@ __all__ = [
     "group_nodes",
     "hookimpl",
     "node_types",
+    "tensor_byte_limit",
     "to_numpy",
     "type_string",
 ]

@@ -47,13 +47,16 @@ class RunContext:
     Attributes:
         run_options: the user's ``RunOptions`` (or ``None``).
         values: free per-run storage for kernels (keyed by anything hashable).
+        max_tensor_bytes: the largest tensor a kernel of this run may allocate
+            (``None``: the process default; see :func:`ep_sdk.check_tensor_size`).
     """
 
-    __slots__ = ("run_options", "values", "_lock")
+    __slots__ = ("run_options", "values", "max_tensor_bytes", "_lock")
 
-    def __init__(self, run_options: Any = None) -> None:
+    def __init__(self, run_options: Any = None, *, max_tensor_bytes: int | None = None) -> None:
         self.run_options = run_options
         self.values: dict[Any, Any] = {}
+        self.max_tensor_bytes = max_tensor_bytes
         self._lock = threading.Lock()
 
     def config(self, key: str, default: str = "") -> str:

@@ -1,8 +1,11 @@
 """Load and check a model: bytes or path in, a checked onnx-ir model out.
 
-Steps: parse, read external data (only from inside the model's folder), sort
-nodes topologically (refusing cycles), check with ``onnx.checker``, inline
-model-local functions, run shape inference, convert to onnx-ir.
+Steps: parse; check the opset imports; check every tensor's data against its
+type and shape, and every external data reference (only inside the model's
+folder, only inside its file); sort nodes topologically (refusing cycles);
+check with ``onnx.checker``; inline model-local functions; run shape
+inference; convert to onnx-ir. External data stays on disk, memory-mapped
+when read (see :mod:`ortcore.tensor_data`).
 """
 
 from __future__ import annotations
@@ -12,14 +15,29 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import onnx
-import onnx.external_data_helper as ext
 import onnx.inliner
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from .errors import InvalidArgument, InvalidGraph, InvalidProtobuf, NoSuchFile
+from .tensor_data import (
+    check_external_data,
+    check_tensor_data,
+    is_external,
+    proto_tensors,
+    read_small_external,
+    save_model,
+    set_external_base,
+)
 
-__all__ = ["load_model", "parse_model", "check_external_data"]
+__all__ = [
+    "check_external_data",
+    "check_opsets",
+    "check_tensor_data",
+    "load_model",
+    "parse_model",
+    "save_model",
+]
 
 
 def parse_model(
@@ -61,49 +79,38 @@ def parse_model(
     return proto, base
 
 
-def _external_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    for t in ext._get_all_tensors(proto):
-        if ext.uses_external_data(t):
-            yield t
+# -- opsets -------------------------------------------------------------------------
 
 
-def check_external_data(proto: onnx.ModelProto, base: Path | None) -> None:
-    """Read external data, refusing paths outside the model's folder.
+def check_opsets(proto: onnx.ModelProto) -> None:
+    """Refuse ``ai.onnx`` and ``ai.onnx.ml`` opsets newer than the installed onnx knows.
+
+    The schemas (and so the checker, shape inference and the kernels' opset
+    ranges) stop at those versions; a newer opset may change any operator's
+    meaning. Other domains are left to their providers.
 
     Raises:
-        InvalidArgument: a location is absolute or escapes ``base``, or the
-            model came as bytes.
-        NoSuchFile: an external data file is missing.
+        InvalidGraph: an opset import of the model or of one of its functions
+            is newer; the message names the domain and both versions.
     """
-    tensors = list(_external_tensors(proto))
-    if not tensors:
-        return
-    if base is None:
-        raise InvalidArgument(
-            f"model given as bytes references external data file "
-            f"{ext.ExternalDataInfo(tensors[0]).location!r}; load it from its path instead"
-        )
-    for t in tensors:
-        location = ext.ExternalDataInfo(t).location
-        if os.path.isabs(location) or Path(location).is_absolute():
-            raise InvalidArgument(
-                f"external data path {location!r} of tensor {t.name!r} is absolute; "
-                "only paths inside the model's folder are allowed"
+    newest = {
+        "": onnx.defs.onnx_opset_version(),
+        "ai.onnx": onnx.defs.onnx_opset_version(),
+        "ai.onnx.ml": onnx.defs.onnx_ml_opset_version(),
+    }
+    imports = [("The model", op) for op in proto.opset_import]
+    for f in proto.functions:
+        imports.extend((f"Function {f.domain}:{f.name}", op) for op in f.opset_import)
+    for owner, op in imports:
+        limit = newest.get(op.domain)
+        if limit is not None and op.version > limit:
+            domain = op.domain or "ai.onnx"
+            raise InvalidGraph(
+                f"This is an invalid model. {owner} imports opset {op.version} of domain "
+                f"{domain!r}, but the newest this installation supports is {limit} "
+                f"(onnx {onnx.__version__}). Export the model for opset {limit} or "
+                "lower, or upgrade onnx."
             )
-        target = (base / location).resolve()
-        if base != target and base not in target.parents:
-            raise InvalidArgument(
-                f"external data path {location!r} of tensor {t.name!r} escapes the "
-                f"model's folder {str(base)!r}"
-            )
-        if not target.is_file():
-            raise NoSuchFile(
-                f"external data file {location!r} of tensor {t.name!r} not found in {str(base)!r}"
-            )
-    try:
-        ext.load_external_data_for_model(proto, str(base))
-    except (OSError, ValueError) as exc:
-        raise InvalidArgument(f"reading external data failed: {exc}") from exc
 
 
 def _sort_graph(graph: onnx.GraphProto, outer: set[str]) -> None:
@@ -183,6 +190,11 @@ def _check(proto: onnx.ModelProto) -> None:
     tensor of unknown rank (``make_tensor_value_info(name, type, None)``) is
     common and valid for onnxruntime. Such fields get a placeholder shape for
     the check only and are cleared again afterwards.
+
+    Given a proto rather than a path, the checker looks for external data
+    files relative to the working directory. :func:`check_external_data` has
+    checked them more strictly already, so for the check only each external
+    tensor is shown as an empty one (no location, zero elements) and restored after.
     """
     patched = []
     for vi in [*proto.graph.input, *proto.graph.output]:
@@ -190,6 +202,15 @@ def _check(proto: onnx.ModelProto) -> None:
         if t.WhichOneof("value") == "tensor_type" and not t.tensor_type.HasField("shape"):
             t.tensor_type.shape.SetInParent()
             patched.append(t.tensor_type)
+    hidden = [
+        (t, list(t.dims), [(e.key, e.value) for e in t.external_data])
+        for _, t in proto_tensors(proto)
+        if is_external(t)
+    ]
+    for t, _, _ in hidden:
+        t.data_location = onnx.TensorProto.DEFAULT
+        del t.external_data[:]
+        t.dims[:] = [0]
     try:
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as exc:
@@ -197,17 +218,28 @@ def _check(proto: onnx.ModelProto) -> None:
     finally:
         for tensor_type in patched:
             tensor_type.ClearField("shape")
+        for t, dims, entries in hidden:
+            t.dims[:] = dims
+            for key, value in entries:
+                t.external_data.add(key=key, value=value)
+            t.data_location = onnx.TensorProto.EXTERNAL
 
 
 def load_model(path_or_bytes: str | os.PathLike[str] | bytes) -> ir.Model:
     """Load, check, inline and shape-infer a model.
+
+    External tensors, but for small ones, stay on disk: they come back as
+    :class:`onnx_ir.ExternalTensor` objects whose ``numpy()`` memory-maps the bytes.
 
     Raises:
         NoSuchFile, InvalidProtobuf, InvalidArgument, InvalidGraph: see
         :mod:`ortcore.errors`; each message names the model and the fault.
     """
     proto, base = parse_model(path_or_bytes)
+    check_opsets(proto)
+    check_tensor_data(proto)
     check_external_data(proto, base)
+    read_small_external(proto, base)
     _sort_graph(proto.graph, set())
     _check(proto)
     if proto.functions:
@@ -217,7 +249,7 @@ def load_model(path_or_bytes: str | os.PathLike[str] | bytes) -> ir.Model:
             raise InvalidGraph(f"inlining model-local functions failed: {exc}") from exc
     try:
         proto = onnx.shape_inference.infer_shapes(
-            proto, check_type=False, strict_mode=False, data_prop=True
+            proto, check_type=False, strict_mode=True, data_prop=True
         )
     except Exception as exc:
         raise InvalidGraph(f"This is an invalid model. Shape inference failed: {exc}") from exc
@@ -226,6 +258,7 @@ def load_model(path_or_bytes: str | os.PathLike[str] | bytes) -> ir.Model:
         model = ir.from_proto(proto)
     except Exception as exc:
         raise InvalidGraph(f"This is an invalid model. {exc}") from exc
+    set_external_base(model, base)
     model.meta[MAP_TYPES_KEY] = map_types
     return model
 

@@ -39,6 +39,9 @@ class SessionOptions:
 
     Session config entries ortcore reads:
         ``session.disable_cpu_ep_fallback``: ``"1"`` forbids the CPU fallback.
+        ``session.max_tensor_bytes``: the largest tensor a kernel may allocate
+        (default: ``$ORTCORE_MAX_TENSOR_BYTES``, else the machine's physical
+        memory); see ``docs/security.md``.
     """
 
     def __init__(self) -> None:

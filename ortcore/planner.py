@@ -23,9 +23,11 @@ from ep_sdk import (
     ExecutionProvider,
     FusedGroup,
     KernelMiss,
+    NodeInfo,
     node_types,
 )
 from ep_sdk.graph import group_model
+from ep_sdk.limits import TensorTooLarge, check_tensor_size
 
 from .cache import CompiledCache, compile_with_cache
 from .errors import EPFail, InvalidGraph, OrtcoreError
@@ -123,6 +125,8 @@ class GraphPlanner:
         self._group_names: dict[Claim, str] = {}
         self._compiled: dict[Claim, Any] = {}
         self.cache: CompiledCache | None = None  # on-disk cache of compiled groups
+        # The largest tensor a node may produce (None: ep_sdk's process default).
+        self.max_tensor_bytes: int | None = None
 
     # -- entry points ----------------------------------------------------
 
@@ -312,6 +316,7 @@ class _PlanBuilder:
             subgraph=lambda g: self.planner.plan_subgraph(g, f"{sub_path}/{g.name}"),
             implicit=implicit,
         )
+        self.check_output_sizes(node, info)
         try:
             fn = found.builder(info)
         except OrtcoreError:
@@ -323,6 +328,26 @@ class _PlanBuilder:
             ) from exc
         self.planner._kernels[node] = (found, fn)
         return found, fn
+
+    def check_output_sizes(self, node: ir.Node, info: NodeInfo) -> None:
+        """Refuse, at session creation, a node whose statically known outputs
+        exceed the tensor size limit: every run would fail, or exhaust the host.
+
+        Raises:
+            InvalidGraph: naming the node, the output and its size.
+        """
+        for value, shape, dtype in zip(node.outputs, info.output_shapes, info.output_types):
+            if shape is None or dtype is None or any(d is None for d in shape):
+                continue
+            what = f"{info.describe()} output {value.name!r}"
+            try:
+                itemsize = dtype.itemsize
+            except (TypeError, ValueError, NotImplementedError):
+                itemsize = 8  # strings and other types without a fixed size
+            try:
+                check_tensor_size(shape, itemsize, what, limit=self.planner.max_tensor_bytes)
+            except (TensorTooLarge, ValueError) as exc:
+                raise InvalidGraph(f"This is an invalid model. {exc}") from None
 
     def place_node(self, node: ir.Node, provider: ExecutionProvider, found: Any, fn: Any) -> None:
         implicit = implicit_inputs(node)

@@ -1,12 +1,54 @@
-"""Plugin discovery: entry points, the pluggy manager, and the provider table."""
+"""Plugin discovery: entry points, the pluggy manager, and the provider table.
+
+How plugins are found and judged:
+
+* **Once, under a lock, in sorted order.** The entry points of group
+  ``ortcore.providers`` are listed once, sorted by (name, value); each is
+  imported at most once, under the manager's lock.
+* **Only what is needed.** Listing providers (``entries()``, ``available()``,
+  ``custom_ops()``, ``get_available_providers()``, ``ortcore providers``, a
+  session given no ``providers=``) imports every entry point. Resolving a
+  name (a session given ``providers=[...]``) first imports only the entry
+  points named after it: ``cpu``, ``CPU`` and ``CPUExecutionProvider`` all
+  mean entry point ``cpu`` (compared lowercased, without the
+  ``ExecutionProvider`` suffix). The others are imported only when that
+  leaves the name unknown, or when one of them could still win the name
+  (see below). A slow or broken plugin thus costs nothing to a session that
+  does not need it.
+* **A broken plugin never breaks the host.** Whatever a plugin raises while
+  it is imported, while its hooks run, or in ``unavailable_reason()`` --
+  ``SystemExit`` included -- is caught; only ``KeyboardInterrupt`` and
+  ``GeneratorExit`` go through. The plugin is listed as unavailable with the
+  reason, a warning goes to the ``ortcore.plugins`` logger, and the other
+  plugins load as usual. Invalid plugins and refused duplicate names are
+  listed and logged the same way.
+* **A provider name has one owner.** When several plugins offer the same
+  provider name, the one with the strongest claim keeps it; the others are
+  listed as unavailable with a reason naming the winner, and a warning is
+  logged. Claims, strongest first:
+
+  1. the entry point of the distribution that ships the name in this
+     repository (``CPUExecutionProvider`` belongs to ``ortcore-cpu``, see
+     :data:`OWNER_DISTRIBUTIONS`);
+  2. an entry point named after the provider (``cpu`` for
+     ``CPUExecutionProvider``);
+  3. a plugin registered by hand (:func:`register_plugin`), the first
+     registered winning;
+  4. any other entry point, the first in sorted order winning.
+
+  The winner does not depend on which entry points happened to be imported
+  first, so an entry point that sorts first cannot take over a name it does
+  not own.
+"""
 
 from __future__ import annotations
 
 import importlib.metadata
 import logging
 import os
+import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +62,7 @@ from .errors import InvalidArgument
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "OWNER_DISTRIBUTIONS",
     "PluginManager",
     "ProviderEntry",
     "default_manager",
@@ -28,6 +71,20 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "ortcore.providers"
 AUTOLOAD_ENV = "ORTCORE_DISABLE_PLUGIN_AUTOLOAD"
+
+OWNER_DISTRIBUTIONS: Mapping[str, str] = {
+    "CPUExecutionProvider": "ortcore-cpu",
+    "CUDAExecutionProvider": "ortcore-cuda",
+    "TensorrtExecutionProvider": "ortcore-tensorrt",
+    "OpenVINOExecutionProvider": "ortcore-openvino",
+}
+"""Provider name -> the distribution that owns it; its entry point wins the name."""
+
+# What a plugin may not swallow: the user's Ctrl-C and generator shutdown. Anything
+# else it raises, SystemExit included, is the plugin's failure, not the host's.
+_FATAL = (KeyboardInterrupt, GeneratorExit)
+
+_SUFFIX = "executionprovider"
 
 log = logging.getLogger("ortcore.plugins")
 
@@ -45,6 +102,7 @@ class ProviderEntry:
         available: whether it can be used on this machine.
         reason: why not, when unavailable.
         cls: the provider class (``None`` if the plugin failed to load).
+        priority: default order when no providers are named (higher first).
     """
 
     name: str
@@ -58,8 +116,25 @@ class ProviderEntry:
     priority: int = 100
 
 
+@dataclass(frozen=True)
+class _Origin:
+    """Where a plugin came from: an entry point, or the n-th hand registration."""
+
+    label: str
+    ep: importlib.metadata.EntryPoint | None = None
+    seq: int = 0
+
+
+class _Invalid(Exception):
+    """A hook returned something that is not a named provider class."""
+
+
+# (claim rank, entry-point name, entry-point value, registration number): lower wins.
+_Claim = tuple[int, str, str, int]
+
+
 class PluginManager:
-    """Loads plugins once and answers which providers exist."""
+    """Loads plugins once and answers which providers exist (see the module docs)."""
 
     def __init__(self, *, autoload: bool | None = None) -> None:
         self._pm = pluggy.PluginManager("ortcore")
@@ -67,8 +142,12 @@ class PluginManager:
         self._lock = threading.RLock()
         self._loaded = False
         self._autoload = autoload
+        self._pending: list[importlib.metadata.EntryPoint] | None = None
+        self._registrations = 0
         self._entries: dict[str, ProviderEntry] = {}
+        self._claims: dict[str, _Claim] = {}
         self._broken: list[ProviderEntry] = []
+        self._refused: set[tuple[str, str]] = set()  # (provider name, plugin refused it)
         self._custom_ops: list[tuple[str, CustomOp]] = []
 
     # -- loading -----------------------------------------------------------
@@ -78,116 +157,238 @@ class PluginManager:
             return self._autoload
         return os.environ.get(AUTOLOAD_ENV, "").strip() not in ("1", "true", "True", "yes")
 
+    def _discover(self) -> list[importlib.metadata.EntryPoint]:
+        """The entry points not imported yet, in sorted order (listed once)."""
+        if self._pending is None:
+            self._pending = []
+            if self._autoload_enabled():
+                try:
+                    eps = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+                except _FATAL:
+                    raise
+                except BaseException as exc:  # unreadable metadata: run without plugins
+                    log.warning("ortcore: listing entry points failed: %s", describe_error(exc))
+                    eps = importlib.metadata.EntryPoints(())
+                self._pending = sorted(eps, key=lambda e: (e.name, e.value))
+        return self._pending
+
+    def _load_where(self, wanted: Callable[[importlib.metadata.EntryPoint], bool]) -> None:
+        """Import the pending entry points ``wanted`` accepts, in sorted order."""
+        pending = self._discover()
+        while True:
+            # A plugin's import may itself ask for providers (re-entering under the
+            # RLock), so take one entry point at a time off the shared list.
+            ep = next((e for e in pending if wanted(e)), None)
+            if ep is None:
+                return
+            pending.remove(ep)
+            self._load_entry_point(ep)
+
     def _ensure_loaded(self) -> None:
         if self._loaded:
             return
         with self._lock:
             if self._loaded:
                 return
-            if self._autoload_enabled():
-                eps = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-                for ep in sorted(eps, key=lambda e: (e.name, e.value)):
-                    self._load_entry_point(ep)
+            self._load_where(lambda ep: True)
             self._loaded = True
 
     def _load_entry_point(self, ep: importlib.metadata.EntryPoint) -> None:
         label = f"{ep.name} ({ep.value})"
         try:
             plugin = ep.load()
-        except Exception as exc:  # a broken plugin must never break the host
-            log.warning("ortcore plugin %s failed to import: %s", label, exc)
-            self._broken.append(_broken_entry(ep.name, label, f"import failed: {exc!r}"))
+        except _FATAL:
+            raise
+        except BaseException as exc:  # SystemExit too: a broken plugin must never end the host
+            self._mark_broken(label, label, f"failed to import: {describe_error(exc)}")
             return
-        self._register(plugin, label)
+        self._register(plugin, _Origin(label, ep=ep))
 
-    def _register(self, plugin: Any, label: str) -> None:
+    def _register(self, plugin: Any, origin: _Origin) -> None:
+        label = origin.label
         try:
             self._pm.register(plugin, name=label)
         except ValueError:
-            return  # already registered under this name
-        except Exception as exc:  # pluggy.PluginValidationError and friends
-            self._broken.append(_broken_entry(label, label, f"invalid plugin: {exc}"))
+            log.debug("ortcore plugin %s is already registered", label)
+            return
+        except _FATAL:
+            raise
+        except BaseException as exc:  # pluggy.PluginValidationError and friends
+            self._mark_broken(label, label, f"invalid plugin: {describe_error(exc)}")
             return
         try:
             self._pm.check_pending()
-        except pluggy.PluginValidationError as exc:
+        except _FATAL:
+            raise
+        except BaseException as exc:
             self._pm.unregister(plugin)
-            self._broken.append(
-                _broken_entry(
-                    label,
-                    label,
-                    f"invalid plugin: {exc}; the hooks are declared in ortcore.hookspecs "
-                    "(did you mean ortcore_providers?)",
-                )
+            self._mark_broken(
+                label,
+                label,
+                f"invalid plugin: {describe_error(exc)}; the hooks are declared in "
+                "ortcore.hookspecs (did you mean ortcore_providers?)",
             )
             return
         for impl in self._pm.hook.ortcore_providers.get_hookimpls():
             if impl.plugin is plugin:
-                self._collect(impl.function, label)
+                self._collect(impl.function, origin)
         for impl in self._pm.hook.ortcore_custom_ops.get_hookimpls():
             if impl.plugin is plugin:
                 self._collect_ops(impl.function, label)
 
-    def _collect_ops(self, hook: Any, label: str) -> None:
+    def _collect_ops(self, hook: Callable[[], Any], label: str) -> None:
         try:
             ops = list(hook() or ())
-        except Exception as exc:
-            self._broken.append(_broken_entry(label, label, f"ortcore_custom_ops() raised {exc!r}"))
+        except _FATAL:
+            raise
+        except BaseException as exc:
+            self._mark_broken(label, label, f"ortcore_custom_ops() raised {describe_error(exc)}")
             return
         for op in ops:
             if isinstance(op, CustomOp):
                 self._custom_ops.append((label, op))
             else:
-                self._broken.append(
-                    _broken_entry(repr(op), label, "ortcore_custom_ops() returned a non-CustomOp")
+                self._mark_broken(
+                    _safe_repr(op), label, "ortcore_custom_ops() returned a non-CustomOp"
                 )
 
-    def _collect(self, hook: Any, label: str) -> None:
+    def _collect(self, hook: Callable[[], Any], origin: _Origin) -> None:
         try:
             classes = list(hook() or ())
-        except Exception as exc:
-            self._broken.append(_broken_entry(label, label, f"ortcore_providers() raised {exc!r}"))
+        except _FATAL:
+            raise
+        except BaseException as exc:
+            self._mark_broken(
+                origin.label, origin.label, f"ortcore_providers() raised {describe_error(exc)}"
+            )
             return
         for cls in classes:
-            self._add_provider(cls, label)
+            self._add_provider(cls, origin)
 
-    def _add_provider(self, cls: Any, label: str) -> None:
-        if not (isinstance(cls, type) and issubclass(cls, ExecutionProvider)) or not cls.name:
-            self._broken.append(
-                _broken_entry(
-                    repr(cls), label, "not an ep_sdk.ExecutionProvider subclass with a name"
-                )
-            )
+    def _add_provider(self, cls: Any, origin: _Origin) -> None:
+        label = origin.label
+        invalid = "not an ep_sdk.ExecutionProvider subclass with a name"
+        try:
+            if not (isinstance(cls, type) and issubclass(cls, ExecutionProvider)):
+                raise _Invalid
+            name = cls.name
+            if not (isinstance(name, str) and name):
+                raise _Invalid
+            aliases = (cls.aliases,) if isinstance(cls.aliases, str) else tuple(cls.aliases)
+            version, device, priority = str(cls.version), str(cls.device.type), int(cls.priority)
+        except _FATAL:
+            raise
+        except BaseException as exc:
+            if not isinstance(exc, _Invalid):
+                invalid += f" (reading its attributes raised {describe_error(exc)})"
+            self._mark_broken(_safe_repr(cls), label, invalid)
             return
-        if cls.name in self._entries:
-            first = self._entries[cls.name].plugin
-            self._broken.append(
-                _broken_entry(cls.name, label, f"name already provided by plugin {first}")
-            )
+        claim = _claim(origin, name)
+        current = self._entries.get(name)
+        if current is not None and claim >= self._claims[name]:
+            self._refuse(name, label)
             return
         try:
             reason = cls.unavailable_reason()
-        except Exception as exc:
-            reason = f"unavailable_reason() raised {exc!r}"
-        self._entries[cls.name] = ProviderEntry(
-            name=cls.name,
-            aliases=tuple(cls.aliases),
+        except _FATAL:
+            raise
+        except BaseException as exc:
+            reason = f"unavailable_reason() raised {describe_error(exc)}"
+            log.warning("ortcore provider %s (plugin %s): %s", name, label, reason)
+        self._claims[name] = claim
+        self._entries[name] = ProviderEntry(
+            name=name,
+            aliases=aliases,
             plugin=label,
-            version=str(cls.version),
-            device=str(cls.device.type),
+            version=version,
+            device=device,
             available=reason is None,
-            reason=reason or "",
+            reason="" if reason is None else str(reason),
             cls=cls,
-            priority=cls.priority,
+            priority=priority,
         )
+        if current is not None:  # the newcomer's claim is stronger: the holder gives it up
+            self._refuse(name, current.plugin)
+
+    def _refuse(self, name: str, loser: str) -> None:
+        """List ``loser``'s offer of provider ``name`` as refused in favour of the
+        plugin holding the name now; earlier refusals of the name are updated to
+        name that plugin too."""
+        winner, claim = self._entries[name].plugin, self._claims[name]
+
+        def reason(who: str) -> str:
+            return (
+                f"provider name {name} is already provided by plugin {winner}, which "
+                f"takes precedence ({_why(claim, name)}); plugin {who}'s {name} is refused"
+            )
+
+        self._broken = [
+            _broken_entry(name, b.plugin, reason(b.plugin))
+            if b.name == name and (name, b.plugin) in self._refused
+            else b
+            for b in self._broken
+        ]
+        self._refused.add((name, loser))
+        self._mark_broken(name, loser, reason(loser))
+
+    def _mark_broken(self, name: str, label: str, reason: str) -> None:
+        log.warning("ortcore plugin %s: %s", label, reason)
+        self._broken.append(_broken_entry(name, label, reason))
+
+    def _find(self, name: str) -> ProviderEntry | None:
+        low = name.lower()
+        for e in sorted(self._entries.values(), key=_order):
+            if name == e.name or low == e.name.lower() or low in (a.lower() for a in e.aliases):
+                return e
+        return None
+
+    def _settled(self, name: str) -> bool:
+        """Whether ``name`` resolves and no entry point not yet imported could win it."""
+        e = self._find(name)
+        if e is None:
+            return False
+        claim = self._claims[e.name]
+        return all(_claim(_Origin("", ep=ep), e.name) > claim for ep in self._discover())
 
     # -- public ------------------------------------------------------------
 
-    def register_plugin(self, plugin: Any, name: str | None = None) -> None:
-        """Register a plugin object (module or instance) by hand."""
-        self._ensure_loaded()
+    @property
+    def fully_loaded(self) -> bool:
+        """Whether every entry point has been imported (or autoload is off)."""
+        return self._loaded or (self._pending is not None and not self._pending)
+
+    def load(self, names: Iterable[str] | None = None) -> None:
+        """Import the entry points needed to resolve ``names`` (every one when ``None``).
+
+        For each name, the entry points named after it are imported first
+        (``cpu`` for ``cpu`` or ``CPUExecutionProvider``); the rest follow only
+        if a name is still unknown or another entry point could still win it.
+        Never raises for a broken plugin: it is listed in :meth:`entries`.
+        """
+        if names is None:
+            self._ensure_loaded()
+            return
+        if self._loaded:
+            return
+        names = list(names)
         with self._lock:
-            self._register(plugin, name or str(getattr(plugin, "__name__", repr(plugin))))
+            keys = {_key(n) for n in names}
+            self._load_where(lambda ep: _key(ep.name) in keys)
+            if not all(self._settled(n) for n in names):
+                self._ensure_loaded()
+
+    def register_plugin(self, plugin: Any, name: str | None = None) -> None:
+        """Register a plugin object (module or instance) by hand.
+
+        A provider name it offers that the owning distribution's entry point,
+        or an entry point named after the provider, also offers stays theirs;
+        it wins the name from any other entry point (see the module docs). The
+        refused offer is listed as unavailable.
+        """
+        with self._lock:
+            self._registrations += 1
+            label = name or str(getattr(plugin, "__name__", repr(plugin)))
+            self._register(plugin, _Origin(label, seq=self._registrations))
 
     def unregister_plugin(self, name: str) -> None:
         """Forget a plugin registered under ``name`` and its providers."""
@@ -196,18 +397,26 @@ class PluginManager:
             if plugin is not None:
                 self._pm.unregister(plugin)
             self._entries = {k: e for k, e in self._entries.items() if e.plugin != name}
+            self._claims = {k: c for k, c in self._claims.items() if k in self._entries}
             self._broken = [e for e in self._broken if e.plugin != name]
+            self._refused = {r for r in self._refused if r[1] != name}
             self._custom_ops = [(p, op) for p, op in self._custom_ops if p != name]
 
     def entries(self) -> list[ProviderEntry]:
-        """Every provider known, available or not, plus broken plugins."""
+        """Every provider known, available or not, plus broken plugins (loads all)."""
         self._ensure_loaded()
         with self._lock:
             return sorted(self._entries.values(), key=_order) + list(self._broken)
 
-    def custom_ops(self) -> list[CustomOp]:
-        """Custom operators offered by plugins' ``ortcore_custom_ops`` hooks."""
-        self._ensure_loaded()
+    def custom_ops(self, *, load_all: bool = True) -> list[CustomOp]:
+        """Custom operators offered by plugins' ``ortcore_custom_ops`` hooks.
+
+        Args:
+            load_all: import every entry point first; ``False`` answers from
+                the plugins imported so far.
+        """
+        if load_all:
+            self._ensure_loaded()
         with self._lock:
             return [op for _, op in self._custom_ops]
 
@@ -216,35 +425,99 @@ class PluginManager:
         return [e for e in self.entries() if e.available and e.cls is not None]
 
     def resolve(self, name: str) -> ProviderEntry:
-        """Find a provider by its name or alias (case-insensitive for aliases).
+        """Find a provider by its name or alias (case-insensitive), importing
+        only the entry points needed (see :meth:`load`).
 
         Raises:
-            InvalidArgument: nothing by that name, or it is unavailable.
+            InvalidArgument: nothing by that name (the message lists the
+                available providers and the plugins that failed to load), or
+                it is unavailable.
         """
-        entries = self.entries()
-        for e in entries:
-            if e.cls is None:
-                continue
-            if (
-                name == e.name
-                or name.lower() in (a.lower() for a in e.aliases)
-                or (name.lower() == e.name.lower())
-            ):
+        self.load([name])
+        with self._lock:
+            e = self._find(name)
+            if e is not None:
                 if not e.available:
                     raise InvalidArgument(
-                        f"Provider {e.name!r} is installed but unavailable: {e.reason}"
+                        f"Provider {e.name!r} (plugin {e.plugin}) is installed but "
+                        f"unavailable: {e.reason}"
                     )
                 return e
-        known = ", ".join(
-            f"{e.name} ({'/'.join(e.aliases)})" if e.aliases else e.name
-            for e in entries
-            if e.cls is not None and e.available
-        )
+            known = ", ".join(
+                f"{e.name} ({'/'.join(e.aliases)})" if e.aliases else e.name
+                for e in sorted(self._entries.values(), key=_order)
+                if e.available
+            )
+            key = _key(name)
+            broken = sorted(self._broken, key=lambda b: _key(b.plugin.split(" ")[0]) != key)
+            failed = "; ".join(f"plugin {b.plugin}: {b.reason}" for b in broken)
         raise InvalidArgument(
             f"Unknown provider {name!r}. Available providers: {known or 'none'}. "
-            "Install a provider plugin (e.g. pip install ./plugins/cpu) or check "
+            + (f"Plugins that failed to load or were refused: {failed}. " if failed else "")
+            + "Install a provider plugin (e.g. pip install ./plugins/cpu) or check "
             "`ortcore providers`."
         )
+
+
+def _key(name: str) -> str:
+    """``CPUExecutionProvider``, ``CPU`` and ``cpu`` all give ``cpu``."""
+    low = name.strip().lower()
+    return low[: -len(_SUFFIX)] if low.endswith(_SUFFIX) and low != _SUFFIX else low
+
+
+def _normalize_dist(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _dist_name(ep: importlib.metadata.EntryPoint) -> str:
+    try:
+        dist = ep.dist
+        return _normalize_dist(dist.name) if dist is not None and dist.name else ""
+    except Exception:  # unreadable metadata only weakens the claim
+        return ""
+
+
+def _claim(origin: _Origin, name: str) -> _Claim:
+    """How strongly ``origin`` claims provider ``name`` (lower is stronger)."""
+    ep = origin.ep
+    if ep is None:
+        return (3, "", "", origin.seq)
+    owner = OWNER_DISTRIBUTIONS.get(name)
+    if owner is not None and _dist_name(ep) == _normalize_dist(owner):
+        return (1, ep.name, ep.value, 0)
+    if _key(ep.name) == _key(name):
+        return (2, ep.name, ep.value, 0)
+    return (4, ep.name, ep.value, 0)
+
+
+def _why(claim: _Claim, name: str) -> str:
+    rank = claim[0]
+    if rank == 1:
+        return f"its distribution {OWNER_DISTRIBUTIONS[name]} owns {name}"
+    if rank == 2:
+        return f"its entry point is named {claim[1]!r} after {name}"
+    if rank == 3:
+        return "it was registered by hand, and first"
+    return "its entry point sorts first"
+
+
+def describe_error(exc: BaseException) -> str:
+    """``repr(exc)``, or its type name if even that raises (a hostile plugin's error)."""
+    try:
+        return repr(exc)
+    except _FATAL:
+        raise
+    except BaseException:
+        return f"{type(exc).__name__}(<unprintable>)"
+
+
+def _safe_repr(obj: object) -> str:
+    try:
+        return repr(obj)
+    except _FATAL:
+        raise
+    except BaseException:
+        return f"<{type(obj).__name__} (unprintable)>"
 
 
 def _order(e: ProviderEntry) -> tuple[int, str]:

@@ -15,19 +15,20 @@ import onnx_ir as ir
 
 from ep_sdk import HOST_DEVICE, Device, ExecutionProvider, RunContext, SessionConfig, type_string
 from ep_sdk.dtypes import from_numpy, from_type_string, to_numpy, type_string_of_array
+from ep_sdk.limits import MAX_TENSOR_BYTES_CONFIG, parse_byte_limit
 
 from .cache import CompiledCache, cache_dir_from_config
 from .custom_ops import attach_kernels, session_ops
-from .errors import InvalidArgument, ProviderOptionError
+from .errors import EPFail, InvalidArgument, ProviderOptionError
 from .executor import Plan, StepInfo
 from .iobinding import IOBinding
-from .model import MAP_TYPES_KEY, load_model
+from .model import MAP_TYPES_KEY, load_model, save_model
 from .optimizer import optimize
 from .options import ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions
 from .ortvalue import OrtValue
 from .parallel import ParallelExecutor
 from .planner import GraphPlanner, NodeRecord, PlannedGraph
-from .plugins import PluginManager, ProviderEntry, default_manager
+from .plugins import PluginManager, ProviderEntry, default_manager, describe_error
 from .profiling import Profiler
 
 __all__ = [
@@ -42,10 +43,15 @@ __all__ = [
 run_log = logging.getLogger("ortcore.run")
 """Run-level log records (see ``RunOptions.log_severity_level``)."""
 
+_plugin_log = logging.getLogger("ortcore.plugins")
+
 CPU_PROVIDER = "CPUExecutionProvider"
 DISABLE_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
 
 ProviderSpec = str | tuple[str, Mapping[str, Any]]
+
+# Op domains onnx defines; any other one a model imports may come from a plugin.
+_ONNX_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"})
 
 
 @dataclass(frozen=True)
@@ -182,13 +188,23 @@ class InferenceSession:
             os.fspath(path_or_bytes) if isinstance(path_or_bytes, (str, os.PathLike)) else None
         )
         self._sess_options = sess_options or SessionOptions()
+        self._max_tensor_bytes = _tensor_limit(self._sess_options)
         self._lock = threading.Lock()
-        self._custom_ops = session_ops(self._manager.custom_ops(), self._sess_options.custom_ops)
+        # A session that names its providers imports only their plugins (a slow or
+        # broken plugin it does not use costs it nothing); the others are imported
+        # below only if the model uses an op domain they may define.
+        requested = self._requested_names(providers)
+        self._manager.load(requested)
+        self._custom_ops = session_ops(
+            self._manager.custom_ops(load_all=requested is None), self._sess_options.custom_ops
+        )
         self._profiler: Profiler | None = None
         if self._sess_options.enable_profiling:
             self._profiler = Profiler(self._sess_options.profile_file_prefix)
         t_start = time.perf_counter_ns()
         model = load_model(path_or_bytes)
+        if self._load_plugin_ops_for(model):
+            model = load_model(path_or_bytes)  # again, with the plugins' op schemas
         if self._profiler is not None:
             kind = "array" if self._model_path is None else "uri"
             self._profiler.session_event(f"model_loading_{kind}", t_start, time.perf_counter_ns())
@@ -216,7 +232,24 @@ class InferenceSession:
         # fused op only where the provider that will run the pattern has its kernel.
         optimize(model, level, folding, set(self._overridable), self._providers)
         if self._sess_options.optimized_model_filepath:
-            ir.save(model, self._sess_options.optimized_model_filepath)
+            out = self._sess_options.optimized_model_filepath
+            try:
+                save_model(model, out)
+            except OSError as exc:
+                # onnxruntime fails session creation here too; say what is wrong.
+                parent = os.path.dirname(os.path.abspath(out))
+                if os.path.isdir(out):
+                    why = "is a folder; give a file path such as model.opt.onnx"
+                elif not os.path.isdir(parent):
+                    state = "is not a folder" if os.path.lexists(parent) else "does not exist"
+                    why = f"its folder {parent} {state}; create it or choose another path"
+                elif isinstance(exc, PermissionError):
+                    why = "cannot be written (permission denied)"
+                else:
+                    why = f"cannot be written ({exc.strerror or exc})"
+                raise InvalidArgument(
+                    f"SessionOptions.optimized_model_filepath {out!r}: {why}"
+                ) from exc
         self._inputs_meta = [_node_arg(v, self._map_types) for v in self._input_values]
         self._outputs_meta = [_node_arg(v, self._map_types) for v in graph.outputs]
         self._output_index = {a.name: i for i, a in enumerate(self._outputs_meta)}
@@ -293,16 +326,58 @@ class InferenceSession:
 
         return hooked
 
+    def _cpu_fallback(self) -> bool:
+        return self._sess_options._config.get(DISABLE_CPU_FALLBACK, "0") != "1"
+
+    def _requested_names(self, providers: Sequence[ProviderSpec] | None) -> list[str] | None:
+        """The provider names a session asks for (CPU too where it may fall
+        back to it), or ``None`` when it asks for every available provider."""
+        if providers is None or isinstance(providers, str):
+            return None
+        names = [spec[0] if isinstance(spec, tuple) and spec else spec for spec in providers]
+        out = [n for n in names if isinstance(n, str)]
+        return [*out, CPU_PROVIDER] if self._cpu_fallback() else out
+
+    def _load_plugin_ops_for(self, model: ir.Model) -> bool:
+        """Import the plugins a session skipped if the model imports an op domain
+        none of its custom ops defines (a plugin's ``ortcore_custom_ops`` may).
+
+        Returns:
+            whether that brought custom ops of such a domain, whose schemas the
+            model must be loaded again with.
+        """
+        if self._manager.fully_loaded:
+            return False
+        known = _ONNX_DOMAINS | {op.domain for op in self._custom_ops}
+        unknown = set(model.opset_imports) - known
+        if not unknown:
+            return False
+        self._manager.load()
+        self._custom_ops = session_ops(self._manager.custom_ops(), self._sess_options.custom_ops)
+        return any(op.domain in unknown for op in self._custom_ops)
+
     def _create_providers(
         self,
         providers: Sequence[ProviderSpec] | None,
         provider_options: Sequence[Mapping[str, Any]] | None,
     ) -> list[ExecutionProvider]:
-        specs: list[tuple[ProviderEntry, Mapping[str, Any]]] = []
+        """Resolve and instantiate the session's providers, in priority order.
+
+        A provider the user named that fails to construct is an error; one the
+        session chose itself (every available provider when ``providers`` is
+        ``None``, and the CPU fallback) is skipped with a warning on the
+        ``ortcore.plugins`` logger, and the session goes on with the others.
+
+        Raises:
+            InvalidArgument: unknown or unavailable provider, bad options.
+            EPFail: a named provider failed to construct, or none could be.
+        """
+        # (entry, options, named by the user)
+        specs: list[tuple[ProviderEntry, Mapping[str, Any], bool]] = []
         if providers is None:
             if provider_options is not None:
                 raise InvalidArgument("provider_options given without providers")
-            specs = [(e, {}) for e in self._manager.available()]
+            specs = [(e, {}, False) for e in self._manager.available()]
         else:
             if isinstance(providers, str):
                 raise InvalidArgument("providers must be a list of names, not a string")
@@ -318,14 +393,13 @@ class InferenceSession:
                     name, opts = spec, {}
                 if provider_options is not None:
                     opts = {**opts, **provider_options[i]}
-                specs.append((self._manager.resolve(name), opts))
-        names = [e.name for e, _ in specs]
+                specs.append((self._manager.resolve(name), opts, True))
+        names = [e.name for e, _, _ in specs]
         if len(set(names)) != len(names):
             raise InvalidArgument(f"a provider is listed twice: {names}")
-        fallback = self._sess_options._config.get(DISABLE_CPU_FALLBACK, "0") != "1"
-        if fallback and CPU_PROVIDER not in names:
+        if self._cpu_fallback() and CPU_PROVIDER not in names:
             try:
-                specs.append((self._manager.resolve(CPU_PROVIDER), {}))
+                specs.append((self._manager.resolve(CPU_PROVIDER), {}, False))
             except InvalidArgument:
                 pass  # no CPU provider installed: nodes others decline will fail
         if not specs:
@@ -336,13 +410,34 @@ class InferenceSession:
             intra_op_num_threads=int(self._sess_options.intra_op_num_threads),
             config_entries=self._sess_options.config_entries,
         )
-        out = []
-        for entry, opts in specs:
+        out: list[ExecutionProvider] = []
+        failures: list[tuple[str, BaseException]] = []
+        for entry, opts, named in specs:
             assert entry.cls is not None
             try:
                 out.append(entry.cls(opts, config))
-            except ProviderOptionError as exc:
-                raise InvalidArgument(str(exc)) from exc
+            except (KeyboardInterrupt, GeneratorExit):
+                raise
+            except BaseException as exc:  # SystemExit too: the plugin's fault, not the host's
+                what = f"provider {entry.name!r} (plugin {entry.plugin})"
+                if named:
+                    _close_all(out)
+                    if isinstance(exc, ProviderOptionError):
+                        raise InvalidArgument(str(exc)) from exc
+                    raise EPFail(
+                        f"{what} failed to initialize: {describe_error(exc)}. Fix or "
+                        f"uninstall the plugin, or leave {entry.name} out of providers=[...] "
+                        "(`ortcore providers` lists what is installed)"
+                    ) from exc
+                _plugin_log.warning(
+                    "skipping %s: it failed to initialize: %s", what, describe_error(exc)
+                )
+                failures.append((what, exc))
+        if not out and failures:
+            raise EPFail(
+                "No execution provider could be created: "
+                + "; ".join(f"{w} failed: {describe_error(e)}" for w, e in failures)
+            ) from failures[0][1]
         attach_kernels(out, self._custom_ops)
         return out
 
@@ -351,6 +446,7 @@ class InferenceSession:
         planner = GraphPlanner(self._providers, dict(model.opset_imports))
         cache_dir = cache_dir_from_config(self._sess_options.config_entries)
         planner.cache = CompiledCache(cache_dir) if cache_dir is not None else None
+        planner.max_tensor_bytes = self._max_tensor_bytes
         overridable = set(self._overridable)
         constants = {
             v: v.const_value.numpy()
@@ -481,7 +577,7 @@ class InferenceSession:
     ) -> list[Any]:
         """Execute ``plan``; with ``run_options.log_severity_level`` below 2
         (warning) the run is logged on the ``ortcore.run`` logger."""
-        ctx = RunContext(run_options)
+        ctx = RunContext(run_options, max_tensor_bytes=self._max_tensor_bytes)
         if run_options is None or run_options.log_severity_level >= 2:
             return self._execute(plan, feeds, ctx)
         return self._logged_run(plan, feeds, ctx, run_options)
@@ -718,6 +814,16 @@ class InferenceSession:
             p.close()
 
 
+def _close_all(providers: Sequence[ExecutionProvider]) -> None:
+    """Close providers a failed session creation leaves behind, ignoring their errors
+    (the error being raised is the one the user needs)."""
+    for p in providers:
+        try:
+            p.close()
+        except Exception as exc:
+            _plugin_log.warning("closing provider %r failed: %s", p.name, describe_error(exc))
+
+
 class _FeedCheck:
     """Validates one feed against the model's declared type and shape."""
 
@@ -835,3 +941,14 @@ def _as_output(value: Any, guarded: tuple[set[int], set[int]]) -> Any:
     if isinstance(value, np.generic):
         return np.asarray(value)
     return value
+
+
+def _tensor_limit(options: SessionOptions) -> int | None:
+    """The session's ``session.max_tensor_bytes`` entry, or ``None`` (the default)."""
+    text = options.config_entries.get(MAX_TENSOR_BYTES_CONFIG)
+    if text is None:
+        return None
+    try:
+        return parse_byte_limit(text, f"session config entry {MAX_TENSOR_BYTES_CONFIG!r}")
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None

@@ -7,12 +7,15 @@ gives exactly the numbers the model would give at run time.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir
 
 from ep_sdk import ExecutionProvider, KernelMiss, RunContext, node_types
+from ep_sdk.terminate import bind_run, unbind_run
 
 from ..errors import EPFail
 from ..nodeinfo import make_node_info, registry_of, subgraphs
@@ -44,6 +47,12 @@ def fold_constants(
 ) -> int:
     """Replace constant default-domain nodes of ``graph`` with initializers.
 
+    No node is run whose outputs would exceed ``max_bytes``: outputs of known
+    shape are sized before running the kernel, and kernels whose output size
+    comes from input values check it themselves (:func:`ep_sdk.check_tensor_size`
+    under this pass's cap), so a tiny model cannot make session creation
+    allocate gigabytes.
+
     Returns:
         the number of nodes folded.
     """
@@ -55,45 +64,79 @@ def fold_constants(
     if registry is None:
         return 0
     folded = 0
-    ctx = RunContext()
-    for node in list(graph):
-        if node.domain != "" or node.op_type in NONDETERMINISTIC_OPS or subgraphs(node):
-            continue
-        values: list[np.ndarray | None] = []
-        for v in node.inputs:
-            if v is None:
-                values.append(None)
-            elif v.const_value is not None and v.is_initializer() and v not in overridable:
-                values.append(v.const_value.numpy())
-            else:
-                break
-        else:
-            ins, outs = node_types(node)
-            found = registry.lookup(node.op_type, node.domain, opsets.get("", 1), ins, outs)
-            if isinstance(found, KernelMiss):
-                continue
-            try:
-                info = make_node_info(node, opsets, provider)
-                fn = found.builder(info)
-                results = fn(ctx, *values) if found.context else fn(*values)
-            except Exception as exc:  # leave it for run time, where errors are reported
-                log.debug("not folding %s %r: %s", node.op_type, node.name, exc)
-                continue
-            if len(results) != len(node.outputs) or not all(
-                isinstance(r, (np.ndarray, np.generic)) for r in results
-            ):
-                continue
-            arrays = [np.asarray(r) for r in results]
-            if any(
-                v.dtype is not None and v.dtype != _dtype_of(a)
-                for v, a in zip(node.outputs, arrays)
-            ):
-                continue  # a kernel bug: let run time report it
-            if sum(a.nbytes for a in arrays) > max_bytes:
-                continue
-            _replace(graph, node, arrays)
-            folded += 1
+    ctx = RunContext(max_tensor_bytes=max_bytes)
+    token = bind_run(ctx)
+    try:
+        for node in list(graph):
+            folded += _fold_node(
+                graph, node, opsets, provider, registry, overridable, ctx, max_bytes
+            )
+    finally:
+        unbind_run(token)
     return folded
+
+
+def _static_bytes(values: Sequence[ir.Value]) -> int | None:
+    """Bytes of ``values`` from their inferred types and shapes, if all are known."""
+    total = 0
+    for v in values:
+        if v.dtype is None or v.shape is None or not v.shape.is_static():
+            return None
+        try:
+            itemsize = math.ceil(max(v.dtype.itemsize, 1))
+        except (TypeError, ValueError):
+            itemsize = 8  # strings: at least a pointer each
+        total += math.prod(d for d in v.shape if isinstance(d, int)) * itemsize
+    return total
+
+
+def _fold_node(
+    graph: ir.Graph,
+    node: ir.Node,
+    opsets: Mapping[str, int],
+    provider: ExecutionProvider,
+    registry: Any,
+    overridable: set[ir.Value],
+    ctx: RunContext,
+    max_bytes: int,
+) -> int:
+    """Fold one node if it can be; return 1 if it was folded."""
+    if node.domain != "" or node.op_type in NONDETERMINISTIC_OPS or subgraphs(node):
+        return 0
+    values: list[np.ndarray | None] = []
+    for v in node.inputs:
+        if v is None:
+            values.append(None)
+        elif v.const_value is not None and v.is_initializer() and v not in overridable:
+            values.append(v.const_value.numpy())
+        else:
+            return 0
+    size = _static_bytes(node.outputs)
+    if size is not None and size > max_bytes:
+        log.debug("not folding %s %r: its outputs need %d bytes", node.op_type, node.name, size)
+        return 0
+    ins, outs = node_types(node)
+    found = registry.lookup(node.op_type, node.domain, opsets.get("", 1), ins, outs)
+    if isinstance(found, KernelMiss):
+        return 0
+    try:
+        info = make_node_info(node, opsets, provider)
+        fn = found.builder(info)
+        results = fn(ctx, *values) if found.context else fn(*values)
+    except Exception as exc:  # leave it for run time, where errors are reported
+        log.debug("not folding %s %r: %s", node.op_type, node.name, exc)
+        return 0
+    if len(results) != len(node.outputs) or not all(
+        isinstance(r, (np.ndarray, np.generic)) for r in results
+    ):
+        return 0
+    arrays = [np.asarray(r) for r in results]
+    if any(v.dtype is not None and v.dtype != _dtype_of(a) for v, a in zip(node.outputs, arrays)):
+        return 0  # a kernel bug: let run time report it
+    if sum(a.nbytes for a in arrays) > max_bytes:
+        return 0
+    _replace(graph, node, arrays)
+    return 1
 
 
 def const_tensor(array: np.ndarray) -> ir.TensorProtocol:

@@ -21,6 +21,10 @@ __all__ = ["eliminate_common_subexpressions"]
 def _attr_key(attr: ir.Attr) -> Hashable:
     value = attr.value
     if attr.type == ir.AttributeType.TENSOR:
+        if isinstance(value, ir.ExternalTensor):
+            # Keyed by where its bytes lie, so that none of them is read.
+            where = (value.path, value.offset, value.length)
+            return ("external", *where, value.dtype, tuple(value.shape))
         array = np.asarray(value.numpy())
         return (str(array.dtype), array.shape, array.tobytes())
     if attr.type in (ir.AttributeType.INTS, ir.AttributeType.FLOATS, ir.AttributeType.STRINGS):
