@@ -36,3 +36,27 @@ cdef inline void _padded_plane(float* pad, const float* plane, Py_ssize_t H, Py_
     for y in range(r0, r1):
         memcpy(pad + y * Wp + c0, plane + (y - ph) * W + (c0 - pw), (c1 - c0) * sizeof(float))
 
+
+
+cdef int _check_window(str where, Py_ssize_t kd, Py_ssize_t kh, Py_ssize_t kw,
+                       Py_ssize_t sd, Py_ssize_t sh, Py_ssize_t sw,
+                       Py_ssize_t pd, Py_ssize_t ph, Py_ssize_t pw,
+                       Py_ssize_t dd, Py_ssize_t dh, Py_ssize_t dw) except -1:
+    """Refuse window geometry the loops are not written for.
+
+    Every entry point that takes a window checks this first: bounds checks are
+    off, so kernels < 1, strides or dilations < 1 (division by zero, endless
+    ranges) or negative pads (the padded-plane copies write before their
+    buffer) would corrupt memory instead of failing. The Python callers
+    validate the node's attributes with a clearer message; this is the last
+    line of defence for any other caller.
+    """
+    if kd < 1 or kh < 1 or kw < 1:
+        raise ValueError(f"{where}: kernel sizes must be >= 1, got {(kd, kh, kw)}")
+    if sd < 1 or sh < 1 or sw < 1:
+        raise ValueError(f"{where}: strides must be >= 1, got {(sd, sh, sw)}")
+    if dd < 1 or dh < 1 or dw < 1:
+        raise ValueError(f"{where}: dilations must be >= 1, got {(dd, dh, dw)}")
+    if pd < 0 or ph < 0 or pw < 0:
+        raise ValueError(f"{where}: pads must be >= 0, got {(pd, ph, pw)}")
+    return 0

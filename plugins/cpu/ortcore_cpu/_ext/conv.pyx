@@ -24,6 +24,7 @@ def im2col(const float[:, :, :, ::1] x, float[:, ::1] col,
     cdef Py_ssize_t r, c, k, kz, ky, kx, z, y, iz, iy, x_off, lo, hi, i
     cdef float* dst
     cdef const float* src
+    _check_window("im2col", kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw)
     if col.shape[0] != rows or col.shape[1] != od * oh * ow:
         raise ValueError("im2col: col has the wrong shape")
     with nogil:
@@ -76,6 +77,7 @@ def col2im(const float[:, ::1] col, float[:, :, :, ::1] x,
     cdef Py_ssize_t r, c, k, kz, ky, kx, z, y, iz, iy, x_off, lo, hi, i
     cdef const float* src
     cdef float* dst
+    _check_window("col2im", kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw)
     if col.shape[0] != C * ksize or col.shape[1] != od * oh * ow:
         raise ValueError("col2im: col has the wrong shape")
     with nogil:
@@ -121,7 +123,8 @@ def depthwise2d(const float[:, :, ::1] x, const float[:, :, ::1] w, float[:, :, 
     cdef Py_ssize_t* bounds
     if w.shape[0] != C or out.shape[0] != C:
         raise ValueError("depthwise2d: channel counts differ")
-    if kw <= 0 or kh <= 0 or C == 0 or oh == 0 or ow == 0:
+    _check_window("depthwise2d", 1, kh, kw, 1, sh, sw, 0, ph, pw, 1, dh, dw)
+    if C == 0 or oh == 0 or ow == 0:
         return
     if sh == 1 and sw == 1:
         _depthwise2d_s1(x, w, out, ph, pw, dh, dw, nthreads)

@@ -77,6 +77,11 @@ def transpose(const uint8_t[::1] src, uint8_t[::1] dst, shape, perm, Py_ssize_t 
     cdef Py_ssize_t total = 1, outer, t, nb, nj, bi, i0, rows, j0, cols, so, do, inner
     if r < 1 or r > MAXR or len(perm) != r:
         raise ValueError("transpose: rank out of range")
+    if sorted(perm) != list(range(r)):
+        raise ValueError(f"transpose: perm {list(perm)} is not a permutation of the {r} axes")
+    for k in range(r):
+        if shape[k] < 0:
+            raise ValueError(f"transpose: negative dimension in shape {list(shape)}")
     for k in range(r):
         odims[k] = shape[perm[k]]
         total *= odims[k]

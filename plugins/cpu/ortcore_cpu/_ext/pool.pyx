@@ -55,6 +55,9 @@ def max_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
     cdef float* dst
     cdef const float* src
     cdef Py_ssize_t* taps
+    _check_window("max_pool", kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw)
+    if out.shape[0] != P:
+        raise ValueError("max_pool: x and out have different plane counts")
     if _plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow):
         _pool2d_s1(x, out, kh, kw, ph, pw, dh, dw, True, NULL, NULL, nthreads)
         return
@@ -106,6 +109,11 @@ def max_pool_indices(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
     cdef Py_ssize_t p, z, y, i, kz, ky, kx, iz, iy, ix, best_at
     cdef Py_ssize_t z0, zlo, zhi, y0, ylo, yhi, x0, xlo, xhi
     cdef float best, v
+    _check_window("max_pool_indices", kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw)
+    if out.shape[0] != P:
+        raise ValueError("max_pool_indices: x and out have different plane counts")
+    if indices.shape[0] != P or indices.shape[1] != od or indices.shape[2] != oh or indices.shape[3] != ow:
+        raise ValueError("max_pool_indices: indices and out have different shapes")
     with nogil:
         for p in prange(P, num_threads=nthreads, schedule="static"):
             for z in range(od):
@@ -158,8 +166,15 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
     cdef const float* src
     cdef float inv
     cdef float* inv_y
-    cdef Py_ssize_t* taps = _row_taps(kw, sw, pw, dw, W, ow)
-    cdef float* inv_x = <float*>malloc((ow + 1) * sizeof(float))
+    cdef Py_ssize_t* taps
+    cdef float* inv_x
+    _check_window("avg_pool", kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw)
+    if out.shape[0] != P:
+        raise ValueError("avg_pool: x and out have different plane counts")
+    if ed < 0 or eh < 0 or ew < 0:
+        raise ValueError(f"avg_pool: end pads must be >= 0, got {(ed, eh, ew)}")
+    taps = _row_taps(kw, sw, pw, dw, W, ow)
+    inv_x = <float*>malloc((ow + 1) * sizeof(float))
     if taps == NULL or inv_x == NULL:
         free(taps)
         free(inv_x)
@@ -332,6 +347,8 @@ def global_pool(const float[:, ::1] x, float[::1] out, bint take_max, int nthrea
     cdef Py_ssize_t p, j
     cdef double acc
     cdef float best
+    if out.shape[0] != P:
+        raise ValueError("global_pool: x and out have different plane counts")
     with nogil:
         for p in prange(P, num_threads=nthreads, schedule="static"):
             if take_max:

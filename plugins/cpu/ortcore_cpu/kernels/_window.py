@@ -5,7 +5,7 @@ output sizes and pads from ``auto_pad``, ``pads``, ``strides``, ``dilations``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -58,6 +58,54 @@ def split_same_pads(total: Sequence[int], auto_pad: str) -> tuple[list[int], lis
     return begin, [t - b for t, b in zip(total, begin, strict=True)]
 
 
+AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def check_window_attrs(attrs: Mapping[str, Any], *, kernel_required: bool = False) -> None:
+    """Refuse window attributes no input shape can make valid, at session creation.
+
+    The native sliding-window loops rely on kernel sizes, strides and
+    dilations >= 1 and pads >= 0 (onnxruntime refuses the same attributes).
+
+    Raises:
+        ValueError: naming the attribute and its value.
+    """
+    kernel = attrs.get("kernel_shape")
+    if kernel_required and not kernel:
+        raise ValueError("attribute kernel_shape is required")
+    rank = len(kernel) if kernel else None
+    for name, low in (("kernel_shape", 1), ("strides", 1), ("dilations", 1)):
+        values = attrs.get(name)
+        if values is None or len(values) == 0:
+            continue
+        if any(int(v) < low for v in values):
+            raise ValueError(f"attribute {name} must contain values >= {low}, got {list(values)}")
+        if rank is not None and len(values) != rank:
+            raise ValueError(f"attribute {name} has {len(values)} values, kernel_shape has {rank}")
+    pads = attrs.get("pads")
+    if pads is not None and len(pads) > 0:
+        if any(int(v) < 0 for v in pads):
+            raise ValueError(f"attribute pads must not contain negative values, got {list(pads)}")
+        if len(pads) % 2 or (rank is not None and len(pads) != 2 * rank):
+            raise ValueError(
+                f"attribute pads must hold a begin and an end pad per spatial axis, "
+                f"got {list(pads)}"
+            )
+    auto_pad = attrs.get("auto_pad", "NOTSET") or "NOTSET"
+    if auto_pad not in AUTO_PADS:
+        raise ValueError(
+            f"attribute auto_pad must be one of {', '.join(AUTO_PADS)}, not {auto_pad!r}"
+        )
+    group = attrs.get("group")
+    if group is not None and int(group) < 1:
+        raise ValueError(f"attribute group must be >= 1, got {group}")
+
+
+def _trunc_div(a: int, b: int) -> int:
+    """``a / b`` rounded toward zero (C's integer division), for ``b > 0``."""
+    return a // b if a >= 0 else -(-a // b)
+
+
 def window(
     spatial: Sequence[int],
     kernel: Sequence[int],
@@ -67,11 +115,20 @@ def window(
     strides: Sequence[int] | None = None,
     dilations: Sequence[int] | None = None,
     ceil_mode: bool = False,
+    partial: bool = True,
 ) -> Window:
     """Compute pads and output size for a convolution or pooling window.
 
-    With ``ceil_mode`` (pooling) a last window that would start in the end
-    padding is dropped, as onnxruntime and PyTorch do.
+    Output sizes follow onnxruntime and onnx shape inference: ``(padded -
+    span) / stride + 1`` with the division rounded toward zero, so a window
+    wider than the padded input still gives one output when the overshoot is
+    less than a stride. ``partial=False`` (Conv) refuses a window wider than
+    the padded input instead, as onnxruntime does. With ``ceil_mode``
+    (pooling) a last window that would start in the end padding is dropped,
+    as onnxruntime and PyTorch do.
+
+    Raises:
+        ValueError: bad geometry, or an output size below zero.
     """
     n = len(spatial)
     kernel = _ints(kernel, n, 1)
@@ -79,6 +136,8 @@ def window(
     dil = _ints(dilations, n, 1)
     if any(s <= 0 for s in strides_) or any(d <= 0 for d in dil):
         raise ValueError("strides and dilations must be positive")
+    if any(k <= 0 for k in kernel):
+        raise ValueError(f"kernel sizes must be positive, got {list(kernel)}")
     span = [(k - 1) * d + 1 for k, d in zip(kernel, dil, strict=True)]
     auto_pad = auto_pad or "NOTSET"
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
@@ -88,24 +147,31 @@ def window(
             for o, s, k, i in zip(out, strides_, span, spatial, strict=True)
         ]
         begin, end = split_same_pads(total, auto_pad)
-    elif auto_pad == "VALID":
-        begin = end = [0] * n
-        out = [
-            max(math.ceil((i - k + 1) / s), 0)
-            for i, k, s in zip(spatial, span, strides_, strict=True)
-        ]
-    elif auto_pad == "NOTSET":
-        p = _ints(pads, 2 * n, 0)
-        begin, end = list(p[:n]), list(p[n:])
+    elif auto_pad in ("VALID", "NOTSET"):
+        if auto_pad == "VALID":
+            begin = end = [0] * n
+        else:
+            p = _ints(pads, 2 * n, 0)
+            begin, end = list(p[:n]), list(p[n:])
+            if any(v < 0 for v in p):
+                raise ValueError(f"pads must not contain negative values, got {list(p)}")
         out = []
         for i, k, s, b, e in zip(spatial, span, strides_, begin, end, strict=True):
             full = i + b + e - k
-            if full < 0:
-                out.append(0)
-                continue
-            o = (math.ceil(full / s) if ceil_mode else full // s) + 1
-            if ceil_mode and (o - 1) * s >= i + b:
+            if full < 0 and not partial:
+                raise ValueError(
+                    f"input spatial size {i} with pads {b}+{e} is smaller than the "
+                    f"dilated kernel {k}"
+                )
+            o = (-(-full // s) if ceil_mode else _trunc_div(full, s)) + 1
+            if ceil_mode and o > 0 and (o - 1) * s >= i + b:
                 o -= 1
+            if o < 0:
+                raise ValueError(
+                    f"calculated output size {o} is negative (input {i}, pads {b}+{e}, "
+                    f"dilated kernel {k}, stride {s}); check kernel_shape, pads, strides "
+                    "and dilations"
+                )
             out.append(o)
     else:
         raise ValueError(f"unknown auto_pad {auto_pad!r}")

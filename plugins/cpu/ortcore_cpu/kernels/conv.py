@@ -26,7 +26,14 @@ from .._ext import elementwise as ew
 from .._ext import winograd as wino
 from . import registry
 from ._common import FLOATS, f32_contiguous, thread_count, threads_for
-from ._window import Window, kernel_offsets, split_same_pads, strided_slice, window
+from ._window import (
+    Window,
+    check_window_attrs,
+    kernel_offsets,
+    split_same_pads,
+    strided_slice,
+    window,
+)
 
 
 def _add_bias(y: np.ndarray, b: np.ndarray | None, threads: int) -> None:
@@ -314,6 +321,7 @@ def _conv_attrs(info: NodeInfo) -> dict[str, Any]:
 @registry.kernel("Conv", since=22, types={"T": FLOATS})
 def conv(info: NodeInfo) -> Compute:
     """Conv with groups, dilations, strides, explicit or automatic pads."""
+    check_window_attrs(info.attrs)
     group = int(info.attrs.get("group", 1))
     kernel_shape = info.attrs.get("kernel_shape")
     geometry = _conv_attrs(info)
@@ -326,7 +334,7 @@ def conv(info: NodeInfo) -> Compute:
                 f"{info.describe()}: input channels {x.shape[1]} / weight {w.shape} "
                 f"do not match group={group}"
             )
-        win = window(x.shape[2:], kernel_shape or w.shape[2:], **geometry)
+        win = window(x.shape[2:], kernel_shape or w.shape[2:], partial=False, **geometry)
         if x.dtype in (np.float32, np.float16) and 1 <= len(win.out) <= 3:
             y = _conv_f32(x, w, win, group, threads, filters)
             _add_bias(y, b, threads)
@@ -418,6 +426,10 @@ def _conv_transpose(
 @registry.kernel("ConvTranspose", since=22, types={"T": FLOATS})
 def conv_transpose(info: NodeInfo) -> Compute:
     """ConvTranspose with groups, dilations, output_padding and output_shape."""
+    check_window_attrs(info.attrs)
+    out_pad = info.attrs.get("output_padding")
+    if out_pad is not None and any(int(p) < 0 for p in out_pad):
+        raise ValueError(f"attribute output_padding must not be negative, got {list(out_pad)}")
     group = int(info.attrs.get("group", 1))
     kernel_shape = info.attrs.get("kernel_shape")
     threads = thread_count(info)
@@ -457,6 +469,7 @@ def _bilinear_gather(
 def deform_conv(info: NodeInfo) -> Compute:
     """2-D deformable convolution: every kernel tap samples the input
     bilinearly at its offset position (times the optional mask)."""
+    check_window_attrs(info.attrs)
     a = info.attrs
     group = int(a.get("group", 1))
     offset_group = int(a.get("offset_group", 1))

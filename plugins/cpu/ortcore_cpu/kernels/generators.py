@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 import numpy as np
-from ep_sdk import Compute, NodeInfo
+from ep_sdk import Compute, NodeInfo, check_tensor_size
 
 from . import registry
 from ._common import DT, FLOATS, INDEX, int_list
@@ -65,7 +65,9 @@ def constant_of_shape(info: NodeInfo) -> Compute:
     fill = np.zeros((), np.float32) if value is None else np.asarray(value).reshape(-1)[0]
 
     def compute(shape: np.ndarray) -> tuple[np.ndarray]:
-        return (np.full(int_list(shape), fill, dtype=fill.dtype),)
+        dims = int_list(shape)
+        check_tensor_size(dims, fill.dtype, info.describe())
+        return (np.full(dims, fill, dtype=fill.dtype),)
 
     return compute
 
@@ -99,7 +101,11 @@ def range_(info: NodeInfo) -> Compute:
         if work is np.int64:
             n = max(-((int(s) - int(lim)) // int(d)), 0)  # exact integer ceil
         else:
-            n = max(math.ceil((float(lim) - float(s)) / float(d)), 0)
+            span = (float(lim) - float(s)) / float(d)
+            if not math.isfinite(span):
+                raise ValueError(f"{info.describe()}: start, limit and delta must be finite")
+            n = max(math.ceil(span), 0)
+        check_tensor_size((n,), dtype, info.describe())
         return ((s + np.arange(n, dtype=work) * d).astype(dtype),)
 
     return compute

@@ -10,7 +10,7 @@ import itertools
 import math
 
 import numpy as np
-from ep_sdk import Compute, NodeInfo
+from ep_sdk import Compute, NodeInfo, check_tensor_size
 
 from .._ext import movement
 from . import registry
@@ -262,6 +262,15 @@ def _pad(
     before, after = [0] * x.ndim, [0] * x.ndim
     for i, a in enumerate(axes):
         before[a], after[a] = pads[i], pads[i + n]
+    for a, (b, e, d) in enumerate(zip(before, after, x.shape, strict=True)):
+        if d + b + e < 0 or -b > d or -e > d:
+            raise ValueError(
+                f"Pad: pads {b}, {e} on axis {a} crop more than its {d} elements "
+                f"(output size {d + b + e})"
+            )
+    check_tensor_size(
+        [d + b + e for b, e, d in zip(before, after, x.shape, strict=True)], x.dtype, "Pad"
+    )
     crop = tuple(
         slice(-b if b < 0 else 0, d + e if e < 0 else d)
         for b, e, d in zip(before, after, x.shape, strict=True)

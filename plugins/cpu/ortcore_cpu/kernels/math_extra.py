@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from ep_sdk import Compute, NodeInfo, to_numpy
+from ep_sdk import Compute, NodeInfo, check_tensor_size, to_numpy
 from onnx_ir import DataType
 
 from ._common import normalize_axis, scalar
@@ -135,7 +135,10 @@ def one_hot(info: NodeInfo) -> Compute:
 
     def compute(indices: np.ndarray, depth: np.ndarray, values: np.ndarray) -> tuple[np.ndarray]:
         n = int(scalar(depth))
+        if n < 1:
+            raise ValueError(f"{info.describe()}: depth must be >= 1, got {n}")
         a = normalize_axis(axis, indices.ndim + 1)
+        check_tensor_size((*indices.shape, n), values.dtype, info.describe())
         idx = indices.astype(np.float64) if computes_in_float32(indices.dtype) else indices
         idx = idx.astype(np.int64)
         idx = np.where(idx < 0, idx + n, idx)

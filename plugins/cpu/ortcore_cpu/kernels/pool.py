@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from ep_sdk import Compute, NodeInfo
+from ep_sdk import Compute, NodeInfo, check_tensor_size
 
 from .._ext import pool as ext
 from . import registry
 from ._common import DT, FLOATS, f32_contiguous, thread_count, threads_for
-from ._window import Window, kernel_offsets, strided_slice, window
+from ._window import Window, check_window_attrs, kernel_offsets, strided_slice, window
 
 _EXACT_IN_F32 = (np.float32, np.float16, np.int8, np.uint8)
 _NO_INDICES = np.empty((1, 1, 1, 1), np.int64)
@@ -68,6 +68,7 @@ def _numpy_windows(x: np.ndarray, win: Window, fill: float) -> np.ndarray:
 @registry.kernel("MaxPool", since=22, types={"T": FLOATS | {DT.INT8, DT.UINT8}})
 def max_pool(info: NodeInfo) -> Compute:
     """MaxPool; the optional Indices output (opset 8+) honours ``storage_order``."""
+    check_window_attrs(info.attrs, kernel_required=True)
     threads = thread_count(info)
     want_indices = info.num_outputs > 1
     column_major = bool(info.attrs.get("storage_order", 0))
@@ -124,6 +125,7 @@ def _max_pool_numpy(
 @registry.kernel("AveragePool", since=22, types={"T": FLOATS})
 def average_pool(info: NodeInfo) -> Compute:
     """AveragePool: ``count_include_pad`` (7+), ``ceil_mode`` (10+), ``dilations`` (19+)."""
+    check_window_attrs(info.attrs, kernel_required=True)
     threads = thread_count(info)
     include_pad = bool(info.attrs.get("count_include_pad", 0))
 
@@ -193,6 +195,7 @@ def _lp(sums: np.ndarray, p: float) -> np.ndarray:
 def lp_pool(info: NodeInfo) -> Compute:
     """LpPool: the p-norm of every window (pads count as zeros);
     ``ceil_mode`` and ``dilations`` from opset 18."""
+    check_window_attrs(info.attrs, kernel_required=True)
     p = float(info.attrs.get("p", 2))
 
     def compute(x: np.ndarray) -> tuple[np.ndarray]:
@@ -246,7 +249,13 @@ def max_unpool(info: NodeInfo) -> Compute:
         y = y.reshape(shape)
         if output_shape is None:
             return (y,)
-        out = np.zeros([int(v) for v in np.asarray(output_shape).reshape(-1)], x.dtype)
+        dims = [int(v) for v in np.asarray(output_shape).reshape(-1)]
+        if len(dims) != len(shape) or any(d < s for d, s in zip(dims, shape, strict=True)):
+            raise ValueError(
+                f"{info.describe()}: output_shape {dims} is smaller than the unpooled shape {shape}"
+            )
+        check_tensor_size(dims, x.dtype, info.describe())
+        out = np.zeros(dims, x.dtype)
         out[tuple(slice(0, s) for s in shape)] = y
         return (out,)
 

@@ -19,6 +19,7 @@ from onnx_ir import DataType
 
 from . import registry
 from ._common import int_list
+from ._window import check_window_attrs
 
 _INT_RANGES: dict[np.dtype, tuple[int, int]] = {
     np.dtype(t): (int(ml_dtypes.iinfo(t).min), int(ml_dtypes.iinfo(t).max))
@@ -295,6 +296,7 @@ def conv_nd(x: np.ndarray, w: np.ndarray, group: int, info: NodeInfo) -> np.ndar
 @registry.kernel("ConvInteger", since=10)
 def conv_integer(info: NodeInfo) -> Compute:
     """Integer convolution with zero points (the weight's per output channel) -> int32."""
+    check_window_attrs(info.attrs)
     group = int(info.attrs.get("group", 1))
 
     def compute(
@@ -312,6 +314,7 @@ def conv_integer(info: NodeInfo) -> Compute:
 @registry.kernel("QLinearConv", since=10)
 def qlinear_conv(info: NodeInfo) -> Compute:
     """Quantized convolution with int32 bias, requantized to y's type."""
+    check_window_attrs(info.attrs)
     group = int(info.attrs.get("group", 1))
 
     def compute(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from ep_sdk import Compute, NodeInfo
+from ep_sdk import Compute, NodeInfo, check_tensor_size
 
 from .._ext import resize as ext
 from . import registry
@@ -100,6 +100,7 @@ class _Resizer:
 
     def __init__(self, info: NodeInfo) -> None:
         self.threads = thread_count(info)
+        self.where = info.describe()
         a = info.attrs
         self.mode = a.get("mode", "nearest")
         if info.opset < 11:
@@ -137,9 +138,23 @@ class _Resizer:
                 out_sizes = [math.floor(i * f + 0.5) for i in in_sizes]
         elif scales is not None and scales.size:
             factors = [float(s) for s in scales]
+            if len(factors) != len(axes) or not all(math.isfinite(f) and f > 0 for f in factors):
+                raise ValueError(
+                    f"{self.where}: scales {factors} must hold one finite value > 0 per "
+                    f"resized axis ({len(axes)})"
+                )
             out_sizes = [math.floor(i * f) for i, f in zip(in_sizes, factors, strict=True)]
         else:
             raise ValueError("Resize: one of scales and sizes must be given")
+        if len(out_sizes) != len(axes) or any(o < 0 for o in out_sizes):
+            raise ValueError(
+                f"{self.where}: sizes {out_sizes} must hold one value >= 0 per resized axis "
+                f"({len(axes)})"
+            )
+        out_shape = list(x.shape)
+        for a, o in zip(axes, out_sizes, strict=True):
+            out_shape[a] = o
+        check_tensor_size(out_shape, x.dtype, self.where)
         roi_pairs: list[tuple[float, float] | None] = [None] * len(axes)
         if roi is not None and roi.size and self.coord_mode == "tf_crop_and_resize":
             r = [float(v) for v in roi]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from ep_sdk import Compute, NodeInfo
+from ep_sdk import Compute, NodeInfo, check_tensor_size
 from onnx_ir import DataType
 
 from .._ext import movement
@@ -149,7 +149,8 @@ def _transpose(x: np.ndarray, perm: list[int], threads: int) -> np.ndarray:
     element types, numpy otherwise."""
     out_shape = tuple(x.shape[p] for p in perm)
     if x.dtype.hasobject or x.size == 0 or x.ndim < 2:
-        return np.ascontiguousarray(np.transpose(x, perm))
+        # not np.ascontiguousarray: it makes a 0-d array 1-d
+        return np.asarray(np.transpose(x, perm), order="C")
     shape, p = _simplify(x.shape, perm)
     if p == list(range(len(p))):
         return np.array(x, order="C").reshape(out_shape)
@@ -317,7 +318,11 @@ def expand(info: NodeInfo) -> Compute:
     """Broadcast the input to (the broadcast of its shape and) the shape input."""
 
     def compute(x: np.ndarray, shape: np.ndarray) -> tuple[np.ndarray]:
-        target = np.broadcast_shapes(x.shape, tuple(int_list(shape)))
+        dims = tuple(int_list(shape))
+        if any(d < 0 for d in dims):
+            raise ValueError(f"{info.describe()}: shape {list(dims)} has a negative dimension")
+        target = np.broadcast_shapes(x.shape, dims)
+        check_tensor_size(target, x.dtype, info.describe())
         return (np.array(np.broadcast_to(x, target)),)
 
     return compute
@@ -329,12 +334,24 @@ def expand(info: NodeInfo) -> Compute:
 def tile(info: NodeInfo) -> Compute:
     """Repeat the input ``repeats[i]`` times along each dim (opset 1: ``tiles``
     times along the single ``axis`` input)."""
+
+    def _tiled(x: np.ndarray, reps: list[int]) -> np.ndarray:
+        if len(reps) != x.ndim or any(r < 0 for r in reps):
+            raise ValueError(
+                f"{info.describe()}: repeats {reps} must hold one count >= 0 per input axis "
+                f"({x.ndim})"
+            )
+        check_tensor_size(
+            [d * r for d, r in zip(x.shape, reps, strict=True)], x.dtype, info.describe()
+        )
+        return np.tile(x, reps)
+
     if info.opset < 6:
 
         def tile_axis(x: np.ndarray, tiles: np.ndarray, axis: np.ndarray) -> tuple[np.ndarray]:
             reps = [1] * x.ndim
             reps[normalize_axis(int(np.ravel(axis)[0]), x.ndim)] = int(np.ravel(tiles)[0])
-            return (np.tile(x, reps),)
+            return (_tiled(x, reps),)
 
         return tile_axis
-    return lambda x, repeats: (np.tile(x, int_list(repeats)),)
+    return lambda x, repeats: (_tiled(x, int_list(repeats)),)

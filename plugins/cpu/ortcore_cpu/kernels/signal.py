@@ -9,7 +9,7 @@ single and half precision, complex128 for double).
 from __future__ import annotations
 
 import numpy as np
-from ep_sdk import Compute, NodeInfo, to_numpy
+from ep_sdk import Compute, NodeInfo, check_tensor_size, to_numpy
 from ep_sdk.registry import KernelBuilder
 from onnx_ir import DataType
 
@@ -43,6 +43,10 @@ def dft(x: np.ndarray, length: int | None, axis: int, inverse: bool, onesided: b
     axis = normalize_axis(axis, x.ndim)
     if axis == x.ndim - 1:
         raise ValueError("the DFT axis cannot be the last (real/imaginary) dim")
+    if length is not None:
+        shape = list(x.shape[:-1])
+        shape[axis] = length
+        check_tensor_size(shape, np.complex128, "DFT")
     signal = _to_complex(x)
     if inverse and onesided:
         n = length if length is not None else 2 * (x.shape[axis] - 1)
@@ -55,7 +59,12 @@ def dft(x: np.ndarray, length: int | None, axis: int, inverse: bool, onesided: b
 
 
 def _length(value: np.ndarray | None) -> int | None:
-    return None if value is None else int(scalar(value))
+    if value is None:
+        return None
+    n = int(scalar(value))
+    if n < 1:
+        raise ValueError(f"the DFT length must be >= 1, got {n}")
+    return n
 
 
 @registry.kernel("DFT", since=17, until=19)
@@ -125,6 +134,7 @@ def _window_kernel(terms: tuple[float, ...]) -> KernelBuilder:
 
         def compute(size: np.ndarray) -> tuple[np.ndarray]:
             n = int(scalar(size))
+            check_tensor_size((n,), np.float64, info.describe())
             denom = n if periodic else n - 1
             k = np.arange(n, dtype=np.float64)
             phase = 2 * np.pi * k / denom if denom else np.zeros(n)
@@ -157,6 +167,9 @@ def mel_weight_matrix(info: NodeInfo) -> Compute:
     ) -> tuple[np.ndarray]:
         bins = int(scalar(num_mel_bins))
         length = int(scalar(dft_length))
+        if bins < 1 or length < 1:
+            raise ValueError(f"{info.describe()}: num_mel_bins and dft_length must be >= 1")
+        check_tensor_size((length // 2 + 1, bins + 2), np.float64, info.describe())
         rate = scalar(sample_rate)
         lo_mel = 2595 * np.log1p(scalar(lower_edge_hertz) / 700) / np.log(10)
         hi_mel = 2595 * np.log1p(scalar(upper_edge_hertz) / 700) / np.log(10)

@@ -10,7 +10,7 @@ import itertools
 import math
 
 import numpy as np
-from ep_sdk import Compute, NodeInfo
+from ep_sdk import Compute, NodeInfo, check_tensor_size
 
 from . import registry
 from ._common import INDEX, int_list, normalize_axes, normalize_axis
@@ -86,6 +86,7 @@ def center_crop_pad(info: NodeInfo) -> Compute:
                 src[a] = slice(lo, lo + size)
             elif size > dim:
                 dst[a] = slice(lo, lo + dim)
+        check_tensor_size(out_shape, x.dtype, info.describe())
         out = np.zeros(out_shape, dtype=x.dtype)
         out[tuple(dst)] = x[tuple(src)]
         return (out,)
@@ -107,7 +108,20 @@ def col2im(info: NodeInfo) -> Compute:
         dil = int_list(a.get("dilations")) or [1] * nd
         strides = int_list(a.get("strides")) or [1] * nd
         pads = int_list(a.get("pads")) or [0] * (2 * nd)
+        if (
+            len(blk) != nd
+            or len(dil) != nd
+            or len(strides) != nd
+            or len(pads) != 2 * nd
+            or min([*img, *blk, *dil, *strides, 1]) < 1
+            or min([*pads, 0]) < 0
+        ):
+            raise ValueError(
+                f"{info.describe()}: image_shape {img}, block_shape {blk}, dilations {dil}, "
+                f"strides {strides} must be >= 1 and pads {pads} >= 0, one per spatial axis"
+            )
         padded = [img[d] + pads[d] + pads[d + nd] for d in range(nd)]
+        check_tensor_size((x.shape[0], x.shape[1], *padded), x.dtype, info.describe())
         counts = [(padded[d] - dil[d] * (blk[d] - 1) - 1) // strides[d] + 1 for d in range(nd)]
         n, ck, length = x.shape
         k = math.prod(blk)
