@@ -11,6 +11,7 @@ when read (see :mod:`ortcore.tensor_data`).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -247,12 +248,7 @@ def load_model(path_or_bytes: str | os.PathLike[str] | bytes) -> ir.Model:
             proto = onnx.inliner.inline_local_functions(proto)
         except Exception as exc:
             raise InvalidGraph(f"inlining model-local functions failed: {exc}") from exc
-    try:
-        proto = onnx.shape_inference.infer_shapes(
-            proto, check_type=False, strict_mode=True, data_prop=True
-        )
-    except Exception as exc:
-        raise InvalidGraph(f"This is an invalid model. Shape inference failed: {exc}") from exc
+    proto = infer_shapes(proto)
     map_types = _strip_map_types(proto.graph)
     try:
         model = ir.from_proto(proto)
@@ -261,6 +257,39 @@ def load_model(path_or_bytes: str | os.PathLike[str] | bytes) -> ir.Model:
     set_external_base(model, base)
     model.meta[MAP_TYPES_KEY] = map_types
     return model
+
+
+# One error of onnx's strict shape inference: "(op_type:X, node name: N): [Kind] text".
+_INFERENCE_ERROR = re.compile(r"\(op_type:([^,]*), node name: ([^)]*)\): \[(\w+)\] ([^\n]*)")
+
+
+def infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """Run onnx shape inference as onnxruntime does: attribute and shape errors fail.
+
+    Strict mode reports what onnxruntime refuses at load (``pads`` with negative
+    values, strides of 0, shapes that contradict the declared ones). Its
+    ``TypeInferenceError``s alone are tolerated, as onnxruntime tolerates them:
+    they come from upstream ops whose schemas infer no output type (several
+    ``ai.onnx.ml`` ops), not from a fault of the model; inference then runs
+    again without strict mode and keeps what it can infer.
+
+    Raises:
+        InvalidGraph: naming the op, the node and onnx's message.
+    """
+    try:
+        return onnx.shape_inference.infer_shapes(
+            proto, check_type=False, strict_mode=True, data_prop=True
+        )
+    except Exception as exc:
+        found = _INFERENCE_ERROR.findall(str(exc))
+        if not found or any(kind != "TypeInferenceError" for _, _, kind, _ in found):
+            raise InvalidGraph(f"This is an invalid model. Shape inference failed: {exc}") from exc
+    try:
+        return onnx.shape_inference.infer_shapes(
+            proto, check_type=False, strict_mode=False, data_prop=True
+        )
+    except Exception as exc:
+        raise InvalidGraph(f"This is an invalid model. Shape inference failed: {exc}") from exc
 
 
 MAP_TYPES_KEY = "ortcore.map_types"

@@ -545,3 +545,51 @@ def test_newest_known_opset_and_custom_domains_load() -> None:
     ]
     model = load_model(_relu_model(opsets))
     assert model.opset_imports["com.example"] == 999
+
+
+# -- shape inference: strict for attributes and shapes, tolerant of type gaps ------------
+
+
+def test_type_gap_from_an_ml_op_is_tolerated_like_onnxruntime() -> None:
+    """ai.onnx.ml opset 1's TreeEnsembleClassifier infers no type for its
+    probabilities (skl2onnx's gradient boosting emits this): strict inference
+    fails on the Identity that reads them, onnxruntime loads the model."""
+    tree = helper.make_node(
+        "TreeEnsembleClassifier", ["X"], ["label", "proba"], domain="ai.onnx.ml",
+        classlabels_int64s=[0, 1], nodes_treeids=[0], nodes_nodeids=[0],
+        nodes_featureids=[0], nodes_values=[0.0], nodes_modes=["LEAF"],
+        nodes_truenodeids=[0], nodes_falsenodeids=[0], class_treeids=[0, 0],
+        class_nodeids=[0, 0], class_ids=[0, 1], class_weights=[0.25, 0.75],
+    )  # fmt: skip
+    ident = helper.make_node("Identity", ["proba"], ["probabilities"], name="N1")
+    graph = helper.make_graph(
+        [tree, ident],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 3])],
+        [
+            helper.make_tensor_value_info("label", TensorProto.INT64, [None]),
+            helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, None),
+        ],
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)],
+    )
+    with pytest.raises(onnx.shape_inference.InferenceError, match="TypeInferenceError"):
+        onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    sess = ortcore.InferenceSession(model.SerializeToString(), providers=["cpu"])
+    _, proba = sess.run(None, {"X": np.ones((2, 3), np.float32)})
+    np.testing.assert_allclose(proba, [[0.25, 0.75], [0.25, 0.75]])
+
+
+def test_attribute_errors_of_strict_inference_still_fail_at_load() -> None:
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], pads=[-1, 0, 0, 0])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ortcore.InvalidGraph, match="pads"):
+        ortcore.InferenceSession(data.SerializeToString(), providers=["cpu"])

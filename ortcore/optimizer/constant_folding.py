@@ -15,6 +15,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ep_sdk import ExecutionProvider, KernelMiss, RunContext, node_types
+from ep_sdk.limits import tensor_byte_limit
 from ep_sdk.terminate import bind_run, unbind_run
 
 from ..errors import EPFail
@@ -64,6 +65,7 @@ def fold_constants(
     if registry is None:
         return 0
     folded = 0
+    max_bytes = min(max_bytes, tensor_byte_limit())
     ctx = RunContext(max_tensor_bytes=max_bytes)
     token = bind_run(ctx)
     try:

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import ep_sdk
 
 from . import __version__
+from .threads import run_ended, run_started
 
 _registry: ep_sdk.KernelRegistry | None = None
 
@@ -50,11 +51,13 @@ class CPUExecutionProvider(ep_sdk.ExecutionProvider):
         self._blas_threads = max(int(self.config.intra_op_num_threads), 0)
 
     def on_run_start(self, run_options: Any) -> None:
-        """Size numpy's BLAS pool to ``intra_op_num_threads`` (when set) for the run."""
-        if self._blas_threads:
-            from .threads import limit_blas_threads
+        """Count the run against the process's thread budget and size numpy's
+        BLAS pool to the run's share (see :mod:`ortcore_cpu.threads`)."""
+        run_started(self._blas_threads)
 
-            limit_blas_threads(self._blas_threads)
+    def on_run_end(self, run_options: Any) -> None:
+        """The run no longer counts against the thread budget."""
+        run_ended()
 
     def kernel_registry(self) -> ep_sdk.KernelRegistry:
         """Return the provider's kernels (imported on first use)."""

@@ -13,15 +13,42 @@ is process-wide, so two sessions with different settings running at the same
 moment share whichever size was set last. A session that leaves the option at
 0 never touches the pool (``OPENBLAS_NUM_THREADS`` and friends keep working).
 Checking the size costs one C call per run (about 0.3 µs).
+
+One thread budget for the process
+---------------------------------
+Kernels' OpenMP regions, the BLAS pool and the caller's own threads share the
+cores. :func:`run_started` and :func:`run_ended` (the provider's run hooks)
+keep count of the runs in flight in this process, and every run gets an equal
+share of the cores that other processes leave free: with eight threads calling
+``run`` at once on two cores each run computes on one thread, instead of
+sixteen OpenMP threads and a contended BLAS pool fighting over two cores. The
+cores other processes take are read from ``/proc/loadavg``'s count of
+runnable threads (at most every 50 ms, about 10 µs a read; only on Linux):
+OpenBLAS's idle threads busy-wait for a long while after each call and split
+every GEMM into equal static parts, so on a busy machine a pool wider than the
+free cores waits for its slowest, descheduled thread, and 60 ms runs took 2 s.
+:func:`share` is the number of threads a kernel of the current run may use;
+the BLAS pool follows it, and goes back to its own size (or the session's
+``intra_op_num_threads``) when the cores are free again.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 from typing import Any
 
-__all__ = ["blas_threads", "limit_blas_threads"]
+__all__ = [
+    "blas_threads",
+    "cores",
+    "limit_blas_threads",
+    "run_ended",
+    "run_started",
+    "set_load_sensing",
+    "share",
+]
 
 log = logging.getLogger("ortcore_cpu")
 
@@ -81,3 +108,89 @@ def blas_threads() -> int | None:
     """The size of numpy's BLAS thread pool now (``None``: no BLAS found)."""
     counts = [int(lib.get_num_threads()) for lib in _blas()]
     return max(counts) if counts else None
+
+
+# -- the process's thread budget -------------------------------------------------------
+
+_SENSE_EVERY_S = 0.05
+_budget_lock = threading.Lock()
+_active = 0  # runs in flight
+_others = 0  # cores taken by other processes, last we looked
+_sensed_at = -1.0
+_sensing = os.environ.get("ORTCORE_CPU_LOAD_SENSING", "1").strip() not in ("0", "false", "no")
+_blas_default: int | None = None  # the pool's own size, before we touched it
+_share = 0  # threads per run now (0: not computed yet)
+
+
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(os.cpu_count() or 1, 1)
+
+
+_CORES = cores()
+
+
+def set_load_sensing(enabled: bool) -> None:
+    """Turn the reading of other processes' load on or off (on by default;
+    ``ORTCORE_CPU_LOAD_SENSING=0`` turns it off). Off, only this process's
+    own concurrent runs divide the cores."""
+    global _sensing, _others
+    with _budget_lock:
+        _sensing = bool(enabled)
+        _others = 0
+
+
+def _runnable_elsewhere(blas_now: int) -> int:
+    """Runnable threads outside this process's work, from ``/proc/loadavg``.
+
+    The count includes this process's running callers (``_active`` of them)
+    and, possibly, its BLAS threads spinning since the last call; counting
+    them all as ours errs toward using the cores.
+    """
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            running = int(f.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return max(running - _active - max(blas_now - 1, 0), 0)
+
+
+def share() -> int:
+    """Threads a kernel of a run in flight may use now (at least 1)."""
+    return _share or _CORES
+
+
+def run_started(cap: int) -> None:
+    """A run begins: recount the runs in flight, size the share and the BLAS pool.
+
+    Args:
+        cap: the session's ``intra_op_num_threads`` (0: every core).
+    """
+    global _active, _others, _sensed_at, _share, _blas_default
+    with _budget_lock:
+        _active += 1
+        libs = _blas()
+        blas_now = int(libs[0].get_num_threads()) if libs else 1
+        if _blas_default is None:
+            _blas_default = blas_now
+        now = time.monotonic()
+        if _sensing and now - _sensed_at >= _SENSE_EVERY_S:
+            _sensed_at = now
+            _others = _runnable_elsewhere(blas_now)
+        free = max(_CORES - _others, 1)
+        _share = max(free // _active, 1)
+        want = min(cap or _blas_default, _share, _CORES)
+    if libs and want != blas_now:
+        limit_blas_threads(want)
+
+
+def run_ended() -> None:
+    """A run is over (or failed): it no longer counts against the cores."""
+    global _active, _share
+    with _budget_lock:
+        _active = max(_active - 1, 0)
+        if _active:
+            _share = max(max(_CORES - _others, 1) // _active, 1)

@@ -10,6 +10,8 @@ import numpy as np
 import onnx_ir as ir
 from ep_sdk import NodeInfo
 
+from ..threads import share
+
 DT = ir.DataType
 
 FLOATS = frozenset({DT.FLOAT, DT.DOUBLE, DT.FLOAT16})
@@ -82,5 +84,6 @@ _GRAIN = 1 << 15
 
 def threads_for(work: int, threads: int) -> int:
     """Threads worth using for ``work`` elements: 1 below a grain size, where
-    waking a thread costs more than it saves."""
-    return 1 if work < _GRAIN else max(1, min(threads, work // _GRAIN))
+    waking a thread costs more than it saves, and never more than the run's
+    share of the cores (:func:`ortcore_cpu.threads.share`)."""
+    return 1 if work < _GRAIN else max(1, min(threads, work // _GRAIN, share()))

@@ -398,7 +398,7 @@ def _conv_transpose(
             for g in range(group):
                 ext.col2im(
                     np.ascontiguousarray(col[i, g]), y5[g * mg : (g + 1) * mg],
-                    *k3, *s3, *pb3, *d3, *o3, threads,
+                    *k3, *s3, *pb3, *d3, *o3, threads_for(col[i, g].size, threads),
                 )  # fmt: skip
         return y
     # numpy path: scatter-add every kernel offset into a buffer covering the
