@@ -11,8 +11,9 @@ threadpoolctl, which knows every BLAS numpy may be linked against. The pool
 stays that size after the run: like onnxruntime's OpenMP builds, the setting
 is process-wide, so two sessions with different settings running at the same
 moment share whichever size was set last. A session that leaves the option at
-0 never touches the pool (``OPENBLAS_NUM_THREADS`` and friends keep working).
-Checking the size costs one C call per run (about 0.3 µs).
+0 keeps the pool's own size (``OPENBLAS_NUM_THREADS`` and friends keep
+working), within the budget below. Checking the size costs one C call per
+run (about 0.3 µs).
 
 One thread budget for the process
 ---------------------------------
