@@ -4,6 +4,12 @@ Each provider sees the nodes still free and answers with claims (single nodes,
 or groups to fuse and compile) and reasons for the nodes it declines. The core
 checks every claim: the nodes belong to this graph, are free, and a fused group
 creates no cycle when contracted to one node.
+
+Where each node goes is also recorded on the node (:class:`Assignment`, in
+``node.meta``), so that the partition survives the extended-level fusions
+that run after it: a fused node inherits the assignment of the nodes it
+replaced, and partitioning the graph again (the planner does) asks the
+providers only about nodes that have no assignment yet.
 """
 
 from __future__ import annotations
@@ -15,11 +21,52 @@ import onnx
 import onnx_ir as ir
 
 from ep_sdk import Claim, ExecutionProvider, GraphContext, node_types, type_string
-from ep_sdk.graph import consumers_of, creates_cycle
+from ep_sdk.graph import consumers_of, creates_cycle, subgraphs
 
 from .errors import EPFail, NotImplementedOp
 
-__all__ = ["PartitionResult", "describe_node", "partition_graph"]
+__all__ = [
+    "ASSIGNMENT_KEY",
+    "Assignment",
+    "PartitionResult",
+    "assign",
+    "assignment_of",
+    "describe_node",
+    "partition_graph",
+    "partition_model",
+]
+
+ASSIGNMENT_KEY = "ortcore.assignment"
+"""The key of a node's :class:`Assignment` in ``node.meta``."""
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Where one node runs, as partitioning decided it.
+
+    Attributes:
+        provider: the provider that runs the node.
+        claim: the fused claim the node belongs to (the provider compiles
+            it with the rest of the group), or ``None`` for a node run by a
+            kernel of the provider's registry.
+        declined: provider name -> reason, for each provider that declined it.
+    """
+
+    provider: ExecutionProvider
+    claim: Claim | None = None
+    declined: Mapping[str, str] = field(default_factory=dict)
+
+
+def assignment_of(node: ir.Node) -> Assignment | None:
+    """The :class:`Assignment` recorded on ``node``, or ``None`` if it has none."""
+    found = node.meta.get(ASSIGNMENT_KEY)
+    return found if isinstance(found, Assignment) else None
+
+
+def assign(node: ir.Node, assignment: Assignment) -> None:
+    """Record where ``node`` runs (e.g. on a fused node, the assignment of
+    the nodes it replaced), so that partitioning keeps it."""
+    node.meta[ASSIGNMENT_KEY] = assignment
 
 
 @dataclass
@@ -31,6 +78,7 @@ class PartitionResult:
         groups: fused claims accepted, with the provider index.
         declined: node -> {provider name: reason} for every provider that
             declined it (kept also for nodes another provider took).
+        group_of: node -> the fused claim it belongs to.
     """
 
     provider_of: dict[ir.Node, int] = field(default_factory=dict)
@@ -65,18 +113,53 @@ def _validate(
         if not isinstance(node, ir.Node) or node.graph is not graph:
             raise EPFail(f"{who} claimed a node that is not in graph {graph.name!r}: {node!r}")
         if node in taken:
-            raise EPFail(f"{who} claimed {node.op_type} node {node.name!r} twice")
+            raise EPFail(f"{who} claimed node {_node_label(node, graph)} twice")
         if node not in free:
             raise EPFail(
-                f"{who} claimed {node.op_type} node {node.name!r}, which another "
+                f"{who} claimed node {_node_label(node, graph)}, which another "
                 "provider already took"
             )
     if claim.fused and creates_cycle(claim.nodes, consumers):
-        names = ", ".join(repr(n.name) for n in claim.nodes[:5])
+        shown = ", ".join(_node_label(n, graph) for n in claim.nodes[:8])
+        more = f" and {len(claim.nodes) - 8} more" if len(claim.nodes) > 8 else ""
+        back = _comes_back_through(claim.nodes, consumers)
+        through = f" through {_node_label(back, graph)}" if back is not None else ""
         raise EPFail(
-            f"{who} claimed a fused group ({names}, ...) that would create a cycle; "
-            "a group must not have a path that leaves it and comes back"
+            f"{who} claimed a fused group of {len(claim.nodes)} nodes ({shown}{more}) that "
+            f"would create a cycle{through}; a group must not have a path that leaves it "
+            "and comes back"
         )
+
+
+def _node_label(node: ir.Node, graph: ir.Graph) -> str:
+    """A node for messages: ``Op 'name'``, or ``Op #i`` (its position in
+    ``graph``) when it has no name."""
+    if node.name:
+        return f"{node.op_type} {node.name!r}"
+    index = next((i for i, n in enumerate(graph) if n is node), None)
+    return f"{node.op_type} #{index}" if index is not None else f"unnamed {node.op_type}"
+
+
+def _comes_back_through(
+    group: Sequence[ir.Node], consumers: Mapping[ir.Value, list[ir.Node]]
+) -> ir.Node | None:
+    """A node outside ``group`` on a path that leaves the group and comes back."""
+    members = set(group)
+    frontier = [
+        u for n in group for v in n.outputs for u in consumers.get(v, ()) if u not in members
+    ]
+    seen: set[ir.Node] = set()
+    while frontier:
+        node = frontier.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        for v in node.outputs:
+            for user in consumers.get(v, ()):
+                if user in members:
+                    return node
+                frontier.append(user)
+    return None
 
 
 def partition_graph(
@@ -86,6 +169,12 @@ def partition_graph(
 ) -> PartitionResult:
     """Assign every node of ``graph`` to one of ``providers`` (in order).
 
+    Nodes that carry an :class:`Assignment` to one of ``providers`` keep it;
+    only the others (e.g. nodes a provider's graph pass added) are offered
+    to the providers, and every node's assignment is recorded on it. Should
+    a recorded fused group have lost a node since, the whole graph is
+    partitioned afresh.
+
     Raises:
         EPFail: a provider's claim is invalid, or its ``get_capability`` raised.
         NotImplementedOp: a node no provider claimed; the message names the
@@ -93,8 +182,11 @@ def partition_graph(
     """
     result = PartitionResult()
     order = list(graph)
+    free = set(order) - _recorded(graph, order, providers, result)
+    if not free:
+        return result
     consumers = consumers_of(graph)
-    free = set(order)
+    new: list[tuple[ir.Node, int, Claim]] = []
     for index, provider in enumerate(providers):
         if not free:
             break
@@ -111,6 +203,7 @@ def partition_graph(
             taken.update(claim.nodes)
             for node in claim.nodes:
                 result.provider_of[node] = index
+                new.append((node, index, claim))
                 if claim.fused:
                     result.group_of[node] = claim
             if claim.fused:
@@ -129,7 +222,72 @@ def partition_graph(
             f"Could not find an implementation for {describe_node(node, opsets)}. "
             f"Providers asked: {why}. {_what_to_do(node, opsets)}"
         )
+    for node, index, claim in new:
+        group = claim if claim.fused else None
+        assign(node, Assignment(providers[index], group, dict(result.declined.get(node, {}))))
     return result
+
+
+def _recorded(
+    graph: ir.Graph,
+    order: Sequence[ir.Node],
+    providers: Sequence[ExecutionProvider],
+    result: PartitionResult,
+) -> set[ir.Node]:
+    """Fill ``result`` from the assignments (to one of ``providers``) recorded
+    on the nodes of ``order`` and return those nodes; return none, and fill
+    nothing, if a recorded fused group no longer matches the graph."""
+    index = {id(p): i for i, p in enumerate(providers)}
+    found: dict[ir.Node, tuple[int, Assignment]] = {}
+    for node in order:
+        a = assignment_of(node)
+        if a is not None and id(a.provider) in index:
+            found[node] = (index[id(a.provider)], a)
+    groups: dict[Claim, int] = {}
+    for i, a in found.values():
+        if a.claim is None or a.claim in groups:
+            continue
+        for member in a.claim.nodes:
+            got = found.get(member)
+            if got is None or got[1].claim is not a.claim:
+                return set()  # a member left the graph, or was reassigned
+        groups[a.claim] = i
+    for node, (i, a) in found.items():
+        result.provider_of[node] = i
+        if a.claim is not None:
+            result.group_of[node] = a.claim
+        if a.declined:
+            result.declined[node] = dict(a.declined)
+    result.groups.extend(sorted(((i, c) for c, i in groups.items()), key=lambda g: g[0]))
+    return set(found)
+
+
+def partition_model(
+    model: ir.Model,
+    providers: Sequence[ExecutionProvider],
+    opsets: Mapping[str, int],
+) -> None:
+    """Partition ``model.graph`` and, in turn, the bodies (If branches, Loop
+    and Scan bodies) of the nodes a provider runs with a kernel: the graphs
+    the planner plans. Every node's :class:`Assignment` is recorded on it.
+
+    The bodies of a node in a fused group are left alone: they go to the
+    group's provider with the node.
+
+    Raises:
+        EPFail, NotImplementedOp: as :func:`partition_graph`.
+    """
+    _partition_nested(model.graph, providers, opsets)
+
+
+def _partition_nested(
+    graph: ir.Graph, providers: Sequence[ExecutionProvider], opsets: Mapping[str, int]
+) -> None:
+    part = partition_graph(graph, providers, opsets)
+    for node in graph:
+        if node not in part.group_of:
+            for body in subgraphs(node):
+                _partition_nested(body, providers, opsets)
 
 
 _ONNX_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"})

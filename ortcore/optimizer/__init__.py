@@ -1,51 +1,90 @@
-"""Graph optimizations, applied by level as in onnxruntime.
+"""Graph optimizations, applied by level and in onnxruntime's order.
 
-Basic level (``ORT_ENABLE_BASIC`` and above), in this order: Identity and
-inference-time Dropout elimination; no-op Cast/Reshape/Expand/Transpose
-elimination (single nodes and pairs); shape folding (``Shape``/``Size`` of
-statically shaped values become constants); common-subexpression
-elimination; constant folding on the CPU provider's own kernels (which
-finishes the shape computations shape folding started); no-op elimination
-again, for targets constant folding made known; and dead-code removal.
-Extended level:
-BatchNormalization, Mul and Add folded into a preceding Conv, then the
-fusions (one module each, in this order):
-LayerNormalization/RMSNormalization from their primitive patterns, GELU
-(erf and tanh forms) and BiasGelu, SkipLayerNormalization, attention,
-MatMul + Add, Gemm/MatMul + activation, Conv + activation. A fusion emits
-its fused op only where the provider that would run the pattern has a kernel
-for it (see ``_fusion.FusionContext.can_emit``); the fused ops are defined
-in :mod:`ortcore.fused_ops`. Last, each provider's own ``graph_passes()``
-run over the whole graph, in the session's provider order. Each pass is one
-module with its own tests.
+:func:`optimize` runs, for a session:
+
+1. **Provider-independent passes** (``ORT_ENABLE_BASIC`` and above), in
+   this order: Identity and inference-time Dropout elimination; no-op
+   Cast/Reshape/Expand/Transpose elimination (single nodes and pairs);
+   shape folding (``Shape``/``Size`` of statically shaped values become
+   constants); common-subexpression elimination; constant folding on the
+   CPU provider's own kernels (which finishes the shape computations shape
+   folding started); no-op elimination again, if folding made targets
+   known; at the extended level, BatchNormalization, Mul and Add folded
+   into a preceding Conv (new weights for a Conv, as onnxruntime's level-1
+   ConvBNFusion, ConvMulFusion, ConvAddFusion); and dead-code removal.
+2. **Partitioning** (extended level and above): the providers claim the
+   nodes, in priority order (:func:`ortcore.partition.partition_model`).
+   Every provider, a compile-path one included, is shown the model's own
+   ops; each node's assignment is recorded on it, and the planner keeps it.
+3. **Fusions** (extended level), one module each, in this order:
+   LayerNormalization/RMSNormalization from their primitive patterns, GELU
+   (erf and tanh forms) and BiasGelu, SkipLayerNormalization, attention,
+   MatMul + Add, Gemm/MatMul + activation, Conv + activation. A pattern is
+   fused only where all its nodes are assigned to the same provider, to run
+   with its kernels (not in a group it compiles), and that provider has a
+   kernel for the fused op; the fused node inherits the assignment
+   (:meth:`~ortcore.optimizer._fusion.FusionContext.can_emit`). They apply
+   to the main graph and to the subgraphs partitioning reached. The fused
+   ops are defined in :mod:`ortcore.fused_ops`. Then dead-code removal,
+   each provider's own ``graph_passes()`` in the session's provider order,
+   and dead-code removal again.
+
+Each pass is an onnx-ir :class:`~onnx_ir.passes.InPlacePass` (one module
+each, with its own tests) run by an :class:`~onnx_ir.passes.PassManager`;
+its ``requires``/``ensures`` check that it keeps the graphs' input and
+output names and never reads an overridable initializer as a constant (see
+:mod:`ortcore.optimizer._pass`, whose ``CHECK_INVARIANTS`` turns them off).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence, Set
 
 import onnx_ir as ir
 
-from ep_sdk import ExecutionProvider
+from ep_sdk import ExecutionProvider, KernelRegistry
 
 from ..options import GraphOptimizationLevel
-from ._fusion import FusionContext
-from .attention import fuse_attention
-from .constant_folding import fold_constants
-from .conv_activation import fuse_conv_activation
-from .conv_folding import fold_conv_affine
-from .cse import eliminate_common_subexpressions
-from .dead_code import remove_dead_code
-from .elimination import eliminate_identities
-from .gelu import fuse_bias_gelu, fuse_gelu
-from .gemm_activation import fuse_gemm_activation
-from .layer_norm import fuse_layer_norm, fuse_rms_norm
-from .matmul_add import fuse_matmul_add
-from .noop import eliminate_noops
-from .shape_folding import fold_shapes
-from .skip_layer_norm import fuse_skip_layer_norm
+from ..partition import partition_model
+from ._fusion import FusionContext, FusionPass
+from ._pass import OptimizerPass
+from .attention import AttentionFusionPass, fuse_attention
+from .constant_folding import ConstantFoldingPass, fold_constants
+from .conv_activation import ConvActivationFusionPass, fuse_conv_activation
+from .conv_folding import ConvAffineFoldingPass, fold_conv_affine
+from .cse import CommonSubexpressionEliminationPass, eliminate_common_subexpressions
+from .dead_code import DeadCodeEliminationPass, remove_dead_code
+from .elimination import IdentityEliminationPass, eliminate_identities
+from .gelu import GeluFusionPass, fuse_bias_gelu, fuse_gelu
+from .gemm_activation import GemmActivationFusionPass, fuse_gemm_activation
+from .layer_norm import NormalizationFusionPass, fuse_layer_norm, fuse_rms_norm
+from .matmul_add import MatMulAddFusionPass, fuse_matmul_add
+from .noop import NoopEliminationPass, eliminate_noops
+from .provider_passes import ProviderPasses, run_provider_passes
+from .shape_folding import ShapeFoldingPass, fold_shapes
+from .skip_layer_norm import SkipLayerNormFusionPass, fuse_skip_layer_norm
 
 __all__ = [
+    "FUSIONS",
+    "FUSION_PASSES",
+    "AttentionFusionPass",
+    "CommonSubexpressionEliminationPass",
+    "ConstantFoldingPass",
+    "ConvActivationFusionPass",
+    "ConvAffineFoldingPass",
+    "DeadCodeEliminationPass",
+    "FusionContext",
+    "FusionPass",
+    "GeluFusionPass",
+    "GemmActivationFusionPass",
+    "IdentityEliminationPass",
+    "MatMulAddFusionPass",
+    "NoopEliminationPass",
+    "NormalizationFusionPass",
+    "OptimizerPass",
+    "ProviderPasses",
+    "ShapeFoldingPass",
+    "SkipLayerNormFusionPass",
     "eliminate_common_subexpressions",
     "eliminate_identities",
     "eliminate_noops",
@@ -63,70 +102,119 @@ __all__ = [
     "fuse_skip_layer_norm",
     "optimize",
     "remove_dead_code",
+    "run_provider_passes",
 ]
+
+FUSION_PASSES: tuple[type[FusionPass], ...] = (
+    NormalizationFusionPass,
+    GeluFusionPass,
+    SkipLayerNormFusionPass,
+    AttentionFusionPass,
+    MatMulAddFusionPass,
+    GemmActivationFusionPass,
+    ConvActivationFusionPass,
+)
+"""The extended-level fusion passes, in the order they run."""
+
+FUSIONS = tuple(fuse for p in FUSION_PASSES for fuse in p.fusions)
+"""The extended-level fusions, in the order they run."""
 
 
 def optimize(
     model: ir.Model,
     level: GraphOptimizationLevel,
     folding_provider: ExecutionProvider | None,
-    overridable: set[ir.Value],
+    overridable: Set[ir.Value],
     providers: Sequence[ExecutionProvider] = (),
+    *,
+    check_invariants: bool | None = None,
 ) -> None:
-    """Rewrite ``model`` in place for ``level``.
+    """Rewrite ``model`` in place for ``level`` (the order is in the module docstring).
+
+    At the extended level and above, the model's graphs are partitioned
+    among ``providers`` on the way, and each node's assignment is recorded
+    on it for the planner (:func:`ortcore.partition.partition_graph`).
 
     Args:
         folding_provider: host provider whose kernels evaluate constant nodes
             (``None`` skips constant folding).
         overridable: initializers a feed may replace; never folded.
-        providers: the session's providers in priority order; fusions emit
-            a fused op only where the provider that would run the pattern
-            has a kernel for it (none given: no fusions).
+        providers: the session's providers in priority order (none given:
+            no partitioning, no fusions).
+        check_invariants: whether every pass checks its invariants
+            (``None``: ``ortcore.optimizer._pass.CHECK_INVARIANTS``).
+
+    Raises:
+        onnx_ir.passes.PostconditionError: a pass broke an invariant.
+        EPFail, NotImplementedOp: partitioning failed (extended level).
+        Whatever a pass raised, unwrapped from the pass manager's errors.
     """
     if level < GraphOptimizationLevel.ORT_ENABLE_BASIC:
         return
-    graph = model.graph
-    opsets: Mapping[str, int] = dict(model.opset_imports)
-    eliminate_identities(graph, opsets)
-    eliminate_noops(graph, overridable)
-    folded = fold_shapes(graph, overridable)
-    eliminate_common_subexpressions(graph)
-    if folding_provider is not None:
-        folded += fold_constants(graph, opsets, folding_provider, overridable)
-    if folded:  # a Reshape/Expand target may have become a constant
-        eliminate_noops(graph, overridable)
-    if level >= GraphOptimizationLevel.ORT_ENABLE_EXTENDED:
-        fold_conv_affine(graph)
-        ctx = FusionContext(model, providers, overridable)
-        for fusion in FUSIONS:
-            fusion(ctx)
-        remove_dead_code(graph)
-        _run_provider_passes(model, providers)
-    remove_dead_code(graph)
+    ov = frozenset(overridable)
+    extended = level >= GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    _run(model, _independent_passes(folding_provider, ov, extended, check_invariants))
+    if not extended:
+        return
+    if providers:
+        partition_model(model, providers, dict(model.opset_imports))
+    _run(model, _extended_passes(providers, ov, check_invariants))
 
 
-FUSIONS = (
-    fuse_layer_norm,
-    fuse_rms_norm,
-    fuse_gelu,
-    fuse_bias_gelu,
-    fuse_skip_layer_norm,
-    fuse_attention,
-    fuse_matmul_add,
-    fuse_gemm_activation,
-    fuse_conv_activation,
-)
-"""The extended-level fusions, in the order they run."""
+def _independent_passes(
+    folding_provider: ExecutionProvider | None,
+    overridable: Set[ir.Value],
+    extended: bool,
+    check: bool | None,
+) -> list[OptimizerPass]:
+    """The passes before partitioning (step 1 of the module docstring)."""
+    shapes = ShapeFoldingPass(overridable, check_invariants=check)
+    folding = [] if folding_provider is None else [
+        ConstantFoldingPass(folding_provider, overridable, check_invariants=check)
+    ]  # fmt: skip
+    passes: list[OptimizerPass] = [
+        IdentityEliminationPass(overridable, check_invariants=check),
+        NoopEliminationPass(overridable, check_invariants=check),
+        shapes,
+        CommonSubexpressionEliminationPass(overridable, check_invariants=check),
+        *folding,
+        NoopEliminationPass(overridable, after=[shapes, *folding], check_invariants=check),
+    ]
+    if extended:
+        passes.append(ConvAffineFoldingPass(overridable, check_invariants=check))
+    passes.append(DeadCodeEliminationPass(overridable, check_invariants=check))
+    return passes
 
 
-def _run_provider_passes(model: ir.Model, providers: Sequence[ExecutionProvider]) -> None:
-    """Run each provider's ``graph_passes()`` (onnx-ir passes, or callables
-    taking the model) over the whole model, in provider order.
+def _extended_passes(
+    providers: Sequence[ExecutionProvider], overridable: Set[ir.Value], check: bool | None
+) -> list[OptimizerPass]:
+    """The passes after partitioning (step 3 of the module docstring)."""
+    registries: dict[ExecutionProvider, KernelRegistry | None] = {}
+    return [
+        *(p(overridable, check_invariants=check, registries=registries) for p in FUSION_PASSES),
+        DeadCodeEliminationPass(overridable, check_invariants=check),
+        ProviderPasses(providers, overridable, check_invariants=check),
+        DeadCodeEliminationPass(overridable, check_invariants=check),
+    ]
 
-    Before partitioning the core cannot restrict a pass to the nodes its
-    provider will be assigned, so a provider's pass must itself leave alone
-    what it does not handle (e.g. by matching only ops its registry has).
-    """
-    for provider in providers:
-        for p in provider.graph_passes():
-            p(model)
+
+def _run(model: ir.Model, passes: Sequence[OptimizerPass]) -> None:
+    """Run ``passes`` in order with a pass manager. An error a pass raised
+    is raised as it was (the pass manager wraps it in ``PassError``s), with
+    a note naming the pass."""
+    try:
+        ir.passes.PassManager(passes)(model)
+    except ir.passes.PassError as exc:
+        root: BaseException = exc
+        where = str(exc)
+        while isinstance(root, ir.passes.PassError) and root.__cause__ is not None:
+            where = str(root)
+            root = root.__cause__
+        if isinstance(root, ir.passes.PassError):
+            raise
+        root.add_note(f"ortcore optimizer: {where}")
+        raise root from root.__cause__
+
+
+_run_provider_passes = run_provider_passes  # its name before passes were classes

@@ -1,50 +1,57 @@
-"""What the fusion passes share: which provider will run a pattern, and
-small helpers to match and replace node patterns.
+"""What the fusion passes share: the base pass, which provider runs a
+pattern, and small helpers to match and replace node patterns.
 
-``optimize()`` runs before partitioning, so a pass cannot ask which provider
-a node was assigned. :meth:`FusionContext.can_emit` answers the question the
-partitioner will: the first provider, in the session's priority order, whose
-registry has a kernel for the pattern's anchor node would take it; the fused
-op is emitted only if that provider also has a kernel for the fused op. A
-provider without a kernel registry (one that compiles the groups it claims)
-may take anything, so a pattern it could see is left alone.
+The fusions run after partitioning (see :func:`ortcore.optimizer.optimize`),
+so every node carries its :class:`~ortcore.partition.Assignment`.
+:meth:`FusionContext.can_emit` allows a fused op only where every node of
+the pattern is run by the same provider with a kernel (not in a group the
+provider compiles) and that provider's registry has a kernel for the fused
+op; :meth:`FusionContext.replace` gives the fused node that assignment. A
+compile-path provider therefore always sees, and compiles, the model's own
+ops.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Set
+from typing import ClassVar
 
 import numpy as np
 import onnx_ir as ir
 
-from ep_sdk import ExecutionProvider, KernelMiss, KernelRegistry, node_types
+from ep_sdk import ExecutionProvider, KernelMiss, KernelRegistry
 
 from ..errors import EPFail
 from ..fused_ops import DOMAIN, VERSION, register_fused_schemas
 from ..nodeinfo import registry_of
+from ..partition import Assignment, assign, assignment_of
+from ._common import attr, constant
+from ._pass import OptimizerPass, graphs_of
 
-__all__ = ["FusionContext"]
+__all__ = ["FusionContext", "FusionPass", "activation_of", "attr", "op"]
 
 
 class FusionContext:
-    """The model, its providers and its overridable initializers, for the passes."""
+    """One graph of the model (the main graph or a subgraph), its
+    overridable initializers and its providers' registries, for the fusions.
+
+    Args:
+        registries: a cache of provider -> registry (``None``: no kernels),
+            shared by the contexts of one optimization.
+    """
 
     def __init__(
         self,
         model: ir.Model,
-        providers: Sequence[ExecutionProvider],
-        overridable: set[ir.Value],
+        graph: ir.Graph,
+        overridable: Set[ir.Value],
+        registries: dict[ExecutionProvider, KernelRegistry | None] | None = None,
     ) -> None:
         register_fused_schemas()
         self.model = model
-        self.graph = model.graph
+        self.graph = graph
         self.overridable = overridable
-        self._registries: list[KernelRegistry | None] = []
-        for p in providers:
-            try:
-                self._registries.append(registry_of(p))
-            except EPFail:
-                continue  # a provider that cannot load its kernels takes nothing
+        self._registries = registries if registries is not None else {}
 
     # -- opsets --------------------------------------------------------------
 
@@ -63,34 +70,38 @@ class FusionContext:
     def can_emit(
         self, nodes: ir.Node | Sequence[ir.Node], op_type: str, domain: str = DOMAIN
     ) -> bool:
-        """Whether the provider that would run ``nodes`` (every one of them
-        the same provider) has a kernel for ``op_type`` in ``domain``."""
+        """Whether ``nodes`` may become one ``op_type`` node of ``domain``:
+        every one is assigned to the same provider, to run with a kernel,
+        and that provider has a kernel for the fused op."""
         group = [nodes] if isinstance(nodes, ir.Node) else list(nodes)
-        taker = None
-        for node in group:
-            index = self._taker(node)
-            if index is None or (taker is not None and index != taker):
-                return False
-            taker = index
-        if taker is None:
+        owner = self._owner(group)
+        reg = None if owner is None else self._registry(owner.provider)
+        if reg is None:
             return False
-        reg = self._registries[taker]
-        assert reg is not None
         dtype = group[-1].outputs[0].dtype
         fused = reg.lookup(op_type, domain, self._opset_of(domain), (dtype,), (dtype,))
         return not isinstance(fused, KernelMiss)
 
-    def _taker(self, node: ir.Node) -> int | None:
-        """Index of the first provider with a kernel for ``node``; None where a
-        compiling provider (no registry) comes first, or nobody has one."""
-        ins, outs = node_types(node)
-        opset = self._opset_of(node.domain)
-        for i, reg in enumerate(self._registries):
-            if reg is None:
-                return None  # it may claim the pattern as it is
-            if not isinstance(reg.lookup(node.op_type, node.domain, opset, ins, outs), KernelMiss):
-                return i
-        return None
+    @staticmethod
+    def _owner(nodes: Sequence[ir.Node]) -> Assignment | None:
+        """The assignment all of ``nodes`` share (kernel-run, one provider), else None."""
+        owner: Assignment | None = None
+        for node in nodes:
+            a = assignment_of(node)
+            if a is None or a.claim is not None:
+                return None  # not partitioned, or in a group its provider compiles
+            if owner is not None and a.provider is not owner.provider:
+                return None
+            owner = owner or a
+        return owner
+
+    def _registry(self, provider: ExecutionProvider) -> KernelRegistry | None:
+        if provider not in self._registries:
+            try:
+                self._registries[provider] = registry_of(provider)
+            except EPFail:
+                self._registries[provider] = None  # the planner reports it
+        return self._registries[provider]
 
     def use_domain(self) -> None:
         """Declare the fused-op domain in the model's opset imports."""
@@ -100,11 +111,7 @@ class FusionContext:
 
     def const(self, v: ir.Value | None) -> np.ndarray | None:
         """The constant value of ``v`` (an initializer no feed may replace), else None."""
-        if v is None or v.const_value is None or v in self.overridable:
-            return None
-        if not v.is_initializer() and v.producer() is not None:
-            return None
-        return np.asarray(v.const_value.numpy())
+        return constant(v, self.overridable)
 
     def scalar(self, v: ir.Value | None) -> float | None:
         """The single float value of a constant ``v`` (any shape of size 1)."""
@@ -149,10 +156,18 @@ class FusionContext:
     ) -> None:
         """Put ``new`` before ``at`` (default: ``nodes[-1]``, the pattern's last
         node) unless the caller ``inserted`` it already, route each
-        ``(old, new)`` output pair, and remove ``nodes`` (listed producers first)."""
+        ``(old, new)`` output pair (a graph output keeps its name), remove
+        ``nodes``, and give ``new`` their assignment (see :meth:`can_emit`)."""
         graph = self.graph
         if not inserted:
             graph.insert_before(at if at is not None else nodes[-1], new)
+        owner = self._owner(nodes)
+        if owner is not None:
+            declined: dict[str, str] = {}
+            for n in nodes:
+                for provider, reason in (assignment_of(n) or owner).declined.items():
+                    declined.setdefault(provider, reason)
+            assign(new, Assignment(owner.provider, None, declined))
         renames: list[tuple[ir.Value, str]] = []
         graph_outputs = set(graph.outputs)
         for old, fresh in outputs:
@@ -160,33 +175,51 @@ class FusionContext:
             is_out = old in graph_outputs
             ir.convenience.replace_all_uses_with(old, fresh, replace_graph_outputs=is_out)
             renames.append((fresh, old.name or ""))
-        for n in reversed(_in_graph_order(graph, nodes)):
+        removed = list(dict.fromkeys(nodes))
+        for n in removed:
             for out in n.outputs:
                 if out.name:
                     out.name = f"{out.name}__fused"
-            graph.remove(n, safe=True)
+        graph.remove(removed, safe=True)  # as one set: no order needed
         for fresh, name in renames:
             fresh.name = name
         if new.domain == DOMAIN:
             self.use_domain()
 
 
-def _in_graph_order(graph: ir.Graph, nodes: Sequence[ir.Node]) -> list[ir.Node]:
-    """``nodes`` deduplicated (they are removed consumers last)."""
-    seen: list[ir.Node] = []
-    for n in nodes:
-        if n not in seen:
-            seen.append(n)
-    # Remove consumers before producers: a later node in the pattern list is
-    # never a producer of an earlier one, so reversing the list is enough as
-    # long as patterns list nodes producer-first.
-    return seen
+class FusionPass(OptimizerPass):
+    """Runs :attr:`fusions` over the model's graph and every subgraph.
 
+    Only partitioned nodes are fused (see :meth:`FusionContext.can_emit`);
+    a graph the partitioner never saw (a body a compiled group took) is
+    skipped.
+    """
 
-def attr(node: ir.Node, name: str, default: object = None) -> object:
-    """The value of ``node``'s attribute ``name`` (``default`` if absent)."""
-    a = node.attributes.get(name)
-    return default if a is None else a.value
+    fusions: ClassVar[tuple[Callable[[FusionContext], int], ...]] = ()
+    """The fusion functions, in the order they run; each returns its count."""
+
+    rewrites_subgraphs = True
+
+    def __init__(
+        self,
+        overridable: Set[ir.Value] = frozenset(),
+        *,
+        check_invariants: bool | None = None,
+        registries: dict[ExecutionProvider, KernelRegistry | None] | None = None,
+    ) -> None:
+        super().__init__(overridable, check_invariants=check_invariants)
+        self._registries = registries if registries is not None else {}
+
+    def apply(self, model: ir.Model) -> int:
+        """Run the fusions on each partitioned graph; return how many were done."""
+        done = 0
+        for graph in graphs_of(model.graph):
+            if not any(assignment_of(n) is not None for n in graph):
+                continue
+            ctx = FusionContext(model, graph, self.overridable, self._registries)
+            for fuse in self.fusions:
+                done += fuse(ctx)
+        return done
 
 
 def op(node: ir.Node | None, *op_types: str) -> bool:

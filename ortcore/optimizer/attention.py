@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ._fusion import FusionContext, attr, op
+from ._fusion import FusionContext, FusionPass, attr, op
 
-__all__ = ["fuse_attention"]
+__all__ = ["AttentionFusionPass", "fuse_attention"]
 
 
 def _scaled_scores(
@@ -67,7 +67,7 @@ def _scaled_scores(
 
 
 def fuse_attention(ctx: FusionContext) -> int:
-    """Replace attention cores of the main graph; returns fusions done."""
+    """Replace attention cores of ``ctx.graph``; returns fusions done."""
     if ctx.opset < 13:
         return 0  # Softmax before 13 flattens to 2-D: another meaning
     done = 0
@@ -111,3 +111,9 @@ def fuse_attention(ctx: FusionContext) -> int:
         ctx.replace(group, fused, [(out.outputs[0], fused.outputs[0])])
         done += 1
     return done
+
+
+class AttentionFusionPass(FusionPass):
+    """Fuse scaled dot-product attention into ``FusedAttention``."""
+
+    fusions = (fuse_attention,)

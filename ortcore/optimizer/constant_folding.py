@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
 import numpy as np
@@ -20,8 +20,10 @@ from ep_sdk.terminate import bind_run, unbind_run
 
 from ..errors import EPFail
 from ..nodeinfo import make_node_info, registry_of, subgraphs
+from ._common import constant
+from ._pass import OptimizerPass
 
-__all__ = ["NONDETERMINISTIC_OPS", "const_tensor", "fold_constants"]
+__all__ = ["NONDETERMINISTIC_OPS", "ConstantFoldingPass", "const_tensor", "fold_constants"]
 
 log = logging.getLogger("ortcore.optimizer")
 
@@ -43,7 +45,7 @@ def fold_constants(
     graph: ir.Graph,
     opsets: Mapping[str, int],
     provider: ExecutionProvider,
-    overridable: set[ir.Value],
+    overridable: Set[ir.Value],
     max_bytes: int = MAX_FOLDED_BYTES,
 ) -> int:
     """Replace constant default-domain nodes of ``graph`` with initializers.
@@ -98,7 +100,7 @@ def _fold_node(
     opsets: Mapping[str, int],
     provider: ExecutionProvider,
     registry: Any,
-    overridable: set[ir.Value],
+    overridable: Set[ir.Value],
     ctx: RunContext,
     max_bytes: int,
 ) -> int:
@@ -107,12 +109,10 @@ def _fold_node(
         return 0
     values: list[np.ndarray | None] = []
     for v in node.inputs:
-        if v is None:
-            values.append(None)
-        elif v.const_value is not None and v.is_initializer() and v not in overridable:
-            values.append(v.const_value.numpy())
-        else:
+        c = constant(v, overridable) if v is not None else None
+        if v is not None and c is None:
             return 0
+        values.append(c)
     size = _static_bytes(node.outputs)
     if size is not None and size > max_bytes:
         log.debug("not folding %s %r: its outputs need %d bytes", node.op_type, node.name, size)
@@ -175,3 +175,27 @@ def _replace(graph: ir.Graph, node: ir.Node, arrays: list[np.ndarray]) -> None:
     for new, name in renames:
         new.name = name
         graph.register_initializer(new)
+
+
+class ConstantFoldingPass(OptimizerPass):
+    """Evaluate constant nodes once, on ``provider``'s kernels (:func:`fold_constants`).
+
+    Args:
+        provider: the host provider whose kernels run the nodes.
+    """
+
+    def __init__(
+        self,
+        provider: ExecutionProvider,
+        overridable: Set[ir.Value] = frozenset(),
+        *,
+        check_invariants: bool | None = None,
+    ) -> None:
+        super().__init__(overridable, check_invariants=check_invariants)
+        self.provider = provider
+
+    def apply(self, model: ir.Model) -> int:
+        """Run :func:`fold_constants` on the main graph."""
+        return fold_constants(
+            model.graph, dict(model.opset_imports), self.provider, self.overridable
+        )

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ._fusion import FusionContext, activation_of, op
+from ._fusion import FusionContext, FusionPass, activation_of, op
 
-__all__ = ["fuse_conv_activation"]
+__all__ = ["ConvActivationFusionPass", "fuse_conv_activation"]
 
 
 def fuse_conv_activation(ctx: FusionContext) -> int:
-    """Replace Conv + activation pairs of the main graph; returns fusions done."""
+    """Replace Conv + activation pairs of ``ctx.graph``; returns fusions done."""
     done = 0
     for conv in list(ctx.graph):
         if conv.graph is not ctx.graph or not op(conv, "Conv"):
@@ -37,3 +37,9 @@ def fuse_conv_activation(ctx: FusionContext) -> int:
         ctx.replace([conv, act_node], fused, [(act_node.outputs[0], fused.outputs[0])])
         done += 1
     return done
+
+
+class ConvActivationFusionPass(FusionPass):
+    """Fuse Conv + activation into ``FusedConv``."""
+
+    fusions = (fuse_conv_activation,)

@@ -4,22 +4,23 @@
 ``Conv -> Add(c)`` with constant per-output-channel (or scalar) ``c`` become
 one Conv with rescaled weights and a new bias. Applied at the extended level,
 where onnxruntime applies its ConvBNFusion, ConvMulFusion and ConvAddFusion.
+Every parameter folded (the weight, the bias, ``c``, the BatchNormalization
+statistics) must be a constant no feed may replace: folding an overridable
+one would bake in numbers the user may change at run time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 import numpy as np
 import onnx_ir as ir
 
+from ._common import constant
+from ._pass import OptimizerPass
 from .constant_folding import const_tensor
 
-__all__ = ["fold_conv_affine"]
-
-
-def _const(v: ir.Value | None) -> np.ndarray | None:
-    if v is None or v.const_value is None or not v.is_initializer():
-        return None
-    return np.asarray(v.const_value.numpy())
+__all__ = ["ConvAffineFoldingPass", "fold_conv_affine"]
 
 
 def _per_channel(c: np.ndarray, channels: int, rank: int) -> np.ndarray | None:
@@ -41,7 +42,7 @@ def _per_channel(c: np.ndarray, channels: int, rank: int) -> np.ndarray | None:
 
 
 def _affine_of(
-    node: ir.Node, conv_out: ir.Value, channels: int, rank: int
+    node: ir.Node, conv_out: ir.Value, channels: int, rank: int, overridable: Set[ir.Value]
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """``(scale, shift)`` per channel if ``node`` is a foldable affine op on ``conv_out``."""
     if node.domain != "":
@@ -56,7 +57,7 @@ def _affine_of(
             return None
         if node.inputs[0] is not conv_out:
             return None
-        params = [_const(v) for v in node.inputs[1:5]]
+        params = [constant(v, overridable) for v in node.inputs[1:5]]
         if any(p is None or p.shape != (channels,) for p in params):
             return None
         scale, bias, mean, var = (np.asarray(p, np.float64) for p in params)  # type: ignore[arg-type]
@@ -68,7 +69,7 @@ def _affine_of(
         other = node.inputs[1] if node.inputs[0] is conv_out else node.inputs[0]
         if other is conv_out:
             return None
-        c = _const(other)
+        c = constant(other, overridable)
         if c is None or c.ndim > rank:
             return None
         vec = _per_channel(c, channels, rank)
@@ -81,8 +82,12 @@ def _affine_of(
     return None
 
 
-def fold_conv_affine(graph: ir.Graph) -> int:
-    """Fold BatchNormalization/Mul/Add after Conv into the Conv; returns folds done."""
+def fold_conv_affine(graph: ir.Graph, overridable: Set[ir.Value] = frozenset()) -> int:
+    """Fold BatchNormalization/Mul/Add after Conv into the Conv; returns folds done.
+
+    Args:
+        overridable: initializers a feed may replace; never folded.
+    """
     outputs = set(graph.outputs)
     folded = 0
     for conv in list(graph):
@@ -90,7 +95,7 @@ def fold_conv_affine(graph: ir.Graph) -> int:
             continue
         while True:
             w_val = conv.inputs[1]
-            w = _const(w_val)
+            w = constant(w_val, overridable)
             if w is None or w.dtype not in (np.float32, np.float64) or w.ndim < 3:
                 break
             y = conv.outputs[0]
@@ -101,12 +106,12 @@ def fold_conv_affine(graph: ir.Graph) -> int:
             if nxt.graph is not graph:
                 break
             channels = w.shape[0]
-            affine = _affine_of(nxt, y, channels, w.ndim)
+            affine = _affine_of(nxt, y, channels, w.ndim, overridable)
             if affine is None:
                 break
             k, shift = affine
             b_val = conv.inputs[2] if len(conv.inputs) > 2 else None
-            b = _const(b_val) if b_val is not None else np.zeros(channels, w.dtype)
+            b = constant(b_val, overridable) if b_val is not None else np.zeros(channels, w.dtype)
             if b is None:
                 break
             # scale in the weight's own dtype: a float64 copy of all of a
@@ -144,3 +149,11 @@ def _initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
     )
     graph.register_initializer(v)
     return v
+
+
+class ConvAffineFoldingPass(OptimizerPass):
+    """Fold BatchNormalization/Mul/Add into a preceding Conv (:func:`fold_conv_affine`)."""
+
+    def apply(self, model: ir.Model) -> int:
+        """Run :func:`fold_conv_affine` on the main graph."""
+        return fold_conv_affine(model.graph, self.overridable)

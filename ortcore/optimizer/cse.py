@@ -13,9 +13,10 @@ from collections.abc import Hashable
 import numpy as np
 import onnx_ir as ir
 
+from ._pass import OptimizerPass
 from .constant_folding import NONDETERMINISTIC_OPS
 
-__all__ = ["eliminate_common_subexpressions"]
+__all__ = ["CommonSubexpressionEliminationPass", "eliminate_common_subexpressions"]
 
 
 def _attr_key(attr: ir.Attr) -> Hashable:
@@ -76,3 +77,11 @@ def eliminate_common_subexpressions(graph: ir.Graph) -> int:
         graph.remove(node, safe=True)
         removed += 1
     return removed
+
+
+class CommonSubexpressionEliminationPass(OptimizerPass):
+    """Merge equal nodes (:func:`eliminate_common_subexpressions`)."""
+
+    def apply(self, model: ir.Model) -> int:
+        """Run :func:`eliminate_common_subexpressions` on the main graph."""
+        return eliminate_common_subexpressions(model.graph)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-__all__ = ["remove_dead_code"]
+from ._pass import OptimizerPass
+
+__all__ = ["DeadCodeEliminationPass", "remove_dead_code"]
 
 # Ops kept even when unread: none of the default domain has side effects, but
 # a custom op might; only default-domain nodes are removed.
@@ -30,3 +32,11 @@ def remove_dead_code(graph: ir.Graph) -> int:
         if not v.uses() and v not in outputs and v not in inputs:
             del graph.initializers[name]
     return removed
+
+
+class DeadCodeEliminationPass(OptimizerPass):
+    """Remove unread nodes and initializers (:func:`remove_dead_code`)."""
+
+    def apply(self, model: ir.Model) -> int:
+        """Run :func:`remove_dead_code` on the main graph."""
+        return remove_dead_code(model.graph)

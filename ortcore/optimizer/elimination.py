@@ -2,29 +2,38 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 
-import numpy as np
 import onnx_ir as ir
 
-__all__ = ["bypass", "eliminate_identities"]
+from ._common import constant
+from ._pass import OptimizerPass
+
+__all__ = ["IdentityEliminationPass", "bypass", "eliminate_identities"]
 
 
-def _is_inference_dropout(node: ir.Node) -> bool:
-    if len(node.outputs) > 1 and node.outputs[1].uses():
+def _is_inference_dropout(node: ir.Node, overridable: Set[ir.Value]) -> bool:
+    if len(node.outputs) > 1 and (node.outputs[1].uses() or node.outputs[1].is_graph_output()):
         return False  # the mask is read
     if len(node.inputs) >= 3 and node.inputs[2] is not None:
-        mode = node.inputs[2].const_value
-        if mode is None or bool(np.asarray(mode.numpy()).item()):
-            return False  # training mode on, or not known
+        mode = constant(node.inputs[2], overridable)
+        if mode is None or mode.size != 1 or bool(mode.reshape(-1)[0]):
+            return False  # training mode on, or not known until run time
     return True
 
 
-def eliminate_identities(graph: ir.Graph, opsets: Mapping[str, int]) -> int:
+def eliminate_identities(
+    graph: ir.Graph, opsets: Mapping[str, int], overridable: Set[ir.Value] = frozenset()
+) -> int:
     """Bypass Identity and inference Dropout nodes of ``graph`` (not subgraphs).
 
     A node whose output is a graph output is kept when its input is a graph
     input or another output, so the model's signature never changes.
+
+    Args:
+        opsets: the model's opset imports.
+        overridable: initializers a feed may replace: a ``training_mode``
+            read from one is not known until run time.
 
     Returns:
         the number of nodes removed.
@@ -33,7 +42,7 @@ def eliminate_identities(graph: ir.Graph, opsets: Mapping[str, int]) -> int:
     for node in list(graph):
         if node.domain != "" or node.op_type not in ("Identity", "Dropout"):
             continue
-        if node.op_type == "Dropout" and not _is_inference_dropout(node):
+        if node.op_type == "Dropout" and not _is_inference_dropout(node, overridable):
             continue
         src = node.inputs[0] if node.inputs else None
         if src is not None and bypass(graph, node, src):
@@ -60,3 +69,11 @@ def bypass(graph: ir.Graph, node: ir.Node, src: ir.Value) -> bool:
         ir.convenience.replace_all_uses_with(dst, src)
         graph.remove(node, safe=True)
     return True
+
+
+class IdentityEliminationPass(OptimizerPass):
+    """Bypass Identity and inference-time Dropout (:func:`eliminate_identities`)."""
+
+    def apply(self, model: ir.Model) -> int:
+        """Run :func:`eliminate_identities` on the main graph."""
+        return eliminate_identities(model.graph, dict(model.opset_imports), self.overridable)

@@ -16,9 +16,9 @@ import math
 
 import onnx_ir as ir
 
-from ._fusion import FusionContext, op
+from ._fusion import FusionContext, FusionPass, op
 
-__all__ = ["fuse_bias_gelu", "fuse_gelu"]
+__all__ = ["GeluFusionPass", "fuse_bias_gelu", "fuse_gelu"]
 
 
 def _close(v: float | None, want: float, rtol: float = 1e-3) -> bool:
@@ -66,32 +66,25 @@ def _tanh_input(ctx: FusionContext, tanh: ir.Node) -> tuple[ir.Value, list[ir.No
                 if not _close(ctx.scalar(c_node.inputs[k]), 0.044715):
                     continue
                 cube = c_node.inputs[1 - k]
-                nodes = _cube_of(x, cube)
+                nodes = _cube_of(ctx, x, cube)
                 if nodes is not None:
                     return x, [*nodes, c_node, inner, outer]
     return None
 
 
-def _cube_of(x: ir.Value, v: ir.Value | None) -> list[ir.Node] | None:
+def _cube_of(ctx: FusionContext, x: ir.Value, v: ir.Value | None) -> list[ir.Node] | None:
     """The nodes computing ``x^3`` as ``v``: Pow(x, 3) or x * (x * x)."""
     n = v.producer() if v is not None else None
     if n is None:
         return None
     if op(n, "Pow") and n.inputs[0] is x:
-        e = n.inputs[1]
-        return [n] if e is not None and e.const_value is not None and _is_three(e) else None
+        return [n] if ctx.scalar(n.inputs[1]) == 3.0 else None
     if op(n, "Mul"):
         sq = _other(n, x)
         sq_node = sq.producer() if sq is not None else None
         if op(sq_node, "Mul") and sq_node is not None and list(sq_node.inputs) == [x, x]:
             return [sq_node, n]
     return None
-
-
-def _is_three(v: ir.Value) -> bool:
-    assert v.const_value is not None
-    c = v.const_value.numpy()
-    return bool(c.size == 1 and float(c.reshape(-1)[0]) == 3.0)
 
 
 def _tail(ctx: FusionContext, act: ir.Node, x: ir.Value) -> list[ir.Node] | None:
@@ -124,7 +117,7 @@ def _tail(ctx: FusionContext, act: ir.Node, x: ir.Value) -> list[ir.Node] | None
 
 
 def fuse_gelu(ctx: FusionContext) -> int:
-    """Replace GELU patterns of the main graph; returns fusions done."""
+    """Replace GELU patterns of ``ctx.graph``; returns fusions done."""
     done = 0
     domain, name = ("", "Gelu") if ctx.opset >= 20 else ("com.ortcore", "FusedGelu")
     for act in list(ctx.graph):
@@ -179,3 +172,12 @@ def fuse_bias_gelu(ctx: FusionContext) -> int:
         ctx.replace([add, gelu], fused, [(gelu.outputs[0], fused.outputs[0])])
         done += 1
     return done
+
+
+class GeluFusionPass(FusionPass):
+    """Fuse GELU patterns into Gelu, then Add(bias) + Gelu into ``BiasGelu``."""
+
+    fusions = (
+        fuse_gelu,
+        fuse_bias_gelu,
+    )

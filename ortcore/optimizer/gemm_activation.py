@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ._fusion import FusionContext, activation_of, attr, op
+from ._fusion import FusionContext, FusionPass, activation_of, attr, op
 
-__all__ = ["fuse_gemm_activation"]
+__all__ = ["GemmActivationFusionPass", "fuse_gemm_activation"]
 
 
 def fuse_gemm_activation(ctx: FusionContext) -> int:
-    """Replace Gemm/MatMul + activation pairs of the main graph; returns fusions done."""
+    """Replace Gemm/MatMul + activation pairs of ``ctx.graph``; returns fusions done."""
     done = 0
     for node in list(ctx.graph):
         if node.graph is not ctx.graph:
@@ -43,3 +43,9 @@ def fuse_gemm_activation(ctx: FusionContext) -> int:
         ctx.replace([node, act_node], fused, [(act_node.outputs[0], fused.outputs[0])])
         done += 1
     return done
+
+
+class GemmActivationFusionPass(FusionPass):
+    """Fuse Gemm/MatMul + activation into ``FusedGemm``/``FusedMatMul``."""
+
+    fusions = (fuse_gemm_activation,)

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ._fusion import FusionContext, attr, op
+from ._fusion import FusionContext, FusionPass, attr, op
 
-__all__ = ["fuse_layer_norm", "fuse_rms_norm"]
+__all__ = ["NormalizationFusionPass", "fuse_layer_norm", "fuse_rms_norm"]
 
 
 def _last_axis_mean(ctx: FusionContext, node: ir.Node | None) -> bool:
@@ -103,7 +103,7 @@ def _affine(
 
 
 def fuse_layer_norm(ctx: FusionContext) -> int:
-    """Replace LayerNormalization patterns of the main graph; returns fusions done."""
+    """Replace LayerNormalization patterns of ``ctx.graph``; returns fusions done."""
     done = 0
     domain, name = (
         ("", "LayerNormalization") if ctx.opset >= 17 else ("com.ortcore", "FusedLayerNorm")
@@ -152,7 +152,7 @@ def fuse_layer_norm(ctx: FusionContext) -> int:
 
 
 def fuse_rms_norm(ctx: FusionContext) -> int:
-    """Replace RMSNormalization patterns of the main graph; returns fusions done."""
+    """Replace RMSNormalization patterns of ``ctx.graph``; returns fusions done."""
     done = 0
     domain, name = ("", "RMSNormalization") if ctx.opset >= 23 else ("com.ortcore", "FusedRMSNorm")
     for mean in list(ctx.graph):
@@ -186,3 +186,12 @@ def fuse_rms_norm(ctx: FusionContext) -> int:
         ctx.replace(nodes, fused, [(last.outputs[0], fused.outputs[0])])
         done += 1
     return done
+
+
+class NormalizationFusionPass(FusionPass):
+    """Fuse LayerNormalization, then RMSNormalization, from their primitives."""
+
+    fusions = (
+        fuse_layer_norm,
+        fuse_rms_norm,
+    )

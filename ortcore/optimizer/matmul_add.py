@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ._fusion import FusionContext, op
+from ._fusion import FusionContext, FusionPass, op
 
-__all__ = ["fuse_matmul_add"]
+__all__ = ["MatMulAddFusionPass", "fuse_matmul_add"]
 
 
 def _rank(v: ir.Value | None) -> int | None:
@@ -27,7 +27,7 @@ def _gemm_bias_ok(bias: ir.Value, a: ir.Value, b: ir.Value) -> bool:
 
 
 def fuse_matmul_add(ctx: FusionContext) -> int:
-    """Replace MatMul + Add pairs of the main graph; returns fusions done."""
+    """Replace MatMul + Add pairs of ``ctx.graph``; returns fusions done."""
     done = 0
     for mm in list(ctx.graph):
         if mm.graph is not ctx.graph or not op(mm, "MatMul"):
@@ -53,3 +53,9 @@ def fuse_matmul_add(ctx: FusionContext) -> int:
         ctx.replace([mm, add], fused, [(add.outputs[0], fused.outputs[0])])
         done += 1
     return done
+
+
+class MatMulAddFusionPass(FusionPass):
+    """Fuse MatMul + Add into Gemm or ``FusedMatMul``."""
+
+    fusions = (fuse_matmul_add,)

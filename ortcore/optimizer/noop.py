@@ -26,10 +26,13 @@ from collections.abc import Sequence, Set
 import numpy as np
 import onnx_ir as ir
 
+from ..nodeinfo import static_shape
+from ._common import attr_int, constant, known_shape
+from ._pass import OptimizerPass
 from .elimination import bypass
-from .shape_folding import derived_from, static_dims, static_shape
+from .shape_folding import derived_from
 
-__all__ = ["LOSSLESS_CASTS", "eliminate_noops"]
+__all__ = ["LOSSLESS_CASTS", "NoopEliminationPass", "eliminate_noops"]
 
 _DT = ir.DataType
 _SIGNED = (_DT.INT8, _DT.INT16, _DT.INT32, _DT.INT64)
@@ -93,24 +96,17 @@ class _NoopPass:
     # -- helpers ---------------------------------------------------------
 
     def shape_of(self, value: ir.Value) -> tuple[int, ...] | None:
-        return None if value in self.untrusted else static_shape(value)
+        return None if value in self.untrusted else known_shape(value)
 
     def rank_of(self, value: ir.Value) -> int | None:
         if value in self.untrusted:
             return None
-        dims = static_dims(value)
+        dims = static_shape(value)
         return None if dims is None else len(dims)
 
     def constant(self, value: ir.Value | None) -> np.ndarray | None:
         """The contents of a constant initializer no feed can replace."""
-        if (
-            value is None
-            or value.const_value is None
-            or not value.is_initializer()
-            or value in self.overridable
-        ):
-            return None
-        return np.asarray(value.const_value.numpy())
+        return constant(value, self.overridable)
 
     def producer(self, value: ir.Value, op_type: str) -> ir.Node | None:
         node = value.producer()
@@ -165,7 +161,7 @@ class _NoopPass:
         target = self.constant(node.inputs[1])
         if target is None or target.ndim != 1 or target.dtype != np.int64:
             return
-        allowzero = bool(_attr_int(node, "allowzero", 0))
+        allowzero = bool(attr_int(node, "allowzero", 0))
         first = self.producer(node.inputs[0], "Reshape")
         if first is not None and first.inputs and first.inputs[0] is not None:
             if allowzero or not bool((target == 0).any()):  # a 0 would copy first's dim
@@ -252,11 +248,6 @@ def _cast_to(node: ir.Node) -> ir.DataType | None:
         return None
 
 
-def _attr_int(node: ir.Node, name: str, default: int) -> int:
-    attr = node.attributes.get(name)
-    return default if attr is None else int(attr.value)
-
-
 def _is_identity(perm: Sequence[int]) -> bool:
     return all(p == i for i, p in enumerate(perm))
 
@@ -291,3 +282,29 @@ def _reshaped(
     elif known != total:
         return None
     return tuple(out)
+
+
+class NoopEliminationPass(OptimizerPass):
+    """Bypass no-op Cast/Reshape/Expand/Transpose nodes and pairs (:func:`eliminate_noops`).
+
+    Args:
+        after: run only if one of these passes (already run) changed the
+            model; ``()``: always. No-op elimination runs again after the
+            folding passes, for targets they made constant.
+    """
+
+    def __init__(
+        self,
+        overridable: Set[ir.Value] = frozenset(),
+        *,
+        after: Sequence[OptimizerPass] = (),
+        check_invariants: bool | None = None,
+    ) -> None:
+        super().__init__(overridable, check_invariants=check_invariants)
+        self.after = tuple(after)
+
+    def apply(self, model: ir.Model) -> int:
+        """Run :func:`eliminate_noops` on the main graph (if due)."""
+        if self.after and not any(p.changes for p in self.after):
+            return 0
+        return eliminate_noops(model.graph, self.overridable)

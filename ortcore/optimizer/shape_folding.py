@@ -18,31 +18,14 @@ from collections.abc import Iterable, Set
 import numpy as np
 import onnx_ir as ir
 
+from ..nodeinfo import static_shape
+from ._common import attr_int, known_shape
+from ._pass import OptimizerPass
 from .constant_folding import const_tensor
 
-__all__ = ["derived_from", "fold_shapes", "static_dims", "static_shape"]
+__all__ = ["ShapeFoldingPass", "derived_from", "fold_shapes"]
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
-
-
-def static_dims(value: ir.Value) -> tuple[int | None, ...] | None:
-    """``value``'s inferred dims, ``None`` for each dim not a known int.
-
-    Returns:
-        ``None`` when even the rank is unknown.
-    """
-    shape = value.shape
-    if shape is None:
-        return None
-    return tuple(d if isinstance(d, int) else None for d in shape.dims)
-
-
-def static_shape(value: ir.Value) -> tuple[int, ...] | None:
-    """``value``'s inferred shape when every dim is a known int, else ``None``."""
-    dims = static_dims(value)
-    if dims is None or any(d is None for d in dims):
-        return None
-    return tuple(d for d in dims if d is not None)
 
 
 def derived_from(graph: ir.Graph, roots: Iterable[ir.Value]) -> set[ir.Value]:
@@ -77,15 +60,10 @@ def _reads(node: ir.Node) -> Iterable[ir.Value | None]:
                 yield from inner.inputs
 
 
-def _attr_int(node: ir.Node, name: str, default: int) -> int:
-    attr = node.attributes.get(name)
-    return default if attr is None else int(attr.value)
-
-
 def _shape_slice(node: ir.Node, rank: int) -> tuple[int, int]:
     """The ``[start, end)`` dims a Shape node selects (opset 15 ``start``/``end``)."""
-    start = _attr_int(node, "start", 0)
-    end = _attr_int(node, "end", rank)
+    start = attr_int(node, "start", 0)
+    end = attr_int(node, "end", rank)
     if start < 0:
         start += rank
     if end < 0:
@@ -103,11 +81,11 @@ def _folded_value(node: ir.Node, untrusted: Set[ir.Value]) -> np.ndarray | None:
     src = node.inputs[0]
     if src in untrusted:
         return None
-    dims = static_dims(src)
+    dims = static_shape(src)
     if dims is None:
         return None
     if node.op_type == "Size":
-        shape = static_shape(src)
+        shape = known_shape(src)
         return None if shape is None else np.array(int(np.prod(shape, dtype=np.int64)), np.int64)
     start, end = _shape_slice(node, len(dims))
     selected = dims[start:end]
@@ -155,3 +133,11 @@ def _replace_with_constant(graph: ir.Graph, node: ir.Node, array: np.ndarray) ->
     graph.remove(node, safe=True)
     new.name = name
     graph.register_initializer(new)
+
+
+class ShapeFoldingPass(OptimizerPass):
+    """Fold ``Shape``/``Size`` of statically shaped values (:func:`fold_shapes`)."""
+
+    def apply(self, model: ir.Model) -> int:
+        """Run :func:`fold_shapes` on the main graph."""
+        return fold_shapes(model.graph, self.overridable)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ._fusion import FusionContext, attr, op
+from ._fusion import FusionContext, FusionPass, attr, op
 
-__all__ = ["fuse_skip_layer_norm"]
+__all__ = ["SkipLayerNormFusionPass", "fuse_skip_layer_norm"]
 
 
 def fuse_skip_layer_norm(ctx: FusionContext) -> int:
-    """Replace Add + LayerNormalization pairs of the main graph; returns fusions done."""
+    """Replace Add + LayerNormalization pairs of ``ctx.graph``; returns fusions done."""
     done = 0
     for ln in list(ctx.graph):
         if ln.graph is not ctx.graph:
@@ -56,3 +56,9 @@ def fuse_skip_layer_norm(ctx: FusionContext) -> int:
         ctx.replace([add, ln], fused, pairs, at=None, inserted=True)
         done += 1
     return done
+
+
+class SkipLayerNormFusionPass(FusionPass):
+    """Fuse Add + LayerNormalization into ``SkipLayerNormalization``."""
+
+    fusions = (fuse_skip_layer_norm,)

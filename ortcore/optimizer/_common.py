@@ -1,0 +1,61 @@
+"""What every pass may know about a value or a node, each rule written once.
+
+- :func:`constant`: the contents of a value, if they are fixed at session
+  creation. An initializer a feed may replace (an *overridable* one: listed
+  also as a graph input) is not: reading it as a constant bakes in numbers
+  the user may change at run time.
+- :func:`known_shape`: a value's shape when every dim is a known int.
+- :func:`attr` and :func:`attr_int`: a node's attribute values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set
+
+import numpy as np
+import onnx_ir as ir
+
+from ..nodeinfo import static_shape
+
+__all__ = ["attr", "attr_int", "constant", "known_shape"]
+
+
+def constant(value: ir.Value | None, overridable: Set[ir.Value]) -> np.ndarray | None:
+    """The contents of ``value`` if it is an initializer no feed may replace, else ``None``.
+
+    Args:
+        overridable: the initializers a feed may replace (graph inputs that
+            also have an initializer); never read.
+    """
+    if (
+        value is None
+        or value in overridable
+        or not value.is_initializer()
+        or value.const_value is None
+    ):
+        return None
+    return np.asarray(value.const_value.numpy())
+
+
+def known_shape(value: ir.Value | None) -> tuple[int, ...] | None:
+    """``value``'s inferred shape when every dim is a known int, else ``None``.
+
+    (:func:`ortcore.nodeinfo.static_shape` gives the dims with ``None`` for
+    each one not known.)
+    """
+    dims = static_shape(value)
+    if dims is None or any(d is None for d in dims):
+        return None
+    return tuple(d for d in dims if d is not None)
+
+
+def attr(node: ir.Node, name: str, default: object = None) -> object:
+    """The value of ``node``'s attribute ``name`` (``default`` if absent)."""
+    a = node.attributes.get(name)
+    return default if a is None else a.value
+
+
+def attr_int(node: ir.Node, name: str, default: int) -> int:
+    """The int attribute ``name`` of ``node`` (``default`` if absent)."""
+    a = node.attributes.get(name)
+    return default if a is None else int(a.value)
