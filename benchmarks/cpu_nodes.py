@@ -10,18 +10,16 @@ with our kernel, and print the best-of-N times.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper, shape_inference
+from ortcore_cpu.provider import CPUExecutionProvider
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from harness import build_node
+from ep_sdk.testing import KernelKit
 
 
 def _best(fn: Callable[[], object], repeat: int) -> float:
@@ -62,6 +60,7 @@ def main() -> None:
     seen: dict[str, int] = {}
     rng = np.random.default_rng(0)
     total_ours = total_ort = 0.0
+    kit = KernelKit(CPUExecutionProvider, threads=args.threads)
     for node in model.graph.node:
         if node.op_type not in args.ops.split(","):
             continue
@@ -81,7 +80,7 @@ def main() -> None:
         )  # fmt: skip
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
         m.ir_version = 8
-        compute = build_node(node.op_type, inputs, attrs, opset=opset, threads=args.threads)
+        compute = kit.build_node(node.op_type, inputs, attrs, opset=opset)
         t_us = _best(lambda: compute(*inputs), args.repeat)  # noqa: B023
         # onnxruntime's pool threads spin after a run: time ours first.
         t_ort = _time_onnxruntime(m, inputs, args.threads, args.repeat)

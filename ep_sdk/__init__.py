@@ -9,10 +9,16 @@ What is here:
 
 * the provider: :class:`ExecutionProvider`, :class:`Device`, :class:`SessionConfig`;
 * kernels: :class:`KernelRegistry` and its ``kernel`` decorator, :class:`NodeInfo`
-  (what a kernel is built from), :class:`RunContext` (what it runs in);
+  (what a kernel is built from; :func:`make_node_info` builds it from a node,
+  as the core does), :class:`ProviderView` (what a kernel sees of its
+  provider), :class:`RunContext` (what it runs in);
+* the fused operators the core's optimizer emits: ``ep_sdk.fused_ops``
+  (their domain, activations and schemas; :func:`register_fused_schemas`);
+* :func:`reset_schema_cache`, for code that changes onnx's schema table;
 * capability: :class:`Capability`, :class:`Claim`, :class:`GraphContext`,
   :func:`claim_registered_nodes`, :func:`group_nodes`, :func:`group_io`,
   :func:`group_model`, :class:`FusedGroup`;
+* bridges to foreign engines: :class:`BridgeExecutionProvider`;
 * memory: the :class:`Allocator`, :class:`DataTransfer` and
   :class:`DeviceTensor` protocols;
 * :func:`check_terminate`, which a long-running kernel polls to honour
@@ -21,15 +27,25 @@ What is here:
   whose size comes from data (:class:`TensorTooLarge`, :func:`tensor_byte_limit`);
 * :data:`hookimpl`, the marker of a plugin's hook functions;
 * ``ep_sdk.testing`` (imported on its own): pytest helpers that run nodes and
-  models through a provider and compare with onnx's reference evaluator.
+  models through a provider, or a provider's kernels on their own
+  (``KernelKit``), and compare with onnx's reference evaluator.
 """
 
 from __future__ import annotations
 
 import pluggy
 
-from .capability import GraphContext, claim_registered_nodes, node_types
-from .device import Allocator, DataTransfer, DeviceTensor, HostAllocator
+from . import fused_ops
+from .bridge import BridgeExecutionProvider
+from .capability import (
+    Capability,
+    Claim,
+    FusedGroup,
+    GraphContext,
+    claim_registered_nodes,
+    node_types,
+)
+from .device import HOST_DEVICE, Allocator, DataTransfer, Device, DeviceTensor, HostAllocator
 from .dtypes import (
     ALL_TENSOR_TYPES,
     FLOAT_TYPES,
@@ -39,20 +55,28 @@ from .dtypes import (
     to_numpy,
     type_string,
 )
+from .fused_ops import register_fused_schemas
 from .graph import group_io, group_model, group_nodes
-from .kernel import Compute, NodeInfo, RunContext, RunTerminated, SubgraphRunner
-from .limits import TensorTooLarge, check_tensor_size, tensor_byte_limit
-from .provider import (
-    HOST_DEVICE,
-    Capability,
-    Claim,
-    Device,
-    ExecutionProvider,
-    FusedGroup,
-    ProviderOptionError,
+from .kernel import (
+    Compute,
+    NodeInfo,
+    ProviderView,
+    RunContext,
+    RunTerminated,
     SessionConfig,
+    SubgraphRunner,
 )
-from .registry import KernelBuilder, KernelDef, KernelMiss, KernelRegistry, attribute_defaults
+from .limits import TensorTooLarge, check_tensor_size, tensor_byte_limit
+from .nodeinfo import make_node_info
+from .provider import ExecutionProvider, ProviderOptionError
+from .registry import (
+    KernelBuilder,
+    KernelDef,
+    KernelMiss,
+    KernelRegistry,
+    attribute_defaults,
+    reset_schema_cache,
+)
 from .terminate import check_terminate, current_run
 
 hookimpl = pluggy.HookimplMarker("ortcore")
@@ -61,6 +85,7 @@ hookimpl = pluggy.HookimplMarker("ortcore")
 __all__ = [
     "ALL_TENSOR_TYPES",
     "Allocator",
+    "BridgeExecutionProvider",
     "DataTransfer",
     "DeviceTensor",
     "HostAllocator",
@@ -81,6 +106,7 @@ __all__ = [
     "KernelRegistry",
     "NodeInfo",
     "ProviderOptionError",
+    "ProviderView",
     "RunContext",
     "RunTerminated",
     "SessionConfig",
@@ -91,12 +117,16 @@ __all__ = [
     "check_terminate",
     "claim_registered_nodes",
     "current_run",
+    "fused_ops",
     "from_numpy",
     "group_io",
     "group_model",
     "group_nodes",
     "hookimpl",
+    "make_node_info",
     "node_types",
+    "register_fused_schemas",
+    "reset_schema_cache",
     "tensor_byte_limit",
     "to_numpy",
     "type_string",

@@ -1,15 +1,119 @@
-"""Helpers for answering ``get_capability``."""
+"""What ``get_capability`` answers with, and helpers for answering it.
+
+:class:`Capability` holds a provider's :class:`Claim` objects and its
+reasons for the nodes it declines; the core turns each fused claim into a
+:class:`FusedGroup` for :meth:`ExecutionProvider.compile
+<ep_sdk.ExecutionProvider.compile>`. These types live here, not in
+``provider.py``, so that the helpers (``graph.py``, ``bridge.py``) need not
+import the provider base class.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import onnx_ir as ir
 
-from .provider import Capability, Claim
 from .registry import KernelDef, KernelMiss, KernelRegistry
 
-__all__ = ["GraphContext", "claim_registered_nodes", "node_types"]
+__all__ = [
+    "Capability",
+    "Claim",
+    "FusedGroup",
+    "GraphContext",
+    "claim_registered_nodes",
+    "node_types",
+]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A provider's claim on graph nodes.
+
+    A claim of one node with ``fused=False`` means "run it with the kernel my
+    registry has". A claim with ``fused=True`` asks the core to hand the nodes
+    to :meth:`ExecutionProvider.compile <ep_sdk.ExecutionProvider.compile>`
+    as one group.
+
+    Attributes:
+        nodes: the claimed nodes.
+        fused: whether they are one group to compile.
+        name: the fused node's name (``""``: the core names it).
+        payload: anything the provider wants back in ``compile``
+            (:attr:`FusedGroup.payload`), so that work done while answering
+            ``get_capability`` (an engine's analysis, a built network) is not
+            redone. The core never looks at it; it takes no part in equality.
+    """
+
+    nodes: tuple[ir.Node, ...]
+    fused: bool = False
+    name: str = ""
+    payload: Any = field(default=None, compare=False)
+
+    @classmethod
+    def node(cls, node: ir.Node) -> Claim:
+        """Claim a single node for the provider's kernel."""
+        return cls((node,))
+
+    @classmethod
+    def group(cls, nodes: Sequence[ir.Node], name: str = "", *, payload: Any = None) -> Claim:
+        """Claim ``nodes`` as one group to fuse and compile."""
+        return cls(tuple(nodes), fused=True, name=name, payload=payload)
+
+
+@dataclass
+class Capability:
+    """A provider's answer to ``get_capability``.
+
+    Attributes:
+        claims: what it takes.
+        declined: for nodes it does not take, the reason (shown to users in
+            ``session.get_partition()`` and in "no provider" errors).
+    """
+
+    claims: list[Claim] = field(default_factory=list)
+    declined: dict[ir.Node, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FusedGroup:
+    """A group of nodes a provider claimed for compilation.
+
+    Attributes:
+        name: unique name of the fused node.
+        nodes: the nodes, in topological order.
+        inputs: what the compiled function receives, in call order: the
+            values the group reads from outside (graph inputs, overridable
+            initializers, other nodes' outputs), without its constants, unless
+            the provider sets :attr:`ExecutionProvider.compile_receives_constants
+            <ep_sdk.ExecutionProvider.compile_receives_constants>`.
+        outputs: values the group produces that are read outside it, in
+            the order the compiled function must return them.
+        model: the group as a standalone ONNX model (``onnx.ModelProto``),
+            for providers that hand the group to another runtime. Its inputs
+            are ``inputs``; its initializers are ``constants`` (when they are
+            not inputs), held in memory, so the engine can fold and prepack
+            them. (A model's external data is read into memory here for now;
+            a group whose constants pass protobuf's 2 GiB limit cannot be
+            exported this way.)
+        opsets: the model's opset imports.
+        constants: the initializers the group reads that no feed may replace
+            (:func:`ep_sdk.graph.is_constant`), in first-use order; each one's
+            ``const_value`` holds its content. The compiled-artifact cache key
+            covers their bytes.
+        payload: :attr:`Claim.payload` of the claim this group came from.
+    """
+
+    name: str
+    nodes: tuple[ir.Node, ...]
+    inputs: tuple[ir.Value, ...]
+    outputs: tuple[ir.Value, ...]
+    model: Any
+    opsets: Mapping[str, int]
+    constants: tuple[ir.Value, ...] = ()
+    payload: Any = field(default=None, compare=False)
 
 
 def node_types(

@@ -1,6 +1,10 @@
-"""Protocols of device memory: allocators, data transfer, device tensors.
+"""Devices and the protocols of device memory: allocators, data transfer, device tensors.
 
-A host provider needs none of this: its tensors are numpy arrays. A provider
+Every provider names the :class:`Device` its tensors live on
+(``ExecutionProvider.device``, :data:`HOST_DEVICE` by default); the core
+compares devices to decide where a value must be copied.
+
+A host provider needs nothing else here: its tensors are numpy arrays. A provider
 whose tensors live elsewhere (a GPU, an accelerator, another process) keeps
 them in its own tensor type, which should satisfy :class:`DeviceTensor`, and
 implements the methods of :class:`DataTransfer` on its provider class
@@ -15,11 +19,37 @@ checks that the methods exist (not their signatures).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Allocator", "DataTransfer", "DeviceTensor", "HostAllocator"]
+__all__ = ["HOST_DEVICE", "Allocator", "DataTransfer", "Device", "DeviceTensor", "HostAllocator"]
+
+
+@dataclass(frozen=True)
+class Device:
+    """Where a provider keeps its tensors.
+
+    Attributes:
+        type: ``"cpu"``, ``"cuda"``, or any name a provider chooses.
+        id: device ordinal.
+    """
+
+    type: str = "cpu"
+    id: int = 0
+
+    @property
+    def is_host(self) -> bool:
+        """True for host (CPU) memory, which numpy can read directly."""
+        return self.type == "cpu"
+
+    def __str__(self) -> str:
+        return f"{self.type}:{self.id}"
+
+
+HOST_DEVICE = Device("cpu", 0)
+"""The host (CPU) memory, device of every provider that keeps numpy arrays."""
 
 
 @runtime_checkable

@@ -15,15 +15,11 @@ model for providers that hand it to another runtime::
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import onnx
 import onnx_ir as ir
 
-from .provider import Claim
-
-if TYPE_CHECKING:
-    from .capability import GraphContext
+from .capability import Claim, GraphContext
 
 __all__ = [
     "consumers_of",
@@ -31,10 +27,24 @@ __all__ = [
     "group_io",
     "group_model",
     "group_nodes",
+    "is_constant",
     "node_reads",
     "outer_values",
     "subgraphs",
 ]
+
+
+def is_constant(value: ir.Value) -> bool:
+    """Whether ``value`` is a constant: an initializer with content that no
+    feed may replace (it is not also a graph input).
+
+    A fused group's constants go into :attr:`FusedGroup.model
+    <ep_sdk.FusedGroup.model>` as initializers. (An initializer that is also
+    a graph input counts as an input even in a model of IR version < 4,
+    where ortcore does not let a feed replace it: passing it at run time is
+    always correct, only slower.)
+    """
+    return value.const_value is not None and value.is_initializer() and not value.is_graph_input()
 
 
 def subgraphs(node: ir.Node) -> list[ir.Graph]:
@@ -211,24 +221,28 @@ def group_model(
     inputs: Sequence[ir.Value],
     outputs: Sequence[ir.Value],
     opsets: Mapping[str, int],
+    constants: Sequence[ir.Value] = (),
 ) -> onnx.ModelProto:
     """Export a group of nodes as a standalone ONNX model.
 
     This is what :attr:`FusedGroup.model <ep_sdk.FusedGroup.model>` holds;
-    call it yourself (with :func:`group_io`) to try a group on another runtime
-    already in ``get_capability``.
+    call it yourself (with :func:`group_io` and :func:`is_constant`) to try a
+    group on another runtime already in ``get_capability``.
 
     Args:
         name: the graph's name.
         nodes: the nodes, in topological order.
-        inputs: the model's inputs (the values the group reads).
+        inputs: the model's inputs (the values the group reads, less the
+            constants).
         outputs: the model's outputs.
         opsets: opset version per domain.
+        constants: values whose ``const_value`` becomes an initializer of the
+            model (in memory: external data is read in).
     """
 
     def info(v: ir.Value) -> onnx.ValueInfoProto:
         elem = int(v.dtype) if v.dtype is not None else 0
-        dims = None if v.shape is None else [d if isinstance(d, int) else None for d in v.shape]
+        dims = None if v.shape is None else [_dim(d) for d in v.shape]
         return onnx.helper.make_tensor_value_info(v.name or "", elem, dims)
 
     graph = onnx.helper.make_graph(
@@ -236,8 +250,28 @@ def group_model(
         name,
         [info(v) for v in inputs],
         [info(v) for v in outputs],
+        [_initializer(v) for v in constants],
     )
     return onnx.helper.make_model(
         graph,
         opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in opsets.items()],
     )
+
+
+def _dim(d: object) -> int | str | None:
+    """A dimension as the model has it: a number, a symbolic name, or unknown."""
+    if isinstance(d, int):
+        return d
+    return getattr(d, "value", None) or None
+
+
+def _initializer(value: ir.Value) -> onnx.TensorProto:
+    tensor = value.const_value
+    if tensor is None:
+        raise ValueError(f"value {value.name!r} has no constant content to export")
+    if isinstance(tensor, ir.ExternalTensor):
+        # The exported model travels as bytes: it cannot point at a file.
+        tensor = ir.Tensor(tensor.numpy(), dtype=tensor.dtype)
+    proto = ir.serde.serialize_tensor(tensor)
+    proto.name = value.name or ""
+    return proto

@@ -1,4 +1,5 @@
-"""What a kernel sees: the node it was built for, and the run it executes in.
+"""What a kernel sees: the node it was built for, the provider that runs it,
+and the run it executes in.
 
 A kernel is built once per node when a session is created and called once per
 run. Building gets a :class:`NodeInfo` (attributes with the schema's defaults
@@ -24,14 +25,22 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 import onnx_ir as ir
 
-if TYPE_CHECKING:
-    from .provider import ExecutionProvider
+from .device import Allocator, Device, HostAllocator
 
-__all__ = ["Compute", "NodeInfo", "RunContext", "SubgraphRunner", "RunTerminated"]
+__all__ = [
+    "Compute",
+    "NodeInfo",
+    "ProviderView",
+    "RunContext",
+    "RunTerminated",
+    "SessionConfig",
+    "SubgraphRunner",
+]
 
 Compute = Callable[..., Sequence[Any]]
 """A compute function: inputs in, one value per output out."""
@@ -39,6 +48,56 @@ Compute = Callable[..., Sequence[Any]]
 
 class RunTerminated(RuntimeError):
     """Raised inside a run when ``RunOptions.terminate`` was set."""
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """The parts of the session's options a provider (and its kernels) may read.
+
+    Attributes:
+        intra_op_num_threads: ``SessionOptions.intra_op_num_threads`` (``0``:
+            the provider chooses).
+        config_entries: the session's configuration entries
+            (``SessionOptions.add_session_config_entry``).
+    """
+
+    intra_op_num_threads: int = 0
+    config_entries: Mapping[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ProviderView(Protocol):
+    """The provider as its kernels see it (``NodeInfo.provider``).
+
+    Every :class:`~ep_sdk.ExecutionProvider` satisfies it. A kernel that
+    needs more of its own provider casts ``info.provider`` to its class.
+    (This protocol is what lets ``NodeInfo`` name its provider without
+    importing the provider base class, which imports the kernel registry.)
+    """
+
+    @property
+    def name(self) -> str:
+        """The provider's name, e.g. ``"CPUExecutionProvider"``."""
+        ...
+
+    @property
+    def device(self) -> Device:
+        """The device the provider keeps its tensors on."""
+        ...
+
+    @property
+    def options(self) -> Mapping[str, str]:
+        """The provider options of this instance, defaults filled in."""
+        ...
+
+    @property
+    def config(self) -> SessionConfig:
+        """The session's options the provider may read (e.g. thread count)."""
+        ...
+
+    def allocator(self) -> Allocator:
+        """Return the allocator of the provider's device."""
+        ...
 
 
 class RunContext:
@@ -79,9 +138,21 @@ class SubgraphRunner(Protocol):
     providers, and hands it to the kernel in ``NodeInfo.attrs``.
     """
 
-    input_names: Sequence[str]
-    output_names: Sequence[str]
-    outer_names: Sequence[str]
+    @property
+    def input_names(self) -> Sequence[str]:
+        """Names of the subgraph's inputs, in the order :meth:`run` takes them."""
+        ...
+
+    @property
+    def output_names(self) -> Sequence[str]:
+        """Names of the subgraph's outputs, in the order :meth:`run` returns them."""
+        ...
+
+    @property
+    def outer_names(self) -> Sequence[str]:
+        """Names of the outer-scope values the subgraph reads, in the order
+        :meth:`run` takes them."""
+        ...
 
     def run(self, ctx: RunContext, inputs: Sequence[Any], outer: Sequence[Any]) -> list[Any]:
         """Run the subgraph.
@@ -118,7 +189,11 @@ class NodeInfo:
         output_types / output_shapes: the same for outputs.
         implicit_inputs: names of outer-scope values the node's subgraphs
             read. Their values are passed after the explicit inputs.
-        provider: the provider instance that will run this kernel.
+        provider: the provider instance that will run this kernel (``None``
+            when a kernel is built outside a session).
+
+    :func:`ep_sdk.make_node_info` builds one from a node the way the core
+    does.
     """
 
     __slots__ = (
@@ -147,7 +222,7 @@ class NodeInfo:
         output_types: Sequence[ir.DataType | None],
         output_shapes: Sequence[tuple[int | None, ...] | None],
         implicit_inputs: Sequence[str] = (),
-        provider: ExecutionProvider | None = None,
+        provider: ProviderView | None = None,
     ) -> None:
         self.node = node
         self.op_type = node.op_type
@@ -198,8 +273,6 @@ class NodeInfo:
             shape: the run-time shape.
             dtype: numpy dtype to use instead.
         """
-        from .device import HostAllocator
-
         allocator = self.provider.allocator() if self.provider is not None else HostAllocator()
         return allocator.allocate(shape, dtype if dtype is not None else self.output_dtype(index))
 

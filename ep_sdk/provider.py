@@ -1,4 +1,8 @@
-"""The execution-provider base class and the capability types it answers with.
+"""The execution-provider base class.
+
+(The capability types it answers with, :class:`Capability`, :class:`Claim`
+and :class:`FusedGroup`, live in ``ep_sdk.capability``; they stay importable
+from here.)
 
 A provider is a subclass of :class:`ExecutionProvider`. The core creates one
 instance per session with the user's options, asks it which nodes it takes
@@ -10,127 +14,28 @@ hands it fused groups to compile, and moves data to and from its device with
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
-import onnx_ir as ir
 
-from .device import Allocator, HostAllocator
-from .kernel import Compute
+from .capability import Capability, Claim, FusedGroup, GraphContext
+from .device import HOST_DEVICE, Allocator, Device, HostAllocator
+from .kernel import Compute, SessionConfig
 from .registry import KernelDef, KernelRegistry
-
-if TYPE_CHECKING:
-    from .capability import GraphContext
 
 __all__ = [
     "Capability",
     "Claim",
-    "Device",
+    "Device",  # re-exported from .device
     "ExecutionProvider",
     "FusedGroup",
     "ProviderOptionError",
-    "SessionConfig",
+    "SessionConfig",  # re-exported from .kernel
 ]
 
 
 class ProviderOptionError(ValueError):
     """A provider was given an option it does not know or a bad value."""
-
-
-@dataclass(frozen=True)
-class Device:
-    """Where a provider keeps its tensors.
-
-    Attributes:
-        type: ``"cpu"``, ``"cuda"``, or any name a provider chooses.
-        id: device ordinal.
-    """
-
-    type: str = "cpu"
-    id: int = 0
-
-    @property
-    def is_host(self) -> bool:
-        """True for host (CPU) memory, which numpy can read directly."""
-        return self.type == "cpu"
-
-    def __str__(self) -> str:
-        return f"{self.type}:{self.id}"
-
-
-HOST_DEVICE = Device("cpu", 0)
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A provider's claim on graph nodes.
-
-    A claim of one node with ``fused=False`` means "run it with the kernel my
-    registry has". A claim with ``fused=True`` asks the core to hand the nodes
-    to :meth:`ExecutionProvider.compile` as one group.
-    """
-
-    nodes: tuple[ir.Node, ...]
-    fused: bool = False
-    name: str = ""
-
-    @classmethod
-    def node(cls, node: ir.Node) -> Claim:
-        """Claim a single node for the provider's kernel."""
-        return cls((node,))
-
-    @classmethod
-    def group(cls, nodes: Sequence[ir.Node], name: str = "") -> Claim:
-        """Claim ``nodes`` as one group to fuse and compile."""
-        return cls(tuple(nodes), fused=True, name=name)
-
-
-@dataclass
-class Capability:
-    """A provider's answer to ``get_capability``.
-
-    Attributes:
-        claims: what it takes.
-        declined: for nodes it does not take, the reason (shown to users in
-            ``session.get_partition()`` and in "no provider" errors).
-    """
-
-    claims: list[Claim] = field(default_factory=list)
-    declined: dict[ir.Node, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class FusedGroup:
-    """A group of nodes a provider claimed for compilation.
-
-    Attributes:
-        name: unique name of the fused node.
-        nodes: the nodes, in topological order.
-        inputs: values the group reads from outside (graph inputs,
-            initializers or other nodes' outputs), in call order.
-        outputs: values the group produces that are read outside it, in
-            the order the compiled function must return them.
-        model: the group as a standalone ONNX model (``onnx.ModelProto``)
-            with those inputs and outputs, for providers that hand the group
-            to another runtime.
-        opsets: the model's opset imports.
-    """
-
-    name: str
-    nodes: tuple[ir.Node, ...]
-    inputs: tuple[ir.Value, ...]
-    outputs: tuple[ir.Value, ...]
-    model: Any
-    opsets: Mapping[str, int]
-
-
-@dataclass(frozen=True)
-class SessionConfig:
-    """The parts of the session's options a provider may read."""
-
-    intra_op_num_threads: int = 0
-    config_entries: Mapping[str, str] = field(default_factory=dict)
 
 
 class ExecutionProvider:
@@ -146,6 +51,7 @@ class ExecutionProvider:
       an option not listed is refused with :class:`ProviderOptionError`.
     * ``priority``: default order when the user lists no providers (higher
       first); the CPU provider uses 0 and is always tried last.
+    * ``compile_receives_constants``: see below (default ``False``).
 
     Required: a kernel registry (:meth:`kernel_registry`) or a
     :meth:`get_capability` that returns fused claims plus :meth:`compile`.
@@ -159,6 +65,12 @@ class ExecutionProvider:
     device: Device = HOST_DEVICE
     default_options: ClassVar[Mapping[str, str]] = {}
     priority: ClassVar[int] = 100
+    compile_receives_constants: ClassVar[bool] = False
+    """``False`` (the default): a fused group's constants (initializers no
+    feed may replace) are initializers of :attr:`FusedGroup.model`, and the
+    compiled function receives only the other inputs, so the engine can fold
+    and prepack weights. ``True``: they stay inputs of the model and of the
+    compiled function, passed on every run."""
 
     def __init__(
         self,
@@ -240,7 +152,10 @@ class ExecutionProvider:
         """Compile a fused group into a compute function.
 
         The function takes ``group.inputs`` in order and returns values for
-        ``group.outputs`` in order.
+        ``group.outputs`` in order. The group's constants are in
+        ``group.model`` (and ``group.constants``), not among the inputs,
+        unless :attr:`compile_receives_constants` is set. What the claim
+        carried in :attr:`Claim.payload` is ``group.payload``.
         """
         raise NotImplementedError(
             f"{self.name} claimed a fused group but does not implement compile()"
@@ -252,16 +167,36 @@ class ExecutionProvider:
         """Return ``compiled`` (what :meth:`compile` made of ``group``) as bytes
         for ortcore's on-disk cache, or ``None`` to not cache it (the default).
 
-        The core keys each entry by the group's model bytes, this provider's
-        name, version and options, and its device; an entry whose key differs
-        in any part is never handed back to :meth:`load_compiled`.
+        The core keys each entry by the group's structure (its model without
+        the constants' bytes), a hash of every constant's bytes, this
+        provider's name, version, options and device, what
+        :meth:`compile_cache_key_parts` adds, and ortcore's version; an entry
+        whose key differs in any part is never handed back to
+        :meth:`load_compiled`. If this method raises, the core logs a warning
+        and keeps the compiled group uncached.
         """
         return None
 
     def load_compiled(self, group: FusedGroup, data: bytes) -> Compute:
         """Rebuild the compute function of ``group`` from bytes that
-        :meth:`serialize_compiled` returned, instead of compiling again."""
+        :meth:`serialize_compiled` returned, instead of compiling again.
+
+        If it raises (a stale or corrupt entry, an engine that refuses an
+        artifact made elsewhere), the core logs a warning, calls
+        :meth:`compile` instead and replaces the entry: a bad cache entry
+        costs time, never the session.
+        """
         raise NotImplementedError(f"{self.name} does not implement load_compiled()")
+
+    def compile_cache_key_parts(self, group: FusedGroup) -> Mapping[str, str]:
+        """What else a compiled artifact of ``group`` depends on, for the
+        cache key: typically the engine's version and the target it compiled
+        for (a CPU model and its instruction sets, a GPU's compute
+        capability). Default: nothing more. Called only when the session
+        caches compiled groups; keep it cheap. If it raises, the core logs a
+        warning and compiles the group without the cache.
+        """
+        return {}
 
     # -- data movement ---------------------------------------------------
 

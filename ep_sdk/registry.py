@@ -29,16 +29,22 @@ import onnx_ir as ir
 from .dtypes import type_string
 from .kernel import Compute, NodeInfo
 
-__all__ = ["KernelBuilder", "KernelDef", "KernelMiss", "KernelRegistry", "MemoryType"]
+__all__ = [
+    "KernelBuilder",
+    "KernelDef",
+    "KernelMiss",
+    "KernelRegistry",
+    "MemoryType",
+    "attribute_defaults",
+    "reset_schema_cache",
+]
 
 KernelBuilder = Callable[[NodeInfo], Compute]
 """Builds the compute function for one node."""
 
-# Where a kernel wants an input, or puts an output: on the provider's device
-# (the default) or in host (CPU) memory, as onnxruntime's OrtMemTypeCPUInput.
+# Where a kernel wants an input, or puts an output: "device", the provider's
+# device (the default), or "host", CPU memory, as onnxruntime's OrtMemTypeCPUInput.
 MemoryType = str
-DEVICE: MemoryType = "device"
-HOST: MemoryType = "host"
 
 
 @dataclass(frozen=True)
@@ -285,17 +291,25 @@ def _types_overlap(a: KernelDef, b: KernelDef) -> bool:
     return True
 
 
-def registry_from(defs: Iterable[KernelDef]) -> KernelRegistry:
-    """Build a registry from kernel definitions (e.g. collected from modules)."""
-    reg = KernelRegistry()
-    for d in defs:
-        reg.register(d)
-    return reg
-
-
 def attribute_defaults(op_type: str, domain: str, opset: int) -> dict[str, Any]:
     """Return the schema's default attribute values for an op (empty if no schema)."""
     return dict(_attribute_defaults(op_type, domain, opset))
+
+
+def reset_schema_cache() -> None:
+    """Forget what ep_sdk has read from onnx's operator schemas.
+
+    Why it exists: :meth:`KernelRegistry.lookup` and :func:`attribute_defaults`
+    read onnx's schema table once per ``(op_type, domain, opset)`` and keep the
+    answer, "no such schema" included. onnx's table can change while a process
+    runs (``onnx.defs.register_schema`` / ``deregister_schema``: ortcore's fused
+    operators, a session's custom operators), and the kept answers would then
+    be stale: a new op's attribute defaults missing, its type parameters
+    unknown to lookup. Whoever changes onnx's table calls this afterwards.
+    It is cheap; later lookups read the schemas again.
+    """
+    _attribute_defaults.cache_clear()
+    _formal_type_params.cache_clear()
 
 
 @functools.lru_cache(maxsize=4096)

@@ -11,10 +11,25 @@ that path if it names a file, e.g. ``model_ctx.onnx``), else
 ``$ORTCORE_CACHE_DIR`` or ``~/.cache/ortcore/compiled``.
 
 Entries live in ``<dir>/<provider name>/<key>.bin`` with a ``<key>.json``
-beside it. The key is a SHA-256 of the group's model bytes, the provider's
-name, version and options, and its device, so an entry made under any other
-value of these is never reused. ``ortcore cache list`` and
-``ortcore cache purge [--provider NAME]`` show and clear the folder.
+beside it. The key is a SHA-256 of everything that changes what a compiled
+artifact means, so an entry made under any other value of these is never
+reused (a wrong hit is a wrong answer; a miss only costs time):
+
+* the group's structure: its model with each initializer reduced to name,
+  type and shape (nodes, attributes, inputs, outputs, opsets);
+* the bytes of every constant the group reads (``FusedGroup.constants``, and
+  any other initializer of the model), hashed tensor by tensor in slices, so
+  that memory-mapped external data is streamed, never gathered in memory;
+* the provider's name, version, options and device
+  (:meth:`CompiledCache.key_parts`), what its
+  ``compile_cache_key_parts(group)`` adds (an engine's version and target),
+  and ortcore's version.
+
+A provider's ``load_compiled`` that raises costs a compile, never the
+session: :func:`compile_with_cache` logs a warning, compiles the group and
+replaces the entry. A failure to write an entry is logged the same way.
+``ortcore cache list`` and ``ortcore cache purge [--provider NAME]`` show and
+clear the folder.
 
 The folder may hold other things (a user's files, a symlink someone put
 there): :meth:`CompiledCache.scan` and :meth:`CompiledCache.purge` touch only
@@ -46,6 +61,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import onnx
 
 from ep_sdk import ExecutionProvider, FusedGroup
 
@@ -112,11 +130,76 @@ def is_provider_folder_name(name: str) -> bool:
     return _PROVIDER_RE.fullmatch(name) is not None
 
 
-def _model_bytes(group: FusedGroup) -> bytes:
+_HASH_SLICE = 1 << 24  # bytes hashed at a time: memory-mapped data is read page by page
+
+
+def _hash_array(h: Any, array: np.ndarray) -> None:
+    """Feed an array's dtype, shape and bytes to ``h`` without copying a contiguous one."""
+    h.update(f"{array.dtype.str}{array.dtype.name}{array.shape}".encode())
+    if array.dtype.hasobject:  # strings: hash each element's bytes
+        for item in array.reshape(-1):
+            b = item if isinstance(item, bytes) else str(item).encode()
+            h.update(len(b).to_bytes(8, "little"))
+            h.update(b)
+        return
+    flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    for start in range(0, flat.size, _HASH_SLICE):
+        h.update(flat[start : start + _HASH_SLICE])  # a view: no copy
+
+
+def _structure(model: Any, skip: set[str]) -> bytes:
+    """``model`` serialized with the content of the initializers in ``skip`` left out."""
+    graph = onnx.GraphProto()
+    for fd, val in model.graph.ListFields():
+        if fd.name == "initializer":
+            for t in val:
+                if t.name in skip:  # its content is hashed from its value
+                    graph.initializer.add(name=t.name, dims=t.dims, data_type=t.data_type)
+                else:
+                    graph.initializer.add().CopyFrom(t)
+        else:
+            _copy_field(graph, fd, val)
+    shell = onnx.ModelProto()
+    for fd, val in model.ListFields():
+        if fd.name == "graph":
+            shell.graph.CopyFrom(graph)
+        else:
+            _copy_field(shell, fd, val)
+    return bytes(shell.SerializeToString(deterministic=True))
+
+
+def _copy_field(target: Any, fd: Any, val: Any) -> None:
+    if hasattr(val, "extend"):  # a repeated field
+        getattr(target, fd.name).extend(val)
+    elif fd.message_type is not None:
+        getattr(target, fd.name).CopyFrom(val)
+    else:
+        setattr(target, fd.name, val)
+
+
+def content_digest(group: FusedGroup) -> str:
+    """SHA-256 of the group's structure and of every constant's bytes.
+
+    Constants are hashed from their values (``group.constants``), a slice at
+    a time; the model's serialization covers the structure only, so the
+    weights are never serialized or concatenated for hashing. An initializer
+    of the model that is not among ``group.constants`` is hashed with the
+    structure.
+    """
+    h = hashlib.sha256()
     model = group.model
-    if isinstance(model, bytes):
-        return model
-    return bytes(model.SerializeToString(deterministic=True))
+    consts = [v for v in group.constants if v.const_value is not None]
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        h.update(b"model bytes\0")
+        h.update(model)
+    else:
+        h.update(b"model\0")
+        h.update(_structure(model, {v.name or "" for v in consts}))
+    for v in consts:
+        h.update(b"\0constant\0" + (v.name or "").encode() + b"\0")
+        assert v.const_value is not None
+        _hash_array(h, v.const_value.numpy())
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -290,29 +373,57 @@ class CompiledCache:
 
     @staticmethod
     def key_parts(provider: ExecutionProvider, group: FusedGroup) -> dict[str, Any]:
-        """Everything an entry depends on (besides the group's model bytes)."""
+        """Everything an entry depends on besides the group's content
+        (:func:`content_digest`): the provider's name, version, options and
+        device, what its ``compile_cache_key_parts(group)`` adds, and
+        ortcore's version. Stored in the entry's metadata too."""
+        import ortcore
+
+        extra = provider.compile_cache_key_parts(group)
         return {
             "provider": provider.name,
             "version": str(provider.version),
             "options": dict(sorted(provider.options.items())),
             "device": str(provider.device),
+            "provider_parts": {str(k): str(v) for k, v in sorted(extra.items())},
+            "ortcore": ortcore.__version__,
         }
 
-    def key(self, provider: ExecutionProvider, group: FusedGroup) -> str:
-        """The entry's key: SHA-256 of the model bytes and :meth:`key_parts`."""
-        h = hashlib.sha256(_model_bytes(group))
-        h.update(json.dumps(self.key_parts(provider, group), sort_keys=True).encode())
+    def key(
+        self,
+        provider: ExecutionProvider,
+        group: FusedGroup,
+        parts: Mapping[str, Any] | None = None,
+    ) -> str:
+        """The entry's key: SHA-256 of :func:`content_digest` and :meth:`key_parts`
+        (``parts``, when the caller has them already)."""
+        h = hashlib.sha256(content_digest(group).encode())
+        parts = self.key_parts(provider, group) if parts is None else parts
+        h.update(json.dumps(parts, sort_keys=True).encode())
         return h.hexdigest()
 
     def _paths(self, provider_name: str, key: str) -> tuple[Path, Path]:
         folder = self.directory / provider_name
         return folder / f"{key}.bin", folder / f"{key}.json"
 
-    def load(self, provider: ExecutionProvider, group: FusedGroup) -> bytes | None:
-        """The stored bytes for ``group`` under ``provider``, or ``None`` on a miss."""
+    def load(
+        self,
+        provider: ExecutionProvider,
+        group: FusedGroup,
+        *,
+        key: str | None = None,
+        parts: Mapping[str, Any] | None = None,
+    ) -> bytes | None:
+        """The stored bytes for ``group`` under ``provider``, or ``None`` on a miss.
+
+        ``key`` and ``parts`` (:meth:`key` and :meth:`key_parts`), when the
+        caller has them, save hashing the group's constants again.
+        """
         if not is_provider_folder_name(provider.name):
             return None
-        data_path, meta_path = self._paths(provider.name, self.key(provider, group))
+        parts = self.key_parts(provider, group) if parts is None else parts
+        key = self.key(provider, group, parts) if key is None else key
+        data_path, meta_path = self._paths(provider.name, key)
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             data = data_path.read_bytes()
@@ -321,17 +432,24 @@ class CompiledCache:
         # belt and braces: the key already covers these
         if not isinstance(meta, dict) or meta.get("size") != len(data):
             return None
-        if {k: meta.get(k) for k in ("provider", "version", "options", "device")} != (
-            self.key_parts(provider, group)
-        ):
+        if {k: meta.get(k) for k in parts} != dict(parts) or meta.get("key") != key:
             return None
         return data
 
-    def store(self, provider: ExecutionProvider, group: FusedGroup, data: bytes) -> None:
+    def store(
+        self,
+        provider: ExecutionProvider,
+        group: FusedGroup,
+        data: bytes,
+        *,
+        key: str | None = None,
+        parts: Mapping[str, Any] | None = None,
+    ) -> None:
         """Write an entry (atomically: a reader never sees half of one).
 
         A provider whose name cannot be a folder name of the cache (see the
         module docstring) is not cached: a warning is logged and nothing written.
+        ``key`` and ``parts`` as for :meth:`load`.
         """
         if not is_provider_folder_name(provider.name):
             log.warning(
@@ -342,11 +460,12 @@ class CompiledCache:
                 provider.name,
             )
             return
-        key = self.key(provider, group)
+        parts = self.key_parts(provider, group) if parts is None else parts
+        key = self.key(provider, group, parts) if key is None else key
         data_path, meta_path = self._paths(provider.name, key)
         data_path.parent.mkdir(parents=True, exist_ok=True)
         meta = {
-            **self.key_parts(provider, group),
+            **parts,
             "group": group.name,
             "nodes": len(group.nodes),
             "size": len(data),
@@ -574,15 +693,48 @@ class CompiledCache:
 def compile_with_cache(
     cache: CompiledCache | None, provider: ExecutionProvider, group: FusedGroup
 ) -> Any:
-    """``provider.compile(group)``, through ``cache`` when the provider supports it."""
+    """``provider.compile(group)``, through ``cache`` when the provider supports it.
+
+    The cache never fails a session: when the key cannot be computed (the
+    provider's ``compile_cache_key_parts`` raised), when ``load_compiled``
+    raises on a stored entry, or when ``serialize_compiled`` or writing the
+    entry fails, a warning is logged and the group is compiled (and, after a
+    failed load, the entry replaced). Errors of ``compile`` itself propagate.
+    """
     supports = type(provider).serialize_compiled is not ExecutionProvider.serialize_compiled
     if cache is None or not supports:
         return provider.compile(group)
-    data = cache.load(provider, group)
+    try:
+        parts = cache.key_parts(provider, group)
+        key = cache.key(provider, group, parts)
+    except Exception:
+        log.warning(
+            "not caching %s's compiled group %s: its cache key could not be computed",
+            provider.name,
+            group.name,
+            exc_info=True,
+        )
+        return provider.compile(group)
+    data = cache.load(provider, group, key=key, parts=parts)
     if data is not None:
-        return provider.load_compiled(group, data)
+        try:
+            return provider.load_compiled(group, data)
+        except Exception:
+            log.warning(
+                "%s could not load its cached compiled group %s (entry %s); compiling it "
+                "again and replacing the entry",
+                provider.name,
+                group.name,
+                key,
+                exc_info=True,
+            )
     fn = provider.compile(group)
-    blob = provider.serialize_compiled(group, fn)
-    if blob is not None:
-        cache.store(provider, group, bytes(blob))
+    try:
+        blob = provider.serialize_compiled(group, fn)
+        if blob is not None:
+            cache.store(provider, group, bytes(blob), key=key, parts=parts)
+    except Exception:
+        log.warning(
+            "%s's compiled group %s was not cached", provider.name, group.name, exc_info=True
+        )
     return fn

@@ -46,8 +46,7 @@ import onnx
 import onnx.defs
 import onnx_ir as ir
 
-from ep_sdk import ExecutionProvider, KernelBuilder, KernelDef, type_string
-from ep_sdk import registry as _registry
+from ep_sdk import ExecutionProvider, KernelBuilder, KernelDef, reset_schema_cache, type_string
 
 from .errors import InvalidArgument
 
@@ -463,8 +462,7 @@ def register_schemas(ops: Iterable[CustomOp]) -> None:
             changed = True
         if changed:
             # Lookups cached while the op was unknown (or had other defaults).
-            _registry._attribute_defaults.cache_clear()
-            _registry._formal_type_params.cache_clear()
+            reset_schema_cache()
 
 
 def _has_exact_schema(op: CustomOp) -> bool:

@@ -8,23 +8,35 @@ announced by an entry point in group ``ortcore.providers``::
     [project.entry-points."ortcore.providers"]
     myep = "my_package.plugin"
 
-Entry points are loaded once per process, in sorted order of their names, the
-first time ortcore needs a provider. ``ORTCORE_DISABLE_PLUGIN_AUTOLOAD=1`` turns
-that off; plugins can then be added with ``ortcore.register_plugin(module)``.
-A plugin that fails to import, or whose hooks do not match these
-specifications, is listed by ``ortcore providers`` as unavailable with the
-error, and never prevents other plugins from loading.
+Each entry point is imported at most once per process, when ortcore first
+needs it (a session imports only the entry points of the providers it names;
+listing providers imports them all); how plugins are found and ordered, and
+which plugin owns a provider name offered twice, is described in the
+:mod:`ortcore.plugins` module docstring. ``ORTCORE_DISABLE_PLUGIN_AUTOLOAD=1``
+turns entry-point loading off; plugins can then be added with
+``ortcore.register_plugin(module)``. A plugin that fails to import, or whose
+hooks do not match these specifications, is listed by ``ortcore providers``
+as unavailable with the error, and never prevents other plugins from loading.
+
+Each hook below is a specification only: its signature and its docstring,
+which this reference is generated from.
 """
+
+# A specification's body is its docstring alone: there is nothing to return.
+# mypy: disable-error-code="empty-body"
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pluggy
 
-from ep_sdk import ExecutionProvider
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-from .custom_ops import CustomOp
+    from ep_sdk import ExecutionProvider
+
+    from .custom_ops import CustomOp
 
 hookspec = pluggy.HookspecMarker("ortcore")
 
@@ -37,10 +49,12 @@ hookspec = pluggy.HookspecMarker("ortcore")
 def ortcore_providers() -> Sequence[type[ExecutionProvider]]:
     """Return the execution-provider classes this plugin offers.
 
-    Called once, when plugins are loaded. Every implementation is called and
-    all the classes returned are collected; a provider name already offered
-    by an earlier plugin (in entry-point order) is refused and listed as
-    unavailable.
+    Called once per plugin, when the plugin is loaded; all the classes
+    returned are collected. When several plugins offer the same provider
+    name, one of them owns it and the others are listed as unavailable, with
+    a reason naming the owner. Which one owns it does not depend on the order
+    plugins happen to load in: the rule is in the :mod:`ortcore.plugins`
+    module docstring ("A provider name has one owner").
 
     Returning a class must be cheap: do not import device libraries or create
     device contexts here. Whether the provider can run on this machine is asked
@@ -51,7 +65,6 @@ def ortcore_providers() -> Sequence[type[ExecutionProvider]]:
     Returns:
         a sequence of ``ep_sdk.ExecutionProvider`` subclasses (may be empty).
     """
-    raise NotImplementedError  # pragma: no cover - specification only
 
 
 # ---------------------------------------------------------------------------
@@ -63,13 +76,13 @@ def ortcore_providers() -> Sequence[type[ExecutionProvider]]:
 def ortcore_custom_ops() -> Sequence[CustomOp]:
     """Return custom operators every session of this process knows.
 
-    Called once, when plugins are loaded. Every implementation is called and
-    all the operators returned are collected. Each session registers their
-    schemas with onnx (so ``onnx.checker`` and shape inference accept models
-    that use them) and gives their kernels to the session's provider
-    instances, as ``SessionOptions.register_custom_ops`` does; an operator a
-    session registers itself replaces a plugin's one of the same
-    ``domain::name`` and ``since``.
+    Called once per plugin, when the plugin is loaded; all the operators
+    returned are collected. Each session registers their schemas with onnx
+    (so ``onnx.checker`` and shape inference accept models that use them)
+    and gives their kernels to the session's provider instances, as
+    ``SessionOptions.register_custom_ops`` does; an operator a session
+    registers itself replaces a plugin's one of the same ``domain::name``
+    and ``since``.
 
     A plugin may implement this hook alone (an operator library with kernels
     for existing providers) or next to ``ortcore_providers`` (a provider with
@@ -78,4 +91,3 @@ def ortcore_custom_ops() -> Sequence[CustomOp]:
     Returns:
         a sequence of ``ortcore.CustomOp`` (may be empty).
     """
-    raise NotImplementedError  # pragma: no cover - specification only

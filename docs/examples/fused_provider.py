@@ -63,6 +63,10 @@ class FusingExecutionProvider(ep_sdk.ExecutionProvider):
     def compile(self, group: ep_sdk.FusedGroup) -> ep_sdk.Compute:
         names = {v: f"v{i}" for i, v in enumerate(group.inputs)}
         lines = [f"def fused({', '.join(names.values())}):"]
+        namespace: dict[str, Any] = {"np": np}
+        for i, c in enumerate(group.constants):  # weights: baked in, not arguments
+            names[c] = f"c{i}"
+            namespace[f"c{i}"] = c.const_value.numpy()
         for node in group.nodes:  # topological order
             args = [names[v] for v in node.inputs]
             out = names[node.outputs[0]] = f"v{len(names)}"
@@ -70,7 +74,6 @@ class FusingExecutionProvider(ep_sdk.ExecutionProvider):
         results = ", ".join(f"{names[v]}.astype(np.float32, copy=False)" for v in group.outputs)
         lines.append(f"    return ({results},)")
         source = "\n".join(lines)
-        namespace: dict[str, Any] = {"np": np}
         exec(compile(source, f"<{group.name}>", "exec"), namespace)
         fused = namespace["fused"]
         fused.source = source  # kept for the curious

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from harness import check_node
+from ep_sdk.testing import KernelKit
+
+from ortcore_cpu.provider import CPUExecutionProvider
+
+kit = KernelKit(CPUExecutionProvider, opset=17, threads=2)
+check_node, run_node = kit.check_node, kit.run_node
 
 RNG = np.random.default_rng(1)
 
@@ -77,8 +82,6 @@ def test_conv_kernel_shape_attribute() -> None:
 
 
 def test_conv_threads_agree() -> None:
-    from harness import run_node
-
     x, w = rand(1, 16, 40, 40), rand(32, 16, 3, 3)
     one = run_node("Conv", [x, w], {"pads": [1, 1, 1, 1]}, opset=11, threads=1)[0]
     two = run_node("Conv", [x, w], {"pads": [1, 1, 1, 1]}, opset=11, threads=2)[0]

@@ -10,7 +10,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from harness import build_node, reference_node
+from ep_sdk.testing import KernelKit
+
+from ortcore_cpu.provider import CPUExecutionProvider
+
+kit = KernelKit(CPUExecutionProvider, opset=17, threads=2)
+build_node, reference_node = kit.build_node, kit.reference_node
 
 RNG = np.random.default_rng(7)
 FLOAT_TYPES = [np.float32, np.float64]
@@ -37,9 +42,9 @@ def _check(op: str, inputs: list[np.ndarray], attrs: dict[str, Any] | None = Non
     """Run with 1 and 4 threads, on contiguous and strided inputs, and compare
     values, shapes and dtypes with onnx.reference (or ``want``)."""
     if want is None:
-        want = reference_node(op, inputs, attrs, opset=opset, n_outputs=n_outputs)
+        want = reference_node(op, inputs, attrs, opset=opset, num_outputs=n_outputs)
     for threads in (1, 4):
-        compute = build_node(op, inputs, attrs, opset=opset, n_outputs=n_outputs, threads=threads)
+        compute = build_node(op, inputs, attrs, opset=opset, num_outputs=n_outputs, threads=threads)
         variants = [inputs, [(_strided(x) if i in strided else x) for i, x in enumerate(inputs)]]
         for feed in variants:
             before = [x.copy() for x in feed]
@@ -97,8 +102,13 @@ def test_layer_norm(dtype: Any, shape: tuple[int, ...], axis: int, pshape: tuple
     ins = [_rand(shape, dtype), _rand(pshape, dtype)]
     if bias:
         ins.append(_rand(pshape, dtype))
-    _check("LayerNormalization", ins, {"axis": axis, "epsilon": 1e-3}, n_outputs=3,
-           rtol=1e-4, atol=1e-5, opset=17)  # fmt: skip
+    attrs = {"axis": axis, "epsilon": 1e-3}
+    y, mean, inv_std = reference_node("LayerNormalization", ins, attrs, opset=17, num_outputs=3)
+    # Mean and InvStdDev are float32 (stash_type=1), as shape inference and
+    # onnxruntime type them; onnx.reference gives them the input's type.
+    want = [y, np.asarray(mean, np.float32), np.asarray(inv_std, np.float32)]
+    _check("LayerNormalization", ins, attrs, n_outputs=3, rtol=1e-4, atol=1e-5, opset=17,
+           want=want)  # fmt: skip
 
 
 @pytest.mark.parametrize("dtype", FLOAT_TYPES)

@@ -6,7 +6,12 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from harness import check_node, reference_node, run_node
+from ep_sdk.testing import KernelKit
+
+from ortcore_cpu.provider import CPUExecutionProvider
+
+kit = KernelKit(CPUExecutionProvider, opset=17, threads=2)
+check_node, reference_node, run_node = kit.check_node, kit.reference_node, kit.run_node
 
 RNG = np.random.default_rng(11)
 I64 = np.int64
@@ -100,14 +105,14 @@ def test_unique(axis: int | None, sorted_: int) -> None:
     x = np.array([[2, 1, 2, 1], [0, 3, 0, 3], [2, 1, 2, 1]], np.float32)
     attrs = {"sorted": sorted_} if axis is None else {"sorted": sorted_, "axis": axis}
     if sorted_:
-        check_node("Unique", [x], attrs, opset=11, n_outputs=4)
+        check_node("Unique", [x], attrs, opset=11, num_outputs=4)
     else:  # onnx.reference mishandles unsorted order
-        check_node("Unique", [x], attrs, opset=11, n_outputs=4, oracle="onnxruntime")
+        check_node("Unique", [x], attrs, opset=11, num_outputs=4, oracle="onnxruntime")
 
 
 def test_unique_unsorted_first_occurrence() -> None:
     x = np.array([2.0, 1.0, 1.0, 3.0, 4.0, 3.0], np.float32)
-    y, idx, inv, cnt = run_node("Unique", [x], {"sorted": 0}, opset=11, n_outputs=4)
+    y, idx, inv, cnt = run_node("Unique", [x], {"sorted": 0}, opset=11, num_outputs=4)
     np.testing.assert_array_equal(y, [2, 1, 3, 4])
     np.testing.assert_array_equal(idx, [0, 1, 3, 4])
     np.testing.assert_array_equal(inv, [0, 1, 1, 2, 3, 2])
@@ -220,7 +225,7 @@ def test_dropout_training_seeded(with_mask: bool) -> None:
     x = rand(3, 4, 5)
     ratio, seed = np.array(0.3, np.float32), 7
     outs = run_node("Dropout", [x, ratio, np.array(True)], {"seed": seed}, opset=13,
-                    n_outputs=2 if with_mask else 1)  # fmt: skip
+                    num_outputs=2 if with_mask else 1)  # fmt: skip
     mask = np.random.RandomState(seed).uniform(0, 1, x.shape) >= 0.3
     np.testing.assert_allclose(outs[0], x * mask / np.float32(0.7), rtol=1e-6)
     assert outs[0].dtype == np.float32
@@ -235,9 +240,9 @@ def test_old_opsets() -> None:
     x = rand(2, 3, 4)
     check_node("Reshape", [x], {"shape": [4, 0, -1]}, opset=1, expected=[x.reshape(4, 3, -1)])
     check_node("Concat", [x, x], opset=1, expected=[np.concatenate([x, x], axis=1)])
-    check_node("Split", [x], {"axis": 2, "split": [1, 3]}, opset=1, n_outputs=2,
+    check_node("Split", [x], {"axis": 2, "split": [1, 3]}, opset=1, num_outputs=2,
                expected=[x[:, :, :1], x[:, :, 1:]])  # fmt: skip
-    check_node("Split", [x, np.array([3, 1], I64)], {"axis": 2}, opset=1, n_outputs=2,
+    check_node("Split", [x, np.array([3, 1], I64)], {"axis": 2}, opset=1, num_outputs=2,
                expected=[x[:, :, :3], x[:, :, 3:]])  # fmt: skip
     padded = np.pad(x, [(0, 0), (1, 2), (0, 1)], constant_values=1.5)
     check_node("Pad", [x], {"paddings": [0, 1, 0, 0, 2, 1], "value": 1.5}, opset=1,

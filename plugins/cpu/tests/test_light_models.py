@@ -2,7 +2,7 @@
 
 ``test_light_model_session`` runs through ``ortcore.InferenceSession`` (skipped
 until the core provides it); ``test_light_model_kernels`` runs the same models
-node by node with the harness, so the kernels are checked either way.
+node by node with ``ep_sdk.testing.KernelKit``, so the kernels are checked either way.
 """
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from harness import GraphRunner
+from ep_sdk.testing import KernelKit
+
+from ortcore_cpu.provider import CPUExecutionProvider
+
+kit = KernelKit(CPUExecutionProvider, opset=17, threads=2)
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 MODELS = sorted(p.stem.removeprefix("light_") for p in LIGHT.glob("light_*.onnx"))
@@ -37,7 +41,7 @@ def test_all_light_models_found() -> None:
 @pytest.mark.parametrize("name", MODELS)
 def test_light_model_kernels(name: str) -> None:
     model, input_name, x, want = _case(name)
-    (got,) = GraphRunner(model).run({input_name: x})
+    (got,) = kit.run_model(model, {input_name: x})
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-5)
 

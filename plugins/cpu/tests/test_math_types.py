@@ -6,11 +6,15 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from harness import check_node, reference_node, run_node
+from ep_sdk.testing import KernelKit
 from onnx import TensorProto
 from onnx_ir import DataType
 
 from ortcore_cpu.kernels.casting import cast_array
+from ortcore_cpu.provider import CPUExecutionProvider
+
+kit = KernelKit(CPUExecutionProvider, opset=17, threads=2)
+check_node, reference_node, run_node = kit.check_node, kit.reference_node, kit.run_node
 
 RNG = np.random.default_rng(1)
 SPECIAL = np.array([0.48, -0.25, 1e6, -1e6, 1e-7, np.nan, np.inf, -np.inf, 0.0, 3.5], np.float32)

@@ -11,8 +11,12 @@ import onnx
 import onnx_ir as ir
 import ortcore
 import pytest
-from harness import build_kernel
+from ep_sdk.testing import KernelKit
 from onnx import TensorProto, helper
+
+from ortcore_cpu.provider import CPUExecutionProvider
+
+kit = KernelKit(CPUExecutionProvider, opset=17, threads=2)
 
 RNG = np.random.default_rng(5)
 ML = "ai.onnx.ml"
@@ -352,7 +356,7 @@ def _kernel(op: str, attrs: dict[str, Any], out_type: ir.DataType | None = None)
         ir.convenience.convert_attribute(k, v) for k, v in attrs.items()])  # fmt: skip
     if out_type is not None:
         node.outputs[0].dtype = out_type
-    return build_kernel(node, 1)
+    return kit.build_kernel(node, {ML: 1})
 
 
 def test_zipmap_and_dict_vectorizer() -> None:

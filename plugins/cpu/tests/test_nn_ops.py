@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from harness import check_node
+from ep_sdk.testing import KernelKit
+
+from ortcore_cpu.provider import CPUExecutionProvider
+
+kit = KernelKit(CPUExecutionProvider, opset=17, threads=2)
+check_node = kit.check_node
 
 RNG = np.random.default_rng(7)
 
@@ -80,7 +85,7 @@ def test_losses(reduction: str, weighted: bool, ignore: int | None) -> None:
         attrs["ignore_index"] = ignore
     inputs = [x, t] + ([rand(4)] if weighted else [])
     check_node("NegativeLogLikelihoodLoss", inputs, attrs, opset=13, rtol=1e-5, atol=1e-5)
-    check_node("SoftmaxCrossEntropyLoss", inputs, attrs, opset=13, n_outputs=2,
+    check_node("SoftmaxCrossEntropyLoss", inputs, attrs, opset=13, num_outputs=2,
                rtol=1e-5, atol=1e-5)  # fmt: skip
 
 
@@ -121,7 +126,7 @@ def test_recurrent(op: str, case: int) -> None:
     n_out = 3 if op == "LSTM" else 2
     # onnx.reference ignores sequence_lens; onnxruntime honours them.
     oracle = "reference" if lens is None else "onnxruntime"
-    check_node(op, inputs, attrs, opset=14, n_outputs=n_out, rtol=1e-4, atol=1e-5, oracle=oracle)
+    check_node(op, inputs, attrs, opset=14, num_outputs=n_out, rtol=1e-4, atol=1e-5, oracle=oracle)
 
 
 @pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
@@ -207,7 +212,7 @@ def test_attention(case: int, three_d: bool) -> None:
     inputs: list = [q, k, v, mask]
     if past:
         inputs += [rand(b, hkv, 2, d), rand(b, hkv, 2, d)]
-    check_node("Attention", inputs, attrs, opset=23, n_outputs=4 if past else 1,
+    check_node("Attention", inputs, attrs, opset=23, num_outputs=4 if past else 1,
                rtol=1e-4, atol=1e-5)  # fmt: skip
 
 
@@ -233,7 +238,7 @@ def test_swiglu_and_causal_conv() -> None:
     check_node("SwiGLU", [rand(3, 4), rand(3, 4)], {"alpha": 1.7}, opset=28)
     x, w, st = rand(2, 3, 5), rand(3, 1, 4), rand(2, 3, 3)
     check_node("CausalConvWithState", [x, w, rand(3), st], {"activation": "silu"}, opset=27,
-               n_outputs=2, atol=1e-5)  # fmt: skip
+               num_outputs=2, atol=1e-5)  # fmt: skip
 
 
 @pytest.mark.parametrize("rule", ["linear", "gated", "delta", "gated_delta"])
@@ -244,7 +249,7 @@ def test_linear_attention(rule: str) -> None:
     inputs.append(-np.abs(rand(b, t, hkv)) if "gated" in rule else None)
     inputs.append(RNG.uniform(size=(b, t, hkv)).astype(np.float32) if "delta" in rule else None)
     attrs = {"q_num_heads": hq, "kv_num_heads": hkv, "update_rule": rule}
-    check_node("LinearAttention", inputs, attrs, opset=27, n_outputs=2, rtol=1e-4, atol=1e-5)
+    check_node("LinearAttention", inputs, attrs, opset=27, num_outputs=2, rtol=1e-4, atol=1e-5)
 
 
 def test_conv_transpose_output_shape_past_full() -> None:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from harness import check_node
+from ep_sdk.testing import KernelKit
+
+from ortcore_cpu.provider import CPUExecutionProvider
+
+kit = KernelKit(CPUExecutionProvider, opset=17, threads=2)
+check_node, run_node = kit.check_node, kit.run_node
 
 RNG = np.random.default_rng(3)
 
@@ -41,15 +46,13 @@ def test_batch_norm_spatial0_opset7() -> None:
 
 def test_batch_norm_training_opset15() -> None:
     check_node("BatchNormalization", bn_inputs((4, 3, 5, 5)), {"training_mode": 1}, opset=15,
-               n_outputs=3, rtol=1e-4, atol=1e-5)  # fmt: skip
+               num_outputs=3, rtol=1e-4, atol=1e-5)  # fmt: skip
 
 
 def test_batch_norm_training_outputs_opset9() -> None:
-    from harness import run_node
-
     inputs = bn_inputs((4, 3, 5, 5))
     y, mean, var, saved_mean, _saved_inv_std = run_node(
-        "BatchNormalization", inputs, opset=9, n_outputs=5
+        "BatchNormalization", inputs, opset=9, num_outputs=5
     )
     x = inputs[0].astype(np.float64)
     bmean, bvar = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
@@ -75,7 +78,7 @@ def test_layer_norm(axis: int, with_bias: bool, n_outputs: int) -> None:
     inputs = [x, rand(*norm_shape)]
     if with_bias:
         inputs.append(rand(*norm_shape))
-    check_node("LayerNormalization", inputs, {"axis": axis}, opset=17, n_outputs=n_outputs,
+    check_node("LayerNormalization", inputs, {"axis": axis}, opset=17, num_outputs=n_outputs,
                rtol=1e-4, atol=1e-5)  # fmt: skip
 
 
@@ -101,8 +104,6 @@ def test_softmax(op: str, opset: int, axis: int | None) -> None:
 
 
 def test_softmax_versions_differ() -> None:
-    from harness import run_node
-
     x = rand(2, 3, 4)
     old = run_node("Softmax", [x], {"axis": 1}, opset=11)[0]
     new = run_node("Softmax", [x], {"axis": 1}, opset=13)[0]

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from harness import check_node, run_node
+from ep_sdk.testing import KernelKit
+
+from ortcore_cpu.provider import CPUExecutionProvider
+
+kit = KernelKit(CPUExecutionProvider, opset=17, threads=2)
+check_node, run_node = kit.check_node, kit.run_node
 
 RNG = np.random.default_rng(2)
 
@@ -63,7 +68,7 @@ def test_max_pool_indices(storage_order: int, case: int) -> None:
     xs, attrs = POOL_CASES[case]
     attrs = {**attrs, "storage_order": storage_order}
     # onnx.reference computes wrong indices when pads are present.
-    check_node("MaxPool", [rand(*xs)], attrs, opset=12, n_outputs=2, oracle="onnxruntime")
+    check_node("MaxPool", [rand(*xs)], attrs, opset=12, num_outputs=2, oracle="onnxruntime")
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int8, np.uint8])
@@ -78,10 +83,9 @@ def test_max_pool_dtypes(dtype: type) -> None:
 def test_max_pool_indices_float64() -> None:
     attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "storage_order": 1}
     x = rand(1, 2, 9, 9, dtype=np.float64)
-    want = run_node("MaxPool", [x.astype(np.float32)], attrs, opset=12, n_outputs=2)
-    check_node(
-        "MaxPool", [x], attrs, opset=12, n_outputs=2, expected=[want[0].astype(np.float64), want[1]]
-    )
+    want = run_node("MaxPool", [x.astype(np.float32)], attrs, opset=12, num_outputs=2)
+    want = [want[0].astype(np.float64), want[1]]
+    check_node("MaxPool", [x], attrs, opset=12, num_outputs=2, expected=want)
 
 
 @pytest.mark.parametrize("opset", [1, 8, 10, 11, 22])
@@ -124,9 +128,9 @@ def test_average_pool_ceil_mode_include_pad_matches_onnxruntime() -> None:
              "ceil_mode": 1, "count_include_pad": 1}  # fmt: skip
     (got,) = run_node("AveragePool", [x], attrs, opset=19)
     ort = pytest.importorskip("onnxruntime")
-    from harness import make_node_model
+    from ep_sdk.testing import make_node_model
 
-    model = make_node_model("AveragePool", [x], attrs, 19, 1)
+    model = make_node_model("AveragePool", [x], attributes=attrs, opset=19)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(got, sess.run(None, {"x0": x})[0], rtol=1e-6)
 

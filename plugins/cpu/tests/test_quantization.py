@@ -5,7 +5,12 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from harness import check_node, reference_node, run_node
+from ep_sdk.testing import KernelKit
+
+from ortcore_cpu.provider import CPUExecutionProvider
+
+kit = KernelKit(CPUExecutionProvider, opset=17, threads=2)
+check_node, reference_node, run_node = kit.check_node, kit.reference_node, kit.run_node
 
 RNG = np.random.default_rng(7)
 
@@ -88,9 +93,9 @@ def test_dequantize_int32_and_float16_scale() -> None:
 def test_dynamic_quantize(shape: tuple[int, ...]) -> None:
     x = floats(*shape)
     if x.size:
-        check_node("DynamicQuantizeLinear", [x], n_outputs=3)
+        check_node("DynamicQuantizeLinear", [x], num_outputs=3)
     else:
-        y, scale, _zp = run_node("DynamicQuantizeLinear", [x], n_outputs=3)
+        y, scale, _zp = run_node("DynamicQuantizeLinear", [x], num_outputs=3)
         assert y.shape == shape and y.dtype == np.uint8 and scale.dtype == np.float32
 
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from harness import check_node, run_node
+from ep_sdk.testing import KernelKit
+
+from ortcore_cpu.provider import CPUExecutionProvider
+
+kit = KernelKit(CPUExecutionProvider, opset=17, threads=2)
+check_node, run_node = kit.check_node, kit.run_node
 
 RNG = np.random.default_rng(5)
 I64 = np.int64
@@ -85,7 +90,7 @@ def test_identity_and_dropout() -> None:
     x = rand(2, 3)
     check_node("Identity", [x], opset=13)
     for opset in (7, 10, 12, 13):
-        y, mask = run_node("Dropout", [x], opset=opset, n_outputs=2)
+        y, mask = run_node("Dropout", [x], opset=opset, num_outputs=2)
         np.testing.assert_array_equal(y, x)
         assert mask.dtype == (np.float32 if opset < 10 else np.bool_) and mask.all()
 
@@ -93,7 +98,7 @@ def test_identity_and_dropout() -> None:
 def test_dropout_training_mode() -> None:
     x = np.ones((100, 100), np.float32)
     args = [x, np.array(0.5, np.float32), np.array(True)]
-    y, mask = run_node("Dropout", args, {"seed": 3}, opset=13, n_outputs=2)
+    y, mask = run_node("Dropout", args, {"seed": 3}, opset=13, num_outputs=2)
     np.testing.assert_allclose(y[mask], 2.0)
     assert (y[~mask] == 0).all() and 0.4 < mask.mean() < 0.6
     (same,) = run_node("Dropout", [x, np.array(0.5, np.float32), np.array(False)], opset=13)
@@ -188,13 +193,13 @@ def test_slice(starts: list, ends: list, axes: list | None, steps: list | None) 
 @pytest.mark.parametrize("opset", [2, 11, 13, 18])
 def test_split(opset: int) -> None:
     x = rand(6, 4)
-    check_node("Split", [x], {"axis": 0}, opset=opset, n_outputs=3)
+    check_node("Split", [x], {"axis": 0}, opset=opset, num_outputs=3)
     if opset < 13:
-        check_node("Split", [x], {"axis": 0, "split": [1, 5]}, opset=opset, n_outputs=2)
+        check_node("Split", [x], {"axis": 0, "split": [1, 5]}, opset=opset, num_outputs=2)
     else:
-        check_node("Split", [x, np.array([1, 5], I64)], {"axis": 0}, opset=opset, n_outputs=2)
+        check_node("Split", [x, np.array([1, 5], I64)], {"axis": 0}, opset=opset, num_outputs=2)
     if opset >= 18:
-        check_node("Split", [rand(7, 2)], {"axis": 0, "num_outputs": 3}, opset=opset, n_outputs=3)
+        check_node("Split", [rand(7, 2)], {"axis": 0, "num_outputs": 3}, opset=opset, num_outputs=3)
 
 
 @pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
@@ -223,10 +228,10 @@ def test_pad(mode: str, opset: int) -> None:
 def test_topk(largest: int, axis: int, dtype: type) -> None:
     x = RNG.integers(0, 5, (4, 6)).astype(dtype)  # ties
     k = np.array([3], I64)
-    check_node("TopK", [x, k], {"axis": axis, "largest": largest}, opset=11, n_outputs=2)
+    check_node("TopK", [x, k], {"axis": axis, "largest": largest}, opset=11, num_outputs=2)
 
 
 def test_topk_opsets() -> None:
     x = rand(4, 6)
-    check_node("TopK", [x], {"k": 2}, opset=1, n_outputs=2)
-    check_node("TopK", [x, np.array([2], I64)], opset=10, n_outputs=2)
+    check_node("TopK", [x], {"k": 2}, opset=1, num_outputs=2)
+    check_node("TopK", [x, np.array([2], I64)], opset=10, num_outputs=2)

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from harness import check_node, run_node
+from ep_sdk.testing import KernelKit
+
+from ortcore_cpu.provider import CPUExecutionProvider
+
+kit = KernelKit(CPUExecutionProvider, opset=17, threads=2)
+check_node, run_node = kit.check_node, kit.run_node
 
 
 def strings(*values: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
@@ -43,11 +48,11 @@ def test_string_concat_broadcast() -> None:
 def test_string_split(delimiter: str | None, maxsplit: int | None) -> None:
     x = strings("a-b--c", "  d  e ", "", "f", shape=(2, 2))
     attrs = {k: v for k, v in (("delimiter", delimiter), ("maxsplit", maxsplit)) if v is not None}
-    check_node("StringSplit", [x], attrs, opset=20, n_outputs=2)
+    check_node("StringSplit", [x], attrs, opset=20, num_outputs=2)
 
 
 def test_string_split_empty() -> None:
-    y, z = run_node("StringSplit", [strings(shape=(0, 3))], opset=20, n_outputs=2)
+    y, z = run_node("StringSplit", [strings(shape=(0, 3))], opset=20, num_outputs=2)
     assert y.shape == (0, 3, 0) and z.shape == (0, 3) and z.dtype == np.int64
 
 

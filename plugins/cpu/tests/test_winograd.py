@@ -9,13 +9,17 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from harness import check_node
+from ep_sdk.testing import KernelKit
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from ortcore_cpu._ext import winograd as wino
 from ortcore_cpu.kernels import conv
 from ortcore_cpu.kernels._window import Window, window
+from ortcore_cpu.provider import CPUExecutionProvider
+
+kit = KernelKit(CPUExecutionProvider, opset=17, threads=2)
+check_node = kit.check_node
 
 RNG = np.random.default_rng(7)
 RTOL, ATOL = 1e-4, 1e-5

@@ -1,5 +1,5 @@
 """Kernels of the fused operators ortcore's optimizer emits (domain
-``com.ortcore``; their schemas are in ``ortcore.fused_ops``).
+``com.ortcore``; their domain and schemas are in ``ep_sdk.fused_ops``).
 
 Each reuses the kernel of the op it fuses: FusedConv and FusedGemm run the
 Conv and Gemm kernels and apply the activation in place on their fresh
@@ -13,12 +13,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 from ep_sdk import Compute, NodeInfo
+from ep_sdk.fused_ops import DOMAIN
 
 from . import conv, gemm, normalization, registry, unary
 from ._common import DT, FLOATS, thread_count
-
-DOMAIN = "com.ortcore"
-"""The fused operators' domain (spelled here: providers never import the core)."""
 
 _T: dict[str | int, frozenset[DT]] = {"T": FLOATS | {DT.BFLOAT16}}
 _T_NO_BF16: dict[str | int, frozenset[DT]] = {"T": FLOATS}

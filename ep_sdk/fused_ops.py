@@ -1,0 +1,206 @@
+"""The fused operators: ortcore's optimizer emits them, providers run them.
+
+They live in the ``com.ortcore`` domain (:data:`DOMAIN`, version
+:data:`VERSION`). Their schemas are registered with onnx
+(``onnx.defs.register_schema``, :func:`register_fused_schemas`) on first use,
+so onnx's checker and shape inference accept an optimized model, and a model
+saved through ``SessionOptions.optimized_model_filepath`` loads again. A
+provider runs them by registering kernels for ``domain=DOMAIN``; the
+extended-level optimizer emits one only for nodes whose provider has such a
+kernel::
+
+    from ep_sdk.fused_ops import ACTIVATIONS, DOMAIN
+
+    @registry.kernel("FusedGemm", domain=DOMAIN, types={"T": FLOAT_TYPES})
+    def fused_gemm(info):
+        activation = info.attrs["activation"]  # "" or one of ACTIVATIONS
+        ...
+
+| Operator | What it computes |
+| --- | --- |
+| ``FusedConv`` | Conv (its attributes) + ``activation`` |
+| ``FusedGemm`` | Gemm (its attributes) + ``activation`` |
+| ``FusedMatMul`` | ``activation(A @ B + bias)``, bias optional |
+| ``FusedGelu`` | onnx Gelu-20 for models of opset < 20 |
+| ``BiasGelu`` | ``Gelu(X + bias)`` |
+| ``FusedLayerNorm`` | onnx LayerNormalization-17 for opset < 17 |
+| ``FusedRMSNorm`` | onnx RMSNormalization-23 for opset < 23 |
+| ``SkipLayerNormalization`` | ``LayerNormalization(X + skip [+ bias])``; output 1, the sum |
+| ``FusedAttention`` | ``softmax(Q @ Kt * scale + mask) @ V`` |
+
+No name repeats an onnx operator's: ``onnx.reference`` (the test oracle,
+and the torch exporter's optimizer) refuses one name in two domains.
+
+``activation`` is ``""`` (none) or one of :data:`ACTIVATIONS`; ``activation_params`` holds its
+attributes in order (Clip: min, max; LeakyRelu: alpha; HardSigmoid: alpha,
+beta).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import onnx
+import onnx.defs
+import onnx.shape_inference
+
+from .registry import reset_schema_cache
+
+__all__ = ["ACTIVATIONS", "DOMAIN", "VERSION", "register_fused_schemas"]
+
+DOMAIN = "com.ortcore"
+"""The fused operators' domain."""
+VERSION = 1
+"""The version of :data:`DOMAIN` that the schemas have (the model's opset import)."""
+ACTIVATIONS = ("Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "Tanh")
+"""Activations FusedConv, FusedGemm and FusedMatMul apply to their result."""
+
+_S = onnx.defs.OpSchema
+_A = _S.AttrType
+_FLOAT_TYPES = ["tensor(float)", "tensor(double)", "tensor(float16)", "tensor(bfloat16)"]
+
+
+def _p(name: str, optional: bool = False) -> Any:
+    opt = _S.FormalParameterOption.Optional if optional else _S.FormalParameterOption.Single
+    return _S.FormalParameter(name, "T", "", param_option=opt)
+
+
+def _attr(name: str, kind: Any, default: Any = None) -> Any:
+    if default is None:
+        return _S.Attribute(name, kind, "", required=False)
+    return _S.Attribute(name, onnx.helper.make_attribute(name, default), "")
+
+
+_ACT_ATTRS = [_attr("activation", _A.STRING, ""), _attr("activation_params", _A.FLOATS)]
+
+
+def _like(op_type: str, n_inputs: int, attrs: tuple[str, ...]) -> Callable[[Any], None]:
+    """Inference that runs onnx's own inference of ``op_type`` (Conv, Gemm, MatMul)."""
+
+    def infer(ctx: Any) -> None:
+        names = [f"i{i}" for i in range(n_inputs) if i < ctx.get_num_inputs() and ctx.has_input(i)]
+        types = {n: ctx.get_input_type(i) for i, n in enumerate(names)}
+        kwargs = {}
+        for a in attrs:
+            proto = ctx.get_attribute(a)
+            if proto is not None:
+                kwargs[a] = onnx.helper.get_attribute_value(proto)
+        node = onnx.helper.make_node(op_type, names, ["y"], **kwargs)
+        schema = onnx.defs.get_schema(op_type, 21)
+        out = onnx.shape_inference.infer_node_outputs(schema, node, types)
+        if "y" in out:
+            ctx.set_output_type(0, out["y"])
+
+    return infer
+
+
+def _same_as_input(ctx: Any) -> None:
+    for i in range(ctx.get_num_outputs()):
+        ctx.set_output_type(i, ctx.get_input_type(0))
+
+
+def _attention(ctx: Any) -> None:
+    # Q (..., S, D) @ Kt (..., D, T) -> (..., S, T); @ V (..., T, Dv) -> (..., S, Dv)
+    matmul = onnx.defs.get_schema("MatMul", 21)
+    scores = onnx.shape_inference.infer_node_outputs(
+        matmul,
+        onnx.helper.make_node("MatMul", ["q", "k"], ["s"]),
+        {"q": ctx.get_input_type(0), "k": ctx.get_input_type(1)},
+    )
+    if "s" not in scores:
+        return
+    out = onnx.shape_inference.infer_node_outputs(
+        matmul,
+        onnx.helper.make_node("MatMul", ["s", "v"], ["y"]),
+        {"s": scores["s"], "v": ctx.get_input_type(2)},
+    )
+    if "y" in out:
+        ctx.set_output_type(0, out["y"])
+
+
+_CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+_GEMM_ATTRS = ("alpha", "beta", "transA", "transB")
+_LN_ATTRS = [
+    _attr("axis", _A.INT, -1),
+    _attr("epsilon", _A.FLOAT, 1e-5),
+    _attr("stash_type", _A.INT, 1),
+]
+
+
+def _schemas() -> list[Any]:
+    def schema(
+        name: str,
+        inputs: list[Any],
+        outputs: list[Any],
+        attrs: list[Any],
+        infer: Callable[[Any], None],
+        doc: str,
+    ) -> Any:
+        s = _S(name, DOMAIN, VERSION, doc, inputs=inputs, outputs=outputs,
+               type_constraints=[("T", _FLOAT_TYPES, "")], attributes=attrs)  # fmt: skip
+        s.set_type_and_shape_inference_function(infer)
+        return s
+
+    conv_attrs = [
+        _attr("auto_pad", _A.STRING, "NOTSET"),
+        _attr("dilations", _A.INTS),
+        _attr("group", _A.INT, 1),
+        _attr("kernel_shape", _A.INTS),
+        _attr("pads", _A.INTS),
+        _attr("strides", _A.INTS),
+    ]
+    gemm_attrs = [
+        _attr("alpha", _A.FLOAT, 1.0),
+        _attr("beta", _A.FLOAT, 1.0),
+        _attr("transA", _A.INT, 0),
+        _attr("transB", _A.INT, 0),
+    ]
+    gelu_attr = [_attr("approximate", _A.STRING, "none")]
+    return [
+        schema("FusedConv", [_p("X"), _p("W"), _p("B", True)], [_p("Y")],
+               conv_attrs + _ACT_ATTRS, _like("Conv", 3, _CONV_ATTRS), "Conv + activation"),
+        schema("FusedGemm", [_p("A"), _p("B"), _p("C", True)], [_p("Y")],
+               gemm_attrs + _ACT_ATTRS, _like("Gemm", 3, _GEMM_ATTRS), "Gemm + activation"),
+        schema("FusedMatMul", [_p("A"), _p("B"), _p("bias", True)], [_p("Y")],
+               list(_ACT_ATTRS), _like("MatMul", 2, ()), "activation(A @ B + bias)"),
+        schema("FusedGelu", [_p("X")], [_p("Y")], gelu_attr, _same_as_input, "onnx Gelu-20"),
+        schema("BiasGelu", [_p("X"), _p("bias")], [_p("Y")], gelu_attr, _same_as_input,
+               "Gelu(X + bias)"),
+        schema("FusedLayerNorm", [_p("X"), _p("Scale"), _p("B", True)], [_p("Y")],
+               list(_LN_ATTRS), _same_as_input, "onnx LayerNormalization-17 (output 0)"),
+        schema("FusedRMSNorm", [_p("X"), _p("scale")], [_p("Y")],
+               list(_LN_ATTRS), _same_as_input, "onnx RMSNormalization-23"),
+        schema("SkipLayerNormalization",
+               [_p("X"), _p("skip"), _p("gamma"), _p("beta", True), _p("bias", True)],
+               [_p("Y"), _p("sum", True)], list(_LN_ATTRS), _same_as_input,
+               "LayerNormalization(X + skip + bias); output 1 is the sum"),
+        schema("FusedAttention", [_p("Q"), _p("Kt"), _p("V"), _p("mask", True)], [_p("Y")],
+               [_attr("scale", _A.FLOAT, 1.0)], _attention,
+               "softmax(Q @ Kt * scale + mask, axis=-1) @ V"),
+    ]  # fmt: skip
+
+
+_lock = threading.Lock()
+_done = False
+
+
+def register_fused_schemas() -> None:
+    """Register the fused operators' schemas with onnx (once per process).
+
+    The core calls it before it emits a fused operator; a provider's test of
+    its fused kernels calls it before building a model that holds one.
+    """
+    global _done
+    with _lock:
+        if _done:
+            return
+        for s in _schemas():
+            try:
+                onnx.defs.get_schema(s.name, VERSION, DOMAIN)
+            except onnx.defs.SchemaError:
+                onnx.defs.register_schema(s)
+        # Lookups cached while the ops were unknown.
+        reset_schema_cache()
+        _done = True

@@ -1,0 +1,201 @@
+"""The OpenVINO execution provider: a bridge on :class:`ep_sdk.BridgeExecutionProvider`.
+
+* What it runs: OpenVINO's own answer. A candidate group, exported as ONNX
+  with its constants, is read by OpenVINO's ONNX frontend (partially: an op
+  the frontend cannot convert stays a placeholder) and asked with
+  ``Core.query_model``; the ops of the answer are mapped back to ONNX nodes
+  through the tensor names OpenVINO keeps (an op without one belongs to the
+  node its outputs feed).
+* Build: ``Core.compile_model`` on the group's model, dynamic dimensions as
+  the ONNX model has them. Cache: OpenVINO's own blob
+  (``CompiledModel.export_model`` / ``Core.import_model``), in ortcore's
+  compiled-artifact cache, keyed also by OpenVINO's version and the device's
+  name and capabilities.
+* Options: ``device`` (``CPU``), ``precision`` (``f32``, the default, so
+  that results match the CPU provider's; ``bf16`` or ``f16`` on request,
+  where OpenVINO's CPU plugin uses bf16 when the CPU has no f16 arithmetic),
+  ``num_threads`` (0: the session's ``intra_op_num_threads``, else
+  OpenVINO's default), ``performance_hint`` (``LATENCY`` or ``THROUGHPUT``),
+  and the bridge's ``min_group_size``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import threading
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any, ClassVar
+
+import ep_sdk
+import numpy as np
+import onnx
+from ep_sdk.bridge import Answer
+
+from . import __version__
+
+__all__ = ["OpenVINOExecutionProvider"]
+
+PRECISIONS = {"f32": "f32", "bf16": "bf16", "f16": "f16"}
+HINTS = ("LATENCY", "THROUGHPUT")
+# Ops that say nothing about support: graph inputs and outputs, weights.
+_PASSIVE = {"Parameter", "Result", "Constant"}
+
+
+@cache
+def _core() -> Any:
+    """One OpenVINO ``Core`` per process (it is thread-safe)."""
+    import openvino
+
+    return openvino.Core()
+
+
+class OpenVINOExecutionProvider(ep_sdk.BridgeExecutionProvider):
+    """Runs fused groups with OpenVINO; declines what OpenVINO refuses."""
+
+    name = "OpenVINOExecutionProvider"
+    aliases = ("openvino", "ov")
+    version = __version__
+    engine_name = "OpenVINO"
+    priority = 50  # before the CPU provider (0) when a session names no providers
+    default_options: ClassVar[Mapping[str, str]] = {
+        **ep_sdk.BridgeExecutionProvider.default_options,
+        "device": "CPU",
+        "precision": "f32",
+        "num_threads": "0",
+        "performance_hint": "LATENCY",
+    }
+
+    def __init__(
+        self, options: Mapping[str, Any] | None = None, config: ep_sdk.SessionConfig | None = None
+    ) -> None:
+        super().__init__(options, config)
+        o = self.options
+        self.ov_device = o["device"].strip().upper()
+        if not self.ov_device:
+            raise ep_sdk.ProviderOptionError(f"{self.name}: device must not be empty (e.g. CPU)")
+        if o["precision"].lower() not in PRECISIONS:
+            raise ep_sdk.ProviderOptionError(
+                f"{self.name}: precision must be one of {', '.join(PRECISIONS)}, "
+                f"got {o['precision']!r}"
+            )
+        if o["performance_hint"].upper() not in HINTS:
+            raise ep_sdk.ProviderOptionError(
+                f"{self.name}: performance_hint must be LATENCY or THROUGHPUT, "
+                f"got {o['performance_hint']!r}"
+            )
+        threads = o["num_threads"]
+        if not threads.isdigit():
+            raise ep_sdk.ProviderOptionError(
+                f"{self.name}: num_threads must be a whole number >= 0, got {threads!r}"
+            )
+        self.threads = int(threads) or max(self.config.intra_op_num_threads, 0)
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """Why it cannot run here: the ``openvino`` package is not installed."""
+        try:
+            found = importlib.util.find_spec("openvino") is not None
+        except Exception as exc:  # a broken sys.modules entry, a bad path
+            return f"the openvino package cannot be found ({exc!r}); pip install openvino"
+        return None if found else "the openvino package is not installed; pip install openvino"
+
+    # -- what OpenVINO runs --------------------------------------------------------
+
+    def query_model(self, model: onnx.ModelProto) -> Mapping[str, Answer]:
+        """OpenVINO's answer for every node of ``model`` (``Core.query_model``)."""
+        from openvino.frontend import FrontEndManager
+
+        frontend = FrontEndManager().load_by_framework("onnx")
+        ov_model = frontend.convert_partially(frontend.load(io.BytesIO(model.SerializeToString())))
+        supported = set(_core().query_model(ov_model, self.ov_device, self._config()))
+        producer = {out: n.name for n in model.graph.node for out in n.output if out}
+        op_type = {n.name: n.op_type for n in model.graph.node}
+        answers: dict[str, Answer] = dict.fromkeys(op_type, True)
+        owners: dict[str, set[str]] = {}
+        for op in reversed(ov_model.get_ordered_ops()):  # consumers before producers
+            names = {producer[t] for out in op.outputs() for t in out.get_names() if t in producer}
+            if not names:  # an op a node's conversion added: it belongs to its consumers' nodes
+                for out in op.outputs():
+                    for user in out.get_target_inputs():
+                        names |= owners.get(user.get_node().get_name(), set())
+            owners[op.get_name()] = names
+            kind = op.get_type_name()
+            if kind in _PASSIVE or op.get_friendly_name() in supported:
+                continue
+            for name in names:
+                if answers[name] is not True:
+                    continue
+                if "Framework" in kind or "NotSupported" in kind:
+                    answers[name] = f"OpenVINO's ONNX frontend cannot convert {op_type[name]}"
+                else:
+                    answers[name] = (
+                        f"OpenVINO {self.ov_device} refuses it (Core.query_model: "
+                        f"{kind} {op.get_friendly_name()!r} is not supported)"
+                    )
+        return answers
+
+    def engine_version(self) -> str:
+        import openvino
+
+        return str(openvino.get_version())
+
+    def engine_target(self) -> str:
+        core = _core()
+        device = self.ov_device
+        try:
+            full = core.get_property(device, "FULL_DEVICE_NAME")
+            caps = core.get_property(device, "OPTIMIZATION_CAPABILITIES")
+        except Exception:  # a virtual device (AUTO, HETERO) has no such properties
+            return device
+        return f"{device}: {full} [{', '.join(map(str, caps))}]"
+
+    # -- build, run, cache ---------------------------------------------------------
+
+    def _config(self) -> dict[str, str]:
+        config = {
+            "INFERENCE_PRECISION_HINT": PRECISIONS[self.options["precision"].lower()],
+            "PERFORMANCE_HINT": self.options["performance_hint"].upper(),
+        }
+        if self.threads:
+            config["INFERENCE_NUM_THREADS"] = str(self.threads)
+        return config
+
+    def build(self, model: bytes, group: ep_sdk.FusedGroup) -> _Engine:
+        core = _core()
+        compiled = core.compile_model(core.read_model(model, b""), self.ov_device, self._config())
+        return _Engine(compiled, group)
+
+    def run(self, engine: Any, inputs: Sequence[Any]) -> list[np.ndarray]:
+        return engine.run(inputs)  # type: ignore[no-any-return]
+
+    def serialize(self, engine: Any) -> bytes:
+        blob = engine.compiled.export_model()
+        return blob.getvalue() if isinstance(blob, io.BytesIO) else bytes(blob)
+
+    def deserialize(self, data: bytes, group: ep_sdk.FusedGroup) -> _Engine:
+        compiled = _core().import_model(io.BytesIO(data), self.ov_device, self._config())
+        return _Engine(compiled, group)
+
+
+class _Engine:
+    """A compiled group, and one infer request per thread that runs it."""
+
+    def __init__(self, compiled: Any, group: ep_sdk.FusedGroup) -> None:
+        self.compiled = compiled
+        self.inputs = [v.name or "" for v in group.inputs]
+        self.outputs = [compiled.output(v.name or "") for v in group.outputs]
+        self.dtypes = [None if v.dtype is None else v.dtype.numpy() for v in group.outputs]
+        self._local = threading.local()
+
+    def run(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+        request = getattr(self._local, "request", None)
+        if request is None:
+            request = self._local.request = self.compiled.create_infer_request()
+        feeds = {n: np.ascontiguousarray(a) for n, a in zip(self.inputs, inputs)}
+        result = request.infer(feeds, share_inputs=True, share_outputs=False)
+        return [
+            np.asarray(result[o]) if t is None else np.asarray(result[o], dtype=t)
+            for o, t in zip(self.outputs, self.dtypes)
+        ]
