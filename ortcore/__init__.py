@@ -5,16 +5,49 @@ Code written for onnxruntime runs with ``import ortcore as onnxruntime``::
     import ortcore as ort
     sess = ort.InferenceSession("model.onnx", providers=["CPUExecutionProvider"])
     outputs = sess.run(None, {"x": x})
+
+or, unchanged, after :func:`install_as_onnxruntime` (``import onnxruntime``
+then gives ortcore; see ``docs/onnxruntime-compat.md``).
 """
 
 from __future__ import annotations
 
+from .compat import install_as_onnxruntime
+from .compat_api import (
+    OrtCompiledModelCompatibility,
+    create_and_register_allocator,
+    create_and_register_allocator_v2,
+    disable_telemetry_events,
+    enable_telemetry_events,
+    get_build_info,
+    get_ep_devices,
+    has_collective_ops,
+    register_execution_provider_library,
+    set_default_logger_callback,
+    set_default_logger_severity,
+    set_default_logger_verbosity,
+    set_global_thread_pool_sizes,
+    set_seed,
+    unregister_execution_provider_library,
+)
 from .custom_ops import CustomOp, Param, TensorType, custom_op
+from .devices import (
+    OrtAllocatorType,
+    OrtArenaCfg,
+    OrtDevice,
+    OrtDeviceMemoryType,
+    OrtDeviceVendorId,
+    OrtMemoryInfo,
+    OrtMemoryInfoDeviceType,
+    OrtMemType,
+)
 from .errors import (
     AllocationError,
     EPFail,
     Fail,
     InvalidArgument,
+    InvalidArgumentRuntimeError,
+    InvalidArgumentTypeError,
     InvalidGraph,
     InvalidProtobuf,
     NoSuchFile,
@@ -22,10 +55,17 @@ from .errors import (
     OrtcoreError,
     ProviderOptionError,
     RunTerminated,
+    RunTerminatedError,
     RuntimeException,
 )
 from .iobinding import IOBinding
-from .options import ExecutionMode, GraphOptimizationLevel, RunOptions, SessionOptions
+from .options import (
+    ExecutionMode,
+    ExecutionOrder,
+    GraphOptimizationLevel,
+    RunOptions,
+    SessionOptions,
+)
 from .ortvalue import OrtValue
 from .plugins import register_plugin
 from .session import (
@@ -36,8 +76,11 @@ from .session import (
     get_all_providers,
     get_available_providers,
 )
+from .sparse_tensor import OrtSparseFormat, SparseTensor
 
 __version__ = "0.1.0"
+
+SessionIOBinding = IOBinding  # onnxruntime's name of the native binding class
 
 
 def get_version_string() -> str:
@@ -50,22 +93,45 @@ def get_device() -> str:
     return "CPU"
 
 
+def preload_dlls(
+    cuda: bool = True, cudnn: bool = True, msvc: bool = True, directory: str | None = None
+) -> None:
+    """Accepted: ortcore's providers load their own libraries when first used."""
+
+
+# onnxruntime's package exposes its native-module path as attributes once imported.
+from .capi import _pybind_state as _pybind_state  # noqa: E402
+from .capi import onnxruntime_pybind11_state as _native  # noqa: E402,F401
+
 __all__ = [
     "AllocationError",
     "CustomOp",
     "EPFail",
     "ExecutionMode",
+    "ExecutionOrder",
     "Fail",
     "GraphOptimizationLevel",
     "IOBinding",
     "InferenceSession",
     "InvalidArgument",
+    "InvalidArgumentRuntimeError",
+    "InvalidArgumentTypeError",
     "InvalidGraph",
     "InvalidProtobuf",
     "ModelMetadata",
     "NoSuchFile",
     "NodeArg",
     "NotImplementedOp",
+    "OrtAllocatorType",
+    "OrtArenaCfg",
+    "OrtCompiledModelCompatibility",
+    "OrtDevice",
+    "OrtDeviceMemoryType",
+    "OrtDeviceVendorId",
+    "OrtMemType",
+    "OrtMemoryInfo",
+    "OrtMemoryInfoDeviceType",
+    "OrtSparseFormat",
     "OrtValue",
     "OrtcoreError",
     "Param",
@@ -73,14 +139,33 @@ __all__ = [
     "ProviderOptionError",
     "RunOptions",
     "RunTerminated",
+    "RunTerminatedError",
     "RuntimeException",
+    "SessionIOBinding",
     "SessionOptions",
+    "SparseTensor",
     "TensorType",
     "__version__",
+    "create_and_register_allocator",
+    "create_and_register_allocator_v2",
     "custom_op",
+    "disable_telemetry_events",
+    "enable_telemetry_events",
     "get_all_providers",
     "get_available_providers",
+    "get_build_info",
     "get_device",
+    "get_ep_devices",
     "get_version_string",
+    "has_collective_ops",
+    "install_as_onnxruntime",
+    "preload_dlls",
+    "register_execution_provider_library",
     "register_plugin",
+    "set_default_logger_callback",
+    "set_default_logger_severity",
+    "set_default_logger_verbosity",
+    "set_global_thread_pool_sizes",
+    "set_seed",
+    "unregister_execution_provider_library",
 ]

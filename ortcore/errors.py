@@ -4,6 +4,14 @@ The names follow onnxruntime's (``onnxruntime.capi.onnxruntime_pybind11_state``)
 so ``except InvalidArgument`` keeps working after ``import ortcore as ort``.
 Each also derives from the closest built-in exception (``ValueError``,
 ``FileNotFoundError``, ``RuntimeError``, ...), so generic handlers catch them.
+
+Where onnxruntime raises a plain built-in instead of one of its own classes
+(its Python layer raises ``RuntimeError`` for an unknown config key or
+provider, ``TypeError`` for an argument of the wrong type), ortcore raises a
+class that is both: :class:`InvalidArgumentRuntimeError`,
+:class:`InvalidArgumentTypeError`. A stopped run raises
+:class:`RunTerminatedError`, onnxruntime's ``Fail`` and ep_sdk's
+``RunTerminated`` at once. ``docs/onnxruntime-compat.md`` lists each situation.
 """
 
 from __future__ import annotations
@@ -12,17 +20,28 @@ from ep_sdk import ProviderOptionError, RunTerminated
 
 __all__ = [
     "AllocationError",
+    "DeviceReset",
     "EPFail",
+    "EngineError",
     "Fail",
     "InvalidArgument",
+    "InvalidArgumentRuntimeError",
+    "InvalidArgumentTypeError",
     "InvalidGraph",
     "InvalidProtobuf",
+    "ModelLoadCanceled",
+    "ModelLoaded",
+    "ModelRequiresCompilation",
+    "NoModel",
     "NoSuchFile",
+    "NotFound",
     "NotImplementedOp",
     "OrtcoreError",
     "ProviderOptionError",
     "RunTerminated",
+    "RunTerminatedError",
     "RuntimeException",
+    "UndefinedInput",
 ]
 
 
@@ -64,3 +83,54 @@ class EPFail(Fail):
 
 class AllocationError(Fail, MemoryError):
     """A tensor too large for this machine was requested."""
+
+
+class InvalidArgumentRuntimeError(InvalidArgument, RuntimeError):
+    """A bad argument where onnxruntime raises a plain ``RuntimeError``: an
+    unknown session or run config key, an unknown provider given to
+    ``set_providers``, a name IO binding cannot find, a size mismatch in
+    ``OrtValue.update_inplace``."""
+
+
+class InvalidArgumentTypeError(InvalidArgument, TypeError):
+    """An argument of the wrong Python type, where onnxruntime raises ``TypeError``
+    (a model that is neither a path nor bytes, a non-string config value)."""
+
+
+class UndefinedInput(InvalidGraph, InvalidArgument):
+    """A node reads a value that nothing defines (onnxruntime raises
+    ``InvalidArgument``: "Node input 'x' is not a graph input, initializer, or
+    output of a previous node")."""
+
+
+class RunTerminatedError(Fail, RunTerminated):
+    """A run stopped by ``RunOptions.terminate`` (onnxruntime raises ``Fail``)."""
+
+
+class EngineError(Fail):
+    """onnxruntime's ``EngineError``: the engine is in a state that cannot serve the call."""
+
+
+class NoModel(Fail):
+    """onnxruntime's ``NoModel``: no model was loaded."""
+
+
+class ModelLoaded(Fail):
+    """onnxruntime's ``ModelLoaded``: a model is already loaded."""
+
+
+class ModelLoadCanceled(Fail):
+    """onnxruntime's ``ModelLoadCanceled``: loading was cancelled."""
+
+
+class ModelRequiresCompilation(Fail):
+    """onnxruntime's ``ModelRequiresCompilation``: the model must be compiled
+    for its provider first (ortcore compiles when a session is created)."""
+
+
+class DeviceReset(Fail):
+    """onnxruntime's ``DeviceReset``: the device was reset under a session."""
+
+
+class NotFound(OrtcoreError, LookupError):
+    """onnxruntime's ``NotFound``: a named object does not exist."""

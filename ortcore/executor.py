@@ -1,7 +1,7 @@
 """The executor: an immutable flat plan of steps over value slots.
 
-A plan is built once per (sub)graph. Each step is a tuple
-``(fn, input_slots, output_slots, release_slots, wants_context, info)``.
+A plan is built once per (sub)graph. Each step is a :class:`Step`
+``(fn, inputs, outputs, release, wants_context, info)`` over slot indices.
 A run copies the slot template (constants already placed), stores the feeds,
 walks the steps, and drops every intermediate right after its last reader.
 Nothing in a plan changes after it is built, so any number of threads may run
@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ep_sdk import RunContext, RunTerminated
 from ep_sdk.terminate import bind_run, unbind_run
@@ -28,11 +28,7 @@ from .errors import AllocationError, OrtcoreError, RuntimeException
 if TYPE_CHECKING:
     from .profiling import Profiler
 
-__all__ = ["Plan", "StepInfo", "SubgraphPlan", "attach_releases", "step_error"]
-
-Step = tuple[
-    Callable[..., Any], tuple[int, ...], tuple[int, ...], tuple[int, ...], bool, "StepInfo"
-]
+__all__ = ["Plan", "Step", "StepInfo", "SubgraphPlan", "attach_releases", "step_error"]
 
 TERMINATED = "Exiting due to terminate flag being set to true."
 
@@ -54,6 +50,28 @@ class StepInfo:
     provider: str
 
 
+class Step(NamedTuple):
+    """One step of a plan: call ``fn`` on the values in some slots, store its
+    results in others, then drop the values no later step reads.
+
+    Attributes:
+        fn: the kernel (or compiled group, or copy function); returns a tuple
+            or list with one value per output.
+        inputs: slots of its inputs (slot 0 holds ``None``: an omitted input).
+        outputs: slots its results go to.
+        release: slots emptied after the step (their last reader).
+        wants_context: ``fn`` takes the :class:`~ep_sdk.RunContext` first.
+        info: what the step is, for errors and profiling.
+    """
+
+    fn: Callable[..., Any]
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    release: tuple[int, ...]
+    wants_context: bool
+    info: StepInfo
+
+
 class Plan:
     """An immutable, thread-safe execution plan for one graph."""
 
@@ -62,7 +80,6 @@ class Plan:
         "input_slots",
         "output_slots",
         "steps",
-        "num_slots",
         "_derived",
         "_loop",
     )
@@ -75,7 +92,6 @@ class Plan:
         steps: Sequence[Step],
     ) -> None:
         self.template = list(template)
-        self.num_slots = len(self.template)
         self.input_slots = tuple(input_slots)
         self.output_slots = tuple(output_slots)
         self.steps = tuple(steps)
@@ -115,8 +131,8 @@ class Plan:
                 else:
                     res = fn(*[slots[i] for i in ins])
                 if type(res) is not tuple or len(res) != n_out:
-                    if len(res) != n_out or not isinstance(res, (tuple, list)):
-                        raise _bad_result(res, outs)
+                    if not isinstance(res, (tuple, list)) or len(res) != n_out:
+                        raise _bad_result(res, n_out)
                 if n_out == 1:
                     slots[o0] = res[0]
                 else:
@@ -154,8 +170,8 @@ class Plan:
                 t0 = clock()
                 res = fn(ctx, *args) if wants_ctx else fn(*args)
                 t1 = clock()
-                if len(res) != len(outs) or not isinstance(res, (tuple, list)):
-                    raise _bad_result(res, outs)
+                if not isinstance(res, (tuple, list)) or len(res) != len(outs):
+                    raise _bad_result(res, len(outs))
                 record(info, index, t0, t1, args, res)
                 for o, r in zip(outs, res):
                     slots[o] = r
@@ -182,9 +198,9 @@ class Plan:
             needed = set(keep)
             chosen: list[Step] = []
             for step in reversed(self.steps):
-                if needed.intersection(step[2]):
+                if needed.intersection(step.outputs):
                     chosen.append(step)
-                    needed.update(step[1])
+                    needed.update(step.inputs)
             chosen.reverse()
             outputs = [s if s in keep else 0 for s in self.output_slots]
             plan = Plan(self.template, self.input_slots, outputs, attach_releases(chosen, keep))
@@ -225,33 +241,38 @@ def _loop_step(step: Step) -> _LoopStep:
     return (fn, arity, i0, i1, ins, o0, len(outs), outs, release, info)
 
 
-def attach_releases(steps: Sequence[Sequence[Any]], keep: set[int]) -> list[Step]:
+def attach_releases(steps: Sequence[Step], keep: set[int]) -> list[Step]:
     """Steps with their release lists set: each slot is dropped after its last reader.
 
     Slots in ``keep`` (the outputs) and slot 0 are never released.
     """
     last: dict[int, int] = {}
     for i, step in enumerate(steps):
-        for s in step[1]:
+        for s in step.inputs:
             last[s] = i
-        for s in step[2]:
+        for s in step.outputs:
             last.setdefault(s, i)  # written, never read: drop at once
     release: dict[int, list[int]] = {}
     for s, i in last.items():
         if s != 0 and s not in keep:
             release.setdefault(i, []).append(s)
-    out: list[Step] = []
-    for i, step in enumerate(steps):
-        fn, ins, outs, _, wants_ctx, info = step
-        out.append((fn, tuple(ins), tuple(outs), tuple(release.get(i, ())), wants_ctx, info))
-    return out
+    return [
+        Step(fn, tuple(ins), tuple(outs), tuple(release.get(i, ())), wants_ctx, info)
+        for i, (fn, ins, outs, _, wants_ctx, info) in enumerate(steps)
+    ]
 
 
-def _bad_result(res: Any, outs: Sequence[int]) -> TypeError:
-    n = len(res) if hasattr(res, "__len__") else "?"
+def _bad_result(res: Any, n_out: int) -> TypeError:
+    """The error for a kernel result that is not one value per output
+    (:func:`step_error` then names the step's op, node and provider)."""
+    if res is None:
+        got = "None"
+    elif isinstance(res, (tuple, list)):
+        got = f"{type(res).__name__} of length {len(res)}"
+    else:
+        got = f"a {type(res).__module__}.{type(res).__qualname__}, not a tuple or list,"
     return TypeError(
-        f"kernel returned {type(res).__name__} of length {n} for "
-        f"{len(outs)} output(s); "
+        f"kernel returned {got} for {n_out} output(s); "
         "a compute function must return a tuple or list with one value per output"
     )
 

@@ -3,30 +3,82 @@
 Values bound on a provider's device stay there: the session runs a plan
 variant whose inputs arrive on that device and whose outputs are handed back
 on the device they were bound to, so no copy is made on the way in or out.
+
+As in onnxruntime, a name the session does not have, and any bad argument
+found while running a binding, raise a ``RuntimeError``
+(:class:`~ortcore.InvalidArgumentRuntimeError`, still an ``InvalidArgument``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
 from ep_sdk import Device
 
-from .errors import InvalidArgument
-from .ortvalue import OrtValue, device_of, numpy_dtype
+from .errors import InvalidArgument, InvalidArgumentRuntimeError
+from .ortvalue import OrtValue, OrtValueVector, device_of, numpy_dtype
 
 if TYPE_CHECKING:
-    from .session import InferenceSession
+    from .options import RunOptions
 
-__all__ = ["IOBinding"]
+__all__ = ["BindingSession", "IOBinding", "run_binding"]
 
 
-def _array_at(buffer_ptr: int, element_type: Any, shape: Sequence[int]) -> np.ndarray:
-    """A numpy view of host memory at ``buffer_ptr`` (as onnxruntime binds raw pointers)."""
+class BindingSession(Protocol):
+    """What an :class:`IOBinding` needs from its session (``InferenceSession`` has it)."""
+
+    def check_input_name(self, name: str) -> None:
+        """Raise ``InvalidArgument`` unless a feed may set input ``name``."""
+        ...
+
+    def check_output_name(self, name: str) -> None:
+        """Raise ``InvalidArgument`` unless ``name`` is one of the model's outputs."""
+        ...
+
+    def run_with_binding(
+        self,
+        inputs: Mapping[str, Any],
+        outputs: Sequence[tuple[str, Device]],
+        run_options: RunOptions | None = None,
+    ) -> list[OrtValue]:
+        """Run with ``inputs`` (OrtValues, host or device) and hand back one
+        OrtValue per ``(name, device)`` of ``outputs``, on that device."""
+        ...
+
+
+@contextlib.contextmanager
+def _as_runtime_error() -> Iterator[None]:
+    """Re-raise an ``InvalidArgument`` that is not a ``RuntimeError`` as one
+    (onnxruntime's binding calls raise ``RuntimeError``)."""
+    try:
+        yield
+    except InvalidArgument as exc:
+        if isinstance(exc, RuntimeError):
+            raise
+        raise InvalidArgumentRuntimeError(str(exc)) from exc
+
+
+def _array_at(
+    buffer_ptr: int, element_type: Any, shape: Sequence[int], what: str = "bind_input"
+) -> np.ndarray:
+    """A numpy view of host memory at ``buffer_ptr`` (as onnxruntime binds raw pointers).
+
+    Raises:
+        InvalidArgumentRuntimeError: a string element type (Python string
+            objects cannot be read from raw memory).
+    """
     dtype = numpy_dtype(element_type)
+    if dtype.kind in "OUS":
+        raise InvalidArgumentRuntimeError(
+            f"{what}: string tensors cannot be bound by raw pointer (buffer_ptr); bind the "
+            "array with bind_cpu_input / bind_ortvalue_input, or let the output be "
+            "allocated (bind_output(name)), then read it with copy_outputs_to_cpu()"
+        )
     dims = [int(d) for d in shape]
     count = int(np.prod(dims)) if dims else 1
     raw = (ctypes.c_byte * (count * dtype.itemsize)).from_address(int(buffer_ptr))
@@ -40,7 +92,7 @@ class IOBinding:
     ``session.run_with_iobinding(binding)``.
     """
 
-    def __init__(self, session: InferenceSession) -> None:
+    def __init__(self, session: BindingSession) -> None:
         self._session = session
         self._inputs: dict[str, OrtValue] = {}
         self._outputs: dict[str, tuple[Device, OrtValue | None]] = {}
@@ -76,11 +128,13 @@ class IOBinding:
                 f"bind_input({name!r}): a raw pointer into {device} memory cannot be bound; "
                 "bind an OrtValue created on that device instead"
             )
-        self.bind_ortvalue_input(name, OrtValue(_array_at(buffer_ptr, element_type, shape)))
+        array = _array_at(buffer_ptr, element_type, shape, f"bind_input({name!r})")
+        self.bind_ortvalue_input(name, OrtValue(array))
 
     def bind_ortvalue_input(self, name: str, ortvalue: OrtValue) -> None:
         """Bind an :class:`OrtValue` (host or device) as input ``name``."""
-        self._session._check_input_name(name)
+        with _as_runtime_error():
+            self._session.check_input_name(name)
         if not isinstance(ortvalue, OrtValue):
             raise InvalidArgument(f"bind_ortvalue_input({name!r}) takes an OrtValue")
         self._inputs[name] = ortvalue
@@ -101,7 +155,8 @@ class IOBinding:
         if isinstance(device_type, OrtValue):
             self.bind_ortvalue_output(name, device_type)
             return
-        self._session._check_output_name(name)
+        with _as_runtime_error():
+            self._session.check_output_name(name)
         device = device_of(device_type, device_id)
         if buffer_ptr is None:
             self._outputs[name] = (device, None)
@@ -113,11 +168,13 @@ class IOBinding:
                 f"bind_output({name!r}): a raw pointer into {device} memory cannot be bound; "
                 "bind an OrtValue created on that device instead"
             )
-        self._outputs[name] = (device, OrtValue(_array_at(buffer_ptr, element_type, shape)))
+        array = _array_at(buffer_ptr, element_type, shape, f"bind_output({name!r})")
+        self._outputs[name] = (device, OrtValue(array))
 
     def bind_ortvalue_output(self, name: str, ortvalue: OrtValue) -> None:
         """Bind output ``name`` to a preallocated :class:`OrtValue`; runs write into it."""
-        self._session._check_output_name(name)
+        with _as_runtime_error():
+            self._session.check_output_name(name)
         if not isinstance(ortvalue, OrtValue):
             raise InvalidArgument(f"bind_ortvalue_output({name!r}) takes an OrtValue")
         self._outputs[name] = (ortvalue.device, ortvalue)
@@ -134,6 +191,10 @@ class IOBinding:
         """The last run's outputs, in the order they were bound."""
         return list(self._results)
 
+    def get_outputs_as_ortvaluevector(self) -> OrtValueVector:
+        """The last run's outputs as an :class:`~ortcore.ortvalue.OrtValueVector`."""
+        return OrtValueVector(self._results)
+
     def copy_outputs_to_cpu(self) -> list[np.ndarray]:
         """The last run's outputs as numpy arrays."""
         return [v.numpy() for v in self._results]
@@ -146,3 +207,38 @@ class IOBinding:
         """Forget every bound output (and the last results)."""
         self._outputs.clear()
         self._results = []
+
+
+def run_binding(
+    session: BindingSession, binding: IOBinding, run_options: RunOptions | None = None
+) -> None:
+    """Run ``session`` with the values bound in ``binding`` (``run_with_iobinding``).
+
+    Outputs bound to a preallocated :class:`OrtValue` are written into it; the
+    run's outputs, in the order they were bound, are then the binding's
+    ``get_outputs()``.
+
+    Raises:
+        InvalidArgumentRuntimeError: no output is bound, or a bad input as
+            ``InferenceSession.run`` finds it (onnxruntime raises ``RuntimeError``).
+    """
+    outputs = binding._outputs
+    if not outputs:
+        raise InvalidArgumentRuntimeError(
+            "run_with_iobinding: bind at least one output (onnxruntime: At least one "
+            "output should be requested.)"
+        )
+    names = list(outputs)
+    with _as_runtime_error():
+        results = session.run_with_binding(
+            binding._inputs, [(n, outputs[n][0]) for n in names], run_options
+        )
+    values = []
+    for name, value in zip(names, results):
+        bound = outputs[name][1]
+        if bound is None:
+            values.append(value)
+        else:
+            bound._store(value.value)
+            values.append(bound)
+    binding._results = values

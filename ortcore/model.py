@@ -1,37 +1,57 @@
 """Load and check a model: bytes or path in, a checked onnx-ir model out.
 
-Steps: parse; check the opset imports; check every tensor's data against its
-type and shape, and every external data reference (only inside the model's
-folder, only inside its file); sort nodes topologically (refusing cycles);
-check with ``onnx.checker``; inline model-local functions; run shape
-inference; convert to onnx-ir. External data stays on disk, memory-mapped
-when read (see :mod:`ortcore.tensor_data`).
+Steps: parse; apply what the session options give (initializers, in-memory
+external data files); check the opset imports; check every tensor's data
+against its type and shape, and every external data reference (only inside
+the model's folder, only inside its file); make sparse tensors dense; sort
+nodes topologically (refusing cycles); check with ``onnx.checker``; inline
+model-local functions; fix overridden free dimensions; run shape inference;
+convert to onnx-ir. External data stays on disk, memory-mapped when read (see
+:mod:`ortcore.tensor_data`).
+
+ortcore is no stricter than onnxruntime's loader: IR version 3 models whose
+initializers are not graph inputs load (onnx's checker refuses them), sparse
+tensors load (made dense, with a warning).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnx.inliner
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
-from .errors import InvalidArgument, InvalidGraph, InvalidProtobuf, NoSuchFile
+from .errors import (
+    InvalidArgumentTypeError,
+    InvalidGraph,
+    InvalidProtobuf,
+    NoSuchFile,
+    UndefinedInput,
+)
 from .tensor_data import (
     check_external_data,
     check_tensor_data,
+    densify_sparse,
+    external_roots,
     is_external,
     proto_tensors,
+    read_files_in_memory,
     read_small_external,
+    rebase_external,
+    replace_initializers,
     save_model,
     set_external_base,
 )
 
 __all__ = [
+    "LoadOptions",
     "check_external_data",
     "check_opsets",
     "check_tensor_data",
@@ -41,17 +61,43 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class LoadOptions:
+    """What a session's options change in how its model loads.
+
+    Attributes:
+        free_dims_by_name: symbolic dimension name -> the value it takes
+            (``SessionOptions.add_free_dimension_override_by_name``).
+        free_dims_by_denotation: dimension denotation of the graph inputs
+            (``DATA_BATCH``) -> value (``..._by_denotation``).
+        initializers: initializer name -> data that replaces it before any
+            external data is read (``add_external_initializers``).
+        files_in_memory: external data file name -> its bytes
+            (``add_external_initializers_from_files_in_memory``).
+        max_tensor_bytes: the largest dense tensor a sparse one may become.
+    """
+
+    free_dims_by_name: Mapping[str, int] = field(default_factory=dict)
+    free_dims_by_denotation: Mapping[str, int] = field(default_factory=dict)
+    initializers: Mapping[str, np.ndarray] = field(default_factory=dict)
+    files_in_memory: Mapping[str, memoryview] = field(default_factory=dict)
+    max_tensor_bytes: int | None = None
+
+
 def parse_model(
     path_or_bytes: str | os.PathLike[str] | bytes,
 ) -> tuple[onnx.ModelProto, Path | None]:
     """Parse a model from a path or bytes, without external data.
 
     Returns:
-        the proto and the folder external data is read from (``None`` for bytes).
+        the proto and the folder external data is read from (``None`` for
+        bytes): the folder of ``path`` as given, a symlink's folder rather
+        than its target's, as onnxruntime reads it.
 
     Raises:
         NoSuchFile: the path does not exist.
         InvalidProtobuf: the content is not an ONNX model.
+        InvalidArgumentTypeError: neither a path nor bytes.
     """
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         data = bytes(path_or_bytes)
@@ -63,9 +109,13 @@ def parse_model(
             raise NoSuchFile(f"Load model from {path} failed: File doesn't exist")
         data = path.read_bytes()
         where = str(path)
-        base = path.resolve().parent
+        base = Path(os.path.abspath(path)).parent
     else:
-        raise InvalidArgument(f"model must be a path or bytes, not {type(path_or_bytes).__name__}")
+        # onnxruntime raises TypeError here.
+        raise InvalidArgumentTypeError(
+            f"Unable to load from type '{type(path_or_bytes)}': the model must be a "
+            f"path or bytes, not {type(path_or_bytes).__name__}"
+        )
     if not data:
         raise InvalidProtobuf(f"Load model from {where} failed: the file is empty")
     proto = onnx.ModelProto()
@@ -133,6 +183,12 @@ def _sort_graph(graph: onnx.GraphProto, outer: set[str]) -> None:
         for name in _node_reads(n):
             if name not in available and name in produced_by:
                 deps.add(produced_by[name])
+            elif name not in available:
+                raise UndefinedInput(
+                    f"This is an invalid model. Node input '{name}' of {n.op_type} node "
+                    f"{n.name!r} in graph {graph.name!r} is not a graph input, initializer, "
+                    "or output of a previous node."
+                )
         needs.append(deps)
     users: dict[int, list[int]] = {}
     for i, deps in enumerate(needs):
@@ -212,11 +268,19 @@ def _check(proto: onnx.ModelProto) -> None:
         t.data_location = onnx.TensorProto.DEFAULT
         del t.external_data[:]
         t.dims[:] = [0]
+    # Before IR version 4 every initializer had to be a graph input too; the
+    # checker insists, onnxruntime's loader does not (its own mul_1.onnx is
+    # such a model). The check runs as IR version 4 for those.
+    ir_version = proto.ir_version
+    inputs = {i.name for i in proto.graph.input}
+    if ir_version < 4 and any(t.name not in inputs for t in proto.graph.initializer):
+        proto.ir_version = 4
     try:
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as exc:
         raise InvalidGraph(f"This is an invalid model. {exc}") from exc
     finally:
+        proto.ir_version = ir_version
         for tensor_type in patched:
             tensor_type.ClearField("shape")
         for t, dims, entries in hidden:
@@ -226,21 +290,36 @@ def _check(proto: onnx.ModelProto) -> None:
             t.data_location = onnx.TensorProto.EXTERNAL
 
 
-def load_model(path_or_bytes: str | os.PathLike[str] | bytes) -> ir.Model:
+def load_model(
+    path_or_bytes: str | os.PathLike[str] | bytes, options: LoadOptions | None = None
+) -> ir.Model:
     """Load, check, inline and shape-infer a model.
 
     External tensors, but for small ones, stay on disk: they come back as
     :class:`onnx_ir.ExternalTensor` objects whose ``numpy()`` memory-maps the bytes.
 
+    Args:
+        path_or_bytes: the model file's path, or its bytes.
+        options: what the session's options change (:class:`LoadOptions`).
+
     Raises:
         NoSuchFile, InvalidProtobuf, InvalidArgument, InvalidGraph: see
         :mod:`ortcore.errors`; each message names the model and the fault.
     """
+    options = options or LoadOptions()
     proto, base = parse_model(path_or_bytes)
+    roots = (
+        external_roots(os.fspath(path_or_bytes), base)
+        if base is not None and isinstance(path_or_bytes, (str, os.PathLike))
+        else None
+    )
+    replace_initializers(proto, options.initializers)
+    read_files_in_memory(proto, options.files_in_memory)
     check_opsets(proto)
     check_tensor_data(proto)
-    check_external_data(proto, base)
+    check_external_data(proto, base, roots)
     read_small_external(proto, base)
+    densify_sparse(proto, base, options.max_tensor_bytes)
     _sort_graph(proto.graph, set())
     _check(proto)
     if proto.functions:
@@ -248,6 +327,8 @@ def load_model(path_or_bytes: str | os.PathLike[str] | bytes) -> ir.Model:
             proto = onnx.inliner.inline_local_functions(proto)
         except Exception as exc:
             raise InvalidGraph(f"inlining model-local functions failed: {exc}") from exc
+    _fix_free_dims(proto.graph, options.free_dims_by_name, options.free_dims_by_denotation)
+    base = rebase_external(proto, base, roots)
     proto = infer_shapes(proto)
     map_types = _strip_map_types(proto.graph)
     try:
@@ -259,8 +340,49 @@ def load_model(path_or_bytes: str | os.PathLike[str] | bytes) -> ir.Model:
     return model
 
 
+def _fix_free_dims(
+    graph: onnx.GraphProto, by_name: Mapping[str, int], by_denotation: Mapping[str, int]
+) -> None:
+    """Give symbolic dims their overridden values: by name in the graph's
+    inputs, outputs and value infos, by denotation in its inputs."""
+    if not by_name and not by_denotation:
+        return
+    for kind, infos in (("input", graph.input), ("other", [*graph.output, *graph.value_info])):
+        for vi in infos:
+            if vi.type.WhichOneof("value") != "tensor_type":
+                continue
+            for dim in vi.type.tensor_type.shape.dim:
+                value = by_name.get(dim.dim_param) if dim.HasField("dim_param") else None
+                if value is None and kind == "input" and dim.denotation:
+                    value = by_denotation.get(dim.denotation)
+                if value is not None and not dim.HasField("dim_value"):
+                    dim.dim_value = value
+
+
 # One error of onnx's strict shape inference: "(op_type:X, node name: N): [Kind] text".
-_INFERENCE_ERROR = re.compile(r"\(op_type:([^,]*), node name: ([^)]*)\): \[(\w+)\] ([^\n]*)")
+_INFERENCE_ERROR = re.compile(r"\(op_type:([^,)]*)(?:, node name: ([^)]*))?\): \[(\w+)\] ([^\n]*)")
+_NESTED = "Inference error(s)"
+
+
+def _fatal_inference_errors(message: str) -> list[str]:
+    """The errors of a strict-inference failure that onnxruntime would refuse too.
+
+    Tolerated: ``TypeInferenceError`` (an upstream op inferred no type), and
+    errors raised inside the expansion of a function op's body (onnx checks
+    a generic body, e.g. MeanVarianceNormalization's ``Constant`` that takes
+    its value from an attribute reference, and fails where the node is valid).
+    """
+    fatal: list[str] = []
+    inside = -1
+    for m in _INFERENCE_ERROR.finditer(message):
+        if m.start() < inside:
+            continue  # an error of a function body reported by the entry before
+        kind, text = m.group(3), m.group(4)
+        if text.startswith(_NESTED):
+            inside = m.end()
+        elif kind != "TypeInferenceError":
+            fatal.append(m.group(0))
+    return fatal
 
 
 def infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -268,10 +390,10 @@ def infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
 
     Strict mode reports what onnxruntime refuses at load (``pads`` with negative
     values, strides of 0, shapes that contradict the declared ones). Its
-    ``TypeInferenceError``s alone are tolerated, as onnxruntime tolerates them:
-    they come from upstream ops whose schemas infer no output type (several
-    ``ai.onnx.ml`` ops), not from a fault of the model; inference then runs
-    again without strict mode and keeps what it can infer.
+    ``TypeInferenceError``s and errors inside function-op bodies are tolerated,
+    as onnxruntime tolerates them (see :func:`_fatal_inference_errors`): they
+    come from onnx's generic checks, not from a fault of the model; inference
+    then runs again without strict mode and keeps what it can infer.
 
     Raises:
         InvalidGraph: naming the op, the node and onnx's message.
@@ -281,8 +403,8 @@ def infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
             proto, check_type=False, strict_mode=True, data_prop=True
         )
     except Exception as exc:
-        found = _INFERENCE_ERROR.findall(str(exc))
-        if not found or any(kind != "TypeInferenceError" for _, _, kind, _ in found):
+        message = str(exc)
+        if not _INFERENCE_ERROR.search(message) or _fatal_inference_errors(message):
             raise InvalidGraph(f"This is an invalid model. Shape inference failed: {exc}") from exc
     try:
         return onnx.shape_inference.infer_shapes(

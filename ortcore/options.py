@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import copy
 import enum
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .errors import InvalidArgument
+import numpy as np
 
-__all__ = ["ExecutionMode", "GraphOptimizationLevel", "RunOptions", "SessionOptions"]
+from .errors import Fail, InvalidArgument, InvalidArgumentRuntimeError, InvalidArgumentTypeError
+
+__all__ = [
+    "ExecutionMode",
+    "ExecutionOrder",
+    "GraphOptimizationLevel",
+    "RunOptions",
+    "SessionOptions",
+]
 
 
 class GraphOptimizationLevel(enum.IntEnum):
@@ -27,11 +37,48 @@ class ExecutionMode(enum.IntEnum):
     ORT_PARALLEL = 1
 
 
+class ExecutionOrder(enum.IntEnum):
+    """onnxruntime's node ordering policy; ortcore accepts it and always runs
+    nodes in its planner's topological order."""
+
+    DEFAULT = 0
+    PRIORITY_BASED = 1
+    MEMORY_EFFICIENT = 2
+
+
 def _config_get(entries: dict[str, str], key: str, owner: str) -> str:
     try:
         return entries[key]
     except KeyError:
-        raise InvalidArgument(f"{owner} does not have configuration with key: {key}") from None
+        # onnxruntime raises a plain RuntimeError here.
+        raise InvalidArgumentRuntimeError(
+            f"{owner} does not have configuration with key: {key}"
+        ) from None
+
+
+def _check_entry(key: Any, value: Any, what: str) -> None:
+    if not isinstance(key, str) or not isinstance(value, str):
+        raise InvalidArgumentTypeError(
+            f"{what} entries take a str key and a str value, not "
+            f"{type(key).__name__} and {type(value).__name__}"
+        )
+
+
+def as_host_array(value: Any, what: str) -> np.ndarray:
+    """A numpy array from an :class:`~ortcore.OrtValue` (copied to the host if
+    it lives on a device) or anything ``np.asarray`` takes.
+
+    Raises:
+        InvalidArgumentTypeError: ``value`` is not array-like (numpy made an
+            object array of something that is not strings).
+    """
+    numpy = getattr(value, "numpy", None)
+    arr = numpy() if callable(numpy) and not isinstance(value, np.ndarray) else np.asarray(value)
+    if arr.dtype == object and not all(isinstance(v, (str, bytes)) for v in arr.flat):
+        raise InvalidArgumentTypeError(
+            f"{what}: expected an OrtValue or a numpy array, not {type(value).__name__}"
+        )
+    return arr
 
 
 class SessionOptions:
@@ -42,6 +89,12 @@ class SessionOptions:
         ``session.max_tensor_bytes``: the largest tensor a kernel may allocate
         (default: ``$ORTCORE_MAX_TENSOR_BYTES``, else the machine's physical
         memory); see ``docs/security.md``.
+        ``session.optimized_model_external_initializers_file_name`` and
+        ``session.optimized_model_external_initializers_min_size_in_bytes``:
+        where ``optimized_model_filepath`` puts its initializers (a data file
+        beside it) and from which size.
+        ``session.load_config_from_model``: ``"1"`` reads the model's
+        ``ort_config`` metadata as ``read_config_from_model=1`` does.
     """
 
     def __init__(self) -> None:
@@ -61,27 +114,179 @@ class SessionOptions:
         self.enable_mem_pattern: bool = True
         self.enable_mem_reuse: bool = True
         self.use_deterministic_compute: bool = False
+        self.use_per_session_threads: bool = True
+        self.execution_order: ExecutionOrder = ExecutionOrder.DEFAULT
         self._config: dict[str, str] = {}
         self._initializers: dict[str, Any] = {}
         self._custom_ops: list[Any] = []
+        self._free_dims_by_name: dict[str, int] = {}
+        self._free_dims_by_denotation: dict[str, int] = {}
+        self._external_initializers: dict[str, np.ndarray] = {}
+        self._external_files: dict[str, memoryview] = {}
+        self._load_cancelled = False
 
     def add_session_config_entry(self, key: str, value: str) -> None:
-        """Set a session configuration entry (string key and value)."""
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise InvalidArgument("session config entries take a str key and a str value")
+        """Set a session configuration entry (string key and value).
+
+        Raises:
+            InvalidArgumentTypeError: the key or value is not a ``str``.
+        """
+        _check_entry(key, value, "session config")
         self._config[key] = value
 
     def get_session_config_entry(self, key: str) -> str:
         """Return a session configuration entry.
 
         Raises:
-            InvalidArgument: the key was never set.
+            InvalidArgumentRuntimeError: the key was never set (onnxruntime
+                raises ``RuntimeError``).
         """
         return _config_get(self._config, key, "SessionOptions")
 
     def add_initializer(self, name: str, value: Any) -> None:
-        """Replace initializer ``name`` of the model with ``value`` (an array)."""
-        self._initializers[name] = value
+        """Replace initializer ``name`` of the model with ``value``.
+
+        Args:
+            name: an initializer of the model (other names are ignored, as
+                onnxruntime ignores them).
+            value: an :class:`~ortcore.OrtValue` (onnxruntime's only kind)
+                or a numpy array; a host value's memory is shared.
+
+        Raises:
+            InvalidArgumentTypeError: ``value`` is not an OrtValue or array.
+        """
+        self._initializers[str(name)] = as_host_array(value, f"add_initializer({name!r})")
+
+    def add_external_initializers(self, names: Sequence[str], values: Sequence[Any]) -> None:
+        """Give the data of initializers the model stores in external files:
+        those tensors are taken from ``values`` and their files are not read
+        (they need not exist).
+
+        Args:
+            names: initializer names.
+            values: one :class:`~ortcore.OrtValue` (or array) per name.
+
+        Raises:
+            InvalidArgument: the two lists differ in length.
+        """
+        names, values = list(names), list(values)
+        if len(names) != len(values):
+            raise InvalidArgument(
+                f"add_external_initializers: {len(names)} names but {len(values)} values"
+            )
+        for name, value in zip(names, values):
+            what = f"add_external_initializers({name!r})"
+            self._external_initializers[str(name)] = as_host_array(value, what)
+
+    def add_external_initializers_from_files_in_memory(
+        self, names: Sequence[str], buffers: Sequence[Any], lengths: Sequence[int]
+    ) -> None:
+        """Serve external data files from memory: a tensor whose external data
+        ``location`` is one of ``names`` is read from the matching buffer.
+
+        Args:
+            names: file names as the model's ``location`` fields spell them.
+            buffers: one buffer (numpy array, bytes, memoryview) per name.
+            lengths: the number of bytes of each buffer to use.
+
+        Raises:
+            InvalidArgument: the lists differ in length, or a length exceeds
+                its buffer.
+        """
+        names, buffers, lengths = list(names), list(buffers), list(lengths)
+        if not len(names) == len(buffers) == len(lengths):
+            raise InvalidArgument(
+                "add_external_initializers_from_files_in_memory: names, buffers and "
+                f"lengths differ in length ({len(names)}, {len(buffers)}, {len(lengths)})"
+            )
+        for name, buf, n in zip(names, buffers, lengths):
+            data: Any = np.ascontiguousarray(buf) if isinstance(buf, np.ndarray) else buf
+            view = memoryview(data).cast("B")
+            if int(n) > view.nbytes or int(n) < 0:
+                raise InvalidArgument(
+                    f"add_external_initializers_from_files_in_memory: length {n} of "
+                    f"{name!r} exceeds its buffer of {view.nbytes} bytes"
+                )
+            self._external_files[str(name)] = view[: int(n)]
+
+    def add_free_dimension_override_by_name(self, dim_name: str, dim_value: int) -> None:
+        """Fix every symbolic dimension named ``dim_name`` of the model's
+        inputs to ``dim_value`` (feeds are then checked against it)."""
+        self._free_dims_by_name[str(dim_name)] = _dim(dim_value)
+
+    def add_free_dimension_override_by_denotation(
+        self, dim_denotation: str, dim_value: int
+    ) -> None:
+        """Fix every symbolic dimension of the model's inputs whose denotation is
+        ``dim_denotation`` (e.g. ``DATA_BATCH``) to ``dim_value``."""
+        self._free_dims_by_denotation[str(dim_denotation)] = _dim(dim_value)
+
+    def register_custom_ops_library(self, library_path: str) -> None:
+        """onnxruntime loads custom operators from a shared library here;
+        ortcore cannot run such native kernels.
+
+        Raises:
+            Fail: always; write the operator with :func:`ortcore.custom_op`
+                and :meth:`register_custom_ops` instead.
+        """
+        raise Fail(
+            f"register_custom_ops_library({library_path!r}): ortcore cannot load "
+            "onnxruntime custom-op libraries; write the operator in Python with "
+            "ortcore.custom_op and pass it to SessionOptions.register_custom_ops"
+        )
+
+    def has_providers(self) -> bool:
+        """Whether providers were added to the options (ortcore takes them from
+        ``InferenceSession(providers=...)`` only): always ``False``."""
+        return False
+
+    def set_load_cancellation_flag(self, value: bool) -> None:
+        """Cancel a model load in progress (ortcore loads in one step: a
+        session created with the flag set refuses to start)."""
+        self._load_cancelled = bool(value)
+
+    @property
+    def initializers(self) -> dict[str, np.ndarray]:
+        """The initializers given with :meth:`add_initializer`, by name."""
+        return dict(self._initializers)
+
+    @property
+    def external_initializers(self) -> dict[str, np.ndarray]:
+        """The tensors given with :meth:`add_external_initializers`, by name."""
+        return dict(self._external_initializers)
+
+    @property
+    def external_files_in_memory(self) -> dict[str, memoryview]:
+        """The files given with :meth:`add_external_initializers_from_files_in_memory`."""
+        return dict(self._external_files)
+
+    @property
+    def free_dimension_overrides(self) -> tuple[dict[str, int], dict[str, int]]:
+        """The dimension overrides, by name and by denotation."""
+        return dict(self._free_dims_by_name), dict(self._free_dims_by_denotation)
+
+    def with_model_config(self, config: Mapping[str, Any]) -> SessionOptions:
+        """A copy of these options with the ``session_options`` of a model's
+        ``ort_config`` metadata applied (the keys onnxruntime reads:
+        ``intra_op_num_threads``, ``inter_op_num_threads``, ``execution_mode``,
+        ``graph_optimization_level``, ``enable_profiling``; others are ignored).
+
+        Raises:
+            InvalidArgument: a value is not an integer or out of range.
+        """
+        out = copy.copy(self)
+        for name in ("_config", "_initializers", "_custom_ops", "_external_initializers"):
+            setattr(out, name, copy.copy(getattr(self, name)))
+        for key, value in config.items():
+            if key not in _MODEL_CONFIG_KEYS:
+                continue
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise InvalidArgument(f"{key} option in the model file must be an integer")
+            try:
+                setattr(out, key, _MODEL_CONFIG_KEYS[key](value))
+            except ValueError:
+                raise InvalidArgument(f"Unsupported value for {key}: {value}") from None
+        return out
 
     def register_custom_ops(self, *ops: Any) -> None:
         """Make custom operators (``ortcore.custom_op``) known to sessions
@@ -125,13 +330,42 @@ class RunOptions:
         self._config: dict[str, str] = {}
 
     def add_run_config_entry(self, key: str, value: str) -> None:
-        """Set a run configuration entry."""
+        """Set a run configuration entry.
+
+        Raises:
+            InvalidArgumentTypeError: the key or value is not a ``str``.
+        """
+        _check_entry(key, value, "run config")
         self._config[key] = value
 
     def get_run_config_entry(self, key: str) -> str:
         """Return a run configuration entry.
 
         Raises:
-            InvalidArgument: the key was never set.
+            InvalidArgumentRuntimeError: the key was never set (onnxruntime
+                raises ``RuntimeError``).
         """
         return _config_get(self._config, key, "RunOptions")
+
+
+def _dim(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InvalidArgumentTypeError(f"a dimension override takes an int, not {value!r}")
+    if value < 0:
+        raise InvalidArgument(f"a dimension override must be >= 0, not {value}")
+    return int(value)
+
+
+def _positive_threads(value: int) -> int:
+    if value < 0:
+        raise ValueError(value)
+    return value
+
+
+_MODEL_CONFIG_KEYS: dict[str, Any] = {
+    "intra_op_num_threads": _positive_threads,
+    "inter_op_num_threads": _positive_threads,
+    "execution_mode": ExecutionMode,
+    "graph_optimization_level": GraphOptimizationLevel,
+    "enable_profiling": bool,
+}

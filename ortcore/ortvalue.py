@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ep_sdk import HOST_DEVICE, Device, ExecutionProvider
 from ep_sdk.dtypes import DataType, from_numpy, to_numpy, type_string
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, InvalidArgumentRuntimeError, InvalidArgumentTypeError
 
-__all__ = ["OrtValue", "device_of", "numpy_dtype"]
+if TYPE_CHECKING:
+    from .sparse_tensor import SparseTensor
+
+__all__ = ["OrtValue", "OrtValueVector", "device_of", "numpy_dtype"]
 
 _movers: dict[Device, ExecutionProvider] = {}
 _movers_lock = threading.Lock()
@@ -68,7 +71,8 @@ def _mover_for(device: Device) -> ExecutionProvider:
             _movers[device] = mover
             return mover
     known = sorted({e.cls.device.type for e in default_manager().available() if e.cls})
-    raise InvalidArgument(
+    # onnxruntime raises RuntimeError for a device its build cannot allocate on.
+    raise InvalidArgumentRuntimeError(
         f"no available provider owns device {device}; device types available: {known}"
     )
 
@@ -81,7 +85,12 @@ class OrtValue:
     ``run_with_ort_values`` and ``IOBinding.get_outputs``.
     """
 
-    __slots__ = ("_value", "_device", "_mover", "_shape", "_dtype")
+    __slots__ = ("_value", "_device", "_mover", "_shape", "_dtype", "_sparse", "_onnx_type")
+    _value: Any
+    _device: Device
+    _mover: ExecutionProvider | None
+    _shape: tuple[int, ...] | None
+    _dtype: np.dtype | None
 
     def __init__(
         self,
@@ -91,6 +100,14 @@ class OrtValue:
         shape: Sequence[int] | None = None,
         dtype: np.dtype | None = None,
     ) -> None:
+        self._sparse: SparseTensor | None = None
+        self._onnx_type: int | None = None
+        if isinstance(value, OrtValue):  # onnxruntime's OrtValue(c_value) wraps another
+            src = value
+            value, device, mover = src._value, src._device, src._mover
+            shape = src._shape if shape is None else shape
+            dtype = src._dtype if dtype is None else dtype
+            self._sparse, self._onnx_type = src._sparse, src._onnx_type
         self._value = value
         self._device = device
         self._mover = mover
@@ -104,8 +121,14 @@ class OrtValue:
     # -- construction ------------------------------------------------------
 
     @staticmethod
-    def ortvalue_from_numpy(array: Any, device_type: str = "cpu", device_id: int = 0) -> OrtValue:
-        """Wrap ``array`` (on the host: sharing its memory) or copy it onto a device."""
+    def ortvalue_from_numpy(
+        array: Any, device_type: str = "cpu", device_id: int = 0, vendor_id: int = -1
+    ) -> OrtValue:
+        """Wrap ``array`` (on the host: sharing its memory) or copy it onto a device.
+
+        ``vendor_id`` is accepted for onnxruntime's signature; ortcore finds a
+        device by its type and number.
+        """
         device = device_of(device_type, device_id)
         arr = np.asarray(array)
         if device.is_host:
@@ -121,15 +144,69 @@ class OrtValue:
         element_type: Any,
         device_type: str = "cpu",
         device_id: int = 0,
+        vendor_id: int = -1,
     ) -> OrtValue:
-        """A new zero-filled tensor of ``shape`` and ``element_type`` (a numpy type)."""
+        """A new zero-filled tensor of ``shape`` and ``element_type`` (a numpy
+        type or an ONNX element type number)."""
         arr = np.zeros([int(d) for d in shape], dtype=numpy_dtype(element_type))
         return OrtValue.ortvalue_from_numpy(arr, device_type, device_id)
+
+    @staticmethod
+    def ortvalue_from_numpy_with_onnx_type(data: np.ndarray, onnx_element_type: int) -> OrtValue:
+        """Wrap ``data`` (no copy) as a tensor of ONNX element type
+        ``onnx_element_type``, reinterpreting its bytes: a ``uint16`` array
+        becomes ``bfloat16``, for types numpy has no native dtype for.
+
+        Raises:
+            InvalidArgumentRuntimeError: the element sizes differ (onnxruntime
+                raises ``RuntimeError``).
+        """
+        arr = np.ascontiguousarray(data)
+        target = numpy_dtype(int(onnx_element_type))
+        if target.itemsize != arr.dtype.itemsize:
+            raise InvalidArgumentRuntimeError(
+                f"Items size in the incoming array: {arr.dtype.itemsize} specified by onnxtype: "
+                f"{target.itemsize}"
+            )
+        value = OrtValue(arr.view(target))
+        value._onnx_type = int(onnx_element_type)
+        return value
+
+    @staticmethod
+    def ort_value_from_sparse_tensor(sparse_tensor: SparseTensor) -> OrtValue:
+        """An OrtValue holding a :class:`~ortcore.SparseTensor`."""
+        values = sparse_tensor.values()
+        value = OrtValue(
+            None, shape=[int(d) for d in sparse_tensor.dense_shape()], dtype=values.dtype
+        )
+        value._sparse = sparse_tensor
+        return value
+
+    @staticmethod
+    def from_dlpack(data: Any, is_bool_tensor: bool = False) -> OrtValue:
+        """An OrtValue sharing the memory of a DLPack tensor (an object with
+        ``__dlpack__``, such as a torch tensor or numpy array, or a DLPack
+        capsule). Only host (CPU) memory is taken.
+
+        Args:
+            data: the tensor or capsule.
+            is_bool_tensor: reinterpret ``uint8`` data as ``bool`` (older
+                exporters write booleans as bytes).
+        """
+        source = data if hasattr(data, "__dlpack__") else _Capsule(data)
+        arr = np.from_dlpack(source)
+        if is_bool_tensor and arr.dtype == np.uint8:
+            arr = arr.view(np.bool_)
+        return OrtValue(arr)
 
     # -- onnxruntime API ---------------------------------------------------
 
     def numpy(self) -> np.ndarray:
         """The tensor as a numpy array (a copy to the host for device values)."""
+        if self._sparse is not None:
+            raise InvalidArgumentRuntimeError(
+                "numpy() of a sparse tensor: use as_sparse_tensor().values()"
+            )
         if self._device.is_host:
             return np.asarray(self._value)
         assert self._mover is not None
@@ -144,10 +221,14 @@ class OrtValue:
 
     def data_type(self) -> str:
         """onnxruntime's type string, e.g. ``tensor(float)``."""
-        return type_string(from_numpy(self._numpy_dtype()))
+        if self._sparse is not None:
+            return self._sparse.data_type()
+        return type_string(DataType(self.element_type()))
 
     def element_type(self) -> int:
         """The ONNX element type number (``1`` for float)."""
+        if self._onnx_type is not None:
+            return self._onnx_type
         return int(from_numpy(self._numpy_dtype()))
 
     def device_name(self) -> str:
@@ -155,12 +236,35 @@ class OrtValue:
         return self._device.type
 
     def is_tensor(self) -> bool:
-        """Always ``True``: ortcore's OrtValues are tensors."""
-        return True
+        """Whether the value is a dense tensor (not a sparse tensor)."""
+        return self._sparse is None
+
+    def is_sparse_tensor(self) -> bool:
+        """Whether the value holds a :class:`~ortcore.SparseTensor`."""
+        return self._sparse is not None
+
+    def is_tensor_sequence(self) -> bool:
+        """Whether the value is a sequence of tensors (a list)."""
+        return isinstance(self._value, list)
+
+    def as_sparse_tensor(self) -> SparseTensor:
+        """The :class:`~ortcore.SparseTensor` held.
+
+        Raises:
+            InvalidArgumentRuntimeError: the value is not a sparse tensor.
+        """
+        if self._sparse is None:
+            raise InvalidArgumentRuntimeError("the OrtValue does not hold a sparse tensor")
+        return self._sparse
+
+    def tensor_size_in_bytes(self) -> int:
+        """Bytes of the tensor's data (elements times element size)."""
+        count = int(np.prod(self.shape())) if self.shape() else 1
+        return count * self._numpy_dtype().itemsize
 
     def has_value(self) -> bool:
         """Whether the value holds data (``False`` only for an empty optional)."""
-        return self._value is not None
+        return self._value is not None or self._sparse is not None
 
     def data_ptr(self) -> int:
         """Address of a host tensor's data (for ``IOBinding.bind_input``)."""
@@ -169,15 +273,63 @@ class OrtValue:
         return int(self._value.ctypes.data)
 
     def update_inplace(self, array: Any) -> None:
-        """Overwrite the tensor's contents with ``array`` (same shape and type)."""
+        """Overwrite the tensor's contents with ``array`` (a numpy array or an
+        OrtValue of the same shape and type).
+
+        Raises:
+            InvalidArgumentRuntimeError: the sizes differ (onnxruntime raises
+                ``RuntimeError``).
+        """
+        if isinstance(array, OrtValue):
+            array = array.numpy()
         arr = np.asarray(array, dtype=self._numpy_dtype())
+        if arr.size != int(np.prod(self.shape())):
+            raise InvalidArgumentRuntimeError(
+                "The input size of numpy arrays does not match the size of the OrtValue: "
+                f"shape {list(arr.shape)} != {self.shape()}"
+            )
         if list(arr.shape) != self.shape():
-            raise InvalidArgument(f"update_inplace: shape {arr.shape} != {self.shape()}")
+            arr = arr.reshape(self.shape())
         if self._device.is_host:
             np.copyto(self._value, arr)
         else:
             assert self._mover is not None
             self._value = self._mover.from_host(arr)
+
+    # -- numpy and DLPack protocols ---------------------------------------
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """``np.asarray(ortvalue)``: the tensor as an array (shares host memory)."""
+        arr = self.numpy()
+        if copy:
+            return np.array(arr, dtype=dtype, copy=True)
+        return arr if dtype is None else np.asarray(arr, dtype=dtype)
+
+    def __dlpack__(self, *, stream: Any = None, **kwargs: Any) -> Any:
+        """A DLPack capsule sharing the tensor's memory (``torch.from_dlpack(v)``)."""
+        if not self._device.is_host:
+            fn = getattr(self._value, "__dlpack__", None)
+            if fn is None:
+                raise InvalidArgumentRuntimeError(
+                    f"the tensor on {self._device} does not support DLPack"
+                )
+            return fn(stream=stream, **kwargs)
+        arr = self.numpy()
+        try:
+            return arr.__dlpack__(stream=stream, **kwargs)
+        except TypeError:  # an older numpy, without the newer keywords
+            return arr.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(device type, device id)`` as DLPack numbers (1 is the CPU)."""
+        if self._device.is_host:
+            return (1, 0)
+        fn = getattr(self._value, "__dlpack_device__", None)
+        return fn() if fn is not None else (2, self._device.id)
+
+    def to_dlpack(self) -> Any:
+        """A DLPack capsule of the tensor (onnxruntime's training API spelling)."""
+        return self.__dlpack__()
 
     # -- ortcore internals -------------------------------------------------
 
@@ -192,6 +344,8 @@ class OrtValue:
         return self._value
 
     def _numpy_dtype(self) -> np.dtype:
+        if self._sparse is not None:
+            return self._sparse.values().dtype
         if self._dtype is None:
             self.shape()
         assert self._dtype is not None
@@ -226,3 +380,53 @@ def _peek(value: Any) -> tuple[Any, Any]:
         return tuple(int(d) for d in shape), np.dtype(dtype)
     except TypeError:
         return None, None
+
+
+class _Capsule:
+    """Presents a bare DLPack capsule to ``np.from_dlpack`` (host memory)."""
+
+    def __init__(self, capsule: Any) -> None:
+        if type(capsule).__name__ != "PyCapsule":
+            raise InvalidArgumentTypeError(
+                f"from_dlpack takes an object with __dlpack__ or a DLPack capsule, "
+                f"not {type(capsule).__name__}"
+            )
+        self._capsule = capsule
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+class OrtValueVector(list):  # type: ignore[type-arg]
+    """A list of :class:`OrtValue` s (onnxruntime's ``OrtValueVector``)."""
+
+    def push_back(self, value: OrtValue) -> None:
+        """Append ``value``."""
+        self.append(value)
+
+    def push_back_batch(self, values: Sequence[Any], *args: Any) -> None:
+        """Append several values (arrays are wrapped as host OrtValues)."""
+        for v in values:
+            self.append(v if isinstance(v, OrtValue) else OrtValue.ortvalue_from_numpy(v))
+
+    def reserve(self, n: int) -> None:
+        """Reserve room (nothing to do for a Python list)."""
+
+    def shrink_to_fit(self) -> None:
+        """Release spare room (nothing to do for a Python list)."""
+
+    def element_type_at(self, index: int) -> int:
+        """The ONNX element type of value ``index``."""
+        return int(self[index].element_type())
+
+    def dlpack_at(self, index: int) -> Any:
+        """A DLPack capsule of value ``index``."""
+        return self[index].__dlpack__()
+
+    def to_dlpacks(self, to_tensor: Any = None) -> list[Any]:
+        """DLPack capsules of every value, each passed through ``to_tensor`` when given."""
+        caps = [v.__dlpack__() for v in self]
+        return [to_tensor(c) for c in caps] if to_tensor is not None else caps

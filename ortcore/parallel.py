@@ -39,17 +39,17 @@ class Schedule:
     def __init__(self, plan: Plan) -> None:
         producer: dict[int, int] = {}
         for i, step in enumerate(plan.steps):
-            for s in step[2]:
+            for s in step.outputs:
                 producer[s] = i
         self.waits: list[int] = []
         self.users: list[list[int]] = [[] for _ in plan.steps]
         readers: dict[int, int] = {}
         for i, step in enumerate(plan.steps):
-            deps = {producer[s] for s in step[1] if s in producer}
+            deps = {producer[s] for s in step.inputs if s in producer}
             self.waits.append(len(deps))
             for d in deps:
                 self.users[d].append(i)
-            for s in set(step[1]):
+            for s in set(step.inputs):
                 readers[s] = readers.get(s, 0) + 1
         self.keep = frozenset(plan.output_slots) | {0}
         # slots no step reads and that are not outputs: dropped as soon as written
@@ -133,10 +133,10 @@ class ParallelExecutor:
                     args = [slots[s] for s in ins]
                     t0 = clock()
                     res = fn(ctx, *args) if wants_ctx else fn(*args)
+                    if not isinstance(res, (tuple, list)) or len(res) != len(outs):
+                        raise _bad_result(res, len(outs))
                     if record is not None:
                         record(info, i, t0, clock(), args, res)
-                    if len(res) != len(outs) or not isinstance(res, (tuple, list)):
-                        raise _bad_result(res, outs)
                     for o, r in zip(outs, res):
                         slots[o] = r if o in readers or o in keep else None
                 except _Skipped:

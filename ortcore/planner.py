@@ -24,9 +24,10 @@ from ep_sdk import (
     FusedGroup,
     KernelMiss,
     NodeInfo,
+    group_io,
     node_types,
 )
-from ep_sdk.graph import group_model
+from ep_sdk.graph import group_model, is_constant
 from ep_sdk.limits import TensorTooLarge, check_tensor_size
 
 from .cache import CompiledCache, compile_with_cache
@@ -103,12 +104,23 @@ def _unit_order(nodes: Sequence[ir.Node], group_of: Mapping[ir.Node, Claim]) -> 
 
 
 class GraphPlanner:
-    """Builds plans for a model's graphs with one list of providers."""
+    """Builds plans for a model's graphs with one list of providers.
+
+    Args:
+        providers: the session's providers, in priority order.
+        opsets: the model's opset imports (domain -> version).
+        cache: the on-disk cache of compiled groups (``None``: compile every time).
+        max_tensor_bytes: the largest tensor a node may produce (``None``:
+            ep_sdk's process default).
+    """
 
     def __init__(
         self,
         providers: Sequence[ExecutionProvider],
         opsets: Mapping[str, int],
+        *,
+        cache: CompiledCache | None = None,
+        max_tensor_bytes: int | None = None,
     ) -> None:
         self.providers = list(providers)
         self.opsets = dict(opsets)
@@ -124,9 +136,8 @@ class GraphPlanner:
         self._kernels: dict[ir.Node, tuple[Any, Any]] = {}
         self._group_names: dict[Claim, str] = {}
         self._compiled: dict[Claim, Any] = {}
-        self.cache: CompiledCache | None = None  # on-disk cache of compiled groups
-        # The largest tensor a node may produce (None: ep_sdk's process default).
-        self.max_tensor_bytes: int | None = None
+        self.cache = cache
+        self.max_tensor_bytes = max_tensor_bytes
 
     # -- entry points ----------------------------------------------------
 
@@ -217,7 +228,7 @@ class _PlanBuilder:
         self.template: list[Any] = [None]  # slot 0: always None (omitted inputs)
         self.slot: dict[tuple[ir.Value, Device], int] = {}
         self.home: dict[ir.Value, Device] = {}
-        self.steps: list[list[Any]] = []
+        self.steps: list[Step] = []
         self.copies: list[StepInfo] = []
         self.records: list[NodeRecord] = []
 
@@ -251,7 +262,7 @@ class _PlanBuilder:
         provider = self.planner.provider_for(device if not device.is_host else home).name
         info = StepInfo("copy", op, value.name or "", provider)
         self.copies.append(info)
-        self.steps.append([fn, (src,), (dst,), (), False, info])
+        self.steps.append(Step(fn, (src,), (dst,), (), False, info))
         return dst
 
     def build(
@@ -337,7 +348,9 @@ class _PlanBuilder:
             InvalidGraph: naming the node, the output and its size.
         """
         for value, shape, dtype in zip(node.outputs, info.output_shapes, info.output_types):
-            if shape is None or dtype is None or any(d is None for d in shape):
+            # A negative inferred dim is onnx's guess for a branch that may
+            # never run (an If body): unknown, left to the kernel at run time.
+            if shape is None or dtype is None or any(d is None or d < 0 for d in shape):
                 continue
             what = f"{info.describe()} output {value.name!r}"
             try:
@@ -346,7 +359,7 @@ class _PlanBuilder:
                 itemsize = 8  # strings and other types without a fixed size
             try:
                 check_tensor_size(shape, itemsize, what, limit=self.planner.max_tensor_bytes)
-            except (TensorTooLarge, ValueError) as exc:
+            except TensorTooLarge as exc:
                 raise InvalidGraph(f"This is an invalid model. {exc}") from None
 
     def place_node(self, node: ir.Node, provider: ExecutionProvider, found: Any, fn: Any) -> None:
@@ -363,7 +376,7 @@ class _PlanBuilder:
             self.home[v] = where
             out_slots.append(self.new_slot(v, where))
         step_info = StepInfo("node", node.op_type, node.name or "", provider.name)
-        self.steps.append([fn, tuple(in_slots), tuple(out_slots), (), found.context, step_info])
+        self.steps.append(Step(fn, tuple(in_slots), tuple(out_slots), (), found.context, step_info))
         self.records.append(
             NodeRecord(
                 node.name or "",
@@ -377,29 +390,24 @@ class _PlanBuilder:
 
     def add_group(self, claim: Claim) -> None:
         provider = self.planner.providers[self.part.provider_of[claim.nodes[0]]]
-        members = set(claim.nodes)
-        ordered = [n for n in self.graph if n in members]
-        produced = {v for n in ordered for v in n.outputs}
-        inputs: list[ir.Value] = []
-        for n in ordered:
-            for v in n.inputs:
-                if v is not None and v not in produced and v not in inputs:
-                    inputs.append(v)
-        graph_outputs = set(self.graph.outputs)
-        outputs = [
-            v
-            for v in produced
-            if v in graph_outputs or any(u.node not in members for u in v.uses())
-        ]
-        outputs.sort(key=lambda v: [o for n in ordered for o in n.outputs].index(v))
+        # The compiled function takes the inputs in first-use order and returns
+        # the outputs in production order, as group_io lists them.
+        ordered, inputs, outputs = group_io(self.graph, claim.nodes)
         name = self.planner.group_name(claim, provider)
+        # Constants go into the group's model, where the engine can fold and
+        # prepack them, unless the provider wants them passed on every run.
+        constants = [v for v in inputs if is_constant(v)]
+        baked = [] if provider.compile_receives_constants else constants
+        inputs = [v for v in inputs if v not in baked]
         group = FusedGroup(
             name=name,
             nodes=tuple(ordered),
             inputs=tuple(inputs),
             outputs=tuple(outputs),
-            model=group_model(name, ordered, inputs, outputs, self.planner.opsets),
+            model=group_model(name, ordered, inputs, outputs, self.planner.opsets, baked),
             opsets=self.planner.opsets,
+            constants=tuple(constants),
+            payload=claim.payload,
         )
         try:
             fn = self.planner.compile_group(claim, provider, group)
@@ -416,7 +424,7 @@ class _PlanBuilder:
             self.home[v] = device
             out_slots.append(self.new_slot(v, device))
         info = StepInfo("fused", name, name, provider.name)
-        self.steps.append([fn, in_slots, tuple(out_slots), (), False, info])
+        self.steps.append(Step(fn, in_slots, tuple(out_slots), (), False, info))
         for n in ordered:
             self.records.append(
                 NodeRecord(

@@ -7,6 +7,11 @@ them as a JSON list in the Chrome trace-event format that onnxruntime uses,
 which Perfetto and ``chrome://tracing`` open. :func:`summarize` turns such a
 trace (ortcore's or onnxruntime's) into time per op type, per provider,
 device copies and the slowest nodes; ``ortcore bench`` prints it.
+
+As in onnxruntime's trace, an event is named after the model's node
+(``conv0_kernel_time``) and ``args.op_name`` is the kernel that ran: a Conv
+the core fused with its activation reads ``op_name: FusedConv``, under the
+Conv's own name, with the model's op type in ``args.model_op_type``.
 """
 
 from __future__ import annotations
@@ -24,9 +29,29 @@ import numpy as np
 if TYPE_CHECKING:
     from .executor import StepInfo
 
-__all__ = ["Profiler", "load_trace", "summarize"]
+__all__ = ["Profiler", "load_trace", "model_node", "summarize"]
 
 COPY_OPS = frozenset({"MemcpyToHost", "MemcpyFromHost"})
+
+# The core's fusion passes name a fused node after the node it replaces plus a
+# suffix (ortcore.optimizer.conv_activation, gemm_activation, matmul_add).
+_FUSION_SUFFIXES = ("_fused", "_act")
+_FUSED_FROM = {"FusedConv": "Conv", "FusedGemm": "Gemm", "FusedMatMul": "MatMul"}
+
+
+def model_node(kind: str, op_type: str, name: str) -> tuple[str, str | None]:
+    """The model's node name behind a step, and its op type when the step runs
+    a node the core fused (``("conv0", "Conv")`` for ``FusedConv conv0_fused``;
+    ``(name, None)`` for any other step)."""
+    model_op = _FUSED_FROM.get(op_type) if kind == "node" else None
+    if model_op is None:
+        return name, None
+    for suffix in _FUSION_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)], model_op
+    return name, model_op
+
+
 _TYPE_NAMES: dict[np.dtype, str] = {}
 
 
@@ -131,6 +156,20 @@ class Profiler:
             events = list(self._events)
             steps = list(self._steps)
         for info, index, t0, t1, tid, ins, outs, in_bytes, out_bytes in steps:
+            name, model_op = model_node(info.kind, info.op_type, info.name)
+            args = {
+                "op_name": info.op_type,
+                "provider": info.provider,
+                "node_name": name,
+                "node_index": str(index),
+                "kind": info.kind,
+                "input_type_shape": ins,
+                "output_type_shape": outs,
+                "activation_size": str(in_bytes),
+                "output_size": str(out_bytes),
+            }
+            if model_op is not None:
+                args["model_op_type"] = model_op
             events.append(
                 {
                     "cat": "Node",
@@ -139,18 +178,8 @@ class Profiler:
                     "dur": max((t1 - t0) // 1000, 0),
                     "ts": self._us(t0),
                     "ph": "X",
-                    "name": f"{info.name}_kernel_time",
-                    "args": {
-                        "op_name": info.op_type,
-                        "provider": info.provider,
-                        "node_name": info.name,
-                        "node_index": str(index),
-                        "kind": info.kind,
-                        "input_type_shape": ins,
-                        "output_type_shape": outs,
-                        "activation_size": str(in_bytes),
-                        "output_size": str(out_bytes),
-                    },
+                    "name": f"{name}_kernel_time",
+                    "args": args,
                 }
             )
         events.sort(key=lambda e: e["ts"])

@@ -5,6 +5,14 @@ attributes of the graph, its subgraphs and functions) is checked against its
 type and shape without reading external data, and every external reference
 against the model's folder and the file it names.
 
+A model reached through a symlink (a model hub's cache: ``snapshots/x/model.onnx``
+pointing into ``blobs/``) finds its external data beside the symlink, as
+onnxruntime does; a reference may then lead, through symlinks, into the
+symlink's folder or into the model file's own folder, nowhere else.
+
+Sparse tensors (sparse initializers, ``Constant`` nodes with ``sparse_value``)
+are made dense at load (:func:`densify_sparse`); ortcore's kernels are dense.
+
 External data is never read into the protobuf, which cannot exceed 2 GiB:
 the references stay in the proto, and onnx-ir turns them into
 :class:`onnx_ir.ExternalTensor` objects that memory-map their bytes from the
@@ -15,29 +23,40 @@ in (see :data:`SMALL_EXTERNAL_BYTES`).
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import onnx_ir as ir
 
-from .errors import InvalidArgument, InvalidGraph, NoSuchFile
+from ep_sdk.limits import TensorTooLarge, check_tensor_size
+
+from .errors import AllocationError, InvalidArgument, InvalidGraph, NoSuchFile
 
 __all__ = [
     "INLINE_SAVE_LIMIT",
     "SMALL_EXTERNAL_BYTES",
     "check_external_data",
     "check_tensor_data",
+    "densify_sparse",
+    "external_roots",
     "is_external",
     "proto_tensors",
+    "read_files_in_memory",
     "read_small_external",
+    "rebase_external",
+    "replace_initializers",
     "save_model",
     "set_external_base",
 ]
+
+log = logging.getLogger("ortcore.model")
 
 SMALL_EXTERNAL_BYTES = 1024
 """External tensors up to this size are read into the model when it loads.
@@ -225,13 +244,28 @@ def check_tensor_data(proto: onnx.ModelProto) -> None:
                     )
 
 
-def check_external_data(proto: onnx.ModelProto, base: Path | None) -> None:
+def external_roots(path: str | os.PathLike[str], base: Path) -> tuple[Path, ...]:
+    """The folders external data of the model at ``path`` may lie in, once
+    symlinks are followed: the folder of ``path`` (``base``, where references
+    are looked up) and, when ``path`` is a symlink, the real model file's folder."""
+    roots = [base.resolve()]
+    real = Path(path).resolve().parent
+    if real not in roots:
+        roots.append(real)
+    return tuple(roots)
+
+
+def check_external_data(
+    proto: onnx.ModelProto, base: Path | None, roots: Sequence[Path] | None = None
+) -> None:
     """Check every external data reference, reading no data.
 
     A reference must be relative, stay inside the model's folder ``base``
-    (also after following symlinks), name a regular file with one link, and
-    lie inside it: ``offset`` plus ``length`` (or the bytes the tensor's type
-    and shape need) at most the file's size.
+    (written without ``..`` leading out of it), lead, after following
+    symlinks, into one of ``roots`` (default: ``base`` itself; see
+    :func:`external_roots`), name a regular file with one link, and lie
+    inside it: ``offset`` plus ``length`` (or the bytes the tensor's type and
+    shape need) at most the file's size.
 
     Raises:
         InvalidArgument: a location is absolute, escapes ``base``, names a
@@ -249,6 +283,7 @@ def check_external_data(proto: onnx.ModelProto, base: Path | None) -> None:
             f"model given as bytes references external data file "
             f"{first!r}; load it from its path instead"
         )
+    allowed = tuple(roots) if roots else (base.resolve(),)
     sizes: dict[Path, int] = {}
     for where, t in tensors:
         ref = _external_ref(where, t)
@@ -264,7 +299,9 @@ def check_external_data(proto: onnx.ModelProto, base: Path | None) -> None:
             raise InvalidArgument(
                 f"external data path {location!r} of tensor {t.name!r} is not usable: {exc}"
             ) from exc
-        if base != target and base not in target.parents:
+        lexical = os.path.normpath(location)
+        outside = all(root != target and root not in target.parents for root in allowed)
+        if lexical == os.pardir or lexical.startswith(os.pardir + os.sep) or outside:
             raise InvalidArgument(
                 f"external data path {location!r} of tensor {t.name!r} escapes the "
                 f"model's folder {str(base)!r}"
@@ -328,6 +365,210 @@ def read_small_external(proto: onnx.ModelProto, base: Path | None) -> None:
         budget -= need
 
 
+def read_files_in_memory(proto: onnx.ModelProto, files: Mapping[str, memoryview]) -> None:
+    """Read external tensors whose ``location`` is one of ``files`` from memory
+    (``SessionOptions.add_external_initializers_from_files_in_memory``): their
+    data goes into the proto and no file is opened.
+
+    Raises:
+        InvalidArgument: a tensor's bytes run past the end of its buffer.
+    """
+    if not files:
+        return
+    by_name = {os.path.normpath(k): v for k, v in files.items()}
+    for where, t in proto_tensors(proto):
+        if not is_external(t):
+            continue
+        ref = _external_ref(where, t)
+        buf = by_name.get(os.path.normpath(ref.location))
+        if buf is None:
+            continue
+        need = ref.length if ref.length is not None else _data_bytes(t)
+        end = ref.offset + (need or 0)
+        if need is None or end > buf.nbytes:
+            raise InvalidArgument(
+                f"external data of tensor {t.name!r} ({where}) runs past the end of the "
+                f"in-memory file {ref.location!r}: it needs {need} bytes at offset "
+                f"{ref.offset}, the buffer holds {buf.nbytes}"
+            )
+        del t.external_data[:]
+        t.data_location = onnx.TensorProto.DEFAULT
+        t.raw_data = bytes(buf[ref.offset : end])
+
+
+def replace_initializers(proto: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> None:
+    """Replace initializers of the main graph by ``values``
+    (``SessionOptions.add_external_initializers``): their external data, if
+    any, is not read. Names the model lacks are ignored.
+
+    Raises:
+        InvalidArgument: a value's element type or shape differs from the model's.
+    """
+    if not values:
+        return
+    for t in proto.graph.initializer:
+        arr = values.get(t.name)
+        if arr is None:
+            continue
+        new = onnx.numpy_helper.from_array(np.ascontiguousarray(arr), t.name)
+        if new.data_type != t.data_type or list(new.dims) != list(t.dims):
+            want = onnx.TensorProto.DataType.Name(t.data_type) if _known_type(t) else t.data_type
+            raise InvalidArgument(
+                f"add_external_initializers: initializer {t.name!r} is {want}{list(t.dims)} "
+                f"in the model, but the value given is "
+                f"{onnx.TensorProto.DataType.Name(new.data_type)}{list(new.dims)}"
+            )
+        t.CopyFrom(new)
+
+
+def _graphs_of(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    yield graph
+    for node in graph.node:
+        yield from _subgraphs(node)
+
+
+def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+    for attr in node.attribute:
+        if attr.HasField("g"):
+            yield from _graphs_of(attr.g)
+        for g in attr.graphs:
+            yield from _graphs_of(g)
+
+
+def _all_nodes(proto: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
+    for g in _graphs_of(proto.graph):
+        yield from g.node
+    for f in proto.functions:
+        for node in f.node:
+            yield node
+            for g in _subgraphs(node):
+                yield from g.node
+
+
+def densify_sparse(
+    proto: onnx.ModelProto, base: Path | None, limit: int | None = None
+) -> list[str]:
+    """Make sparse tensors dense: every sparse initializer becomes an
+    initializer and every ``Constant`` with ``sparse_value`` a ``Constant``
+    with ``value``, as onnxruntime's loader does. A warning names them.
+
+    Args:
+        proto: the model, changed in place.
+        base: the model's folder (sparse values may be external data).
+        limit: the largest dense tensor allowed, in bytes (default: the
+            process limit, see :mod:`ep_sdk.limits`).
+
+    Returns:
+        where each converted tensor was.
+
+    Raises:
+        InvalidGraph: indices that do not fit the values or the dense shape.
+        AllocationError: a dense tensor over ``limit``.
+    """
+    done: list[str] = []
+    base_dir = str(base) if base is not None else ""
+    for g in _graphs_of(proto.graph):
+        for sp in g.sparse_initializer:
+            where = f"sparse initializer {sp.values.name!r} of graph {g.name!r}"
+            g.initializer.append(_dense(sp, sp.values.name, where, base_dir, limit))
+            done.append(where)
+        del g.sparse_initializer[:]
+    for node in _all_nodes(proto):
+        if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
+            continue
+        for i, attr in enumerate(node.attribute):
+            if attr.name == "sparse_value" and attr.HasField("sparse_tensor"):
+                where = f"sparse_value of Constant node {node.name!r}"
+                dense = _dense(attr.sparse_tensor, node.output[0], where, base_dir, limit)
+                node.attribute[i].CopyFrom(onnx.helper.make_attribute("value", dense))
+                done.append(where)
+    if done:
+        log.warning(
+            "ortcore runs sparse tensors as dense ones: %s made dense at load", ", ".join(done)
+        )
+    return done
+
+
+def _dense(
+    sp: onnx.SparseTensorProto, name: str, where: str, base_dir: str, limit: int | None
+) -> onnx.TensorProto:
+    """The dense tensor of a sparse one (COO indices, linear or coordinates)."""
+    dims = [int(d) for d in sp.dims]
+    try:
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(sp.values.data_type)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise InvalidGraph(f"This is an invalid model. {where} has an unknown type") from exc
+    try:
+        check_tensor_size(dims, dtype, where, limit=limit)
+    except TensorTooLarge as exc:
+        raise AllocationError(str(exc)) from exc
+    except ValueError as exc:
+        raise InvalidGraph(f"This is an invalid model. {exc}") from exc
+    values = onnx.numpy_helper.to_array(sp.values, base_dir).reshape(-1)
+    idx = onnx.numpy_helper.to_array(sp.indices, base_dir).astype(np.int64)
+    total = math.prod(dims)
+    n = values.size
+    if idx.ndim == 1 and idx.size == n:
+        flat = idx
+    elif idx.size == n * len(dims) and len(dims) > 0:
+        coords = idx.reshape(n, len(dims))
+        if (coords < 0).any() or (coords >= np.asarray(dims)).any():
+            raise InvalidGraph(f"This is an invalid model. {where} has an index out of {dims}")
+        flat = np.asarray(np.ravel_multi_index(tuple(coords.T), dims), dtype=np.int64)
+    else:
+        raise InvalidGraph(
+            f"This is an invalid model. {where} has {idx.size} indices for {n} values "
+            f"of shape {dims}"
+        )
+    if n and ((flat < 0).any() or (flat >= total).any()):
+        raise InvalidGraph(f"This is an invalid model. {where} has an index out of {dims}")
+    dense = np.zeros(total, dtype=dtype)
+    dense[flat] = values
+    return onnx.numpy_helper.from_array(dense.reshape(dims), name)
+
+
+def rebase_external(
+    proto: onnx.ModelProto, base: Path | None, roots: Sequence[Path] | None
+) -> Path | None:
+    """The folder to read the model's external data from once loaded.
+
+    That is ``base``, unless the data files, followed through symlinks, lie
+    in another of the ``roots`` (a model hub's ``blobs/`` folder, reached
+    from symlinks beside a symlinked model): then their ``location`` fields
+    are rewritten relative to that folder, which is returned, so that the
+    loaded tensors read the real files without following a symlink out of
+    their base folder (which onnx-ir refuses). Runs after
+    :func:`check_external_data`.
+
+    Raises:
+        InvalidArgument: the data files are spread over several of ``roots``.
+    """
+    if base is None or not roots:
+        return base
+    targets = {
+        id(t): (t, (base / _external_ref(where, t).location).resolve())
+        for where, t in proto_tensors(proto)
+        if is_external(t)
+    }
+    if not targets:
+        return base
+    for root in [base.resolve(), *roots]:
+        if all(root == p or root in p.parents for _, p in targets.values()):
+            break
+    else:
+        raise InvalidArgument(
+            f"the external data files of the model in {str(base)!r} lie, through "
+            f"symlinks, in several folders ({', '.join(map(str, roots))}); keep them in one"
+        )
+    if root == base.resolve():
+        return base
+    for t, target in targets.values():
+        for entry in t.external_data:
+            if entry.key == "location":
+                entry.value = os.path.relpath(target, root)
+    return root
+
+
 def set_external_base(model: ir.Model, base: Path | None) -> None:
     """Point the external tensors of ``model`` at the model's folder."""
     if base is None:
@@ -369,25 +610,49 @@ _SAVE_THRESHOLD = 1024
 """Tensors over this size go to the data file (onnxruntime's default too)."""
 
 
-def save_model(model: ir.Model, path: str | os.PathLike[str]) -> None:
+def save_model(
+    model: ir.Model,
+    path: str | os.PathLike[str],
+    *,
+    data_file: str | None = None,
+    min_size: int | None = None,
+) -> None:
     """Write ``model`` to ``path`` (``SessionOptions.optimized_model_filepath``).
 
-    Like onnxruntime, tensors are written inline, unless the model has
-    external tensors or its tensors come to :data:`INLINE_SAVE_LIMIT` or more:
-    then every initializer over 1 KiB goes to ``<file name>.data`` beside ``path``,
-    copied file to file, never gathered into one protobuf.
+    Like onnxruntime, tensors are written inline, unless ``data_file`` is
+    given, the model has external tensors or its tensors come to
+    :data:`INLINE_SAVE_LIMIT` or more: then every initializer of
+    ``min_size`` bytes or more (default 1 KiB) goes to a data file beside
+    ``path`` (``data_file``, default ``<file name>.data``), copied file to
+    file, never gathered into one protobuf.
+
+    Args:
+        model: the model.
+        path: the file to write.
+        data_file: the data file's name, relative to ``path``'s folder
+            (``session.optimized_model_external_initializers_file_name``).
+        min_size: the smallest initializer moved to the data file, in bytes
+            (``session.optimized_model_external_initializers_min_size_in_bytes``).
 
     Raises:
-        InvalidArgument: that data file is one the model reads its own tensors
-            from (it would be overwritten while in use).
+        InvalidArgument: the data file name is absolute or leaves the folder,
+            or it is a file the model reads its own tensors from (it would be
+            overwritten while in use).
     """
     tensors = list(_ir_tensors(model))
     external = [t for t in tensors if isinstance(t, ir.ExternalTensor)]
-    if not external and sum(t.nbytes for t in tensors) < INLINE_SAVE_LIMIT:
+    if data_file is None and not external and sum(t.nbytes for t in tensors) < INLINE_SAVE_LIMIT:
         ir.save(model, path)
         return
     out = Path(path)
-    data_name = f"{out.name}.data"
+    data_name = f"{out.name}.data" if data_file is None else data_file
+    lexical = os.path.normpath(data_name)
+    if os.path.isabs(data_name) or lexical == os.pardir or lexical.startswith(os.pardir + os.sep):
+        raise InvalidArgument(
+            f"optimized model external initializers file {data_name!r} must be a path "
+            f"relative to the folder of {str(path)!r}, inside it"
+        )
+    threshold = _SAVE_THRESHOLD if min_size is None else max(int(min_size), 0)
     data_path = (out.parent / data_name).resolve()
     for t in external:
         if Path(t.path).resolve() == data_path:
@@ -400,15 +665,15 @@ def save_model(model: ir.Model, path: str | os.PathLike[str]) -> None:
     # loads the external ones under it by closing their memory maps, which
     # arrays taken from them may still use; tensor attributes it leaves
     # alone. Both kinds are read in for the save only.
-    restore = _read_in_for_save(model)
+    restore = _read_in_for_save(model, threshold)
     try:
-        ir.save(model, path, external_data=data_name, size_threshold_bytes=_SAVE_THRESHOLD)
+        ir.save(model, path, external_data=data_name, size_threshold_bytes=threshold)
     finally:
         for undo in restore:
             undo()
 
 
-def _read_in_for_save(model: ir.Model) -> list[Callable[[], None]]:
+def _read_in_for_save(model: ir.Model, threshold: int) -> list[Callable[[], None]]:
     """Put in-memory copies in place of the external tensors :func:`save_model`
     must not hand to ``ir.save``; returns what puts the originals back."""
     restore: list[Callable[[], None]] = []
@@ -416,7 +681,7 @@ def _read_in_for_save(model: ir.Model) -> list[Callable[[], None]]:
         if isinstance(g, ir.Graph):
             for value in g.initializers.values():
                 tensor = value.const_value
-                if isinstance(tensor, ir.ExternalTensor) and tensor.nbytes <= _SAVE_THRESHOLD:
+                if isinstance(tensor, ir.ExternalTensor) and tensor.nbytes <= threshold:
                     value.const_value = _in_memory(tensor)
                     restore.append(functools.partial(setattr, value, "const_value", tensor))
         for node in g:

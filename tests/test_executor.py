@@ -92,13 +92,13 @@ def test_plan_release_lists() -> None:
     steps = plan.steps
     (x_slot,) = plan.input_slots
     (y_slot,) = plan.output_slots
-    t0 = steps[0][2][0]
-    t1 = steps[1][2][0]
-    assert steps[0][3] == (x_slot,)  # x is not read after the first step
-    assert steps[1][3] == (t0,)
-    assert steps[2][3] == (t1,)
-    assert all(y_slot not in s[3] for s in steps)
-    assert [s[5].op_type for s in steps] == ["Neg", "Relu", "Neg"]
+    t0 = steps[0].outputs[0]
+    t1 = steps[1].outputs[0]
+    assert steps[0].release == (x_slot,)  # x is not read after the first step
+    assert steps[1].release == (t0,)
+    assert steps[2].release == (t1,)
+    assert all(y_slot not in s.release for s in steps)
+    assert [s.info.op_type for s in steps] == ["Neg", "Relu", "Neg"]
 
 
 def test_unread_output_is_released_at_once() -> None:
@@ -116,7 +116,7 @@ def test_unread_output_is_released_at_once() -> None:
         plugin_manager=pm,
     )
     step = sess._planned.plan.steps[0]
-    assert step[2][1] in step[3]
+    assert step.outputs[1] in step.release
     np.testing.assert_array_equal(sess.run(None, {"x": X})[0], X + 1)
 
 
@@ -207,6 +207,32 @@ def test_kernel_wrong_number_of_outputs() -> None:
     with pytest.raises(ortcore.RuntimeException, match=r"length 2 for 1 output") as info:
         sess.run(None, {"x": X})
     assert "n0_Neg" in str(info.value)
+
+
+@pytest.mark.parametrize("mode", ["sequential", "profiled", "parallel"])
+@pytest.mark.parametrize(
+    ("result", "said"),
+    [(None, "kernel returned None for 1 output"), (7, "returned a builtins.int, not a tuple")],
+)
+def test_kernel_returning_none_names_the_kernel(
+    mode: str, result: Any, said: str, tmp_path: Any
+) -> None:
+    pm = _provider_with("Neg", lambda info: lambda x: result)
+    so = ortcore.SessionOptions()
+    if mode == "profiled":
+        so.enable_profiling = True
+        so.profile_file_prefix = str(tmp_path / "trace")
+    elif mode == "parallel":
+        so.execution_mode = ortcore.ExecutionMode.ORT_PARALLEL
+    sess = ortcore.InferenceSession(chain_model(["Neg"]), so, providers=["one"], plugin_manager=pm)
+    with pytest.raises(ortcore.RuntimeException) as info:
+        sess.run(None, {"x": X})
+    msg = str(info.value)
+    assert said in msg and "one value per output" in msg
+    assert "Neg node. Name:'n0_Neg' (provider TestExecutionProvider)" in msg
+    assert "has no len" not in msg
+    assert isinstance(info.value.__cause__, TypeError)
+    sess.close()
 
 
 def test_kernel_returning_bare_array_is_an_error() -> None:

@@ -219,3 +219,50 @@ def test_the_same_onnxruntime_code_runs_on_both(cpu: str) -> None:
                     assert p == q
         else:
             np.testing.assert_allclose(b, a, rtol=1e-6)
+
+
+class _ScriptedSession:
+    """Only what ``ortcore.iobinding.BindingSession`` asks of a session."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[str], list[tuple[str, Any]]]] = []
+
+    def check_input_name(self, name: str) -> None:
+        if name != "x":
+            raise ortcore.InvalidArgument(f"Invalid input name: {name}")
+
+    def check_output_name(self, name: str) -> None:
+        if name not in ("y", "z"):
+            raise ortcore.InvalidArgument(f"Invalid output name:{name}")
+
+    def run_with_binding(
+        self, inputs: Any, outputs: Any, run_options: Any = None
+    ) -> list[OrtValue]:
+        self.calls.append((list(inputs), list(outputs)))
+        x = inputs["x"].numpy()
+        return [OrtValue(x + 1 if name == "y" else x * 2) for name, _ in outputs]
+
+
+def test_binding_talks_to_its_session_through_binding_session_only() -> None:
+    from ortcore.iobinding import IOBinding, run_binding
+
+    session = _ScriptedSession()
+    binding = IOBinding(session)
+    binding.bind_cpu_input("x", X)
+    z_buffer = OrtValue.ortvalue_from_numpy(np.zeros_like(X))
+    binding.bind_ortvalue_output("z", z_buffer)
+    binding.bind_output("y")
+    with pytest.raises(ortcore.InvalidArgument, match="Invalid input name: w"):
+        binding.bind_cpu_input("w", X)
+    with pytest.raises(ortcore.InvalidArgument, match="Invalid output name:w"):
+        binding.bind_output("w")
+    run_binding(session, binding)
+    host = ortcore.ortvalue.HOST_DEVICE
+    assert session.calls == [(["x"], [("z", host), ("y", host)])]
+    z, y = binding.get_outputs()
+    assert z is z_buffer  # the preallocated value holds the result
+    np.testing.assert_array_equal(z_buffer.numpy(), X * 2)
+    np.testing.assert_array_equal(y.numpy(), X + 1)
+    binding.clear_binding_outputs()
+    with pytest.raises(ortcore.InvalidArgument, match="bind at least one output"):
+        run_binding(session, binding)

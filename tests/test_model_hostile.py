@@ -593,3 +593,24 @@ def test_attribute_errors_of_strict_inference_still_fail_at_load() -> None:
     data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(ortcore.InvalidGraph, match="pads"):
         ortcore.InferenceSession(data.SerializeToString(), providers=["cpu"])
+
+
+def test_errors_inside_a_function_ops_body_are_tolerated() -> None:
+    """onnx's strict inference fails on MeanVarianceNormalization's generic body
+    (a Constant whose value is an attribute reference); onnxruntime runs it."""
+    node = helper.make_node("MeanVarianceNormalization", ["x"], ["y"])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(onnx.shape_inference.InferenceError, match="op_type:Constant"):
+        onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 2, 2)
+    (y,) = ortcore.InferenceSession(model.SerializeToString(), providers=["cpu"]).run(
+        None, {"x": x}
+    )
+    mean = x.mean(axis=(0, 2, 3), keepdims=True)
+    np.testing.assert_allclose(y, (x - mean) / x.std(axis=(0, 2, 3), keepdims=True), rtol=1e-4)

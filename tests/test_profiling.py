@@ -30,7 +30,7 @@ def _profiled(tmp_path: Path, providers: list[str], ops: list[str] = OPS) -> Any
 
 def test_profiling_off_runs_the_plain_loop() -> None:
     sess = ortcore.InferenceSession(chain_model(OPS), no_fallback(), providers=["fake", "mini"])
-    assert sess._execute is Plan.run
+    assert sess._runner.execute is Plan.run
     assert sess.end_profiling() == ""
     assert sess.get_profiling_start_time_ns() == 0
 

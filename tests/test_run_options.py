@@ -179,7 +179,7 @@ def test_provider_run_hooks_frame_every_run_even_a_failed_one(mode: str) -> None
 
 def test_providers_without_hooks_run_the_bare_executor(counting: Any) -> None:
     sess = _session(_two_branches(), counting)
-    assert sess._execute is sess._base_execute
+    assert sess._runner.execute is sess._runner.base_execute
 
 
 @pytest.mark.parametrize("mode", ["sequential", "parallel"])

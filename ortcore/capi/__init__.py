@@ -1,1 +1,3 @@
-"""onnxruntime's ``capi`` package path, for code that imports exceptions from it."""
+"""onnxruntime's ``capi`` package path, for code that imports from it:
+``onnxruntime_pybind11_state`` / ``_pybind_state`` (exceptions, options,
+devices) and ``onnxruntime_inference_collection`` (sessions, values)."""

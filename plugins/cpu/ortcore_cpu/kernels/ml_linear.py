@@ -25,11 +25,23 @@ def linear_classifier(info: NodeInfo) -> Compute:
     labels, _ = class_labels(info, "classlabels_ints", "classlabels_strings")
     intercepts = np.asarray(info.attrs.get("intercepts") or [0.0], np.float64)
     transform = transform_name(info)
-    n_coef = len(info.attrs["coefficients"])
+    all_coef = np.asarray(info.attrs["coefficients"], np.float64)
+    has_intercepts = bool(info.attrs.get("intercepts"))
 
     def compute(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x2 = as_2d(x).astype(np.float64)
-        coef = _coefficients(info, n_coef // x2.shape[1] if x2.shape[1] else 1)
+        features = x2.shape[1]
+        # As onnxruntime: the class count is the intercepts' count, and the
+        # first classes x features coefficients are read (extra ones ignored).
+        rows = len(intercepts) if has_intercepts else (all_coef.size // features if features else 1)
+        if rows * features > all_coef.size or (
+            not has_intercepts and rows * features != all_coef.size
+        ):
+            raise ValueError(
+                f"{info.describe()}: {all_coef.size} coefficients do not cover {rows} classes "
+                f"x {features} features"
+            )
+        coef = all_coef[: rows * features].reshape(rows, features)
         scores = x2 @ coef.T + intercepts
         if scores.shape[1] == 1 and len(labels) == 2:
             # onnxruntime's binary form: (1 - p, p), label from the sign of the raw score

@@ -1,0 +1,194 @@
+"""onnxruntime's module-level functions that have no other home in ortcore.
+
+Logging severity, telemetry switches, build information, global thread pools,
+allocator registration: each keeps onnxruntime's name and signature. Where
+ortcore has nothing to configure, the call is accepted and recorded (so code
+that makes it runs unchanged); where it cannot do what onnxruntime does
+(loading a native provider library), it raises :class:`~ortcore.Fail` saying so.
+``docs/onnxruntime-compat.md`` lists each one.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import platform
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import onnx
+
+from .errors import Fail, InvalidArgument
+from .options import SessionOptions
+
+__all__ = [
+    "OrtCompiledModelCompatibility",
+    "create_and_register_allocator",
+    "create_and_register_allocator_v2",
+    "disable_telemetry_events",
+    "enable_telemetry_events",
+    "get_build_info",
+    "get_default_session_options",
+    "get_ep_devices",
+    "has_collective_ops",
+    "register_execution_provider_library",
+    "set_default_logger_callback",
+    "set_default_logger_severity",
+    "set_default_logger_verbosity",
+    "set_global_thread_pool_sizes",
+    "set_seed",
+    "unregister_execution_provider_library",
+]
+
+_log = logging.getLogger("ortcore")
+
+# onnxruntime's severities: 0 verbose, 1 info, 2 warning, 3 error, 4 fatal.
+_LEVELS = (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL)
+
+_state: dict[str, Any] = {
+    "severity": 2,
+    "verbosity": 0,
+    "telemetry": False,
+    "seed": None,
+    "thread_pools": (0, 0),
+}
+
+
+class OrtCompiledModelCompatibility(enum.IntEnum):
+    """How well a compiled model suits a provider (onnxruntime's numbers)."""
+
+    EP_NOT_APPLICABLE = 0
+    EP_SUPPORTED_OPTIMAL = 1
+    EP_SUPPORTED_PREFER_RECOMPILATION = 2
+    EP_UNSUPPORTED = 3
+
+
+def get_build_info() -> str:
+    """A one-line description of this build (onnxruntime's ``get_build_info``)."""
+    from . import __version__
+
+    return (
+        f"ortcore Build Info: version={__version__}, onnx={onnx.__version__}, "
+        f"numpy={np.__version__}, python={platform.python_version()}"
+    )
+
+
+def set_default_logger_severity(severity: int) -> None:
+    """Set the level of the ``ortcore`` logger from onnxruntime's severity
+    (0 verbose, 1 info, 2 warning, 3 error, 4 fatal).
+
+    Raises:
+        InvalidArgument: a severity outside 0..4.
+    """
+    level = int(severity)
+    if not 0 <= level <= 4:
+        raise InvalidArgument(f"severity must be between 0 and 4, not {severity}")
+    _state["severity"] = level
+    _log.setLevel(_LEVELS[level])
+
+
+def set_default_logger_verbosity(verbosity: int) -> None:
+    """Record the verbosity of verbose (severity 0) logging."""
+    _state["verbosity"] = int(verbosity)
+
+
+class _CallbackHandler(logging.Handler):
+    """Passes ``ortcore`` log records to an onnxruntime-style callback."""
+
+    def __init__(self, callback: Callable[..., Any]) -> None:
+        super().__init__()
+        self.callback = callback
+
+    def emit(self, record: logging.LogRecord) -> None:
+        severity = min(max(record.levelno // 10 - 1, 0), 4)
+        where = f"{record.pathname}:{record.lineno}"
+        try:
+            self.callback(severity, record.name, "", where, record.getMessage())
+        except Exception:  # a failing callback must not break the run that logged
+            self.handleError(record)
+
+
+def set_default_logger_callback(callback: Callable[..., Any] | None) -> None:
+    """Send ``ortcore`` log records to ``callback(severity, category, logid,
+    code_location, message)``; ``None`` removes it."""
+    for h in [h for h in _log.handlers if isinstance(h, _CallbackHandler)]:
+        _log.removeHandler(h)
+    if callback is not None:
+        _log.addHandler(_CallbackHandler(callback))
+
+
+def disable_telemetry_events() -> None:
+    """Accepted: ortcore sends no telemetry."""
+    _state["telemetry"] = False
+
+
+def enable_telemetry_events() -> None:
+    """Accepted: ortcore sends no telemetry, enabled or not."""
+    _state["telemetry"] = False
+
+
+def set_seed(seed: int) -> None:
+    """Recorded. Random operators without a ``seed`` attribute draw from fresh
+    entropy in ortcore; give the node a ``seed`` for repeatable values."""
+    _state["seed"] = int(seed)
+
+
+def set_global_thread_pool_sizes(
+    intra_op_num_threads: int = 0, inter_op_num_threads: int = 0
+) -> None:
+    """Recorded. ortcore shares one thread budget among all sessions already
+    (see ``docs/session-features.md``)."""
+    _state["thread_pools"] = (int(intra_op_num_threads), int(inter_op_num_threads))
+
+
+def has_collective_ops() -> bool:
+    """``False``: ortcore has no collective (multi-device) operators."""
+    return False
+
+
+def get_default_session_options() -> SessionOptions:
+    """A new :class:`SessionOptions` with default values."""
+    return SessionOptions()
+
+
+def get_ep_devices() -> list[Any]:
+    """onnxruntime's plugin-EP device list; ortcore lists providers with
+    ``get_available_providers()`` instead, so this is empty."""
+    return []
+
+
+def create_and_register_allocator(mem_info: Any, arena_cfg: Any = None) -> None:
+    """Accepted: ortcore's providers own their allocators (nothing is shared)."""
+
+
+def create_and_register_allocator_v2(
+    provider_type: str,
+    mem_info: Any,
+    provider_options: Mapping[str, str] | None = None,
+    arena_cfg: Any = None,
+) -> None:
+    """Accepted: ortcore's providers own their allocators (nothing is shared)."""
+
+
+def register_execution_provider_library(registration_name: str, path: str) -> None:
+    """onnxruntime loads a native provider library here.
+
+    Raises:
+        Fail: always; ortcore's providers are Python packages found through
+            entry points (``ortcore providers``, ``docs/tutorial.md``).
+    """
+    raise Fail(
+        f"register_execution_provider_library({registration_name!r}, {path!r}): ortcore "
+        "cannot load native onnxruntime provider libraries; install an ortcore provider "
+        "package instead (`ortcore providers` lists what is installed)"
+    )
+
+
+def unregister_execution_provider_library(registration_name: str) -> None:
+    """Nothing was registered by :func:`register_execution_provider_library`.
+
+    Raises:
+        Fail: always.
+    """
+    raise Fail(f"no execution provider library is registered as {registration_name!r}")

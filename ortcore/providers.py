@@ -1,0 +1,239 @@
+"""A session's providers: which plugins to import, and the providers created in priority order.
+
+A session that names its providers imports only their plugins (and the CPU
+provider's, where it may fall back to it); the others are imported only if
+the model uses an op domain one of them may define. A provider the user named
+that fails to construct is an error; one the session chose itself is skipped
+with a warning.
+
+As in onnxruntime, a listed provider that is unknown or unavailable here
+(``["CUDAExecutionProvider", "CPUExecutionProvider"]`` on a machine without
+CUDA) is skipped with a warning (``warnings.warn`` and the ``ortcore.plugins``
+logger), as long as another listed provider is available; when none is, the
+session is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import onnx_ir as ir
+
+from ep_sdk import ExecutionProvider, SessionConfig
+
+from .custom_ops import CustomOp, attach_kernels, session_ops
+from .errors import EPFail, InvalidArgument, InvalidArgumentRuntimeError, ProviderOptionError
+from .options import SessionOptions
+from .plugins import PluginManager, ProviderEntry, default_manager, describe_error
+
+__all__ = [
+    "CPU_PROVIDER",
+    "DISABLE_CPU_FALLBACK",
+    "ProviderSpec",
+    "close_all",
+    "cpu_fallback",
+    "create_providers",
+    "get_all_providers",
+    "get_available_providers",
+    "load_plugin_ops_for",
+    "requested_names",
+]
+
+_plugin_log = logging.getLogger("ortcore.plugins")
+
+CPU_PROVIDER = "CPUExecutionProvider"
+DISABLE_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
+
+ProviderSpec = str | tuple[str, Mapping[str, Any]]
+"""A provider as ``InferenceSession(providers=[...])`` names it: a name, or ``(name, options)``."""
+
+# Op domains onnx defines; any other one a model imports may come from a plugin.
+_ONNX_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"})
+
+
+def get_available_providers() -> list[str]:
+    """Names of the providers that can run here, in default priority (CPU last)."""
+    return [e.name for e in default_manager().available()]
+
+
+def get_all_providers() -> list[str]:
+    """Names of every provider installed, available or not."""
+    return [e.name for e in default_manager().entries() if e.cls is not None]
+
+
+def cpu_fallback(options: SessionOptions) -> bool:
+    """Whether the session may fall back to the CPU provider
+    (``session.disable_cpu_ep_fallback`` is not ``"1"``)."""
+    return options._config.get(DISABLE_CPU_FALLBACK, "0") != "1"
+
+
+def requested_names(
+    providers: Sequence[ProviderSpec] | None, options: SessionOptions
+) -> list[str] | None:
+    """The provider names a session asks for (CPU too where it may fall
+    back to it), or ``None`` when it asks for every available provider."""
+    if providers is None or isinstance(providers, str):
+        return None
+    names = [spec[0] if isinstance(spec, tuple) and spec else spec for spec in providers]
+    out = [n for n in names if isinstance(n, str)]
+    return [*out, CPU_PROVIDER] if cpu_fallback(options) else out
+
+
+def load_plugin_ops_for(
+    manager: PluginManager,
+    model: ir.Model,
+    custom_ops: list[CustomOp],
+    options: SessionOptions,
+) -> tuple[list[CustomOp], bool]:
+    """Import the plugins a session skipped if the model imports an op domain
+    none of its custom ops defines (a plugin's ``ortcore_custom_ops`` may).
+
+    Returns:
+        the session's custom ops (those of every plugin once all are
+        imported), and whether that brought custom ops of such a domain,
+        whose schemas the model must be loaded again with.
+    """
+    if manager.fully_loaded:
+        return custom_ops, False
+    known = _ONNX_DOMAINS | {op.domain for op in custom_ops}
+    unknown = set(model.opset_imports) - known
+    if not unknown:
+        return custom_ops, False
+    manager.load()
+    custom_ops = session_ops(manager.custom_ops(), options.custom_ops)
+    return custom_ops, any(op.domain in unknown for op in custom_ops)
+
+
+def create_providers(
+    manager: PluginManager,
+    providers: Sequence[ProviderSpec] | None,
+    provider_options: Sequence[Mapping[str, Any]] | None,
+    options: SessionOptions,
+    custom_ops: Sequence[CustomOp],
+) -> list[ExecutionProvider]:
+    """Resolve and instantiate a session's providers, in priority order.
+
+    A provider the user named that fails to construct is an error; one the
+    session chose itself (every available provider when ``providers`` is
+    ``None``, and the CPU fallback) is skipped with a warning on the
+    ``ortcore.plugins`` logger, and the session goes on with the others.
+    The session's ``custom_ops`` are attached to the providers that run them.
+
+    A listed provider that is unknown or unavailable is skipped with a
+    warning when another listed one is available (see the module docs).
+
+    Raises:
+        InvalidArgumentRuntimeError: no listed provider is known and available
+            (an ``InvalidArgument`` and, as onnxruntime's ``set_providers``
+            raises, a ``RuntimeError``).
+        InvalidArgument: bad options, a provider listed twice.
+        EPFail: a named provider failed to construct, or none could be.
+    """
+    # (entry, options, named by the user)
+    specs: list[tuple[ProviderEntry, Mapping[str, Any], bool]] = []
+    if providers is None:
+        if provider_options is not None:
+            raise InvalidArgument("provider_options given without providers")
+        specs = [(e, {}, False) for e in manager.available()]
+    else:
+        if isinstance(providers, str):
+            raise InvalidArgument("providers must be a list of names, not a string")
+        if provider_options is not None and len(provider_options) != len(providers):
+            raise InvalidArgument(
+                f"'providers' has {len(providers)} entries but 'provider_options' has "
+                f"{len(provider_options)}; they must have the same length"
+            )
+        skipped: list[tuple[str, InvalidArgument]] = []
+        for i, spec in enumerate(providers):
+            if isinstance(spec, tuple):
+                name, opts = spec
+            else:
+                name, opts = spec, {}
+            if provider_options is not None:
+                opts = {**opts, **provider_options[i]}
+            try:
+                entry = manager.resolve(name)
+            except InvalidArgument as exc:  # unknown, or installed but unavailable
+                skipped.append((str(name), exc))
+                continue
+            specs.append((entry, opts, True))
+        if skipped and not specs and providers:
+            first = skipped[0][1]
+            raise InvalidArgumentRuntimeError(
+                str(first)
+                + (
+                    f" (also unavailable: {', '.join(n for n, _ in skipped[1:])})"
+                    if skipped[1:]
+                    else ""
+                )
+            ) from first
+        for name, why in skipped:
+            _warn_skipped(manager, name, why)
+    names = [e.name for e, _, _ in specs]
+    if len(set(names)) != len(names):
+        raise InvalidArgument(f"a provider is listed twice: {names}")
+    if cpu_fallback(options) and CPU_PROVIDER not in names:
+        try:
+            specs.append((manager.resolve(CPU_PROVIDER), {}, False))
+        except InvalidArgument:
+            pass  # no CPU provider installed: nodes others decline will fail
+    if not specs:
+        raise InvalidArgument(
+            "No execution provider is available. Install one, e.g. pip install ./plugins/cpu"
+        )
+    config = SessionConfig(
+        intra_op_num_threads=int(options.intra_op_num_threads),
+        config_entries=options.config_entries,
+    )
+    out: list[ExecutionProvider] = []
+    failures: list[tuple[str, BaseException]] = []
+    for entry, opts, named in specs:
+        assert entry.cls is not None
+        try:
+            out.append(entry.cls(opts, config))
+        except (KeyboardInterrupt, GeneratorExit):
+            raise
+        except BaseException as exc:  # SystemExit too: the plugin's fault, not the host's
+            what = f"provider {entry.name!r} (plugin {entry.plugin})"
+            if named:
+                close_all(out)
+                if isinstance(exc, ProviderOptionError):
+                    raise InvalidArgument(str(exc)) from exc
+                raise EPFail(
+                    f"{what} failed to initialize: {describe_error(exc)}. Fix or "
+                    f"uninstall the plugin, or leave {entry.name} out of providers=[...] "
+                    "(`ortcore providers` lists what is installed)"
+                ) from exc
+            _plugin_log.warning(
+                "skipping %s: it failed to initialize: %s", what, describe_error(exc)
+            )
+            failures.append((what, exc))
+    if not out and failures:
+        raise EPFail(
+            "No execution provider could be created: "
+            + "; ".join(f"{w} failed: {describe_error(e)}" for w, e in failures)
+        ) from failures[0][1]
+    attach_kernels(out, custom_ops)
+    return out
+
+
+def _warn_skipped(manager: PluginManager, name: str, why: InvalidArgument) -> None:
+    """onnxruntime's warning for a listed provider that is not available, then why."""
+    text = f"Specified provider '{name}' is not in available provider names."
+    if manager.fully_loaded:  # listing them would otherwise import every plugin
+        text += f"Available providers: '{', '.join(e.name for e in manager.available())}'"
+    _plugin_log.warning("%s Skipping it: %s", text, why)
+    warnings.warn(text, stacklevel=5)
+
+
+def close_all(providers: Sequence[ExecutionProvider]) -> None:
+    """Close providers a failed session creation leaves behind, ignoring their errors
+    (the error being raised is the one the user needs)."""
+    for p in providers:
+        try:
+            p.close()
+        except Exception as exc:
+            _plugin_log.warning("closing provider %r failed: %s", p.name, describe_error(exc))
