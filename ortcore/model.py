@@ -53,6 +53,7 @@ from .tensor_data import (
 __all__ = [
     "LoadOptions",
     "check_external_data",
+    "check_axis_attributes",
     "check_opsets",
     "check_tensor_data",
     "load_model",
@@ -322,6 +323,7 @@ def load_model(
     densify_sparse(proto, base, options.max_tensor_bytes)
     _sort_graph(proto.graph, set())
     _check(proto)
+    check_axis_attributes(proto)
     if proto.functions:
         try:
             proto = onnx.inliner.inline_local_functions(proto)
@@ -338,6 +340,43 @@ def load_model(
     set_external_base(model, base)
     model.meta[MAP_TYPES_KEY] = map_types
     return model
+
+
+_INT32 = 1 << 31
+
+
+def _is_axis_name(name: str) -> bool:
+    return name.endswith(("axis", "axes")) or name == "perm"
+
+
+def check_axis_attributes(proto: onnx.ModelProto) -> None:
+    """Refuse axis attributes (``axis``, ``axes``, ``*_axis``, ``perm``) outside int32.
+
+    An axis indexes a tensor's dims, so no valid model has one past int32;
+    onnx's C++ shape inference truncates some to ``int`` and then indexes
+    memory with them (LayerNormalization with ``axis`` = 2**32 segfaults), so
+    they are refused before inference runs.
+
+    Raises:
+        InvalidGraph: naming the node, the attribute and its value.
+    """
+    graphs = [proto.graph, *(f for f in proto.functions)]
+    while graphs:
+        g = graphs.pop()
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    graphs.append(attr.g)
+                elif attr.type == onnx.AttributeProto.GRAPHS:
+                    graphs.extend(attr.graphs)
+                elif _is_axis_name(attr.name):
+                    values = [attr.i] if attr.type == onnx.AttributeProto.INT else attr.ints
+                    bad = [v for v in values if not -_INT32 <= v < _INT32]
+                    if bad:
+                        raise InvalidGraph(
+                            f"This is an invalid model. {node.op_type} node {node.name!r}: "
+                            f"attribute {attr.name} {bad[0]} is out of range"
+                        )
 
 
 def _fix_free_dims(

@@ -186,8 +186,9 @@ def test_pool_window_wider_than_input_matches_onnxruntime(
 
 def test_pool_with_a_negative_output_size_is_refused() -> None:
     data = _model("MaxPool", [1, 3, 2], kernel_shape=[4])
-    with pytest.raises(OrtcoreError, match="negative dimension"):
-        ortcore.InferenceSession(data, providers=["cpu"])
+    sess = ortcore.InferenceSession(data, providers=["cpu"])
+    with pytest.raises(OrtcoreError, match="negative"):
+        sess.run(None, {"x": np.ones((1, 3, 2), np.float32)})
 
 
 def test_window_rounds_toward_zero_like_onnxruntime() -> None:
@@ -358,3 +359,305 @@ def test_value_sized_kernels_check_before_allocating(
     sess = ortcore.InferenceSession(data, providers=["cpu"])
     with pytest.raises(OrtcoreError, match="bomb"):
         sess.run(None, dict(zip(names, (np.asarray(a) for a in inputs), strict=True)))
+
+
+# -- found by the fuzz tests (test_fuzz_native.py) ----------------------------------------
+
+HUGE = [
+    # strides near int64's limit: _first_valid's -off + step - 1 wrapped around and
+    # MaxPool read before its input (a garbage value instead of -inf)
+    ("MaxPool", [1, 1, 5], {"kernel_shape": [1], "strides": [2**63 - 1], "pads": [2, 2]}),
+    ("AveragePool", [1, 1, 5], {"kernel_shape": [1], "strides": [2**62], "pads": [3, 3]}),
+    (
+        "MaxPool",
+        [1, 1, 4, 4],
+        {"kernel_shape": [3, 3], "dilations": [1, 2**40], "pads": [1, 2**40, 1, 2**40]},
+    ),
+    ("MaxPool", [1, 1, 4], {"kernel_shape": [2], "pads": [2**40, 2**40], "strides": [2**41]}),
+    (
+        "Depthwise",
+        [1, 2, 6, 6],
+        {"kernel_shape": [3, 3], "strides": [1, 2**63 - 1], "pads": [1, 2, 1, 2]},
+    ),
+]
+
+
+def test_huge_window_attributes_fail_cleanly_in_a_child_process() -> None:
+    """Window values past int32 are refused at session creation, by name."""
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.path.insert(0, {here!r})
+        import numpy as np
+        import ortcore
+        from ortcore.errors import OrtcoreError
+        from test_hostile_attributes import HUGE, _depthwise, _model
+        for op, shape, attrs in HUGE:
+            data = _depthwise(shape, **attrs) if op == "Depthwise" else _model(op, shape, **attrs)
+            try:
+                sess = ortcore.InferenceSession(data, providers=["cpu"])
+                out = sess.run(None, {{"x": np.ones(shape, np.float32)}})[0]
+            except OrtcoreError as exc:
+                print("clean", str(exc).replace(chr(10), " ")[:300])
+            else:
+                print("ran", op, attrs, out.ravel()[:4].tolist())
+        """
+    ).format(here=str(__import__("pathlib").Path(__file__).parent))
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == len(HUGE), proc.stdout
+    for line in lines:
+        assert line.startswith("clean") and "<= 2147483647" in line, line
+
+
+def test_cython_window_entry_points_refuse_huge_geometry_in_a_child_process() -> None:
+    """Called directly, each native entry point refuses values its index
+    arithmetic cannot hold instead of reading or writing out of bounds."""
+    script = textwrap.dedent(
+        """
+        import numpy as np
+        from ortcore_cpu._ext import conv, pool, winograd
+        x = np.ones((1, 1, 1, 5), np.float32)
+        out = np.empty((1, 1, 1, 1), np.float32)
+        idx = np.empty((1, 1, 1, 1), np.int64)
+        big = 2**63 - 1
+        calls = {{
+            "max_pool": lambda: pool.max_pool(x, out, 1, 1, 1, 1, 1, big, 0, 0, 2, 1, 1, 1, 1),
+            "max_pool_indices": lambda: pool.max_pool_indices(
+                x, out, idx, False, 1, 1, 1, 1, 1, big, 0, 0, 2, 1, 1, 1, 1),
+            "avg_pool": lambda: pool.avg_pool(
+                x, out, 1, 1, 1, 1, 1, big, 0, 0, 2, 0, 0, 2, 1, 1, 1, True, 1),
+            "avg_pool ends": lambda: pool.avg_pool(
+                x, out, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 2**62, 1, 1, 1, True, 1),
+            "im2col": lambda: conv.im2col(
+                x[0:1].reshape(1, 1, 1, 5), np.empty((1, 1), np.float32),
+                1, 1, 1, 1, 1, big, 0, 0, 2, 1, 1, 1, 1, 1, 1, 1),
+            "im2col col": lambda: conv.im2col(
+                x[0:1].reshape(1, 1, 1, 5), np.empty((1, 1), np.float32),
+                1, 1, 2**32, 1, 1, 1, 0, 0, 0, 1, 1, 1, 1, 1, 2**32, 1),
+            "col2im": lambda: conv.col2im(
+                np.ones((1, 1), np.float32), np.zeros((1, 1, 1, 5), np.float32),
+                1, 1, 1, 1, 1, big, 0, 0, 2, 1, 1, 1, 1, 1, 1, 1),
+            "depthwise2d": lambda: conv.depthwise2d(
+                np.ones((1, 1, 5), np.float32), np.ones((1, 1, 1), np.float32),
+                np.zeros((1, 1, 1), np.float32), 1, big, 0, 2, 1, 1, 1),
+            "winograd": lambda: winograd.input_transform(
+                np.ones((1, 1, 4, 4), np.float32), np.empty((16, 4), np.float32),
+                0, 0, 0, 2**62, 2**62, 1),
+        }}
+        for name, call in calls.items():
+            try:
+                call()
+            except ValueError as exc:
+                print("clean", name, exc)
+            else:
+                print("ran", name)
+        """
+    ).format()
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 9, proc.stdout
+    assert all(line.startswith("clean") for line in lines), proc.stdout
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "Depthwise"])
+def test_huge_dilation_takes_the_general_loops(op: str) -> None:
+    """A stride-1 window dilated by 2**30 reaches one input column and one
+    column of padding: the padded-plane paths would have copied each plane
+    into a buffer of a billion columns; the general loops need none."""
+    d = 1 << 30
+    attrs = {"kernel_shape": [1, 2], "dilations": [1, d], "pads": [0, d, 0, 0]}
+    shape = [1, 2, 3, 4]
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) + 1
+    data = _depthwise(shape, **attrs) if op == "Depthwise" else _model(op, shape, opset=19, **attrs)
+    t = time.perf_counter()
+    got = ortcore.InferenceSession(data, providers=["cpu"]).run(None, {"x": x})[0]
+    assert time.perf_counter() - t < 5.0
+    # tap 0 lies in the padding, tap 1 on column j
+    want = {"MaxPool": x, "AveragePool": x, "Depthwise": x}[op]
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_max_pool_window_of_padding_only_is_the_type_minimum(dtype: type) -> None:
+    """8-bit MaxPool runs in float32; a window of padding only (-inf) came back
+    through an undefined float-to-int cast."""
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1], pads=[1, 1])
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", elem, [1, 1, 3])],
+        [helper.make_tensor_value_info("y", elem, None)],
+    )  # fmt: skip
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    x = np.array([[[5, 7, 9]]], dtype)
+    sess = ortcore.InferenceSession(data.SerializeToString(), providers=["cpu"])
+    (got,) = sess.run(None, {"x": x})
+    low = np.iinfo(dtype).min
+    np.testing.assert_array_equal(got, np.array([[[low, 5, 7, 9, low]]], dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+def test_layer_norm_statistics_are_float32(dtype: type) -> None:
+    """Mean and InvStdDev are float32 with stash_type=1, as the model declares
+    them (a float64 input gave float64 statistics)."""
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    node = helper.make_node("LayerNormalization", ["x", "s"], ["y", "m", "r"], axis=-1)
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info("x", elem, [2, 5]), helper.make_tensor_value_info("s", elem, [5])],
+        [helper.make_tensor_value_info("y", elem, None),
+         helper.make_tensor_value_info("m", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("r", TensorProto.FLOAT, None)],
+    )  # fmt: skip
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 5)).astype(dtype),
+             "s": np.ones(5, dtype)}  # fmt: skip
+    got = ortcore.InferenceSession(data, providers=["cpu"]).run(None, feeds)
+    want = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)
+    assert [g.dtype for g in got] == [w.dtype for w in want]
+    assert [g.dtype for g in got] == [np.dtype(dtype), np.float32, np.float32]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-2 if dtype == np.float16 else 1e-5, atol=1e-3)
+
+
+def test_transpose_of_a_scalar_stays_a_scalar() -> None:
+    """np.ascontiguousarray made the 0-d result 1-d."""
+    node = helper.make_node("Transpose", ["x"], ["y"])
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)],
+    )  # fmt: skip
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    (y,) = ortcore.InferenceSession(data.SerializeToString(), providers=["cpu"]).run(
+        None, {"x": np.array(2.5)}
+    )
+    assert y.shape == () and y == 2.5
+
+
+@pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])
+@pytest.mark.parametrize("length", [1, 3])
+def test_conv_bias_of_the_wrong_length_is_an_error(op: str, length: int) -> None:
+    """A bias of another length than the output channels was read modulo its
+    length (float32 path) instead of being refused, as onnxruntime does."""
+    w_shape = [2, 1, 1, 1]  # Conv: 2 output channels; ConvTranspose: 2 input, 1 output
+    w = numpy_helper.from_array(np.ones(w_shape, np.float32), "w")
+    b = numpy_helper.from_array(np.ones(length + (op == "ConvTranspose"), np.float32), "b")
+    data = _model(op, [1, 1 if op == "Conv" else 2, 3, 3], inits=[w, b], extra_inputs=["w", "b"])
+    shape = [1, 1 if op == "Conv" else 2, 3, 3]
+    with pytest.raises(OrtcoreError, match="bias"):
+        sess = ortcore.InferenceSession(data, providers=["cpu"])
+        sess.run(None, {"x": np.ones(shape, np.float32)})
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+def test_conv_transpose_same_with_a_kernel_narrower_than_the_stride(auto_pad: str) -> None:
+    """The output (input * stride) is wider than the full result: SAME pads are
+    negative, so the result starts with zeros (was refused)."""
+    w = numpy_helper.from_array(np.array([[[1.0, 10.0]]], np.float32), "w")
+    data = _model("ConvTranspose", [1, 1, 3], inits=[w], extra_inputs=["w"], opset=22,
+                  strides=[4], auto_pad=auto_pad)  # fmt: skip
+    x = np.array([[[1.0, 2.0, 3.0]]], np.float32)
+    (y,) = ortcore.InferenceSession(data, providers=["cpu"]).run(None, {"x": x})
+    # full result (10 wide) in an output of 12: one zero before, one after
+    want = [0, 1, 10, 0, 0, 2, 20, 0, 0, 3, 30, 0]
+    np.testing.assert_array_equal(y.ravel(), np.array(want, np.float32))
+
+
+@pytest.mark.parametrize(
+    ("op", "shape"),
+    [
+        ("GlobalMaxPool", [0, 3, 4]),
+        ("GlobalAveragePool", [2, 0, 4, 4]),
+        ("Conv", [0, 1, 2, 2, 2, 2]),
+    ],
+)
+def test_zero_size_batch_or_channels(op: str, shape: list[int]) -> None:
+    """An empty batch or channel axis gives an empty output (reshape(..., -1)
+    of an empty array failed)."""
+    inits, extra = [], []
+    if op == "Conv":
+        inits = [numpy_helper.from_array(np.ones([1, 1, 1, 1, 1, 1], np.float32), "w")]
+        extra = ["w"]
+    data = _model(op, shape, inits=inits, extra_inputs=extra)
+    (y,) = ortcore.InferenceSession(data, providers=["cpu"]).run(
+        None, {"x": np.ones(shape, np.float32)}
+    )
+    want_spatial = [1] * (len(shape) - 2) if op.startswith("Global") else shape[2:]
+    assert y.shape == (*shape[:2], *want_spatial)
+
+
+@pytest.mark.parametrize(("out", "want"), [(5, [1, 10, 100, 0, 0]), (6, None)])
+def test_conv_transpose_output_shape_past_the_full_output(out: int, want: list[int] | None) -> None:
+    """Up to a stride past the full output the extra positions are zeros at the
+    end, as onnxruntime and onnx.reference (was refused); further is an error."""
+    w = numpy_helper.from_array(np.array([[[1.0, 10.0, 100.0]]], np.float32), "w")
+    data = _model("ConvTranspose", [1, 1, 1], inits=[w], extra_inputs=["w"], opset=22,
+                  strides=[3], output_shape=[out])  # fmt: skip
+    x = np.ones((1, 1, 1), np.float32)
+    if want is None:
+        with pytest.raises(OrtcoreError, match="output_shape"):
+            ortcore.InferenceSession(data, providers=["cpu"]).run(None, {"x": x})
+        return
+    (y,) = ortcore.InferenceSession(data, providers=["cpu"]).run(None, {"x": x})
+    np.testing.assert_array_equal(y.ravel(), np.array(want, np.float32))
+
+
+def test_global_max_pool_float64_over_no_positions() -> None:
+    """float64 took numpy's max, which refuses an empty axis; float32's kernel gives -inf."""
+    node = helper.make_node("GlobalMaxPool", ["x"], ["y"])
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [2, 3, 0, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)],
+    )  # fmt: skip
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    (y,) = ortcore.InferenceSession(data.SerializeToString(), providers=["cpu"]).run(
+        None, {"x": np.ones((2, 3, 0, 4))}
+    )
+    assert y.shape == (2, 3, 1, 1) and np.all(y == -np.inf)
+
+
+def test_conv_transpose_negative_output_size_is_an_error() -> None:
+    """Pads larger than the full output gave an empty result instead of an error."""
+    w = numpy_helper.from_array(np.ones((1, 1, 2), np.float32), "w")
+    data = _model("ConvTranspose", [1, 1, 2], inits=[w], extra_inputs=["w"], pads=[2, 2])
+    with pytest.raises(OrtcoreError, match="negative"):
+        sess = ortcore.InferenceSession(data, providers=["cpu"])
+        sess.run(None, {"x": np.ones((1, 1, 2), np.float32)})
+
+
+def test_axis_past_int32_is_refused_before_shape_inference() -> None:
+    """onnx's shape inference segfaults on LayerNormalization with axis = 2**32
+    and a Mean output: ortcore refuses the attribute before running it."""
+    script = textwrap.dedent(
+        """
+        import numpy as np
+        import ortcore
+        from onnx import TensorProto, helper
+        node = helper.make_node(
+            "LayerNormalization", ["x", "s"], ["y", "mean"], name="ln", axis=2**32
+        )
+        graph = helper.make_graph(
+            [node], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+             helper.make_tensor_value_info("s", TensorProto.FLOAT, [3])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+             helper.make_tensor_value_info("mean", TensorProto.FLOAT, None)],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        try:
+            ortcore.InferenceSession(model.SerializeToString(), providers=["cpu"])
+        except ortcore.InvalidGraph as exc:
+            print("clean", exc)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("clean") and "axis 4294967296" in proc.stdout, proc.stdout

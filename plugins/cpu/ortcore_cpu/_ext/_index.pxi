@@ -38,6 +38,16 @@ cdef inline void _padded_plane(float* pad, const float* plane, Py_ssize_t H, Py_
 
 
 
+cdef enum:
+    # Largest kernel size, stride, pad or dilation the loops take (int32's
+    # limit: no real window comes near it). With it, and _check_reach, no
+    # index they compute in Py_ssize_t can overflow.
+    _MAX_WINDOW_VALUE = 2147483647
+    # Largest padded plane (floats) of the stride-1 plane paths; a bigger one
+    # (huge pads or dilations) takes the general loops, which need no copy.
+    _MAX_PLANE = 1 << 26
+
+
 cdef int _check_window(str where, Py_ssize_t kd, Py_ssize_t kh, Py_ssize_t kw,
                        Py_ssize_t sd, Py_ssize_t sh, Py_ssize_t sw,
                        Py_ssize_t pd, Py_ssize_t ph, Py_ssize_t pw,
@@ -46,8 +56,9 @@ cdef int _check_window(str where, Py_ssize_t kd, Py_ssize_t kh, Py_ssize_t kw,
 
     Every entry point that takes a window checks this first: bounds checks are
     off, so kernels < 1, strides or dilations < 1 (division by zero, endless
-    ranges) or negative pads (the padded-plane copies write before their
-    buffer) would corrupt memory instead of failing. The Python callers
+    ranges), negative pads (the padded-plane copies write before their
+    buffer) or values past ``_MAX_WINDOW_VALUE`` (index arithmetic that
+    overflows) would corrupt memory instead of failing. The Python callers
     validate the node's attributes with a clearer message; this is the last
     line of defence for any other caller.
     """
@@ -59,4 +70,42 @@ cdef int _check_window(str where, Py_ssize_t kd, Py_ssize_t kh, Py_ssize_t kw,
         raise ValueError(f"{where}: dilations must be >= 1, got {(dd, dh, dw)}")
     if pd < 0 or ph < 0 or pw < 0:
         raise ValueError(f"{where}: pads must be >= 0, got {(pd, ph, pw)}")
+    if max(kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw) > _MAX_WINDOW_VALUE:
+        raise ValueError(
+            f"{where}: kernel sizes, strides, pads and dilations must be <= {_MAX_WINDOW_VALUE}, "
+            f"got {(kd, kh, kw)}, {(sd, sh, sw)}, {(pd, ph, pw)}, {(dd, dh, dw)}"
+        )
     return 0
+
+
+cdef int _check_reach(str where, tuple size, tuple out, tuple kernel, tuple strides,
+                      tuple pads, tuple ends, tuple dilations) except -1:
+    """Refuse a window whose index arithmetic could overflow Py_ssize_t.
+
+    Per axis the loops compute ``o * stride - pad + j * dilation`` (o < out,
+    j < kernel) and ``size + end``; with every value within
+    ``_MAX_WINDOW_VALUE`` (see :func:`_check_window`) and their sum checked
+    here in Python integers, none of those (nor their sums in
+    ``_first_valid`` and ``_end_valid``) can wrap around.
+    """
+    cdef int i
+    for i in range(len(size)):
+        reach = ((out[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i]
+                 + pads[i] + ends[i] + size[i])
+        if reach >= (1 << 62):
+            raise ValueError(
+                f"{where}: window geometry out of range on axis {i}: size {size[i]}, output "
+                f"{out[i]}, kernel {kernel[i]}, stride {strides[i]}, pads {pads[i]}+{ends[i]}, "
+                f"dilation {dilations[i]}"
+            )
+    return 0
+
+
+cdef bint _plane_fits(Py_ssize_t oh, Py_ssize_t ow, Py_ssize_t kh, Py_ssize_t kw,
+                      Py_ssize_t dh, Py_ssize_t dw):
+    """Whether the stride-1 plane paths' buffer, (Hp + oh) * Wp floats with
+    Hp = oh + (kh - 1) * dh and Wp = ow + (kw - 1) * dw, is at most
+    ``_MAX_PLANE`` (computed in Python integers: it can overflow Py_ssize_t)."""
+    rows = 2 * <object>oh + (<object>kh - 1) * dh
+    cols = <object>ow + (<object>kw - 1) * dw
+    return rows * cols <= _MAX_PLANE

@@ -25,8 +25,11 @@ def im2col(const float[:, :, :, ::1] x, float[:, ::1] col,
     cdef float* dst
     cdef const float* src
     _check_window("im2col", kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw)
-    if col.shape[0] != rows or col.shape[1] != od * oh * ow:
+    # in Python integers: the products of the arguments can overflow
+    if col.shape[0] != C * <object>kd * kh * kw or col.shape[1] != <object>od * oh * ow:
         raise ValueError("im2col: col has the wrong shape")
+    _check_reach("im2col", (D, H, W), (od, oh, ow), (kd, kh, kw), (sd, sh, sw), (pd, ph, pw),
+                 (0, 0, 0), (dd, dh, dw))
     with nogil:
         for r in prange(rows, num_threads=nthreads, schedule="static"):
             c = r // ksize
@@ -78,8 +81,11 @@ def col2im(const float[:, ::1] col, float[:, :, :, ::1] x,
     cdef const float* src
     cdef float* dst
     _check_window("col2im", kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw)
-    if col.shape[0] != C * ksize or col.shape[1] != od * oh * ow:
+    # in Python integers: the products of the arguments can overflow
+    if col.shape[0] != C * <object>kd * kh * kw or col.shape[1] != <object>od * oh * ow:
         raise ValueError("col2im: col has the wrong shape")
+    _check_reach("col2im", (D, H, W), (od, oh, ow), (kd, kh, kw), (sd, sh, sw), (pd, ph, pw),
+                 (0, 0, 0), (dd, dh, dw))
     with nogil:
         for c in prange(C, num_threads=nthreads, schedule="static"):
             for k in range(ksize):
@@ -124,9 +130,10 @@ def depthwise2d(const float[:, :, ::1] x, const float[:, :, ::1] w, float[:, :, 
     if w.shape[0] != C or out.shape[0] != C:
         raise ValueError("depthwise2d: channel counts differ")
     _check_window("depthwise2d", 1, kh, kw, 1, sh, sw, 0, ph, pw, 1, dh, dw)
+    _check_reach("depthwise2d", (H, W), (oh, ow), (kh, kw), (sh, sw), (ph, pw), (0, 0), (dh, dw))
     if C == 0 or oh == 0 or ow == 0:
         return
-    if sh == 1 and sw == 1:
+    if sh == 1 and sw == 1 and _plane_fits(oh, ow, kh, kw, dh, dw):
         _depthwise2d_s1(x, w, out, ph, pw, dh, dw, nthreads)
         return
     bounds = <Py_ssize_t*>malloc(3 * kw * sizeof(Py_ssize_t))

@@ -58,7 +58,9 @@ def max_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
     _check_window("max_pool", kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw)
     if out.shape[0] != P:
         raise ValueError("max_pool: x and out have different plane counts")
-    if _plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow):
+    _check_reach("max_pool", (D, H, W), (od, oh, ow), (kd, kh, kw), (sd, sh, sw), (pd, ph, pw),
+                 (0, 0, 0), (dd, dh, dw))
+    if _plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow) and _plane_fits(oh, ow, kh, kw, dh, dw):
         _pool2d_s1(x, out, kh, kw, ph, pw, dh, dw, True, NULL, NULL, nthreads)
         return
     taps = _row_taps(kw, sw, pw, dw, W, ow)
@@ -114,6 +116,8 @@ def max_pool_indices(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
         raise ValueError("max_pool_indices: x and out have different plane counts")
     if indices.shape[0] != P or indices.shape[1] != od or indices.shape[2] != oh or indices.shape[3] != ow:
         raise ValueError("max_pool_indices: indices and out have different shapes")
+    _check_reach("max_pool_indices", (D, H, W), (od, oh, ow), (kd, kh, kw), (sd, sh, sw),
+                 (pd, ph, pw), (0, 0, 0), (dd, dh, dw))
     with nogil:
         for p in prange(P, num_threads=nthreads, schedule="static"):
             for z in range(od):
@@ -173,6 +177,8 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
         raise ValueError("avg_pool: x and out have different plane counts")
     if ed < 0 or eh < 0 or ew < 0:
         raise ValueError(f"avg_pool: end pads must be >= 0, got {(ed, eh, ew)}")
+    _check_reach("avg_pool", (D, H, W), (od, oh, ow), (kd, kh, kw), (sd, sh, sw), (pd, ph, pw),
+                 (ed, eh, ew), (dd, dh, dw))
     taps = _row_taps(kw, sw, pw, dw, W, ow)
     inv_x = <float*>malloc((ow + 1) * sizeof(float))
     if taps == NULL or inv_x == NULL:
@@ -187,7 +193,7 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
         else:
             nx = _hi(x0, dw, kw, W, xlo) - xlo
         inv_x[i] = 1.0 / nx if nx > 0 else 0.0
-    if _plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow):
+    if _plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow) and _plane_fits(oh, ow, kh, kw, dh, dw):
         inv_y = <float*>malloc((oh + 1) * sizeof(float))
         if inv_y == NULL:
             free(taps)
@@ -234,7 +240,7 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
                                 else:
                                     for i in range(lo, hi):
                                         dst[i] = dst[i] + src[i * sw + off]
-                    inv = 1.0 / (nz * ny) if nz * ny > 0 else 0.0
+                    inv = 1.0 / (<double>nz * ny) if nz > 0 and ny > 0 else 0.0
                     for i in range(ow):
                         dst[i] = dst[i] * (inv_x[i] * inv)
     finally:

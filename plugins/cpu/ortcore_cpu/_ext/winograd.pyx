@@ -162,10 +162,13 @@ def input_transform(const float[:, :, :, ::1] x, float[:, ::1] v,
     cdef Py_ssize_t nch = (tw + _CHUNK - 1) // _CHUNK
     cdef const float* plane
     cdef float* o
-    if v.shape[0] != 16 or v.shape[1] < C * tiles:
-        raise ValueError("winograd input_transform: v has the wrong shape")
     if ph < 0 or pw < 0 or ty0 < 0 or nty < 0 or tw < 0:
         raise ValueError("winograd input_transform: negative pad or tile range")
+    if ph > 2147483647 or pw > 2147483647 or ty1 > 2147483647:
+        raise ValueError("winograd input_transform: pad or tile range too large")
+    # in Python integers: the product of the arguments can overflow
+    if v.shape[0] != 16 or v.shape[1] < C * <object>N * nty * tw:
+        raise ValueError("winograd input_transform: v has the wrong shape")
     if tiles == 0 or C == 0:
         return
     kstride = v.shape[1]
@@ -205,10 +208,10 @@ def output_transform(const float[:, ::1] m, float[:, :, :, ::1] y,
     cdef const float* s
     cdef float* y0
     cdef float* y1
-    if m.shape[0] != 16 or m.shape[1] < M * tiles:
-        raise ValueError("winograd output_transform: m has the wrong shape")
-    if ty0 < 0 or nty < 0 or 2 * ty1 > oh + 1 or 2 * tw < ow or 2 * tw > ow + 1:
+    if ty0 < 0 or nty < 0 or 2 * <object>ty1 > oh + 1 or 2 * <object>tw < ow or 2 * <object>tw > ow + 1:
         raise ValueError("winograd output_transform: tile range does not fit y")
+    if m.shape[0] != 16 or m.shape[1] < M * <object>N * nty * tw:
+        raise ValueError("winograd output_transform: m has the wrong shape")
     if tiles == 0 or M == 0:
         return
     kstride = m.shape[1]

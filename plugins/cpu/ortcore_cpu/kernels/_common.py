@@ -21,7 +21,6 @@ UNSIGNED_INTS = frozenset({DT.UINT8, DT.UINT16, DT.UINT32, DT.UINT64})
 INTS = SIGNED_INTS | UNSIGNED_INTS
 NUMERIC = FLOATS | INTS
 """Every numeric type the CPU kernels handle."""
-SIGNED_NUMERIC = FLOATS | SIGNED_INTS
 ALL = NUMERIC | {DT.BOOL}
 """Numeric types and bool."""
 ALL_STR = ALL | {DT.STRING}

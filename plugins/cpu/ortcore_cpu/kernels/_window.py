@@ -60,12 +60,17 @@ def split_same_pads(total: Sequence[int], auto_pad: str) -> tuple[list[int], lis
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
+MAX_WINDOW_VALUE = 2**31 - 1
+"""Largest kernel size, stride, dilation or pad the native loops take (their
+index arithmetic must not overflow; no real window comes near it)."""
+
 
 def check_window_attrs(attrs: Mapping[str, Any], *, kernel_required: bool = False) -> None:
     """Refuse window attributes no input shape can make valid, at session creation.
 
     The native sliding-window loops rely on kernel sizes, strides and
-    dilations >= 1 and pads >= 0 (onnxruntime refuses the same attributes).
+    dilations >= 1, pads >= 0 (onnxruntime refuses the same attributes) and
+    all of them at most ``MAX_WINDOW_VALUE``.
 
     Raises:
         ValueError: naming the attribute and its value.
@@ -74,6 +79,12 @@ def check_window_attrs(attrs: Mapping[str, Any], *, kernel_required: bool = Fals
     if kernel_required and not kernel:
         raise ValueError("attribute kernel_shape is required")
     rank = len(kernel) if kernel else None
+    for name in ("kernel_shape", "strides", "dilations", "pads"):
+        values = attrs.get(name)
+        if values is not None and any(int(v) > MAX_WINDOW_VALUE for v in values):
+            raise ValueError(
+                f"attribute {name} must contain values <= {MAX_WINDOW_VALUE}, got {list(values)}"
+            )
     for name, low in (("kernel_shape", 1), ("strides", 1), ("dilations", 1)):
         values = attrs.get(name)
         if values is None or len(values) == 0:

@@ -37,6 +37,13 @@ from ._window import (
 
 
 def _add_bias(y: np.ndarray, b: np.ndarray | None, threads: int) -> None:
+    """Add the bias ``b`` (one value per output channel) to ``y`` (N, M, ...) in place.
+
+    Raises:
+        ValueError: ``b`` is not of shape (M,).
+    """
+    if b is not None and b.shape != y.shape[1:2]:
+        raise ValueError(f"bias of shape {list(b.shape)} for {y.shape[1]} output channels")
     if b is None or y.size == 0:
         return
     n, m = y.shape[:2]
@@ -287,7 +294,7 @@ def _conv_numpy(x: np.ndarray, w: np.ndarray, win: Window, group: int) -> np.nda
     for k, off in enumerate(kernel_offsets(win.kernel)):
         start = [int(o) * d for o, d in zip(off, win.dilations, strict=True)]
         col[:, :, k] = xp[strided_slice(start, win.strides, win.out)]
-    col = col.reshape(n, group, cg * ksize, -1)
+    col = col.reshape(n, group, cg * ksize, math.prod(win.out))
     y = np.matmul(w.reshape(group, mg, cg * ksize), col)
     return y.reshape(n, m, *win.out).astype(x.dtype, copy=False)
 
@@ -346,6 +353,9 @@ def conv(info: NodeInfo) -> Compute:
     return compute
 
 
+_SAME = ("SAME_UPPER", "SAME_LOWER")
+
+
 def _transpose_window(info: NodeInfo, spatial: tuple[int, ...], kernel: tuple[int, ...]) -> Window:
     """Pads and output size of ConvTranspose (ONNX spec formulas)."""
     a = info.attrs
@@ -365,6 +375,14 @@ def _transpose_window(info: NodeInfo, spatial: tuple[int, ...], kernel: tuple[in
         target = out_shape or [i * s for i, s in zip(spatial, strides, strict=True)]
         total = [f - t for f, t in zip(full, target, strict=True)]
         begin, end = split_same_pads(total, auto_pad)
+        if out_shape:  # past the full output: zeros at the end, as onnxruntime
+            if any(t <= -s for t, s in zip(total, strides, strict=True)):
+                raise ValueError(
+                    f"{info.describe()}: output_shape {out_shape} is a stride or more past "
+                    f"the full output {full}"
+                )
+            begin = [b if t >= 0 else 0 for b, t in zip(begin, total, strict=True)]
+            end = [e if t >= 0 else t for e, t in zip(end, total, strict=True)]
     elif auto_pad == "VALID":
         begin = end = [0] * nsp
     else:
@@ -432,15 +450,31 @@ def conv_transpose(info: NodeInfo) -> Compute:
         raise ValueError(f"attribute output_padding must not be negative, got {list(out_pad)}")
     group = int(info.attrs.get("group", 1))
     kernel_shape = info.attrs.get("kernel_shape")
+    auto_pad = info.attrs.get("auto_pad", "NOTSET") or "NOTSET"
     threads = thread_count(info)
 
     def compute(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray]:
         kernel = tuple(int(k) for k in (kernel_shape or w.shape[2:]))
         win = _transpose_window(info, tuple(x.shape[2:]), kernel)
+        if min(win.out, default=0) < 0:
+            raise ValueError(
+                f"{info.describe()}: calculated output size {list(win.out)} is negative; "
+                "check pads, strides, dilations, output_padding and output_shape"
+            )
         # A negative end pad (output_shape past the full output) is zero-filled.
-        if any(p < 0 for p in win.pads_begin):
+        # SAME pads are negative where the kernel is narrower than the stride
+        # (the output, input * stride, is wider than the full result): a
+        # negative begin pad there is as many leading zeros, as onnx.reference.
+        lead = tuple(max(-p, 0) for p in win.pads_begin)
+        if any(lead) and (info.attrs.get("output_shape") or auto_pad not in _SAME):
             raise ValueError(f"{info.describe()}: output_shape needs negative pads")
+        if any(lead):
+            begin = tuple(p + s for p, s in zip(win.pads_begin, lead, strict=True))
+            inner = tuple(o - s for o, s in zip(win.out, lead, strict=True))
+            win = Window(win.kernel, win.strides, win.dilations, begin, win.pads_end, inner)
         y = _conv_transpose(x, w, win, group, threads)
+        if any(lead):
+            y = np.pad(y, [(0, 0), (0, 0), *((s, 0) for s in lead)])
         _add_bias(y, b, threads)
         return (y.astype(x.dtype, copy=False),)
 

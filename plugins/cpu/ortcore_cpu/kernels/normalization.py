@@ -116,12 +116,19 @@ def instance_norm(info: NodeInfo) -> Compute:
 @registry.kernel("LayerNormalization", since=17, types={"T": _FLOATS_BF16, "U": _FLOATS_BF16})
 def layer_norm(info: NodeInfo) -> Compute:
     """Normalize over the dims from ``axis`` on; Mean and InvStdDev outputs
-    are optional and computed in float32 (``stash_type=1``) or the input type."""
+    are optional and computed in float32 (``stash_type=1``) or the input type.
+    With ``stash_type=1`` they are float32, as the schema types them (a
+    float64 input is still normalized in float64)."""
     axis_attr = int(info.attrs.get("axis", -1))
     eps = float(info.attrs.get("epsilon", 1e-5))
     stash = int(info.attrs.get("stash_type", 1))
     n_out = info.num_outputs
     threads = thread_count(info)
+
+    def stats_typed(outs: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        if stash != 1 or n_out < 2:
+            return outs[:n_out]
+        return (outs[0], *(o.astype(np.float32, copy=False) for o in outs[1:n_out]))
 
     def compute(
         x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None
@@ -129,7 +136,7 @@ def layer_norm(info: NodeInfo) -> Compute:
         axis = normalize_axis(axis_attr, x.ndim)
         fast = _layer_norm_fast(x, scale, bias, axis, eps, threads)
         if fast is not None:
-            return fast[:n_out]
+            return stats_typed(fast)
         axes = tuple(range(axis, x.ndim))
         work = _stash(x, stash)
         mean = work.mean(axis=axes, keepdims=True)
@@ -139,8 +146,7 @@ def layer_norm(info: NodeInfo) -> Compute:
         y = d * inv_std * scale.astype(work.dtype, copy=False)
         if bias is not None:
             y = y + bias.astype(work.dtype, copy=False)
-        outs = (y.astype(x.dtype, copy=False), mean, inv_std)
-        return outs[:n_out]
+        return stats_typed((y.astype(x.dtype, copy=False), mean, inv_std))
 
     return compute
 

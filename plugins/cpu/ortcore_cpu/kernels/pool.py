@@ -85,6 +85,8 @@ def max_pool(info: NodeInfo) -> Compute:
             elif out.size:
                 ext.max_pool(_planes(x), out, *k3, *s3, *pb3, *d3, nt)
             shape = (*x.shape[:2], *win.out)
+            if x.dtype.kind in "iu":  # a window of padding only is -inf: the type's minimum
+                np.maximum(out, np.iinfo(x.dtype).min, out=out)
             y = out.reshape(shape).astype(x.dtype, copy=False)
             return (y, idx.reshape(shape)) if want_indices else (y,)
         return _max_pool_numpy(x, win, want_indices, column_major)
@@ -172,9 +174,12 @@ def global_pool(info: NodeInfo) -> Compute:
     def compute(x: np.ndarray) -> tuple[np.ndarray]:
         shape = (*x.shape[:2], *([1] * (x.ndim - 2)))
         if x.dtype == np.float64:
-            red = np.max if take_max else np.mean
-            return (red(x, axis=tuple(range(2, x.ndim)), keepdims=True),)
-        planes = f32_contiguous(x).reshape(x.shape[0] * x.shape[1], -1)
+            axes = tuple(range(2, x.ndim))
+            if take_max:  # -inf over no positions, as the float32 kernel
+                return (np.max(x, axis=axes, keepdims=True, initial=-np.inf),)
+            with np.errstate(invalid="ignore"):
+                return (np.mean(x, axis=axes, keepdims=True),)
+        planes = f32_contiguous(x).reshape(x.shape[0] * x.shape[1], math.prod(x.shape[2:]))
         out = np.empty(planes.shape[0], np.float32)
         ext.global_pool(planes, out, take_max, threads_for(planes.size, threads))
         return (out.reshape(shape).astype(x.dtype, copy=False),)
