@@ -6,8 +6,11 @@ conformance``), or through pytest: ``pytest --pyargs conformance
 found through the ``ortcore.providers`` entry points.
 
 Modules: :mod:`~conformance.cases` (onnx's backend cases),
-:mod:`~conformance.generated` (cases checked against onnx's reference
-evaluator), :mod:`~conformance.contract` (checks every provider must pass),
+:mod:`~conformance.generated` (cases checked against the oracle),
+:mod:`~conformance.light` (onnx's light models with seeded random weights),
+:mod:`~conformance.oracle` (onnx's reference evaluator, corrected),
+:mod:`~conformance.probes` (the contract checks' models),
+:mod:`~conformance.contract` (checks every provider must pass),
 :mod:`~conformance.precision` (tolerances, error measures),
 :mod:`~conformance.execute` (one case), :mod:`~conformance.suite` and
 :mod:`~conformance.pool` (a run, in-process or in workers),

@@ -6,9 +6,11 @@ Every case has an id ``<kind>/<name>``:
   installed onnx package, with the expected outputs onnx stores for them;
 * ``generated/…``: the suite's own cases (:mod:`conformance.generated`),
   checked against onnx's reference evaluator;
-* ``simple/…``, ``pytorch-converted/…``, ``pytorch-operator/…``,
-  ``light/…``: onnx's stored models (model-level cases, which may mix in the
-  CPU provider).
+* ``simple/…``, ``pytorch-converted/…``, ``pytorch-operator/…``: onnx's
+  stored models with their stored outputs (model-level cases, which may mix
+  in the CPU provider);
+* ``light/…``: onnx's light models (ResNet-50, SqueezeNet, ...) with seeded
+  random weights, checked against the oracle (:mod:`conformance.light`).
 
 Contract checks have ids ``contract/…`` and live in :mod:`conformance.contract`.
 """
@@ -23,7 +25,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
 from onnx import numpy_helper
 
@@ -49,12 +50,16 @@ class Case:
 
     ``load`` builds the model and data sets on first use, so listing cases
     stays cheap; ``tolerance`` is the case's own (``None``: dtype defaults).
+    A ``large`` case (hundreds of MB of weights) is built again on each use
+    instead of being kept, and the session gets it as a file whose weights
+    are external data, so that they are not serialized and parsed again.
     """
 
     name: str
     kind: str
     load: Callable[[], tuple[onnx.ModelProto, list[DataSet]]]
     tolerance: Tolerance | None = None
+    large: bool = False
     _loaded: tuple[onnx.ModelProto, list[DataSet]] | None = field(default=None, repr=False)
 
     @property
@@ -68,10 +73,13 @@ class Case:
         return self.kind in MODEL_KINDS
 
     def materialize(self) -> tuple[onnx.ModelProto, list[DataSet]]:
-        """The model and its data sets (built once)."""
-        if self._loaded is None:
-            self._loaded = self.load()
-        return self._loaded
+        """The model and its data sets (built once, unless the case is ``large``)."""
+        if self._loaded is not None:
+            return self._loaded
+        loaded = self.load()
+        if not self.large:
+            self._loaded = loaded
+        return loaded
 
 
 def _tensor(x: Any) -> Any:
@@ -150,29 +158,14 @@ def _stored_cases(kind: str) -> Iterator[Case]:
             yield Case(name, kind, lambda d=model_dir: _load_stored(d))  # type: ignore[misc]
 
 
-def _load_light(path: Path) -> tuple[onnx.ModelProto, list[DataSet]]:
-    model = onnx.load(str(path))
-    inits = {i.name for i in model.graph.initializer}
-    ins = []
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        shape = [
-            d.dim_value if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim
-        ]
-        n = int(np.prod(shape))
-        ins.append((np.arange(n).reshape(shape) / n).astype(np.float32))
-    outs = [
-        numpy_helper.to_array(onnx.load_tensor(str(p)))
-        for p in sorted(path.parent.glob(f"{path.stem}_output_*.pb"))
-    ]
-    return model, [(ins, outs)]
-
-
 def _light_cases() -> Iterator[Case]:
-    for path in sorted((data_root() / "light").glob("light_*.onnx")):
-        name = "test_" + path.stem.removeprefix("light_")
-        yield Case(name, "light", lambda p=path: _load_light(p))  # type: ignore[misc]
+    from .light import MODELS, load_light
+
+    for stem in MODELS:
+        path = data_root() / "light" / f"light_{stem}.onnx"
+        if path.exists():
+            load = lambda p=path: load_light(p)  # noqa: E731
+            yield Case(f"test_{stem}", "light", load, large=True)  # type: ignore[arg-type]
 
 
 @cache

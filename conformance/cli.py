@@ -2,11 +2,16 @@
 
 ::
 
-    ortcore conformance --provider NAME [--report DIR] [--waivers FILE] [-k PATTERN]
-                        [--jobs N] [--isolate] [--timeout S] [--suites contract,operators,models]
+    ortcore conformance --provider NAME [--provider-option KEY=VALUE ...] [--report DIR]
+                        [--waivers FILE] [-k PATTERN] [--jobs N] [--isolate] [--timeout S]
+                        [--suites contract,operators,models]
 
 Exit status: 0 when no case failed, 1 when some did (or a waived case passed),
-2 when the provider or the waivers file cannot be used.
+2 when the provider, its options or the waivers file cannot be used.
+
+``ortcore`` finds this subcommand through the ``conformance`` entry point of
+group ``ortcore.cli``: this module's :data:`HELP`, :func:`add_arguments` and
+:func:`run`.
 """
 
 from __future__ import annotations
@@ -16,12 +21,26 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["add_arguments", "main", "run"]
+__all__ = ["HELP", "add_arguments", "main", "run"]
+
+HELP = "run the conformance suite against a provider"
+"""The line ``ortcore --help`` shows for this subcommand."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the suite's options to ``parser`` (used by ``ortcore conformance``)."""
+    from ortcore.cli import provider_option
+
     parser.add_argument("--provider", required=True, help="provider name or alias, e.g. cpu")
+    parser.add_argument(
+        "--provider-option",
+        dest="provider_options",
+        action="append",
+        default=[],
+        type=provider_option,
+        metavar="KEY=VALUE",
+        help="an option of the provider under test (repeatable)",
+    )
     parser.add_argument("--report", metavar="DIR", help="write report.json/.md/.html, junit.xml")
     parser.add_argument("--waivers", metavar="FILE", help="TOML file of waivers and tolerances")
     parser.add_argument("-k", dest="pattern", metavar="PATTERN", help="regex on case ids")
@@ -67,7 +86,7 @@ def _kinds(ns: argparse.Namespace) -> tuple[str, ...]:
 
 def run(ns: argparse.Namespace) -> int:
     """Run the suite as ``ns`` asks; print the summary; write the reports."""
-    from ortcore.errors import OrtcoreError
+    from ortcore.errors import OrtcoreError, ProviderOptionError
 
     from .report import write_reports
     from .report.markdown import summary_lines
@@ -85,6 +104,7 @@ def run(ns: argparse.Namespace) -> int:
         config=ns.waivers,
         plugins=list(ns.plugin),
         progress=False if ns.no_progress else None,
+        options=dict(ns.provider_options),
     )
     if ns.list:
         load_plugins(settings.plugins)
@@ -92,7 +112,7 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     try:
         out = run_suite(settings)
-    except (OrtcoreError, ConfigError, RuntimeError) as exc:
+    except (OrtcoreError, ProviderOptionError, ConfigError, RuntimeError) as exc:
         print(f"ortcore conformance: {exc}", file=sys.stderr)
         return 2
     report = build_report(out)

@@ -2,8 +2,14 @@
 
 Each check has an id ``contract/<name>`` and returns an outcome and a detail.
 Checks that need a node the provider claims run on every probe
-(:mod:`conformance.probes`) it claims; a provider that claims none of them
-gets ``unsupported`` for those checks.
+(:mod:`conformance.probes`) it takes nodes of: alone when it takes the whole
+probe, with the CPU provider after it when it takes part of a multi-node probe
+(a compile-path provider's groups). A provider that claims none of them gets
+``unsupported`` for those checks, and fails ``contract/claims`` unless it
+claims nodes of some case. Outputs are compared with the default tolerance of
+their dtype (:data:`conformance.precision.DTYPE_TOLERANCES`), like the cases'.
+Provider options given to the run (``--provider-option``) apply to every
+session and instance the checks create.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ import time
 import traceback
 import tracemalloc
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,10 +36,10 @@ from .outcomes import (
     WRONG_TYPE,
     CaseResult,
 )
-from .precision import Tolerance, compare_values
+from .precision import compare_values
 from .probes import Probe, probes
 
-__all__ = ["CHECKS", "MEMORY_LIMIT", "run_check"]
+__all__ = ["CHECKS", "MEMORY_LIMIT", "Claimed", "claimed_probes", "run_check"]
 
 MEMORY_LIMIT = 1 << 20
 """Bytes the traced heap may grow across the memory and close checks."""
@@ -40,66 +47,136 @@ MEMORY_RUNS = 300
 THREADS = 4
 THREAD_ITERATIONS = 8
 UNKNOWN_OPTION = "conformance_no_such_option"
-TOL = Tolerance(1e-4, 1e-5)
 
 Verdict = tuple[str, str]
 
 
-def _session(probe: Probe, target: Target) -> Any:
+def _open(probe: Probe, providers: Sequence[Any]) -> Any:
     import ortcore
 
-    return ortcore.InferenceSession(probe.bytes, session_options(), providers=[target.provider])
+    return ortcore.InferenceSession(probe.bytes, session_options(), providers=list(providers))
 
 
-_claimed: dict[str, list[Probe]] = {}
+@dataclass(frozen=True)
+class Claimed:
+    """A probe the provider takes nodes of, and how the checks open it.
+
+    Attributes:
+        probe: the probe.
+        providers: the sessions' provider list: the provider alone, or (for a
+            multi-node probe it takes only part of) with the CPU provider after it.
+        taken: how many of the probe's nodes the provider runs.
+        error: why creating the session failed after the provider took nodes
+            (every check that needs the probe then fails), or ``""``.
+    """
+
+    probe: Probe
+    providers: tuple[Any, ...]
+    taken: int
+    error: str = ""
+
+    @property
+    def label(self) -> str:
+        """The probe's name, with the share the provider took when partial."""
+        total = len(self.probe.ops)
+        if self.taken < total:
+            return f"{self.probe.name} ({self.taken} of {total} nodes)"
+        return self.probe.name
 
 
-def claimed_probes(target: Target) -> list[Probe]:
-    """The probes the provider takes alone (cached per provider)."""
+def _session(c: Claimed) -> Any:
+    return _open(c.probe, c.providers)
+
+
+def _claim(p: Probe, target: Target) -> Claimed | None:
+    """How the provider takes ``p``: alone, in part (the rest on CPU), or not at all."""
     import ortcore
 
-    if target.provider not in _claimed:
-        found = []
-        for p in probes():
-            try:
-                _session(p, target).close()
-            except ortcore.OrtcoreError:
-                continue
-            found.append(p)
-        _claimed[target.provider] = found
-    return _claimed[target.provider]
+    setups: list[tuple[Any, ...]] = [(target.spec,)]
+    if p.multi_node and target.cpu:
+        setups.append((target.spec, target.cpu))
+    for providers in setups:
+        try:
+            sess = _open(p, providers)
+        except ortcore.NotImplementedOp:
+            continue
+        except ortcore.OrtcoreError as exc:
+            return Claimed(p, providers, len(p.ops), f"{type(exc).__name__}: {exc}")
+        try:
+            taken = sum(1 for r in sess.get_partition().nodes if r.provider == target.provider)
+        finally:
+            sess.close()
+        return Claimed(p, providers, taken) if taken else None
+    return None
 
 
-def _each_probe(check: Callable[[Probe, Target], Verdict | None]) -> Callable[[Target], Verdict]:
+_claimed: dict[Target, list[Claimed]] = {}
+
+
+def claimed_probes(target: Target) -> list[Claimed]:
+    """The probes the provider takes nodes of (cached per target)."""
+    if target not in _claimed:
+        _claimed[target] = [c for p in probes() if (c := _claim(p, target)) is not None]
+    return _claimed[target]
+
+
+def _each_probe(check: Callable[[Claimed, Target], Verdict | None]) -> Callable[[Target], Verdict]:
     """Run ``check`` on every claimed probe; the first failure wins."""
 
     def run(target: Target) -> Verdict:
         claimed = claimed_probes(target)
         if not claimed:
-            ops = ", ".join(p.op for p in probes())
-            return UNSUPPORTED, f"the provider claims none of the probe ops ({ops})"
-        for p in claimed:
+            names = ", ".join(p.name for p in probes())
+            return UNSUPPORTED, f"the provider claims no node of any probe ({names})"
+        for c in claimed:
+            if c.error:
+                return LOAD_ERROR, f"{c.probe.name}: session creation failed: {c.error}"
             try:
-                bad = check(p, target)
+                bad = check(c, target)
             except Exception as exc:
-                return RUN_ERROR, f"{p.op}: {type(exc).__name__}: {exc}"
+                return RUN_ERROR, f"{c.probe.name}: {type(exc).__name__}: {exc}"
             if bad is not None:
-                return bad[0], f"{p.op}: {bad[1]}"
-        return PASSED, f"checked on {', '.join(p.op for p in claimed)}"
+                return bad[0], f"{c.probe.name}: {bad[1]}"
+        return PASSED, f"checked on {', '.join(c.label for c in claimed)}"
 
     return run
 
 
+def _provider(target: Target) -> Any:
+    """A new instance of the provider under test, with the run's options."""
+    from ep_sdk import SessionConfig
+    from ortcore.plugins import default_manager
+
+    cls = default_manager().resolve(target.provider).cls
+    assert cls is not None
+    return cls(dict(target.options), SessionConfig())
+
+
+def _compare(got: Sequence[Any], want: Sequence[Any]) -> Verdict | None:
+    """Every output against the oracle, with the dtype's default tolerance."""
+    if len(got) != len(want):
+        return WRONG_TYPE, f"{len(got)} outputs, expected {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        verdict, detail, _ = compare_values(g, w, None, None, f"output {i}")
+        if verdict != "ok":
+            return (MISMATCH if verdict == "mismatch" else WRONG_TYPE), detail
+    return None
+
+
+def _same(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    return len(a) == len(b) and all(np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b))
+
+
 def check_loads(target: Target) -> Verdict:
-    """The provider loads, can be created with default options and names its device."""
-    from ep_sdk import Device, ExecutionProvider, SessionConfig
+    """The provider loads, can be created with the run's options and names its device."""
+    from ep_sdk import Device, ExecutionProvider
     from ortcore.plugins import default_manager
 
     entry = default_manager().resolve(target.provider)
     cls = entry.cls
     if cls is None or not issubclass(cls, ExecutionProvider):
         return LOAD_ERROR, f"{entry.plugin} offers no ExecutionProvider class"
-    inst = cls({}, SessionConfig())
+    inst = _provider(target)
     try:
         if not isinstance(inst.device, Device):
             return LOAD_ERROR, f"device is {inst.device!r}, not an ep_sdk.Device"
@@ -113,17 +190,17 @@ def check_loads(target: Target) -> Verdict:
 
 
 def _capability_graphs() -> list[bytes]:
+    """Each probe with a node of an unknown domain reading its first output."""
     from onnx import helper
 
-    extra = helper.make_node("NoSuchOp", ["y"], ["z"], domain="conformance.unknown")
     out = []
     for p in probes():
         g = p.model.graph
+        first = g.output[0]
+        extra = helper.make_node("NoSuchOp", [first.name], ["z"], domain="conformance.unknown")
+        z = helper.make_tensor_value_info("z", first.type.tensor_type.elem_type, None)
         graph = helper.make_graph(
-            [*g.node, extra],
-            "capability",
-            list(g.input),
-            [helper.make_tensor_value_info("z", 1, [d.dim_value for d in _out_dims(p)])],
+            [*g.node, extra], "capability", list(g.input), [z, *g.output[1:]], list(g.initializer)
         )
         model = helper.make_model(
             graph,
@@ -133,19 +210,12 @@ def _capability_graphs() -> list[bytes]:
     return out
 
 
-def _out_dims(p: Probe) -> Any:
-    return p.model.graph.output[0].type.tensor_type.shape.dim
-
-
 def check_capability(target: Target) -> Verdict:
     """``get_capability`` answers a Capability whose claims and reasons are valid."""
-    from ep_sdk import Capability, Claim, ExecutionProvider, GraphContext, SessionConfig
+    from ep_sdk import Capability, Claim, ExecutionProvider, GraphContext
     from ortcore.model import load_model
-    from ortcore.plugins import default_manager
 
-    cls = default_manager().resolve(target.provider).cls
-    assert cls is not None
-    inst = cls({}, SessionConfig())
+    inst = _provider(target)
     compiles = type(inst).compile is not ExecutionProvider.compile
     try:
         for data in _capability_graphs():
@@ -181,41 +251,97 @@ def check_capability(target: Target) -> Verdict:
     return PASSED, ""
 
 
-def _claimed_runs(p: Probe, target: Target) -> Verdict | None:
-    sess = _session(p, target)
+CASE_KINDS = ("simple", "pytorch-operator", "pytorch-converted", "node")
+"""Case kinds :func:`check_claims` looks through, in this order, when no probe
+is claimed: the small stored models first, onnx's node tests (slower to
+collect) last; the generated and light cases use the same ops."""
+
+
+def _first_claimed_case(target: Target) -> tuple[str, int]:
+    """The id of the first case of :data:`CASE_KINDS` of whose model the
+    provider claims a node (``""`` if none), and how many cases were asked."""
+    from ep_sdk import GraphContext
+    from ortcore.model import load_model
+
+    from .cases import load_kind
+
+    inst = _provider(target)
+    asked = 0
     try:
-        placed = {r.provider for r in sess.get_partition().nodes}
-        if placed != {target.provider}:
-            return RUN_ERROR, f"nodes placed on {sorted(placed)}"
-        feeds = p.feeds(0)
+        for kind in CASE_KINDS:
+            for case in load_kind(kind):
+                try:
+                    model = load_model(case.materialize()[0].SerializeToString())
+                except Exception:
+                    continue  # a model the core refuses is no evidence either way
+                asked += 1
+                ctx = GraphContext(model.graph, list(model.graph), dict(model.opset_imports))
+                try:
+                    cap = inst.get_capability(ctx)
+                except Exception:
+                    continue  # contract/capability reports a get_capability that raises
+                if getattr(cap, "claims", None):
+                    return case.id, asked
+    finally:
+        inst.close()
+    return "", asked
+
+
+def check_claims(target: Target) -> Verdict:
+    """The provider claims something: a node of a probe, or else of a case."""
+    claimed = claimed_probes(target)
+    everything = probes()
+    if claimed:
+        return PASSED, f"claims nodes of {len(claimed)} of the {len(everything)} probes"
+    case_id, asked = _first_claimed_case(target)
+    if case_id:
+        return PASSED, (
+            f"claims no node of the {len(everything)} probes, but claims nodes of {case_id}; "
+            "the checks that run on probes are unsupported"
+        )
+    names = ", ".join(p.name for p in everything)
+    return LOAD_ERROR, (
+        f"the provider claims nothing: get_capability returned no claim for any node of "
+        f"the {len(everything)} probes ({names}) nor of the {asked} operator and model "
+        f"cases ({', '.join(CASE_KINDS)}), so nothing it runs can be tested. Claim the "
+        "nodes the provider runs (Claim.node for kernels of its registry, Claim.group or "
+        "ep_sdk.group_nodes for groups it compiles); check the op, domain, opset and "
+        "types its kernels or predicate accept"
+    )
+
+
+def _claimed_runs(c: Claimed, target: Target) -> Verdict | None:
+    sess = _session(c)
+    try:
+        placed = [r.provider for r in sess.get_partition().nodes]
+        mine = placed.count(target.provider)
+        if mine != c.taken or (len(c.providers) == 1 and mine != len(placed)):
+            return RUN_ERROR, f"nodes placed on {sorted(set(placed))}"
+        feeds = c.probe.feeds(0)
         try:
             got = sess.run(None, feeds)
         except Exception as exc:
             return RUN_ERROR, f"run raised {type(exc).__name__}: {exc}"
-        verdict, detail, _ = compare_values(got[0], p.reference(feeds)[0], TOL)
-        if verdict != "ok":
-            return (MISMATCH if verdict == "mismatch" else WRONG_TYPE), detail
+        return _compare(got, c.probe.reference(feeds))
     finally:
         sess.close()
-    return None
 
 
-def _repeatable(p: Probe, target: Target) -> Verdict | None:
-    sess = _session(p, target)
-    feeds = p.feeds(1)
-    first = sess.run(None, feeds)[0]
+def _repeatable(c: Claimed, target: Target) -> Verdict | None:
+    sess = _session(c)
+    feeds = c.probe.feeds(1)
+    first = sess.run(None, feeds)
     for i in range(5):
-        again = sess.run(None, feeds)[0]
-        if not np.array_equal(first, again, equal_nan=True):
+        if not _same(first, sess.run(None, feeds)):
             return MISMATCH, f"run {i + 2} differs from run 1 with the same inputs"
     sess.close()
     return None
 
 
-def _threads(p: Probe, target: Target) -> Verdict | None:
-    sess = _session(p, target)
-    inputs = [p.feeds(100 + t) for t in range(THREADS)]
-    expected = [sess.run(None, f)[0] for f in inputs]
+def _threads(c: Claimed, target: Target) -> Verdict | None:
+    sess = _session(c)
+    inputs = [c.probe.feeds(100 + t) for t in range(THREADS)]
+    expected = [sess.run(None, f) for f in inputs]
     barrier = threading.Barrier(THREADS)
     problems: list[Verdict] = []
 
@@ -223,10 +349,9 @@ def _threads(p: Probe, target: Target) -> Verdict | None:
         try:
             barrier.wait()
             for _ in range(THREAD_ITERATIONS):
-                got = sess.run(None, inputs[t])[0]
-                verdict, detail, _ = compare_values(got, expected[t], TOL)
-                if verdict != "ok":
-                    problems.append((MISMATCH, f"thread {t}: {detail}"))
+                bad = _compare(sess.run(None, inputs[t]), expected[t])
+                if bad is not None:
+                    problems.append((bad[0], f"thread {t}: {bad[1]}"))
                     return
         except Exception as exc:
             problems.append((RUN_ERROR, f"thread {t} raised {type(exc).__name__}: {exc}"))
@@ -243,9 +368,9 @@ def _threads(p: Probe, target: Target) -> Verdict | None:
     return None
 
 
-def _inputs_untouched(p: Probe, target: Target) -> Verdict | None:
-    sess = _session(p, target)
-    feeds = p.feeds(2)
+def _inputs_untouched(c: Claimed, target: Target) -> Verdict | None:
+    sess = _session(c)
+    feeds = c.probe.feeds(2)
     before = {k: v.copy() for k, v in feeds.items()}
     sess.run(None, feeds)
     sess.close()
@@ -255,21 +380,24 @@ def _inputs_untouched(p: Probe, target: Target) -> Verdict | None:
     return None
 
 
-def _output_types(p: Probe, target: Target) -> Verdict | None:
+def _output_types(c: Claimed, target: Target) -> Verdict | None:
     from onnx import helper
 
-    sess = _session(p, target)
-    feeds = p.feeds(3)
-    got = sess.run(None, feeds)[0]
+    sess = _session(c)
+    feeds = c.probe.feeds(3)
+    got = sess.run(None, feeds)
     sess.close()
-    want = p.reference(feeds)[0]
-    declared = helper.tensor_dtype_to_np_dtype(p.model.graph.output[0].type.tensor_type.elem_type)
-    if not isinstance(got, np.ndarray):
-        return WRONG_TYPE, f"output is a {type(got).__name__}, not a numpy array"
-    if got.dtype != declared:
-        return WRONG_TYPE, f"output dtype {got.dtype}, the model declares {declared}"
-    if got.shape != want.shape:
-        return WRONG_TYPE, f"output shape {got.shape}, expected {want.shape}"
+    want = c.probe.reference(feeds)
+    if len(got) != len(want):
+        return WRONG_TYPE, f"{len(got)} outputs, expected {len(want)}"
+    for i, (g, w, vi) in enumerate(zip(got, want, c.probe.model.graph.output)):
+        declared = helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+        if not isinstance(g, np.ndarray):
+            return WRONG_TYPE, f"output {i} is a {type(g).__name__}, not a numpy array"
+        if g.dtype != declared:
+            return WRONG_TYPE, f"output {i} dtype {g.dtype}, the model declares {declared}"
+        if g.shape != w.shape:
+            return WRONG_TYPE, f"output {i} shape {g.shape}, expected {w.shape}"
     return None
 
 
@@ -278,11 +406,10 @@ def check_unknown_option(target: Target) -> Verdict:
     import ortcore
 
     probe = probes()[0]
+    options = {**dict(target.options), UNKNOWN_OPTION: "1"}
     try:
         sess = ortcore.InferenceSession(
-            probe.bytes,
-            session_options(),
-            providers=[(target.provider, {UNKNOWN_OPTION: "1"})],
+            probe.bytes, session_options(), providers=[(target.provider, options)]
         )
     except ortcore.NotImplementedOp:
         return LOAD_ERROR, f"option {UNKNOWN_OPTION!r} was accepted silently"
@@ -299,9 +426,9 @@ def _traced() -> int:
     return tracemalloc.get_traced_memory()[0]
 
 
-def _memory(p: Probe, target: Target) -> Verdict | None:
-    sess = _session(p, target)
-    feeds = p.feeds(4)
+def _memory(c: Claimed, target: Target) -> Verdict | None:
+    sess = _session(c)
+    feeds = c.probe.feeds(4)
     started = not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()
@@ -321,9 +448,9 @@ def _memory(p: Probe, target: Target) -> Verdict | None:
     return None
 
 
-def _close(p: Probe, target: Target) -> Verdict | None:
-    feeds = p.feeds(5)
-    warm = _session(p, target)
+def _close(c: Claimed, target: Target) -> Verdict | None:
+    feeds = c.probe.feeds(5)
+    warm = _session(c)
     warm.run(None, feeds)
     warm.close()
     del warm
@@ -332,7 +459,7 @@ def _close(p: Probe, target: Target) -> Verdict | None:
         tracemalloc.start()
     try:
         before = _traced()
-        sess = _session(p, target)
+        sess = _session(c)
         for _ in range(3):
             sess.run(None, feeds)
         sess.close()
@@ -352,6 +479,7 @@ def _close(p: Probe, target: Target) -> Verdict | None:
 CHECKS: dict[str, Callable[[Target], Verdict]] = {
     "loads": check_loads,
     "capability": check_capability,
+    "claims": check_claims,
     "claimed_runs": _each_probe(_claimed_runs),
     "repeatable": _each_probe(_repeatable),
     "threads": _each_probe(_threads),

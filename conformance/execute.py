@@ -10,9 +10,13 @@ which it took no node is ``unsupported`` too, never a pass on the CPU.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
 import re
+import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,19 +55,33 @@ class Target:
         provider: the provider's canonical name.
         cpu: name of the CPU provider when installed and not under test.
         overrides: per-test tolerances from the configuration file.
+        options: provider options (``--provider-option KEY=VALUE``), sorted by key.
     """
 
     provider: str
     cpu: str | None = None
     overrides: tuple[ToleranceOverride, ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def spec(self) -> str | tuple[str, dict[str, str]]:
+        """The provider as an entry of ``InferenceSession(providers=[...])``."""
+        return (self.provider, dict(self.options)) if self.options else self.provider
 
     @classmethod
-    def resolve(cls, name: str, overrides: tuple[ToleranceOverride, ...] = ()) -> Target:
+    def resolve(
+        cls,
+        name: str,
+        overrides: tuple[ToleranceOverride, ...] = (),
+        options: Mapping[str, str] | None = None,
+    ) -> Target:
         """Find ``name`` (name or alias) among the installed providers.
 
         Raises:
             ortcore.InvalidArgument: no such provider, or it is unavailable.
+            ortcore.ProviderOptionError: the provider refuses one of ``options``.
         """
+        from ep_sdk import ProviderOptionError, SessionConfig
         from ortcore.plugins import default_manager
 
         manager = default_manager()
@@ -74,7 +92,15 @@ class Target:
                 cpu = manager.resolve(CPU).name
             except Exception:
                 cpu = None
-        return cls(entry.name, cpu, overrides)
+        opts = tuple(sorted((str(k), str(v)) for k, v in (options or {}).items()))
+        if opts and entry.cls is not None:
+            try:  # refuse unknown options once, here, rather than in every case
+                entry.cls(dict(opts), SessionConfig()).close()
+            except ProviderOptionError:
+                raise
+            except Exception:
+                pass  # any other failure is contract/loads' to report
+        return cls(entry.name, cpu, overrides, opts)
 
 
 def session_options(*, optimize: bool = False) -> Any:
@@ -124,17 +150,22 @@ def _same(a: Any, b: Any) -> bool:
     return a is b or a == b
 
 
-def _open(case: Case, model: onnx.ModelProto, target: Target) -> Any:
+def _open(case: Case, model: onnx.ModelProto, target: Target, folder: str | None) -> Any:
+    """A session of ``model``; a large case's model is saved in ``folder`` first."""
     import ortcore
 
-    if case.mixed:
-        providers = [target.provider] + ([target.cpu] if target.cpu else [])
-        return ortcore.InferenceSession(
-            model.SerializeToString(), session_options(optimize=True), providers=providers
+    data: str | bytes
+    if case.large and folder is not None:
+        data = os.path.join(folder, "model.onnx")
+        onnx.save_model(
+            model, data, save_as_external_data=True, location="weights.bin", size_threshold=4096
         )
-    return ortcore.InferenceSession(
-        model.SerializeToString(), session_options(), providers=[target.provider]
-    )
+    else:
+        data = model.SerializeToString()
+    if case.mixed:
+        providers = [target.spec] + ([target.cpu] if target.cpu else [])
+        return ortcore.InferenceSession(data, session_options(optimize=True), providers=providers)
+    return ortcore.InferenceSession(data, session_options(), providers=[target.spec])
 
 
 def run_case(case: Case, target: Target) -> CaseResult:
@@ -144,19 +175,25 @@ def run_case(case: Case, target: Target) -> CaseResult:
     start = time.perf_counter()
     suite = "models" if case.mixed else "operators"
     result = CaseResult(case.id, suite, PASSED)
-    try:
-        model, data_sets = case.materialize()
-        result.op, result.dtype, result.ops = describe_model(model)
-        sess = _open(case, model, target)
-    except ortcore.NotImplementedOp as exc:
-        result.outcome, result.detail = UNSUPPORTED, declined_reason(str(exc))
-    except Exception as exc:
-        result.outcome, result.detail = LOAD_ERROR, f"{type(exc).__name__}: {exc}"
-    else:
+    with (
+        tempfile.TemporaryDirectory(prefix="ortcore-conformance-")
+        if case.large
+        else (contextlib.nullcontext()) as folder
+    ):
         try:
-            _run_sets(case, target, sess, data_sets, result)
-        finally:
-            sess.close()
+            model, data_sets = case.materialize()
+            result.op, result.dtype, result.ops = describe_model(model)
+            sess = _open(case, model, target, folder)
+        except ortcore.NotImplementedOp as exc:
+            result.outcome, result.detail = UNSUPPORTED, declined_reason(str(exc))
+        except Exception as exc:
+            result.outcome, result.detail = LOAD_ERROR, f"{type(exc).__name__}: {exc}"
+        else:
+            try:
+                _run_sets(case, target, sess, data_sets, result)
+            finally:
+                sess.close()
+                del sess  # before the folder of a large model's weights goes
     result.seconds = time.perf_counter() - start
     return result
 

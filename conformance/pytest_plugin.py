@@ -22,6 +22,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """The ``--ortcore-*`` options."""
     group = parser.getgroup("ortcore-conformance", "ortcore conformance suite")
     group.addoption("--ortcore-provider", help="provider under test (name or alias)")
+    group.addoption(
+        "--ortcore-provider-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the provider under test (repeatable)",
+    )
     group.addoption("--ortcore-waivers", metavar="FILE", help="TOML waivers and tolerances")
     group.addoption("--ortcore-report", metavar="DIR", help="write the reports into DIR")
     group.addoption(
@@ -42,6 +49,8 @@ class ConformanceSession:
     """The provider under test, its settings, and the results so far."""
 
     def __init__(self, config: pytest.Config) -> None:
+        from ortcore.cli import provider_option
+
         from .suite import SUITES, Settings, load_plugins, make_target
 
         suites = [s.strip() for s in config.getoption("ortcore_suites").split(",") if s.strip()]
@@ -51,9 +60,12 @@ class ConformanceSession:
             config=config.getoption("ortcore_waivers"),
             plugins=list(config.getoption("ortcore_plugin")),
             progress=False,
+            options=dict(provider_option(o) for o in config.getoption("ortcore_provider_option")),
         )
         load_plugins(self.settings.plugins)
-        self.target = make_target(self.settings.provider, self.settings.config)
+        self.target = make_target(
+            self.settings.provider, self.settings.config, self.settings.options
+        )
         self.results: list[Any] = []
         self.start = time.perf_counter()
 

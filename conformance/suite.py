@@ -7,7 +7,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -50,6 +50,7 @@ class Settings:
         config: path of the waivers/tolerances file.
         plugins: modules to register as plugins before resolving the provider.
         progress: show the progress bar (``None``: when stderr is a terminal).
+        options: provider options (``--provider-option KEY=VALUE``).
     """
 
     provider: str
@@ -61,6 +62,7 @@ class Settings:
     config: str | None = None
     plugins: list[str] = field(default_factory=list)
     progress: bool | None = None
+    options: dict[str, str] = field(default_factory=dict)
 
 
 def load_plugins(modules: Sequence[str]) -> None:
@@ -78,9 +80,16 @@ def _config(path: str | None) -> Config:
     return load_config(path)
 
 
-def make_target(provider: str, config: str | None) -> Target:
-    """Resolve the provider and attach the configuration's tolerances."""
-    return Target.resolve(provider, _config(config).tolerances)
+def make_target(
+    provider: str, config: str | None, options: Mapping[str, str] | None = None
+) -> Target:
+    """Resolve the provider; attach the configuration's tolerances and the options.
+
+    Raises:
+        ortcore.InvalidArgument: the provider is not installed or unavailable.
+        ortcore.ProviderOptionError: the provider refuses one of ``options``.
+    """
+    return Target.resolve(provider, _config(config).tolerances, options)
 
 
 @cache
@@ -128,12 +137,13 @@ def run_suite(
 
     Raises:
         ortcore.InvalidArgument: the provider is not installed or unavailable.
+        ortcore.ProviderOptionError: the provider refuses one of ``settings.options``.
         conformance.waivers.ConfigError: the configuration file is malformed.
     """
     start = time.perf_counter()
     load_plugins(settings.plugins)
     config = _config(settings.config)
-    target = make_target(settings.provider, settings.config)
+    target = make_target(settings.provider, settings.config, settings.options)
     ids = select(settings.kinds, settings.pattern)
     bar = Progress(len(ids), enabled=settings.progress)
 
@@ -152,6 +162,8 @@ def run_suite(
                 argv += ["--config", settings.config]
             for p in settings.plugins:
                 argv += ["--plugin", p]
+            for key, value in target.options:
+                argv += ["--provider-option", f"{key}={value}"]
             timeout = settings.timeout if settings.isolate else None
             results = run_in_workers(ids, argv, settings.jobs, timeout, done)
         else:

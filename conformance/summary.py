@@ -191,6 +191,7 @@ def build_report(out: Any) -> dict[str, Any]:
         "environment": environment(out.target.provider),
         "settings": {
             "provider": s.provider,
+            "options": dict(out.target.options),
             "kinds": list(s.kinds),
             "pattern": s.pattern,
             "jobs": s.jobs,

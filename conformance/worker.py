@@ -14,6 +14,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from ortcore.cli import provider_option
+
 __all__ = ["main"]
 
 
@@ -24,6 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config")
     parser.add_argument("--plugin", action="append", default=[])
     parser.add_argument("--kinds", default="")
+    parser.add_argument("--provider-option", action="append", default=[], type=provider_option)
     args = parser.parse_args(argv)
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
@@ -33,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .suite import load_plugins, make_target, run_id
 
     load_plugins(args.plugin)
-    target = make_target(args.provider, args.config)
+    target = make_target(args.provider, args.config, dict(args.provider_option))
     for kind in filter(None, args.kinds.split(",")):
         if kind != "contract":
             load_kind(kind)

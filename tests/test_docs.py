@@ -89,7 +89,7 @@ def test_tutorial_provider_passes_a_conformance_subset(cpu: str) -> None:
         text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "contract checks 10/10 passed" in result.stdout
+    assert "contract checks 11/11 passed" in result.stdout
 
 
 def test_every_snippet_exists_and_every_example_is_shown() -> None:

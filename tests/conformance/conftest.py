@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +16,21 @@ from ortcore.plugins import default_manager
 from . import faulty
 
 PLUGIN = "tests.conformance.faulty"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def light_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The random-weight light models' oracle cache, in a temporary folder."""
+    from conformance.light import CACHE_ENV
+
+    path = tmp_path_factory.mktemp("conformance-cache")
+    before = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(path)  # worker processes inherit it
+    yield path
+    if before is None:
+        os.environ.pop(CACHE_ENV, None)
+    else:
+        os.environ[CACHE_ENV] = before
 
 
 @pytest.fixture(scope="module")

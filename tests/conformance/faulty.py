@@ -3,12 +3,18 @@
 ``faulty-good`` is the healthy baseline (Add, Sub, Mul, Relu, Neg, Abs on
 float tensors); each other provider is it with one thing broken. The suite
 must catch every fault. Registered as one plugin: ``--plugin tests.conformance.faulty``.
+
+``faulty-fusing`` is the healthy baseline of the compile path: it claims only
+groups of two or more float32 nodes (``ep_sdk.group_nodes``) and runs each
+group with the suite's oracle; the ``faulty-fused-*`` providers are it with
+one thing broken.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
@@ -16,7 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 import ep_sdk
-from ep_sdk import ExecutionProvider, KernelRegistry, SessionConfig
+from ep_sdk import Capability, ExecutionProvider, KernelRegistry, SessionConfig
 from ep_sdk.dtypes import DataType
 
 FLOATS = {DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16}
@@ -129,6 +135,131 @@ class LaxOptions(GoodProvider):
         super().__init__({}, config)
 
 
+class Tunable(GoodProvider):
+    """No fault by default; option ``add_offset`` (default 0) is added to every Add."""
+
+    name = "FaultyTunableExecutionProvider"
+    aliases = ("faulty-tunable",)
+    default_options: ClassVar[Mapping[str, str]] = {"add_offset": "0"}
+
+    def kernel_registry(self) -> KernelRegistry:
+        offset = float(self.options["add_offset"])
+        return _registry({**GOOD, "Add": lambda a, b: (a + b + offset).astype(a.dtype)})
+
+
+class SignOnly(ExecutionProvider):
+    """No fault: one op (Sign) that no probe uses; it claims nodes of cases only."""
+
+    name = "FaultySignOnlyExecutionProvider"
+    aliases = ("faulty-sign-only",)
+    version = "1.0"
+    priority = 1
+
+    def kernel_registry(self) -> KernelRegistry:
+        return _registry({"Sign": np.sign})
+
+
+FUSABLE = frozenset(
+    {"Add", "Sub", "Mul", "Div", "Relu", "Neg", "Abs", "Sigmoid", "Tanh", "Exp", "Erf", "Sqrt"}
+    | {"MatMul", "Gemm", "Softmax", "Transpose", "Conv", "MaxPool"}
+)
+
+
+def _fusable(node: Any) -> bool:
+    return (
+        node.domain == ""
+        and node.op_type in FUSABLE
+        and all(v is not None and v.dtype == DataType.FLOAT for v in (*node.inputs, *node.outputs))
+    )
+
+
+class FusingProvider(ExecutionProvider):
+    """No fault: the compile-path baseline (groups of 2+ float32 nodes of :data:`FUSABLE`)."""
+
+    name = "FaultyFusingExecutionProvider"
+    aliases = ("faulty-fusing",)
+    version = "1.0"
+    priority = 1
+
+    def get_capability(self, graph: ep_sdk.GraphContext) -> Capability:
+        claims = self.claims(graph)
+        taken = {n for c in claims for n in c.nodes}
+        declined = {
+            n: "nothing to fuse it with" if _fusable(n) else "not a float32 op it fuses"
+            for n in graph.nodes
+            if n not in taken
+        }
+        return Capability(claims=claims, declined=declined)
+
+    def claims(self, graph: ep_sdk.GraphContext) -> list[ep_sdk.Claim]:
+        """The groups it fuses."""
+        return ep_sdk.group_nodes(graph, _fusable, min_size=2)
+
+    def ops(self) -> tuple[type, ...]:
+        """Reference implementations that replace the oracle's (faults)."""
+        return ()
+
+    def compile(self, group: ep_sdk.FusedGroup) -> Any:
+        from conformance.oracle import evaluator  # a test provider may run the oracle
+
+        ref = evaluator(group.model, self.ops())
+        names = [v.name for v in group.inputs]
+        lock = threading.Lock()
+
+        def run(*args: Any) -> list[Any]:
+            with lock:
+                return self.outputs(list(ref.run(None, dict(zip(names, args)))))
+
+        return run
+
+    def outputs(self, values: list[Any]) -> list[Any]:
+        """The group's outputs as the compiled function returns them."""
+        return values
+
+
+class ClaimsNothing(FusingProvider):
+    """Faulty: a compile-path provider whose get_capability claims no node at all."""
+
+    name = "FaultyClaimsNothingExecutionProvider"
+    aliases = ("faulty-fused-nothing",)
+
+    def claims(self, graph: ep_sdk.GraphContext) -> list[ep_sdk.Claim]:
+        return []
+
+
+class FusedOutputsSwapped(FusingProvider):
+    """Faulty: a fused group with several outputs returns them in reverse order."""
+
+    name = "FaultyFusedOrderExecutionProvider"
+    aliases = ("faulty-fused-order",)
+
+    def outputs(self, values: list[Any]) -> list[Any]:
+        return values[::-1]
+
+
+def _flipped_conv() -> type:
+    from onnx.reference.ops.op_conv import Conv
+
+    class FlippedConv(Conv):  # type: ignore[misc]
+        """Conv with the kernel flipped (a convolution, not a correlation)."""
+
+        def _run(self, X: Any, W: Any, B: Any = None, **attrs: Any) -> Any:
+            return super()._run(X, np.ascontiguousarray(W[..., ::-1, ::-1]), B, **attrs)
+
+    FlippedConv.__name__ = "Conv"
+    return FlippedConv
+
+
+class FusedWrongConv(FusingProvider):
+    """Faulty: only fuses groups, and computes Conv with the kernel flipped."""
+
+    name = "FaultyFusedConvExecutionProvider"
+    aliases = ("faulty-fused-conv",)
+
+    def ops(self) -> tuple[type, ...]:
+        return (_flipped_conv(),)
+
+
 PROVIDERS: list[type[ExecutionProvider]] = [
     GoodProvider,
     WrongNumbers,
@@ -141,6 +272,12 @@ PROVIDERS: list[type[ExecutionProvider]] = [
     Crashes,
     Hangs,
     LaxOptions,
+    Tunable,
+    SignOnly,
+    FusingProvider,
+    ClaimsNothing,
+    FusedOutputsSwapped,
+    FusedWrongConv,
 ]
 
 

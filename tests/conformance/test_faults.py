@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -108,3 +109,77 @@ def test_isolate_turns_crash_and_hang_into_one_outcome(
     results = by_id(out)
     assert results["generated/dtype_Relu_float"].outcome == outcome
     assert results["generated/dtype_Add_float"].outcome == "passed"  # the run went on
+
+
+# -- the compile path: fusing providers ------------------------------------
+
+FUSED_PROBES = "elementwise_chain, conv_relu_pool, matmul_add_gelu, attention"
+
+
+def test_healthy_fusing_provider_passes_every_contract_check(suite: Any) -> None:
+    """A provider that only claims groups is exercised (not ``unsupported``) and passes."""
+    # contract/memory is left out: 300 runs of four groups on onnx.reference take long,
+    # and faulty-good shows the check itself.
+    results = suite("faulty-fusing", ("contract",), r"contract/(?!memory)")
+    assert {r.outcome for r in results.values()} == {"passed"}, results
+    assert results["contract/claimed_runs"].detail == f"checked on {FUSED_PROBES}"
+    assert "claims nodes of 4 of the 21 probes" in results["contract/claims"].detail
+
+
+def test_kernel_provider_is_checked_on_multi_node_probes_too(suite: Any, cpu: str) -> None:
+    """A provider that takes part of a multi-node probe runs it with CPU after it."""
+    r = suite("faulty-good", ("contract",), r"contract/claimed_runs")["contract/claimed_runs"]
+    assert r.outcome == "passed"
+    assert "elementwise_chain (5 of 6 nodes)" in r.detail
+
+
+def test_provider_claiming_nothing_fails_contract_claims(
+    suite: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conformance import contract
+
+    monkeypatch.setattr(contract, "CASE_KINDS", ("simple", "pytorch-operator"))
+    results = suite("faulty-fused-nothing", ("contract",))
+    claims = results["contract/claims"]
+    assert claims.outcome == "load_error"
+    assert claims.detail.startswith("the provider claims nothing: get_capability returned no")
+    assert "21 probes" in claims.detail
+    assert re.search(r"nor of the \d+ operator and model cases \(simple, pyt", claims.detail)
+    # the checks that need a probe cannot run: unsupported, and the run fails anyway
+    assert results["contract/claimed_runs"].outcome == "unsupported"
+    assert results["contract/loads"].outcome == "passed"
+
+
+def test_provider_claiming_only_cases_passes_contract_claims(suite: Any) -> None:
+    """No probe uses Sign, but simple/test_sign_model does: the provider claims something."""
+    results = suite("faulty-sign-only", ("contract",), r"contract/(claims|claimed_runs)$")
+    assert results["contract/claims"].outcome == "passed"
+    assert "simple/test_sign_model" in results["contract/claims"].detail
+    assert results["contract/claimed_runs"].outcome == "unsupported"
+
+
+def test_fused_outputs_in_the_wrong_order_are_caught(suite: Any) -> None:
+    results = suite("faulty-fused-order", ("contract",), r"contract/(claimed_runs|output_types)$")
+    r = results["contract/claimed_runs"]
+    assert r.outcome == "mismatch", r
+    assert r.detail.startswith("elementwise_chain: output 0:"), r.detail
+    # same dtype and shape: only the numbers tell
+    assert results["contract/output_types"].outcome == "passed"
+
+
+def test_wrong_conv_in_fused_groups_is_caught_by_probe_and_model(suite: Any, cpu: str) -> None:
+    """A flipped kernel: the Conv→Relu→MaxPool probe and a random-weight light model
+    catch it (with onnx's constant weights a flipped kernel is the same kernel)."""
+    pattern = r"^(contract/claimed_runs|light/test_squeezenet)$"
+    results = suite("faulty-fused-conv", ("contract", "light"), pattern)
+    probe = results["contract/claimed_runs"]
+    assert probe.outcome == "mismatch" and probe.detail.startswith("conv_relu_pool:"), probe
+    model = results["light/test_squeezenet"]
+    assert model.outcome == "mismatch", model
+    assert model.nodes and model.nodes["provider"] > 0
+
+
+def test_healthy_fusing_provider_passes_a_random_weight_model(suite: Any, cpu: str) -> None:
+    r = suite("faulty-fusing", ("light",), r"^light/test_squeezenet$")["light/test_squeezenet"]
+    assert r.outcome == "passed", r
+    assert r.nodes and r.nodes["provider"] > 0
