@@ -172,7 +172,9 @@ def main() -> None:
             figures: dict[str, list[float]] = {"ortcore": [], "onnxruntime": []}
             for _ in range(args.rounds):
                 for runtime in figures:
-                    figures[runtime].append(next(iter(_measure(args, runtime, model, mode).values())))
+                    figures[runtime].append(
+                        next(iter(_measure(args, runtime, model, mode).values()))
+                    )
             ours, ref = (statistics.median(figures[r]) for r in ("ortcore", "onnxruntime"))
             if mode == "threads":
                 print(

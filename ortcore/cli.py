@@ -1,9 +1,21 @@
-"""The ``ortcore`` command: providers, run, inspect, bench, conformance, ep new, cache."""
+"""The ``ortcore`` command: providers, run, inspect, bench, ep new, cache, and
+the subcommands other packages add (``conformance``).
+
+A package adds a subcommand with an entry point in group ``ortcore.cli``
+(:data:`SUBCOMMAND_GROUP`) whose name is the subcommand's and whose object,
+usually a module, has ``add_arguments(parser)`` and ``run(namespace) -> int``
+(the exit status), and may have ``HELP``, the one line ``ortcore --help``
+shows. The core imports no such package: ``ortcore conformance`` comes from
+the ``conformance`` package's entry point. A subcommand that fails to load, or
+whose name is taken, is left out with a warning.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
+import logging
 import os
 import statistics
 import sys
@@ -15,12 +27,24 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidArgument, OrtcoreError
+from .errors import InvalidArgument, OrtcoreError, ProviderOptionError
 from .plugins import default_manager
 
-__all__ = ["main"]
+__all__ = ["SUBCOMMAND_GROUP", "main", "provider_option"]
 
 DEFAULT_MODEL = "light_resnet50"
+SUBCOMMAND_GROUP = "ortcore.cli"
+"""Entry-point group of the subcommands other packages add to ``ortcore``."""
+
+log = logging.getLogger("ortcore.cli")
+
+
+def provider_option(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` of ``--provider-option``, as ``(KEY, VALUE)`` (an argparse type)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
 
 
 def _light_dir() -> Path:
@@ -135,7 +159,13 @@ def _session(ns: argparse.Namespace, model: Path, profile_prefix: str = "") -> A
     so.intra_op_num_threads = ns.threads
     if ns.no_optimize:
         so.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
-    providers = ns.providers.split(",") if ns.providers else None
+    providers: list[Any] | None = ns.providers.split(",") if ns.providers else None
+    if ns.provider_options:
+        if not providers:
+            raise InvalidArgument(
+                "--provider-option needs --providers: the options go to the first provider listed"
+            )
+        providers[0] = (providers[0], dict(ns.provider_options))
     return InferenceSession(str(model), so, providers=providers)
 
 
@@ -339,7 +369,7 @@ def cmd_cache(ns: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ortcore`` command."""
-    parser = argparse.ArgumentParser(prog="ortcore", description=__doc__)
+    parser = argparse.ArgumentParser(prog="ortcore", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("providers", help="list installed execution providers")
@@ -353,6 +383,15 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"model path, or a model of onnx's light folder (default {DEFAULT_MODEL})",
         )
         p.add_argument("--providers", help="comma-separated provider names, in priority order")
+        p.add_argument(
+            "--provider-option",
+            dest="provider_options",
+            action="append",
+            default=[],
+            type=provider_option,
+            metavar="KEY=VALUE",
+            help="an option of the first provider of --providers (repeatable)",
+        )
         p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: all)")
         p.add_argument("--no-optimize", action="store_true", help="disable graph optimizations")
 
@@ -392,19 +431,177 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the entries or the purge as JSON")
     p.set_defaults(func=cmd_cache)
 
-    from conformance.cli import add_arguments, run
-
-    p = sub.add_parser("conformance", help="run the conformance suite against a provider")
-    add_arguments(p)
-    p.set_defaults(func=run)
-
     p = sub.add_parser("ep", help="execution-provider authoring tools")
     ep_sub = p.add_subparsers(dest="ep_command", required=True)
     p = ep_sub.add_parser("new", help="write a provider package to start from")
     p.add_argument("name", help="the provider's short name, e.g. myep")
     p.add_argument("--dir", help="where to write it (default ./ortcore-NAME)")
     p.set_defaults(func=cmd_ep_new)
+
+    _add_batch_parser(sub)
+
+    _add_plugin_subcommands(sub)
     return parser
+
+
+def _add_plugin_subcommands(sub: Any) -> None:
+    """Add the subcommands of the :data:`SUBCOMMAND_GROUP` entry points, by name."""
+    try:
+        found = importlib.metadata.entry_points(group=SUBCOMMAND_GROUP)
+    except Exception as exc:  # unreadable metadata: the built-in subcommands still work
+        log.warning("ortcore: listing %s entry points failed: %s", SUBCOMMAND_GROUP, exc)
+        return
+    taken = set(sub.choices)
+    for ep in sorted(found, key=lambda e: (e.name, e.value)):
+        where = f"{ep.name} = {ep.value}"
+        if ep.name in taken:
+            log.warning("ortcore: subcommand %r (%s) left out: the name is taken", ep.name, where)
+            continue
+        taken.add(ep.name)
+        try:
+            command = ep.load()
+            add_arguments, run = command.add_arguments, command.run
+        except Exception as exc:
+            log.warning("ortcore: subcommand %r (%s) failed to load: %r", ep.name, where, exc)
+            continue
+        doc = (getattr(command, "__doc__", None) or "").strip()
+        help_line = getattr(command, "HELP", None) or (doc.splitlines()[0] if doc else None)
+        p = sub.add_parser(
+            ep.name,
+            help=help_line,
+            description=doc or None,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        try:
+            add_arguments(p)
+        except Exception as exc:
+            log.warning("ortcore: subcommand %r (%s) failed to load: %r", ep.name, where, exc)
+            run = _unusable(ep.name, where, exc)
+        p.set_defaults(func=run)
+
+
+def _unusable(name: str, where: str, exc: BaseException) -> Any:
+    """The ``func`` of a subcommand whose arguments could not be added."""
+
+    def run(ns: argparse.Namespace) -> int:
+        print(f"ortcore {name}: the subcommand ({where}) failed to load: {exc!r}", file=sys.stderr)
+        return 2
+
+    return run
+
+
+def _add_batch_parser(sub: Any) -> None:
+    """The ``batch`` subcommand's arguments (:func:`cmd_batch`)."""
+    p = sub.add_parser(
+        "batch",
+        help="run a model over Parquet/.npy/.npz rows on Ray, resumably (pip install ortcore[ray])",
+        description="Run MODEL over every row of INPUT into OUTPUT on a Ray cluster: one "
+        "session per actor, actors x threads = cores. Rerun the same command after a "
+        "failure: rows already in OUTPUT are skipped (docs/scale-out.md).",
+    )
+    p.add_argument("model", help="model path, or a model of onnx's light folder")
+    p.add_argument("input", help="a Parquet file or folder of them, an .npy or an .npz file")
+    p.add_argument("output", help="a folder of Parquet part files, or an .npz/.npy file")
+    p.add_argument(
+        "--address", help="Ray cluster to join ('auto': this node's); default: start one"
+    )
+    p.add_argument("--actors", type=int, help="actors (default: CPUs // threads)")
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads = CPUs per actor")
+    p.add_argument("--gpus-per-actor", type=float, default=0, help="GPUs per actor (cuda: 1)")
+    p.add_argument("--batch-size", type=int, default=32, help="rows per model call (default 32)")
+    p.add_argument("--rows-per-file", type=int, default=1024, help="rows per output part file")
+    p.add_argument("--providers", help="comma-separated provider names, in priority order")
+    p.add_argument(
+        "--provider-option",
+        dest="batch_provider_options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the first provider of --providers (repeatable)",
+    )
+    p.add_argument(
+        "--session-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a SessionOptions attribute, or a session config key (with a dot) (repeatable)",
+    )
+    p.add_argument(
+        "--input-map",
+        action="append",
+        default=[],
+        metavar="INPUT=COLUMN",
+        help="feed model input INPUT from column COLUMN (repeatable)",
+    )
+    p.add_argument("--outputs", help="comma-separated outputs to write (default: all)")
+    p.add_argument(
+        "--keep", action="append", default=[], metavar="COLUMN", help="input column to copy"
+    )
+    p.add_argument("--max-restarts", type=int, default=3, help="restarts of a dead actor")
+    p.add_argument("--max-task-retries", type=int, default=3, help="retries of its batches")
+    p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_batch)
+
+
+def _pairs(items: Sequence[str], flag: str) -> dict[str, str]:
+    """``KEY=VALUE`` arguments as a dict."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidArgument(f"{flag} expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = value
+    return out
+
+
+def cmd_batch(ns: argparse.Namespace) -> int:
+    """Run a model over a file on Ray (``ortcore batch``); rerun to resume."""
+    try:
+        import ray
+
+        from .ray_batch import run_batch
+    except ImportError as exc:
+        print(f"ortcore batch needs Ray: pip install 'ortcore[ray]' ({exc})", file=sys.stderr)
+        return 2
+    model = resolve_model(ns.model)
+    providers: list[Any] | None = ns.providers.split(",") if ns.providers else None
+    provider_options = None
+    if ns.batch_provider_options:
+        if not providers:
+            raise InvalidArgument("--provider-option needs --providers: they go to the first one")
+        provider_options = [_pairs(ns.batch_provider_options, "--provider-option")]
+        provider_options += [{} for _ in providers[1:]]
+    if not ray.is_initialized():
+        if ns.address:
+            ray.init(address=ns.address)
+        else:
+            ray.init(include_dashboard=False)
+    report = run_batch(
+        model,
+        ns.input,
+        ns.output,
+        providers=providers,
+        provider_options=provider_options,
+        session_options=_pairs(ns.session_option, "--session-option"),
+        inputs=_pairs(ns.input_map, "--input-map"),
+        outputs=ns.outputs.split(",") if ns.outputs else None,
+        keep=ns.keep,
+        actors=ns.actors,
+        threads=ns.threads,
+        gpus_per_actor=ns.gpus_per_actor,
+        batch_size=ns.batch_size,
+        rows_per_file=ns.rows_per_file,
+        max_restarts=ns.max_restarts,
+        max_task_retries=ns.max_task_retries,
+        progress=not ns.no_progress,
+    )
+    print(
+        f"{report.inferred_rows} rows inferred in {report.seconds:.1f} s "
+        f"({report.rows_per_second:.1f} rows/s, {report.actors} actors x {report.threads} "
+        f"threads), {report.skipped_rows} already done, {report.total_rows} in all: "
+        f"{report.output}"
+    )
+    return 0
 
 
 def cmd_ep_new(ns: argparse.Namespace) -> int:
@@ -427,8 +624,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
     try:
         return int(ns.func(ns))
-    except OrtcoreError as exc:
-        print(f"ortcore: {type(exc).__name__}: {exc}", file=sys.stderr)
+    except (OrtcoreError, ProviderOptionError) as exc:
+        if isinstance(exc, ProviderOptionError) or isinstance(exc.__cause__, ProviderOptionError):
+            # a provider refused --provider-option: its message names the option
+            print(f"ortcore {ns.command}: {exc}", file=sys.stderr)
+        else:
+            print(f"ortcore: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader went away (``ortcore ... | head``): stop quietly, as

@@ -553,8 +553,3 @@ def default_manager() -> PluginManager:
 def register_plugin(plugin: Any, name: str | None = None) -> None:
     """Register a plugin (a module or object with ``@ep_sdk.hookimpl`` functions)."""
     default_manager().register_plugin(plugin, name)
-
-
-def provider_names(entries: Iterable[ProviderEntry]) -> list[str]:
-    """Names of the given entries."""
-    return [e.name for e in entries]

@@ -3,6 +3,8 @@
 Every extension is listed once in ``EXTENSIONS``; they are built in one loop
 with the same flags. OpenMP (``-fopenmp``) is used when the compiler accepts
 it, so ``prange`` loops run on several threads; without it they run serially.
+The generated ``.c`` files stay out of the wheel (pyproject.toml and
+``BuildPyWithoutC`` below) and out of the sdist (MANIFEST.in).
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
 
 # module name -> .pyx source, relative to this file
 EXTENSIONS: dict[str, str] = {
@@ -64,7 +68,22 @@ def _extensions() -> list[Extension]:
     ]
 
 
+class BuildPyWithoutC(build_py):
+    """``build_py`` that leaves no generated ``.c`` file in the build folder.
+
+    pyproject.toml already excludes them from the package data, but a build
+    folder left by an older build may still hold copies, and the wheel ships
+    whatever the build folder holds.
+    """
+
+    def run(self) -> None:
+        super().run()
+        for stale in Path(self.build_lib, "ortcore_cpu").rglob("*.c"):
+            stale.unlink()
+
+
 setup(
+    cmdclass={"build_py": BuildPyWithoutC},
     ext_modules=cythonize(
         _extensions(),
         compiler_directives={
