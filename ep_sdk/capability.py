@@ -16,7 +16,7 @@ from typing import Any
 
 import onnx_ir as ir
 
-from .registry import KernelDef, KernelMiss, KernelRegistry
+from .registry import KernelDef, KernelMiss, KernelRegistry, node_types
 
 __all__ = [
     "Capability",
@@ -114,15 +114,6 @@ class FusedGroup:
     opsets: Mapping[str, int]
     constants: tuple[ir.Value, ...] = ()
     payload: Any = field(default=None, compare=False)
-
-
-def node_types(
-    node: ir.Node,
-) -> tuple[list[ir.DataType | None], list[ir.DataType | None]]:
-    """Return the static element types of a node's inputs and outputs."""
-    ins = [v.dtype if v is not None else None for v in node.inputs]
-    outs = [v.dtype for v in node.outputs]
-    return ins, outs
 
 
 class GraphContext:

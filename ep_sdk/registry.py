@@ -210,6 +210,12 @@ class KernelRegistry:
         """Return the ``(domain, op_type)`` pairs that have at least one kernel."""
         return sorted(self._kernels)
 
+    def lookup_node(self, node: ir.Node, opsets: Mapping[str, int]) -> KernelDef | KernelMiss:
+        """:meth:`lookup` for ``node`` at the model's opset of its domain, with
+        its inputs' and outputs' static element types."""
+        ins, outs = node_types(node)
+        return self.lookup(node.op_type, node.domain, opsets.get(node.domain, 1), ins, outs)
+
     def lookup(
         self,
         op_type: str,
@@ -332,3 +338,12 @@ def _attribute_defaults(op_type: str, domain: str, opset: int) -> dict[str, Any]
             value = onnx.numpy_helper.to_array(value)
         out[name] = value
     return out
+
+
+def node_types(
+    node: ir.Node,
+) -> tuple[list[ir.DataType | None], list[ir.DataType | None]]:
+    """Return the static element types of a node's inputs and outputs."""
+    ins = [v.dtype if v is not None else None for v in node.inputs]
+    outs = [v.dtype for v in node.outputs]
+    return ins, outs

@@ -45,7 +45,6 @@ import onnx
 import onnx_ir as ir
 from onnx import helper
 
-from .capability import node_types
 from .dtypes import from_numpy
 from .graph import outer_values
 from .kernel import RunContext, SessionConfig
@@ -312,10 +311,9 @@ class _Step:
         self, node: ir.Node, opsets: Mapping[str, int], provider: ExecutionProvider
     ) -> None:
         registry = provider.registry()
-        ins, outs = node_types(node)
         opset = opsets.get(node.domain, 1)
         found: KernelDef | KernelMiss = (
-            registry.lookup(node.op_type, node.domain, opset, ins, outs)
+            registry.lookup_node(node, opsets)
             if registry is not None
             else KernelMiss("the provider has no kernel registry")
         )

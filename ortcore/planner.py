@@ -25,7 +25,6 @@ from ep_sdk import (
     KernelMiss,
     NodeInfo,
     group_io,
-    node_types,
 )
 from ep_sdk.graph import group_model, is_constant
 from ep_sdk.limits import TensorTooLarge, check_tensor_size
@@ -306,10 +305,8 @@ class _PlanBuilder:
     def build_kernel(self, node: ir.Node, provider: ExecutionProvider) -> tuple[Any, Any]:
         """Look up and build the node's kernel (once per node, kept in the planner)."""
         registry = registry_of(provider)
-        ins, outs = node_types(node)
-        opset = self.planner.opsets.get(node.domain, 1)
         found = (
-            registry.lookup(node.op_type, node.domain, opset, ins, outs)
+            registry.lookup_node(node, self.planner.opsets)
             if registry is not None
             else KernelMiss("provider has no kernel registry")
         )

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from ep_sdk import ExecutionProvider, KernelMiss, RunContext, node_types
+from ep_sdk import ExecutionProvider, KernelMiss, RunContext
 from ep_sdk.limits import tensor_byte_limit
 from ep_sdk.terminate import bind_run, unbind_run
 
@@ -117,8 +117,7 @@ def _fold_node(
     if size is not None and size > max_bytes:
         log.debug("not folding %s %r: its outputs need %d bytes", node.op_type, node.name, size)
         return 0
-    ins, outs = node_types(node)
-    found = registry.lookup(node.op_type, node.domain, opsets.get("", 1), ins, outs)
+    found = registry.lookup_node(node, opsets)
     if isinstance(found, KernelMiss):
         return 0
     try:
