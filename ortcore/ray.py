@@ -63,7 +63,7 @@ DEFAULT_PASSTHROUGH = ("id",)
 # --------------------------------------------------------------------------- #
 
 
-def model_payload(model: str | os.PathLike[str] | bytes) -> str | bytes:
+def model_payload(model: str | os.PathLike[Any] | bytes | bytearray) -> str | bytes:
     """What to ship to actors for ``model``: its bytes, or its path.
 
     A self-contained model file is read into bytes (put into the object store
