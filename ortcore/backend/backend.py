@@ -12,7 +12,7 @@ from onnx.backend.base import Backend
 from ..options import SessionOptions
 from ..providers import get_available_providers
 from ..session import InferenceSession
-from .backend_rep import OrtcoreBackendRep
+from .backend_rep import OrtcoreBackendRep, apply_allowed
 
 __all__ = [
     "OnnxRuntimeBackend",
@@ -108,15 +108,7 @@ class OrtcoreBackend(Backend):  # type: ignore[misc]
         if isinstance(model, InferenceSession):
             return OrtcoreBackendRep(model)
         if isinstance(model, (str, bytes, os.PathLike)):
-            options = SessionOptions()
-            for key, value in kwargs.items():
-                if key in ALLOWED_SESSION_OPTIONS:
-                    setattr(options, key, value)
-                elif hasattr(options, key):
-                    raise RuntimeError(
-                        f"SessionOptions attribute '{key}' is not permitted via the backend "
-                        f"API. Allowed attributes: {', '.join(sorted(ALLOWED_SESSION_OPTIONS))}"
-                    )
+            options = apply_allowed(SessionOptions(), kwargs, ALLOWED_SESSION_OPTIONS)
             excluded = os.getenv(EXCLUDE_PROVIDERS_ENV, "").split(",")
             providers = [p for p in get_available_providers() if p not in excluded]
             session = InferenceSession(model, sess_options=options, providers=providers)

@@ -19,6 +19,26 @@ ALLOWED_RUN_OPTIONS = frozenset(
 backend: ``terminate`` is not one of them)."""
 
 
+def apply_allowed(options: Any, settings: dict[str, Any], allowed: frozenset[str]) -> Any:
+    """Set on ``options`` the ``settings`` the backend API permits, as onnxruntime's
+    backend does: an allowed name is set, another attribute of ``options`` is
+    refused, and a name ``options`` lacks is ignored.
+
+    Raises:
+        RuntimeError: naming the refused attribute and the allowed ones.
+    """
+    kind = type(options).__name__
+    for key, value in settings.items():
+        if key in allowed:
+            setattr(options, key, value)
+        elif hasattr(options, key):
+            raise RuntimeError(
+                f"{kind} attribute '{key}' is not permitted via the backend API. "
+                f"Allowed attributes: {', '.join(sorted(allowed))}"
+            )
+    return options
+
+
 class OrtcoreBackendRep(BackendRep):  # type: ignore[misc]
     """A model prepared by :func:`ortcore.backend.prepare`.
 
@@ -50,15 +70,7 @@ class OrtcoreBackendRep(BackendRep):  # type: ignore[misc]
             RuntimeError: a refused run option, or one array given for a
                 model with several inputs.
         """
-        options = RunOptions()
-        for key, value in kwargs.items():
-            if key in ALLOWED_RUN_OPTIONS:
-                setattr(options, key, value)
-            elif hasattr(options, key):
-                raise RuntimeError(
-                    f"RunOptions attribute '{key}' is not permitted via the backend API. "
-                    f"Allowed attributes: {', '.join(sorted(ALLOWED_RUN_OPTIONS))}"
-                )
+        options = apply_allowed(RunOptions(), kwargs, ALLOWED_RUN_OPTIONS)
         names = [i.name for i in self._session.get_inputs()]
         if isinstance(inputs, list):
             feed = {n: _array(v) for n, v in zip(names, inputs)}
