@@ -117,6 +117,8 @@ class ModelArg:
 
 
 def model_args(node_args: Sequence[Any]) -> list[ModelArg]:
+    """The session's ``get_inputs()``/``get_outputs()`` as :class:`ModelArg`
+    records (name, numpy dtype, shape) for mapping batch columns."""
     from ep_sdk.dtypes import from_type_string, to_numpy
 
     out = []

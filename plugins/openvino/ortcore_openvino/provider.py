@@ -137,11 +137,14 @@ class OpenVINOExecutionProvider(ep_sdk.BridgeExecutionProvider):
         return answers
 
     def engine_version(self) -> str:
+        """OpenVINO's version string (part of every compiled blob's cache key)."""
         import openvino
 
         return str(openvino.get_version())
 
     def engine_target(self) -> str:
+        """The device and, for a real one, its full name and optimization
+        capabilities: a blob compiled for one CPU is never loaded on another."""
         core = _core()
         device = self.ov_device
         try:
@@ -163,18 +166,22 @@ class OpenVINOExecutionProvider(ep_sdk.BridgeExecutionProvider):
         return config
 
     def build(self, model: bytes, group: ep_sdk.FusedGroup) -> _Engine:
+        """Read the group's ONNX bytes and ``compile_model`` them for the device."""
         core = _core()
         compiled = core.compile_model(core.read_model(model, b""), self.ov_device, self._config())
         return _Engine(compiled, group)
 
     def run(self, engine: Any, inputs: Sequence[Any]) -> list[np.ndarray]:
+        """Run the compiled group on this thread's infer request."""
         return engine.run(inputs)  # type: ignore[no-any-return]
 
     def serialize(self, engine: Any) -> bytes:
+        """OpenVINO's own blob export of the compiled model."""
         blob = engine.compiled.export_model()
         return blob.getvalue() if isinstance(blob, io.BytesIO) else bytes(blob)
 
     def deserialize(self, data: bytes, group: ep_sdk.FusedGroup) -> _Engine:
+        """``import_model`` of a blob :meth:`serialize` wrote."""
         compiled = _core().import_model(io.BytesIO(data), self.ov_device, self._config())
         return _Engine(compiled, group)
 
