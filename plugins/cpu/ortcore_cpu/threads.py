@@ -159,6 +159,21 @@ def _runnable_elsewhere(blas_now: int) -> int:
     return max(running - _active - max(blas_now - 1, 0), 0)
 
 
+_share_listeners: list[Any] = []
+
+
+def on_share_change(listener: Any) -> None:
+    """Call ``listener(share)`` whenever the per-run share changes (a native
+    kernel module keeps its own copy of the cap, cheaper to read than :func:`share`)."""
+    _share_listeners.append(listener)
+    listener(share())
+
+
+def _announce() -> None:
+    for listener in _share_listeners:
+        listener(_share or _CORES)
+
+
 def share() -> int:
     """Threads a kernel of a run in flight may use now (at least 1)."""
     return _share or _CORES
@@ -182,7 +197,10 @@ def run_started(cap: int) -> None:
             _sensed_at = now
             _others = _runnable_elsewhere(blas_now)
         free = max(_CORES - _others, 1)
-        _share = max(free // _active, 1)
+        new = max(free // _active, 1)
+        if new != _share:
+            _share = new
+            _announce()
         want = min(cap or _blas_default, _share, _CORES)
     if libs and want != blas_now:
         limit_blas_threads(want)
@@ -194,4 +212,7 @@ def run_ended() -> None:
     with _budget_lock:
         _active = max(_active - 1, 0)
         if _active:
-            _share = max(max(_CORES - _others, 1) // _active, 1)
+            new = max(max(_CORES - _others, 1) // _active, 1)
+            if new != _share:
+                _share = new
+                _announce()

@@ -146,6 +146,17 @@ cdef object _rows(int op, cnp.ndarray full, cnp.ndarray small, bint swap, int nt
     return out
 
 
+cdef int _thread_cap = 1 << 30
+
+
+def set_thread_cap(int n):
+    """The most threads :func:`binary_f32` splits work over (the run's share of
+    the cores, see ``ortcore_cpu.threads``); ``n < 1`` lifts the cap. Kept here,
+    in C, so that a scalar Add pays nothing for the budget."""
+    global _thread_cap
+    _thread_cap = n if n > 0 else 1 << 30
+
+
 def binary_f32(int op, object a, object b, int nthreads):
     """Return a (op) b as a new float32 array when both are C-contiguous
     float32 arrays of one shape, or one of them has a single element or, less
@@ -159,6 +170,8 @@ def binary_f32(int op, object a, object b, int nthreads):
     cdef float* po
     cdef const float* pf
     cdef const float* pb
+    if nthreads > _thread_cap:
+        nthreads = _thread_cap
     if not (_f32_c(a) and _f32_c(b)):
         return None
     x = <cnp.ndarray>a

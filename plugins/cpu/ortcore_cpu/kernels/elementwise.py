@@ -18,10 +18,13 @@ import numpy as np
 from ep_sdk import Compute, NodeInfo
 
 from .._ext import elementwise as ext
-from ..threads import share
-from ._common import _GRAIN, DT, INTS, normalize_axis, thread_count, threads_for
+from ..threads import on_share_change
+from ._common import DT, INTS, normalize_axis, thread_count, threads_for
 from ._versions import by_schema
 from .unary import computes_in_float32
+
+# binary_f32 caps its threads at the run's share of the cores in C (ortcore_cpu.threads).
+on_share_change(ext.set_thread_cap)
 
 _Ufunc = Callable[..., np.ndarray]
 
@@ -76,11 +79,7 @@ def _binary(
     if types[0] == DT.FLOAT and types[1] == DT.FLOAT:
 
         def f32(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
-            # Small operands skip the thread-budget lookup (it costs more than
-            # a scalar Add); the kernel splits only large outputs anyway.
-            out = fast(
-                op_code, a, b, threads if a.size + b.size < _GRAIN else min(threads, share())
-            )
+            out = fast(op_code, a, b, threads)
             if out is None:
                 return _broadcast_f32(op_code, ufunc, a, b, threads)
             return (out,)
@@ -88,7 +87,7 @@ def _binary(
         return f32
 
     def compute(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
-        out = fast(op_code, a, b, threads if a.size + b.size < _GRAIN else min(threads, share()))
+        out = fast(op_code, a, b, threads)
         if out is not None:
             return (out,)
         if a.dtype == np.float32 and b.dtype == np.float32:
