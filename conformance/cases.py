@@ -53,6 +53,8 @@ class Case:
     A ``large`` case (hundreds of MB of weights) is built again on each use
     instead of being kept, and the session gets it as a file whose weights
     are external data, so that they are not serialized and parsed again.
+    ``layout`` names how the inputs are laid out in memory when they are fed
+    (:data:`conformance.layout.LAYOUTS`; ``""``: C-contiguous arrays).
     """
 
     name: str
@@ -60,6 +62,7 @@ class Case:
     load: Callable[[], tuple[onnx.ModelProto, list[DataSet]]]
     tolerance: Tolerance | None = None
     large: bool = False
+    layout: str = ""
     _loaded: tuple[onnx.ModelProto, list[DataSet]] | None = field(default=None, repr=False)
 
     @property

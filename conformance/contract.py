@@ -15,6 +15,7 @@ session and instance the checks create.
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import time
 import traceback
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .execute import Target, session_options
+from .layout import LAYOUTS, relayout
 from .outcomes import (
     LOAD_ERROR,
     MISMATCH,
@@ -36,8 +38,8 @@ from .outcomes import (
     WRONG_TYPE,
     CaseResult,
 )
-from .precision import compare_values
-from .probes import Probe, probes
+from .precision import Tolerance, compare_values
+from .probes import Probe, probes, with_constants, with_shared_inputs
 
 __all__ = ["CHECKS", "MEMORY_LIMIT", "Claimed", "claimed_probes", "run_check"]
 
@@ -45,7 +47,14 @@ MEMORY_LIMIT = 1 << 20
 """Bytes the traced heap may grow across the memory and close checks."""
 MEMORY_RUNS = 300
 THREADS = 4
-THREAD_ITERATIONS = 8
+THREAD_ITERATIONS = 12
+THREAD_SECONDS = 0.25
+"""Each thread of contract/threads runs at least THREAD_ITERATIONS times and
+until THREAD_SECONDS have passed (at most 50 times as many runs), so a race
+on a fast probe gets as many chances as one on a slow probe."""
+RESOURCE_SESSIONS = 6
+"""Sessions opened and closed by contract/resources; it fails when the
+process's threads or open files grow by half as many or more."""
 UNKNOWN_OPTION = "conformance_no_such_option"
 
 Verdict = tuple[str, str]
@@ -88,26 +97,60 @@ def _session(c: Claimed) -> Any:
     return _open(c.probe, c.providers)
 
 
+def _claimed_nodes(p: Probe, target: Target) -> int:
+    """How many of the probe's nodes ``get_capability`` claims (0 when it raises:
+    ``contract/capability`` reports that)."""
+    from ep_sdk import GraphContext
+    from ortcore.model import load_model
+
+    model = load_model(p.bytes)
+    inst = _provider(target)
+    try:
+        cap = inst.get_capability(
+            GraphContext(model.graph, list(model.graph), dict(model.opset_imports))
+        )
+        return len({n for claim in cap.claims for n in claim.nodes})
+    except Exception:
+        return 0
+    finally:
+        inst.close()
+
+
 def _claim(p: Probe, target: Target) -> Claimed | None:
-    """How the provider takes ``p``: alone, in part (the rest on CPU), or not at all."""
+    """How the provider takes ``p``: alone, in part (the rest on CPU), or not at all.
+
+    What the provider claims is asked of ``get_capability`` itself, so a
+    session that fails to load (a kernel builder or ``compile`` raising,
+    whatever the exception) is a failure of every check, never "not claimed".
+    """
     import ortcore
 
-    setups: list[tuple[Any, ...]] = [(target.spec,)]
-    if p.multi_node and target.cpu:
-        setups.append((target.spec, target.cpu))
-    for providers in setups:
-        try:
-            sess = _open(p, providers)
-        except ortcore.NotImplementedOp:
-            continue
-        except ortcore.OrtcoreError as exc:
-            return Claimed(p, providers, len(p.ops), f"{type(exc).__name__}: {exc}")
-        try:
-            taken = sum(1 for r in sess.get_partition().nodes if r.provider == target.provider)
-        finally:
-            sess.close()
-        return Claimed(p, providers, taken) if taken else None
-    return None
+    claimed = _claimed_nodes(p, target)
+    if not claimed:
+        return None
+    alone = claimed >= len(p.ops) or not target.cpu
+    providers: tuple[Any, ...] = (target.spec,) if alone else (target.spec, target.cpu)
+    try:
+        sess = _open(p, providers)
+    except ortcore.NotImplementedOp as exc:
+        if alone and p.multi_node and target.cpu:
+            providers = (target.spec, target.cpu)  # claimed every node, yet declined some
+            try:
+                sess = _open(p, providers)
+            except Exception as again:
+                return Claimed(p, providers, claimed, f"{type(again).__name__}: {again}")
+        else:
+            return Claimed(p, providers, claimed, f"{type(exc).__name__}: {exc}")
+    except Exception as exc:
+        return Claimed(p, providers, claimed, f"{type(exc).__name__}: {exc}")
+    try:
+        taken = sum(1 for r in sess.get_partition().nodes if r.provider == target.provider)
+    finally:
+        sess.close()
+    if not taken:
+        why = f"get_capability claims {claimed} of its {len(p.ops)} nodes, but the session "
+        return Claimed(p, providers, claimed, why + "placed none on the provider")
+    return Claimed(p, providers, taken)
 
 
 _claimed: dict[Target, list[Claimed]] = {}
@@ -327,44 +370,205 @@ def _claimed_runs(c: Claimed, target: Target) -> Verdict | None:
         sess.close()
 
 
+def _copies(values: Sequence[Any]) -> list[Any]:
+    return [np.array(v, copy=True) if isinstance(v, np.ndarray) else v for v in values]
+
+
 def _repeatable(c: Claimed, target: Target) -> Verdict | None:
     sess = _session(c)
-    feeds = c.probe.feeds(1)
-    first = sess.run(None, feeds)
-    for i in range(5):
-        if not _same(first, sess.run(None, feeds)):
-            return MISMATCH, f"run {i + 2} differs from run 1 with the same inputs"
-    sess.close()
+    try:
+        feeds = c.probe.feeds(1)
+        first = _copies(sess.run(None, feeds))
+        for i in range(5):
+            if not _same(first, sess.run(None, feeds)):
+                return MISMATCH, f"run {i + 2} differs from run 1 with the same inputs"
+    finally:
+        sess.close()
     return None
 
 
-def _threads(c: Claimed, target: Target) -> Verdict | None:
+def _shares(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    return any(
+        isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and np.shares_memory(x, y)
+        for x in a
+        for y in b
+    )
+
+
+def _state(c: Claimed, target: Target) -> Verdict | None:
+    """Runs with other inputs of the same shapes: each gets its own answer, and
+    an output the caller kept does not change when the session runs again."""
     sess = _session(c)
-    inputs = [c.probe.feeds(100 + t) for t in range(THREADS)]
-    expected = [sess.run(None, f) for f in inputs]
-    barrier = threading.Barrier(THREADS)
-    problems: list[Verdict] = []
+    try:
+        a, b = c.probe.feeds(10), c.probe.feeds(11)
+        want_a, want_b = c.probe.reference(a), c.probe.reference(b)
+        kept = sess.run(None, a)
+        bad = _compare(kept, want_a)
+        if bad is not None:
+            return bad
+        second = sess.run(None, b)
+        bad = _compare(second, want_b)
+        if bad is not None:
+            return bad[0], (
+                f"run 2, with other inputs of the same shapes, is wrong (state kept from "
+                f"run 1, e.g. a weight or result cached by shape?): {bad[1]}"
+            )
+        bad = _compare(kept, want_a)
+        if bad is not None:
+            reused = " (it returns the same buffer every run)" if _shares(kept, second) else ""
+            changed = f"the output of run 1 changed when the session ran again{reused}"
+            return bad[0], f"{changed}: {bad[1]}"
+        bad = _compare(sess.run(None, a), want_a)
+        if bad is not None:
+            return bad[0], f"run 3, with run 1's inputs again, is wrong: {bad[1]}"
+    finally:
+        sess.close()
+    return None
 
-    def worker(t: int) -> None:
-        try:
-            barrier.wait()
-            for _ in range(THREAD_ITERATIONS):
-                bad = _compare(sess.run(None, inputs[t]), expected[t])
-                if bad is not None:
-                    problems.append((bad[0], f"thread {t}: {bad[1]}"))
-                    return
-        except Exception as exc:
-            problems.append((RUN_ERROR, f"thread {t} raised {type(exc).__name__}: {exc}"))
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    sess.close()
+def _constants(c: Claimed, target: Target) -> Verdict | None:
+    """Two sessions of one probe whose weights differ only in value, run in turn."""
+    import ortcore
+
+    variants = [v for seed in (20, 21) if (v := with_constants(c.probe, seed)) is not None]
+    if len(variants) < 2:
+        return None
+    sessions = []
+    try:
+        for v in variants:
+            try:
+                sessions.append(_open(v, c.providers))
+            except ortcore.NotImplementedOp:
+                return None  # taken only while its weights are inputs: nothing to compare
+        feeds = variants[0].feeds(12)
+        wants = [v.reference(feeds) for v in variants]
+        for k, i in enumerate((0, 1, 0, 1)):
+            bad = _compare(sessions[i].run(None, feeds), wants[i])
+            if bad is not None:
+                return bad[0], (
+                    f"session {i + 1} of two whose weights differ only in value is wrong "
+                    f"at run {k + 1} (weights cached by shape across sessions?): {bad[1]}"
+                )
+    finally:
+        for sess in sessions:
+            sess.close()
+    return None
+
+
+def _intermediates(c: Claimed, target: Target) -> Verdict | None:
+    """A single-node probe's op reading intermediates that another node reads
+    too and that are graph outputs (see :func:`conformance.probes.with_shared_inputs`)."""
+    import ortcore
+
+    if c.probe.multi_node:
+        return None  # the multi-node probes have such intermediates already
+    shared = with_shared_inputs(c.probe)
+    providers = (target.spec, target.cpu) if target.cpu else (target.spec,)
+    try:
+        sess = _open(shared, providers)
+    except ortcore.NotImplementedOp:
+        return None
+    try:
+        placed = [r.provider for r in sess.get_partition().nodes]
+        if placed.count(target.provider) < 2:
+            return None
+        feeds = shared.feeds(6)
+        bad = _compare(sess.run(None, feeds), shared.reference(feeds))
+    finally:
+        sess.close()
+    if bad is not None:
+        names = ", ".join(o.name for o in shared.model.graph.output)
+        return bad[0], (
+            f"with its inputs made by another node, read by two nodes and also graph "
+            f"outputs ({names}): {bad[1]} (a kernel writing into an input it did not get "
+            "from the user?)"
+        )
+    return None
+
+
+def _input_layouts(c: Claimed, target: Target) -> Verdict | None:
+    """The probe's inputs fed as views that are not C-contiguous."""
+    sess = _session(c)
+    try:
+        feeds = c.probe.feeds(7)
+        want = c.probe.reference(feeds)
+        for layout in LAYOUTS:
+            views = {k: relayout(v, layout) for k, v in feeds.items()}
+            try:
+                got = sess.run(None, views)
+            except Exception as exc:
+                raised = f"run raised {type(exc).__name__}: {exc}"
+                return RUN_ERROR, f"inputs as {layout} views: {raised}"
+            bad = _compare(got, want)
+            if bad is not None:
+                return bad[0], f"inputs as {layout} views (strides ignored?): {bad[1]}"
+    finally:
+        sess.close()
+    return None
+
+
+def _close_to(got: Sequence[Any], want: Sequence[Any]) -> Verdict | None:
+    """Outputs against the oracle, with an absolute tolerance scaled to each
+    output's largest value (the big probes' sums carry more rounding)."""
+    if len(got) != len(want):
+        return WRONG_TYPE, f"{len(got)} outputs, expected {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        scale = float(np.max(np.abs(w))) if isinstance(w, np.ndarray) and w.size else 1.0
+        tol = Tolerance(1e-4, 1e-5 * max(scale, 1.0))
+        verdict, detail, _ = compare_values(g, w, None, tol, f"output {i}")
+        if verdict != "ok":
+            return (MISMATCH if verdict == "mismatch" else WRONG_TYPE), detail
+    return None
+
+
+def _big(c: Claimed) -> tuple[Probe, Any]:
+    """The big form of a claimed probe and a session of it (the small form when
+    the provider does not take the big one)."""
+    import ortcore
+
+    big = next(p for p in probes(big=True) if p.name == c.probe.name)
+    try:
+        return big, _open(big, c.providers)
+    except ortcore.NotImplementedOp:
+        return c.probe, _session(c)
+
+
+def _threads(c: Claimed, target: Target) -> Verdict | None:
+    probe, sess = _big(c)
+    try:
+        inputs = [probe.feeds(100 + t) for t in range(THREADS)]
+        expected = [probe.reference(f) for f in inputs]
+        barrier = threading.Barrier(THREADS)
+        problems: list[Verdict] = []
+
+        def worker(t: int) -> None:
+            try:
+                barrier.wait()
+                until = time.monotonic() + THREAD_SECONDS
+                for i in range(50 * THREAD_ITERATIONS):
+                    if i >= THREAD_ITERATIONS and time.monotonic() > until:
+                        break
+                    got = _copies(sess.run(None, inputs[t]))
+                    bad = _close_to(got, expected[t])
+                    if bad is not None:
+                        problems.append((bad[0], f"thread {t}, run {i + 1}: {bad[1]}"))
+                        return
+            except Exception as exc:
+                problems.append((RUN_ERROR, f"thread {t} raised {type(exc).__name__}: {exc}"))
+
+        threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sess.close()
     if problems:
         outcome, detail = problems[0]
-        return outcome, f"concurrent runs from {THREADS} threads disagree; {detail}"
+        return outcome, (
+            f"{THREADS} threads running one session concurrently (each its own inputs) "
+            f"do not all get the oracle's answer; {detail}"
+        )
     return None
 
 
@@ -476,18 +680,78 @@ def _close(c: Claimed, target: Target) -> Verdict | None:
     return None
 
 
+def _threads_and_files() -> tuple[int, int]:
+    """The process's threads (native ones too, on Linux) and open file descriptors."""
+    try:
+        threads = len(os.listdir("/proc/self/task"))
+    except OSError:
+        threads = threading.active_count()
+    files = 0
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            files = len(os.listdir(folder))
+            break
+        except OSError:
+            continue
+    return threads, files
+
+
+def _resources(c: Claimed, target: Target) -> Verdict | None:
+    """Sessions opened, run and closed leave no thread running and no file open."""
+    feeds = c.probe.feeds(8)
+
+    def one_session() -> None:
+        sess = _session(c)
+        try:
+            sess.run(None, feeds)
+        finally:
+            sess.close()
+
+    one_session()  # what a provider makes once per process is made here
+    gc.collect()
+    threads0, files0 = _threads_and_files()
+    for _ in range(RESOURCE_SESSIONS):
+        one_session()
+    limit = RESOURCE_SESSIONS // 2
+    deadline = time.monotonic() + 2.0  # threads told to stop may take a moment
+    while True:
+        gc.collect()
+        threads, files = _threads_and_files()
+        grown_threads, grown_files = threads - threads0, files - files0
+        if max(grown_threads, grown_files) < limit or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    what = f"after {RESOURCE_SESSIONS} sessions were opened, run and closed"
+    if grown_threads >= limit:
+        return RUN_ERROR, (
+            f"{grown_threads} more threads are running {what} ({threads0} before): "
+            "a thread started per session and not stopped by close()?"
+        )
+    if grown_files >= limit:
+        return RUN_ERROR, (
+            f"{grown_files} more files are open {what} ({files0} before): "
+            "a file or handle opened per session and not closed by close()?"
+        )
+    return None
+
+
 CHECKS: dict[str, Callable[[Target], Verdict]] = {
     "loads": check_loads,
     "capability": check_capability,
     "claims": check_claims,
     "claimed_runs": _each_probe(_claimed_runs),
     "repeatable": _each_probe(_repeatable),
+    "state": _each_probe(_state),
+    "constants": _each_probe(_constants),
     "threads": _each_probe(_threads),
     "inputs_untouched": _each_probe(_inputs_untouched),
+    "intermediates": _each_probe(_intermediates),
+    "input_layouts": _each_probe(_input_layouts),
     "output_types": _each_probe(_output_types),
     "unknown_option": check_unknown_option,
     "memory": _each_probe(_memory),
     "close": _each_probe(_close),
+    "resources": _each_probe(_resources),
 }
 """Every contract check, by name, in the order they run."""
 

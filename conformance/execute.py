@@ -24,6 +24,7 @@ import numpy as np
 import onnx
 
 from .cases import Case
+from .layout import relayout
 from .outcomes import (
     LOAD_ERROR,
     MISMATCH,
@@ -218,6 +219,8 @@ def _run_sets(
     for ins, outs in data_sets:
         before = dict(zip(names, ins))
         feeds = _snapshot(before)  # the case's own arrays stay pristine
+        if case.layout:
+            feeds = {k: relayout(v, case.layout) for k, v in feeds.items()}
         try:
             got = sess.run(None, feeds)
         except Exception as exc:

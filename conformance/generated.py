@@ -7,7 +7,18 @@ Families (the first part of each case name):
 * ``bcast``: binary ops with broadcasting shapes;
 * ``empty``: tensors with a zero-sized dimension;
 * ``large``: tensors of a million elements;
-* ``negaxis``: ops with axis attributes or inputs given as negative numbers.
+* ``negaxis``: ops with axis attributes or inputs given as negative numbers;
+* ``wide``: float elementwise ops on values from 1e-3 to 1e2 in magnitude
+  (1e-6 to 1e6 where the input must be positive), far outside the [-3, 3]
+  of the other families;
+* ``special``: float ops on NaN, ±inf, ±0 and ordinary values, every pair of
+  them for binary ops (so zero divisors too);
+* ``limits``: integer ops on the type's extremes and their neighbours (results
+  wrap around as in two's complement), int64 and uint64 beyond 2**32;
+* ``layout``: inputs fed as views that are not C-contiguous (column-major,
+  strided, reversed; :mod:`conformance.layout`);
+* ``square``: Gemm and Transpose on square matrices, where a transpose flag
+  or a permutation cannot be guessed from the shapes.
 
 A case whose oracle fails, or gives an output of another dtype than the
 model declares, is not generated: the reference cannot judge it.
@@ -70,10 +81,21 @@ BROADCASTS = (
     ((1,), (2, 3)),
     ((), (2, 3)),
     ((5, 1, 1, 3), (1, 4, 1)),
+    # as many elements on both sides, yet broadcast to a larger shape
+    ((3, 1), (1, 3)),
+    ((4,), (4, 1)),
+    ((1, 3, 1), (3, 1, 1)),
 )
+BCAST_OPS = ("Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Equal", "Less", "Greater")
+WIDE_DTYPES = ("float", "double", "float16")
+SPECIAL_VALUES = (np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0)
+LIMIT_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
+LIMIT_OPS = ("Add", "Sub", "Mul", "Max", "Min", "Neg", "Abs")
 
 
-DEFAULT = Tolerance(1e-4, 1e-5)
+DEFAULT = Tolerance(1e-4, 1e-6)
+"""The generated cases' own tolerance: float32's default (a float64 output keeps
+its tighter one, :func:`conformance.precision.tolerance_for`)."""
 
 
 @dataclass
@@ -88,6 +110,8 @@ class Spec:
     outputs: int = 1
     positive: bool = False
     tolerance: Tolerance = DEFAULT
+    values: str = "uniform"
+    layout: str = ""
 
 
 def _np(elem: str) -> np.dtype:
@@ -95,10 +119,51 @@ def _np(elem: str) -> np.dtype:
     return np.dtype(helper.tensor_dtype_to_np_dtype(code))
 
 
+def _wide(dt: np.dtype, shape: Sequence[int], positive: bool, rng: np.random.Generator) -> Any:
+    """Magnitudes spread over decades (log-uniform), random signs unless positive."""
+    low, high = (-6.0, 6.0) if positive else (-3.0, 2.0)
+    if dt == np.float16:
+        high = min(high, 4.0)
+    x = 10.0 ** rng.uniform(low, high, size=shape)
+    if not positive:
+        x = x * rng.choice([-1.0, 1.0], size=shape)
+    return x.astype(dt)
+
+
+def _limits(dt: np.dtype) -> np.ndarray:
+    """An integer type's extremes, their neighbours and small values; for 64-bit
+    types also values beyond 32 bits."""
+    info = np.iinfo(dt)
+    lo, hi = int(info.min), int(info.max)
+    values = {lo, lo + 1, hi - 1, hi, hi // 2 + 1, 0, 1, 2}
+    if lo < 0:
+        values |= {-1, -2, lo // 2}
+    if dt.itemsize == 8:
+        values |= {2**31, 2**32 + 5, 3 * 2**40}
+        if lo < 0:
+            values |= {-(2**31) - 1, -(2**33) - 7}
+    return np.array(sorted(values), dtype=dt)
+
+
+def _pairs(values: np.ndarray, n: int) -> list[np.ndarray]:
+    """One input (``n == 1``) or every pair of ``values`` as two inputs."""
+    if n == 1:
+        return [values.copy()]
+    a, b = np.meshgrid(values, values, indexing="ij")
+    return [np.ascontiguousarray(a), np.ascontiguousarray(b)]
+
+
 def _values(spec: Spec, rng: np.random.Generator) -> list[np.ndarray]:
+    if spec.values in ("special", "limits"):
+        dt = _np(spec.inputs[0][0])
+        base = np.array(SPECIAL_VALUES, dt) if spec.values == "special" else _limits(dt)
+        return _pairs(base, len(spec.inputs))
     out = []
     for elem, shape in spec.inputs:
         dt = _np(elem)
+        if spec.values == "wide" and dt.kind == "f":
+            out.append(_wide(dt, shape, spec.positive, rng))
+            continue
         if dt.kind in "iu":
             low = 1 if spec.positive or dt.kind == "u" else -10
             x: np.ndarray = rng.integers(low, 10, size=shape).astype(dt)
@@ -146,7 +211,8 @@ def materialize(spec: Spec) -> tuple[onnx.ModelProto, list[Any]]:
 
     model, ins = _build(spec)
     feeds = {vi.name: x for vi, x in zip(model.graph.input, ins)}
-    want = list(evaluator(model).run(None, feeds))
+    with np.errstate(all="ignore"):  # overflow and NaN are what some cases are about
+        want = list(evaluator(model).run(None, feeds))
     outputs = []
     for vi, w in zip(model.graph.output, want):
         if not isinstance(w, np.ndarray):
@@ -174,7 +240,7 @@ def _specs() -> Iterator[Spec]:
             if elem not in _allowed(op):
                 continue
             yield Spec(f"dtype_{op}_{elem}", op, [(elem, shape)] * n, positive=op in POSITIVE)
-    for op in ("Add", "Sub", "Mul", "Div", "Max", "Pow", "Equal"):
+    for op in BCAST_OPS:
         for i, (a, b) in enumerate(BROADCASTS):
             yield Spec(f"bcast_{op}_{i}", op, [("float", a), ("float", b)], positive=op in POSITIVE)
             yield Spec(
@@ -183,6 +249,36 @@ def _specs() -> Iterator[Spec]:
     yield from _empty()
     yield from _large()
     yield from _negative_axes()
+    yield from _edge_values()
+    yield from _layouts()
+    yield from _square()
+
+
+def _edge_values() -> Iterator[Spec]:
+    """``wide``, ``special`` and ``limits`` cases (see the module docstring)."""
+    for op in (*UNARY, *BINARY):
+        n = 1 if op in UNARY else 2
+        allowed = _allowed(op)
+        for elem in WIDE_DTYPES:
+            if elem not in allowed:
+                continue
+            if op != "Pow":  # most wide pairs overflow
+                yield Spec(
+                    f"wide_{op}_{elem}",
+                    op,
+                    [(elem, (4, 50))] * n,
+                    positive=op in POSITIVE - {"Div"},
+                    values="wide",
+                )
+            shape = (len(SPECIAL_VALUES),) * n
+            yield Spec(f"special_{op}_{elem}", op, [(elem, shape)] * n, values="special")
+    for op in LIMIT_OPS:
+        n = 1 if op in ("Neg", "Abs") else 2
+        allowed = _allowed(op)
+        for elem in LIMIT_DTYPES:
+            if elem in allowed and not (op in ("Neg", "Abs") and elem.startswith("u")):
+                count = len(_limits(_np(elem)))
+                yield Spec(f"limits_{op}_{elem}", op, [(elem, (count,) * n)] * n, values="limits")
 
 
 def _empty() -> Iterator[Spec]:
@@ -255,6 +351,63 @@ def _negative_axes() -> Iterator[Spec]:
     yield Spec("negaxis_Slice", "Slice", x, consts=[np.array([-3]), np.array([-1]), np.array([-1])])
 
 
+LAYOUT_CASES: tuple[tuple[str, tuple[tuple[int, ...], ...], dict[str, Any]], ...] = (
+    ("Abs", ((6, 8),), {}),
+    ("Neg", ((6, 8),), {}),
+    ("Relu", ((6, 8),), {}),
+    ("Sigmoid", ((6, 8),), {}),
+    ("Exp", ((6, 8),), {}),
+    ("Add", ((6, 8), (6, 8)), {}),
+    ("Sub", ((6, 8), (8,)), {}),
+    ("Mul", ((6, 8), (6, 8)), {}),
+    ("Div", ((6, 8), (6, 8)), {}),
+    ("MatMul", ((6, 8), (8, 5)), {}),
+    ("Gemm", ((6, 8), (8, 5)), {}),
+    ("Transpose", ((6, 8),), {"perm": [1, 0]}),
+    ("Softmax", ((6, 8),), {"axis": -1}),
+    ("Concat", ((6, 8), (3, 8)), {"axis": 0}),
+    ("Conv", ((1, 2, 6, 6), (3, 2, 3, 3)), {}),
+    ("MaxPool", ((1, 2, 6, 6),), {"kernel_shape": [2, 2]}),
+    ("ReduceSum", ((6, 8),), {"keepdims": 0}),
+)
+"""(op, input shapes, attributes) of the ``layout`` cases."""
+
+
+def _layouts() -> Iterator[Spec]:
+    from .layout import LAYOUTS
+
+    for op, shapes, attrs in LAYOUT_CASES:
+        for layout in LAYOUTS:
+            yield Spec(
+                f"layout_{op}_{layout}",
+                op,
+                [("float", s) for s in shapes],
+                attrs,
+                positive=op in POSITIVE,
+                layout=layout,
+            )
+
+
+def _square() -> Iterator[Spec]:
+    """Gemm with every transpose flag on square matrices; square Transposes."""
+    sq = ("float", (5, 5))
+    for ta in (0, 1):
+        for tb in (0, 1):
+            attrs = {"transA": ta, "transB": tb, "alpha": 0.5, "beta": 2.0}
+            yield Spec(f"square_Gemm_tA{ta}_tB{tb}", "Gemm", [sq, sq, sq], attrs)
+            yield Spec(
+                f"square_Gemm_tA{ta}_tB{tb}_noC", "Gemm", [sq, sq], {"transA": ta, "transB": tb}
+            )
+    yield Spec("square_MatMul", "MatMul", [sq, sq])
+    yield Spec("square_Transpose_2d", "Transpose", [sq], {"perm": [1, 0]})
+    cube = ("float", (4, 4, 4))
+    for perm in ([0, 2, 1], [1, 0, 2], [2, 1, 0], [1, 2, 0], [2, 0, 1]):
+        yield Spec(
+            f"square_Transpose_{''.join(map(str, perm))}", "Transpose", [cube], {"perm": perm}
+        )
+    yield Spec("square_Transpose_default", "Transpose", [cube])
+
+
 def _loader(spec: Spec) -> Any:
     return lambda: materialize(spec)
 
@@ -262,4 +415,4 @@ def _loader(spec: Spec) -> Any:
 def generated_cases() -> Iterator[Case]:
     """Every generated case (its model and oracle are built on first use)."""
     for spec in _specs():
-        yield Case(spec.name, "generated", _loader(spec), spec.tolerance)
+        yield Case(spec.name, "generated", _loader(spec), spec.tolerance, layout=spec.layout)

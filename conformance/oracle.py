@@ -15,6 +15,8 @@ get wrong expected outputs. :func:`evaluator` gives it these replacements:
 * ``LRN`` sums squares over a window of channels; the reference loops over
   the batch dimension instead, so with one image only channel 0 is
   normalized (onnx's node test has as many images as channels).
+* ``Erf`` is computed in float32 whatever the input's dtype, so a float64
+  result is only float32-accurate; here it is computed in float64.
 
 From opset 13 (14 for BatchNormalization) the reference's own softmax-family
 and BatchNormalization implementations run unchanged.
@@ -23,6 +25,7 @@ and BatchNormalization implementations run unchanged.
 from __future__ import annotations
 
 import importlib
+import math
 from typing import Any
 
 import numpy as np
@@ -174,7 +177,17 @@ class LRN(OpRun):
         return ((x / (bias + (alpha / size) * total) ** beta).astype(x.dtype),)
 
 
-FIXES: tuple[type[OpRun], ...] = (Softmax, LogSoftmax, Hardmax, BatchNormalization, LRN)
+class Erf(OpRun):
+    """Erf computed in float64 (``math.erf``), then rounded to the input's dtype."""
+
+    op_domain = ""
+
+    def _run(self, x: np.ndarray) -> tuple[np.ndarray]:
+        wide = np.asarray(x, dtype=np.float64)
+        return (np.vectorize(math.erf, otypes=[np.float64])(wide).astype(x.dtype),)
+
+
+FIXES: tuple[type[OpRun], ...] = (Softmax, LogSoftmax, Hardmax, BatchNormalization, LRN, Erf)
 """The replacements :func:`evaluator` installs."""
 
 

@@ -6,8 +6,11 @@ infinities). The tolerance of a case is, in order of precedence:
 
 1. a per-test override (the suite's :data:`BUILTIN_OVERRIDES`, then the
    ``[[tolerance]]`` entries of the user's configuration file);
-2. otherwise the larger of the case's own tolerance (as stored by onnx) and
-   the default of the output's dtype (:data:`DTYPE_TOLERANCES`).
+2. otherwise the default of the output's dtype (:data:`DTYPE_TOLERANCES`),
+   loosened to the case's own tolerance (as stored by onnx) for float32 and
+   narrower floats. float64 outputs keep their own default: onnx stores
+   rtol 1e-3 for every node test, which would let a float64 result computed in
+   float32 pass.
 
 Integer, boolean and string outputs must match exactly unless overridden.
 Every numeric comparison also measures the maximum absolute error, the maximum
@@ -62,7 +65,7 @@ class ToleranceOverride:
 
 
 DTYPE_TOLERANCES: dict[str, Tolerance] = {
-    "float64": Tolerance(1e-7, 1e-12),
+    "float64": Tolerance(1e-9, 1e-12),
     "float32": Tolerance(1e-4, 1e-6),
     "float16": Tolerance(2e-3, 1e-3),
     "bfloat16": Tolerance(1.6e-2, 1e-2),
@@ -100,7 +103,7 @@ def tolerance_for(
     if not is_float_dtype(dtype):
         return EXACT
     base = DTYPE_TOLERANCES.get(dtype.name, DTYPE_TOLERANCES["float32"])
-    if case_tolerance is None:
+    if case_tolerance is None or dtype.name == "float64":
         return base
     return Tolerance(max(base.rtol, case_tolerance.rtol), max(base.atol, case_tolerance.atol))
 

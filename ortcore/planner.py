@@ -98,8 +98,31 @@ def _unit_order(nodes: Sequence[ir.Node], group_of: Mapping[ir.Node, Claim]) -> 
             if pending[w] == 0:
                 heapq.heappush(heap, position[w])
     if len(order) != len(units):
-        raise EPFail("fused groups create a cycle in the graph")
+        done = set(order)
+        stuck = [u for u in units if u not in done]
+        shown = "; ".join(_describe_unit(u, nodes) for u in stuck[:6])
+        more = f"; and {len(stuck) - 6} more" if len(stuck) > 6 else ""
+        raise EPFail(
+            f"fused groups create a cycle in the graph: each of these waits for another "
+            f"({shown}{more}). Each group is acyclic alone, but together they read each "
+            "other's outputs; claim them as one group, or leave a node between them out"
+        )
     return order
+
+
+def _describe_unit(unit: Any, nodes: Sequence[ir.Node]) -> str:
+    """A node or a fused group, named for a message (unnamed nodes by position)."""
+    position = {n: i for i, n in enumerate(nodes)}
+
+    def label(n: ir.Node) -> str:
+        return f"{n.op_type} {n.name!r}" if n.name else f"{n.op_type} #{position.get(n, '?')}"
+
+    if isinstance(unit, ir.Node):
+        return label(unit)
+    members = list(unit.nodes)
+    shown = ", ".join(label(n) for n in members[:4])
+    more = f" and {len(members) - 4} more" if len(members) > 4 else ""
+    return f"group of {len(members)} nodes [{shown}{more}]"
 
 
 class GraphPlanner:

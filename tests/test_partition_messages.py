@@ -51,3 +51,31 @@ def test_node_claimed_twice_is_described() -> None:
     ClaimingProvider.claims_for = staticmethod(twice)
     with pytest.raises(ortcore.EPFail, match=r"claimed node Add #0 twice"):
         ortcore.InferenceSession(_model(False), no_fallback(), providers=["claiming", "mini"])
+
+
+def test_groups_that_wait_for_each_other_are_named() -> None:
+    """Two groups, each acyclic alone, that read each other's outputs: the
+    planner's error lists both groups by their nodes (unnamed ones by position)."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),  # group 1
+        helper.make_node("Neg", ["x"], ["b"]),  # group 2
+        helper.make_node("Abs", ["a"], ["c"]),  # group 2, reads group 1
+        helper.make_node("Sigmoid", ["b"], ["d"]),  # group 1, reads group 2
+    ]
+    model = make_model(nodes, [fvi("x", [2, 3])], [fvi("c", [2, 3]), fvi("d", [2, 3])])
+
+    def two_groups(graph: GraphContext) -> list[Claim]:
+        by_op = {n.op_type: n for n in graph.graph}
+        return [
+            Claim.group([by_op["Relu"], by_op["Sigmoid"]]),
+            Claim.group([by_op["Neg"], by_op["Abs"]]),
+        ]
+
+    ClaimingProvider.claims_for = staticmethod(two_groups)
+    with pytest.raises(ortcore.EPFail) as info:
+        ortcore.InferenceSession(model, no_fallback(), providers=["claiming", "mini"])
+    message = str(info.value)
+    assert "fused groups create a cycle" in message, message
+    assert "group of 2 nodes [Relu #0, Sigmoid #3]" in message
+    assert "group of 2 nodes [Neg #1, Abs #2]" in message
+    assert "''" not in message

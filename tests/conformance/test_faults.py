@@ -113,7 +113,7 @@ def test_isolate_turns_crash_and_hang_into_one_outcome(
 
 # -- the compile path: fusing providers ------------------------------------
 
-FUSED_PROBES = "elementwise_chain, conv_relu_pool, matmul_add_gelu, attention"
+FUSED_PROBES = "elementwise_chain, four_outputs, conv_relu_pool, matmul_add_gelu, attention"
 
 
 def test_healthy_fusing_provider_passes_every_contract_check(suite: Any) -> None:
@@ -123,7 +123,7 @@ def test_healthy_fusing_provider_passes_every_contract_check(suite: Any) -> None
     results = suite("faulty-fusing", ("contract",), r"contract/(?!memory)")
     assert {r.outcome for r in results.values()} == {"passed"}, results
     assert results["contract/claimed_runs"].detail == f"checked on {FUSED_PROBES}"
-    assert "claims nodes of 4 of the 21 probes" in results["contract/claims"].detail
+    assert "claims nodes of 5 of the 22 probes" in results["contract/claims"].detail
 
 
 def test_kernel_provider_is_checked_on_multi_node_probes_too(suite: Any, cpu: str) -> None:
@@ -143,7 +143,7 @@ def test_provider_claiming_nothing_fails_contract_claims(
     claims = results["contract/claims"]
     assert claims.outcome == "load_error"
     assert claims.detail.startswith("the provider claims nothing: get_capability returned no")
-    assert "21 probes" in claims.detail
+    assert "22 probes" in claims.detail
     assert re.search(r"nor of the \d+ operator and model cases \(simple, pyt", claims.detail)
     # the checks that need a probe cannot run: unsupported, and the run fails anyway
     assert results["contract/claimed_runs"].outcome == "unsupported"
