@@ -216,6 +216,7 @@ def _run_sets(
     override = override_for(case.id, target.overrides)
     errors = ErrorStats()
     numeric = False
+    kept: list[tuple[list[Any], list[Any]]] = []  # each set's outputs, as returned
     for ins, outs in data_sets:
         before = dict(zip(names, ins))
         feeds = _snapshot(before)  # the case's own arrays stay pristine
@@ -246,5 +247,25 @@ def _run_sets(
             if verdict != "ok" and result.outcome == PASSED:
                 result.outcome = MISMATCH if verdict == "mismatch" else WRONG_TYPE
                 result.detail = detail[:2000]
+        kept.append((list(got), outs))
+    if result.outcome == PASSED and len(kept) > 1:
+        _check_kept(case, override, kept, result)
     if numeric:
         result.error = errors.to_dict()
+
+
+def _check_kept(
+    case: Case, override: Any, kept: list[tuple[list[Any], list[Any]]], result: CaseResult
+) -> None:
+    """Outputs the caller kept from an earlier data set must not change when the
+    session runs again (a kernel that returns one buffer every run)."""
+    for k, (got, outs) in enumerate(kept[:-1]):
+        for i, (g, w) in enumerate(zip(got, outs)):
+            verdict, detail, _ = compare_values(g, w, case.tolerance, override, f"output {i}")
+            if verdict != "ok":
+                result.outcome = MISMATCH
+                result.detail = (
+                    f"the outputs of data set {k + 1} changed when the session ran the next "
+                    f"one (a buffer returned again?): {detail}"
+                )[:2000]
+                return

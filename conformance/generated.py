@@ -178,6 +178,15 @@ def _values(spec: Spec, rng: np.random.Generator) -> list[np.ndarray]:
     return out
 
 
+def _second(spec: Spec, first: list[np.ndarray]) -> list[np.ndarray]:
+    """A second data set of the same shapes and dtypes with other values: drawn
+    again, or (special values, integer limits) the same values shifted by one
+    place, so that every element changes."""
+    if spec.values in ("special", "limits"):
+        return [np.roll(x, 1, axis=-1) if x.ndim else x for x in first]
+    return _values(spec, np.random.default_rng(zlib.crc32(spec.name.encode()) + 1))
+
+
 def _build(spec: Spec) -> tuple[onnx.ModelProto, list[np.ndarray]]:
     rng = np.random.default_rng(zlib.crc32(spec.name.encode()))
     names = [f"x{i}" for i in range(len(spec.inputs))]
@@ -199,10 +208,13 @@ def _build(spec: Spec) -> tuple[onnx.ModelProto, list[np.ndarray]]:
 
 
 def materialize(spec: Spec) -> tuple[onnx.ModelProto, list[Any]]:
-    """The model and its one data set, with the reference's outputs.
+    """The model and two data sets of the same shapes, with the reference's outputs.
 
-    The outputs' declared types are the reference's, checked by onnx's
-    strict type and shape inference.
+    The second data set has other values (:func:`_second`): a kernel that
+    keeps state from one run to the next (a result or a packed weight cached
+    by shape, an output buffer it returns again) is caught. The outputs'
+    declared types are the reference's, checked by onnx's strict type and
+    shape inference.
 
     Raises:
         ValueError: the reference cannot judge this case.
@@ -210,9 +222,13 @@ def materialize(spec: Spec) -> tuple[onnx.ModelProto, list[Any]]:
     from .oracle import evaluator
 
     model, ins = _build(spec)
-    feeds = {vi.name: x for vi, x in zip(model.graph.input, ins)}
-    with np.errstate(all="ignore"):  # overflow and NaN are what some cases are about
-        want = list(evaluator(model).run(None, feeds))
+    sets = []
+    ref = evaluator(model)
+    for values in (ins, _second(spec, ins)):
+        feeds = {vi.name: x for vi, x in zip(model.graph.input, values)}
+        with np.errstate(all="ignore"):  # overflow and NaN are what some cases are about
+            sets.append((values, list(ref.run(None, feeds))))
+    want = sets[0][1]
     outputs = []
     for vi, w in zip(model.graph.output, want):
         if not isinstance(w, np.ndarray):
@@ -223,7 +239,7 @@ def materialize(spec: Spec) -> tuple[onnx.ModelProto, list[Any]]:
     model.graph.output.extend(outputs)
     onnx.checker.check_model(model)
     onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
-    return model, [(ins, want)]
+    return model, sets
 
 
 def _allowed(op: str) -> set[str]:

@@ -12,10 +12,12 @@ import numpy as np
 
 __all__ = ["LAYOUTS", "relayout"]
 
-LAYOUTS = ("fortran", "strided", "reversed")
+LAYOUTS = ("fortran", "strided", "reversed", "offset")
 """``fortran``: column-major order; ``strided``: every other element of a buffer
 twice as wide along the last axis; ``reversed``: a negative stride along the
-first axis (the view of a reversed copy)."""
+first axis (the view of a reversed copy); ``offset``: C-contiguous, but a view
+that starts one row into a larger buffer (a kernel that reads ``x.base``, or
+the buffer from its start, gets the wrong rows)."""
 
 
 def relayout(x: np.ndarray, layout: str) -> np.ndarray:
@@ -38,5 +40,9 @@ def relayout(x: np.ndarray, layout: str) -> np.ndarray:
         view = wide[..., ::2]
         view[...] = x
         return view
+    if layout == "offset":
+        padded = np.zeros((x.shape[0] + 2, *x.shape[1:]), x.dtype)
+        padded[1:-1] = x
+        return padded[1:-1]
     flipped = np.ascontiguousarray(x[::-1])
     return flipped[::-1]

@@ -260,6 +260,14 @@ def _memory_order_abs(x: np.ndarray) -> np.ndarray:
     return np.abs(np.ravel(x, order="K")).reshape(x.shape)
 
 
+def _buffer_start_neg(x: np.ndarray) -> np.ndarray:
+    """Reads a view's values from the start of the buffer it lives in."""
+    if x.base is None:
+        return np.negative(x)
+    start = np.asarray(x.base).reshape(-1)[: x.size]
+    return np.negative(start.reshape(x.shape))
+
+
 def _guessing_gemm(info: ep_sdk.NodeInfo) -> Fn:
     """Gemm that ignores transA/transB and transposes B when the shapes say so."""
     alpha, beta = info.attrs.get("alpha", 1.0), info.attrs.get("beta", 1.0)
@@ -315,6 +323,7 @@ DivByZeroIsZero = _fault("faulty-div-zero", Div=_zero_for_zero_divisor)
 SaturatingAdd = _fault("faulty-saturate", Add=Built(_saturating_add, FLOATS | INTS))
 Int64In32 = _fault("faulty-int32", Add=Built(_int32_add, FLOATS | INTS))
 IgnoresStrides = _fault("faulty-strides", Abs=_memory_order_abs)
+ReadsBufferStart = _fault("faulty-base", Neg=_buffer_start_neg)
 GuessesTranspose = _fault("faulty-gemm-guess", Gemm=Built(_guessing_gemm))
 Float64In32 = _fault("faulty-f64", Mul=_float32_mul)
 OverwritesIntermediate = _fault("faulty-overwrite", Relu=Built(_overwriting_relu))
@@ -566,6 +575,7 @@ PROVIDERS: list[type[ExecutionProvider]] = [
     SaturatingAdd,
     Int64In32,
     IgnoresStrides,
+    ReadsBufferStart,
     GuessesTranspose,
     Float64In32,
     OverwritesIntermediate,

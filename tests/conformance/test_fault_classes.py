@@ -17,6 +17,7 @@ from conformance.contract import CHECKS
 CAUGHT = [
     # state across runs
     ("faulty-reuse", "contract/state", "mismatch", "changed when the session ran again"),
+    ("faulty-reuse", "generated/dtype_Relu_float", "mismatch", "changed when the session ran"),
     ("faulty-prepack", "contract/state", "mismatch", "run 2, with other inputs"),
     ("faulty-shared-pack", "contract/constants", "mismatch", "weights differ only in value"),
     # inputs the old generator never made
@@ -28,6 +29,7 @@ CAUGHT = [
     ("faulty-int32", "generated/limits_Add_int64", "mismatch", "rtol=0, atol=0"),
     ("faulty-strides", "contract/input_layouts", "mismatch", "fortran views"),
     ("faulty-strides", "generated/layout_Abs_fortran", "mismatch", "elements differ"),
+    ("faulty-base", "generated/layout_Neg_offset", "mismatch", "elements differ"),
     ("faulty-gemm-guess", "generated/square_Gemm_tA0_tB1", "mismatch", "elements differ"),
     # precision
     ("faulty-f64", "generated/dtype_Mul_double", "mismatch", "rtol=1e-09"),
