@@ -1,4 +1,5 @@
-"""The ``ortcore`` command: providers, run, inspect, bench, ep new, cache, and
+"""The ``ortcore`` command: providers (and their kernels), run, inspect, bench,
+ep new, cache, batch, and
 the subcommands other packages add (``conformance``).
 
 A package adds a subcommand with an entry point in group ``ortcore.cli``
@@ -108,8 +109,10 @@ def _load_inputs(model: Path, args: Sequence[Any]) -> dict[str, np.ndarray]:
 
 
 def cmd_providers(ns: argparse.Namespace) -> int:
-    """List installed providers."""
+    """List installed providers (with ``--kernels``, their kernels)."""
     entries = default_manager().entries()
+    if ns.kernels is not None:
+        return _print_kernels(entries, ns.kernels, ns.json)
     if ns.json:
         print(
             json.dumps(
@@ -137,6 +140,38 @@ def cmd_providers(ns: argparse.Namespace) -> int:
         status = "available" if e.available else f"unavailable: {e.reason}"
         rows.append((e.name, ",".join(e.aliases), e.version, e.device, status))
     _table(rows)
+    return 0
+
+
+def _print_kernels(entries: Sequence[Any], name: str, as_json: bool) -> int:
+    """``ortcore providers --kernels [NAME]``: every kernel of each provider
+    (or of the one named, by name or alias), with the function that builds it."""
+    from .kernel_index import provider_kernels
+
+    if name:
+        wanted = name.lower()
+        entries = [
+            e for e in entries if wanted in (e.name.lower(), *(a.lower() for a in e.aliases))
+        ]
+        if not entries:
+            known = ", ".join(e.name for e in default_manager().entries()) or "none"
+            print(f"ortcore providers: no provider {name!r}; installed: {known}", file=sys.stderr)
+            return 2
+    listed = [provider_kernels(e) for e in entries]
+    if as_json:
+        print(json.dumps([p.to_dict() for p in listed], indent=2))
+        return 0
+    for i, p in enumerate(listed):
+        if i:
+            print()
+        if p.note:
+            print(f"{p.provider}: {p.note}")
+            continue
+        ops = len({(k.domain, k.op_type) for k in p.kernels})
+        print(f"{p.provider}: {len(p.kernels)} kernels for {ops} ops")
+        rows = [("op", "domain", "opsets", "built by", "types")]
+        rows += [(k.op_type, k.domain, k.opsets, k.builder, k.types_text()) for k in p.kernels]
+        _table(rows)
     return 0
 
 
@@ -374,6 +409,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("providers", help="list installed execution providers")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--kernels",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="list every kernel of each provider (or of provider NAME): op, domain, "
+        "opsets, types and the Python function that builds it",
+    )
     p.set_defaults(func=cmd_providers)
 
     def model_args(p: argparse.ArgumentParser) -> None:

@@ -50,7 +50,11 @@ from ep_sdk import ExecutionProvider, KernelBuilder, KernelDef, reset_schema_cac
 
 from .errors import InvalidArgument
 
-__all__ = ["CustomOp", "Param", "TensorType", "custom_op"]
+__all__ = ["ONNX_DOMAINS", "CustomOp", "Param", "TensorType", "custom_op"]
+
+ONNX_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"})
+"""The op domains onnx defines; an op of any other domain is a custom operator
+(of the session, of a plugin, or of the model's own functions)."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Feed checking: a run's inputs validated against the model, with onnxruntime's messages.
 
-A :class:`FeedValidator` is built once per session. It checks names (unknown
+A :class:`FeedValidator` is built once per session. It makes lists, tuples and
+Python numbers arrays of their input's declared type, checks names (unknown
 and missing inputs), element types, ranks and fixed dimensions, and lays the
 feeds out in the order the plan takes them (graph inputs, then the
 initializers a feed may override, which default to their stored values).
@@ -85,21 +86,55 @@ class FeedValidator:
                 f"input_feed must be a dict of input name to array, not {type(input_feed).__name__}"
             )
         feeds: list[Any] = [None] * self._n_inputs + list(self._defaults)
-        missing = [
-            name
-            for name in (self.required if required is None else required)
-            if name not in input_feed
-        ]
-        if missing:
-            raise InvalidArgument(
-                f"Required inputs ({missing}) are missing from input feed ({list(input_feed)})."
-            )
+        self.check_required(input_feed, required)
         for name, value in input_feed.items():
             i = self._index.get(name)
             if i is None:
                 raise self._invalid_name(name)
             feeds[i] = self._checks[i](value)
         return feeds
+
+    def check_required(
+        self, input_feed: Mapping[str, Any], required: Sequence[str] | None = None
+    ) -> None:
+        """Raise unless ``input_feed`` has every name of ``required`` (default:
+        every input).
+
+        Raises:
+            InvalidArgument: onnxruntime's "Required inputs ... are missing" message.
+        """
+        names = self.required if required is None else required
+        missing = [name for name in names if name not in input_feed]
+        if missing:
+            raise InvalidArgument(
+                f"Required inputs ({missing}) are missing from input feed ({list(input_feed)})."
+            )
+
+    def as_declared(self, input_feed: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``input_feed`` with lists, tuples and Python numbers made arrays of
+        their input's declared element type, as onnxruntime converts them
+        (other values, and feeds that are not a mapping, as they are).
+
+        Raises:
+            InvalidArgument: a value that cannot become that type.
+        """
+        if not isinstance(input_feed, Mapping):
+            return input_feed
+        if not any(isinstance(v, _PYTHON_VALUES) for v in input_feed.values()):
+            return input_feed
+        out = dict(input_feed)
+        for name, value in input_feed.items():
+            i = self._index.get(name)
+            dtype = self._checks[i].np_dtype if i is not None else None
+            if dtype is not None and isinstance(value, _PYTHON_VALUES):
+                try:
+                    out[name] = np.asarray(value, dtype=dtype)
+                except (TypeError, ValueError) as exc:
+                    raise InvalidArgument(
+                        f"input {name!r}: cannot convert the {type(value).__name__} given "
+                        f"to {dtype}: {exc}"
+                    ) from exc
+        return out
 
     def prepare_ortvalues(self, inputs: Mapping[str, Any]) -> tuple[list[Any], list[Device]]:
         """Feeds and the devices they are on, from :class:`OrtValue` s (or arrays).
@@ -128,12 +163,7 @@ class FeedValidator:
 
     def _prepare_partial(self, host: Mapping[str, Any], skip: Sequence[str]) -> list[Any]:
         """:meth:`prepare` for the host values, with the names in ``skip`` fed later."""
-        present = {**host, **{k: None for k in skip}}
-        missing = [name for name in self.required if name not in present]
-        if missing:
-            raise InvalidArgument(
-                f"Required inputs ({missing}) are missing from input feed ({list(present)})."
-            )
+        self.check_required({**host, **{k: None for k in skip}})
         return self.prepare(dict(host), required=[n for n in self.required if n in host])
 
     def _invalid_name(self, name: str) -> InvalidArgument:
@@ -224,6 +254,10 @@ class FeedCheck:
                 f"Got invalid dimensions for input: {self.name} for the following indices\n"
                 f"{lines}\n Please fix either the inputs/outputs or the model."
             )
+
+
+_PYTHON_VALUES = (list, tuple, int, float, bool, complex)
+"""Feed values converted to the input's declared type (numpy scalars and arrays are not)."""
 
 
 class _Shaped:

@@ -1,4 +1,8 @@
-"""Outputs as the user gets them: never sharing memory with a feed or a constant.
+"""Outputs as the user gets them: picked by name, never sharing memory with a
+feed or a constant.
+
+:class:`OutputNames` turns the output names a run asks for into the indices
+of the plan's outputs, with onnxruntime's message for an unknown name.
 
 Kernels may return views (Reshape, Identity); handing the user a view of
 their own input, or of one of the model's initializers, would let a write
@@ -8,12 +12,53 @@ any other is handed back as it is.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["as_output", "roots_of"]
+from .errors import InvalidArgument
+
+__all__ = ["OutputNames", "as_output", "roots_of"]
+
+
+class OutputNames:
+    """The model's outputs by name, in the model's order.
+
+    Args:
+        names: the model's output names.
+    """
+
+    __slots__ = ("_index", "_count")
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self._index = {name: i for i, name in enumerate(names)}
+        self._count = len(names)
+
+    def check(self, name: str) -> None:
+        """Raise unless ``name`` is one of the model's outputs.
+
+        Raises:
+            InvalidArgument: onnxruntime's "Invalid output name" message.
+        """
+        if name not in self._index:
+            raise InvalidArgument(f"Invalid output name:{name}")
+
+    def indices(self, wanted: Sequence[str] | None) -> list[int]:
+        """The indices of the outputs named in ``wanted`` (``None`` or empty: all).
+
+        Raises:
+            InvalidArgument: as :meth:`check`.
+        """
+        if not wanted:
+            return list(range(self._count))
+        out = []
+        for name in wanted:
+            i = self._index.get(name)
+            if i is None:
+                raise InvalidArgument(f"Invalid output name:{name}")
+            out.append(i)
+        return out
 
 
 def roots_of(values: Iterable[Any]) -> set[int]:

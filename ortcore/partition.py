@@ -23,6 +23,7 @@ import onnx_ir as ir
 from ep_sdk import Claim, ExecutionProvider, GraphContext, node_types, type_string
 from ep_sdk.graph import consumers_of, creates_cycle, subgraphs
 
+from .custom_ops import ONNX_DOMAINS
 from .errors import EPFail, NotImplementedOp
 
 __all__ = [
@@ -290,12 +291,9 @@ def _partition_nested(
                 _partition_nested(body, providers, opsets)
 
 
-_ONNX_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"})
-
-
 def _what_to_do(node: ir.Node, opsets: Mapping[str, int]) -> str:
     """The advice that ends a "no implementation" error."""
-    if node.domain in _ONNX_DOMAINS:
+    if node.domain in ONNX_DOMAINS:
         return "Install or enable a provider that supports it, or allow the CPU fallback."
     op = f"{node.domain}::{node.op_type}"
     if not onnx.defs.has(node.op_type, node.domain):

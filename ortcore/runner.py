@@ -1,4 +1,5 @@
-"""How a session runs its plans: the execution mode, the providers' run hooks, run logging.
+"""How a session runs its plans: the execution mode, the providers' run hooks,
+run logging, a stopped run's error, runs on another thread (``run_async``).
 
 Everything here is chosen when the session is created (or its providers
 change), never per step: with profiling off, sequential mode and providers
@@ -7,19 +8,22 @@ without ``on_run_start``/``on_run_end``, a run is :meth:`Plan.run` itself.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ep_sdk import ExecutionProvider, RunContext
+from ep_sdk import ExecutionProvider, RunContext, RunTerminated
 
+from .errors import RunTerminatedError
 from .executor import Plan
 from .options import ExecutionMode, RunOptions, SessionOptions
 from .parallel import ParallelExecutor
 from .profiling import Profiler
 
-__all__ = ["Execute", "PlanRunner", "run_log"]
+__all__ = ["Execute", "PlanRunner", "run_in_background", "run_log"]
 
 run_log = logging.getLogger("ortcore.run")
 """Run-level log records (see ``RunOptions.log_severity_level``)."""
@@ -78,12 +82,15 @@ class PlanRunner:
         (warning) the run is logged on the ``ortcore.run`` logger.
 
         Raises:
-            RunTerminated, AllocationError, RuntimeException: as :meth:`Plan.run`.
+            RunTerminatedError: ``run_options.terminate`` was set (a ``Fail``,
+                as in onnxruntime, and an ``ortcore.RunTerminated``).
+            AllocationError, RuntimeException: as :meth:`Plan.run`.
         """
         ctx = RunContext(run_options, max_tensor_bytes=self._max_tensor_bytes)
-        if run_options is None or run_options.log_severity_level >= 2:
-            return self.execute(plan, feeds, ctx)
-        return self._logged_run(plan, feeds, ctx, run_options)
+        with _terminated_as_fail():
+            if run_options is None or run_options.log_severity_level >= 2:
+                return self.execute(plan, feeds, ctx)
+            return self._logged_run(plan, feeds, ctx, run_options)
 
     def shutdown(self) -> None:
         """Stop the inter-op thread pool, if there is one."""
@@ -175,3 +182,35 @@ class PlanRunner:
         ms = (time.perf_counter() - t0) * 1000
         run_log.log(level, "%srun finished in %.3f ms", tag, ms)
         return results
+
+
+@contextlib.contextmanager
+def _terminated_as_fail() -> Iterator[None]:
+    """A run stopped by ``RunOptions.terminate`` raises :class:`RunTerminatedError`
+    (onnxruntime raises ``Fail``; ``except ortcore.RunTerminated`` still catches it)."""
+    try:
+        yield
+    except RunTerminatedError:
+        raise
+    except RunTerminated as exc:
+        raise RunTerminatedError(str(exc)) from exc
+
+
+def run_in_background(
+    run: Callable[[], list[Any]],
+    callback: Callable[[list[Any], Any, str], Any],
+    user_data: Any,
+) -> None:
+    """Call ``run()`` on a new daemon thread, then ``callback(outputs, user_data,
+    error)``: ``error`` is ``""`` on success, else the message of what ``run``
+    raised (``outputs`` is then empty). This is ``InferenceSession.run_async``."""
+
+    def work() -> None:
+        try:
+            outputs = run()
+        except Exception as exc:
+            callback([], user_data, str(exc))
+            return
+        callback(outputs, user_data, "")
+
+    threading.Thread(target=work, name="ortcore-run-async", daemon=True).start()

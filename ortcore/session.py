@@ -1,47 +1,54 @@
 """``InferenceSession``: onnxruntime's session API on ortcore's core.
 
-The session loads and optimizes the model, creates its providers
-(:mod:`ortcore.providers`), plans it (:mod:`ortcore.planner`) and runs the plan
-(:mod:`ortcore.runner`), checking feeds on the way in (:mod:`ortcore.feeds`) and
-outputs on the way out (:mod:`ortcore.outputs`).
-The records it answers with live in :mod:`ortcore.records`.
+The session gets its model ready (:mod:`ortcore.loading`), creates its
+providers (:mod:`ortcore.providers`), optimizes the model
+(:mod:`ortcore.optimizer`, saved by :mod:`ortcore.optimized_model` where asked),
+plans it (:mod:`ortcore.plans`) and runs the plan (:mod:`ortcore.runner`),
+checking feeds on the way in (:mod:`ortcore.feeds`) and picking outputs on the
+way out (:mod:`ortcore.outputs`). The records it answers with live in
+:mod:`ortcore.records`; IO binding in :mod:`ortcore.iobinding`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
+import functools
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import onnx_ir as ir
 
-from ep_sdk import HOST_DEVICE, Device, ExecutionProvider, RunTerminated
-from ep_sdk.dtypes import from_type_string, to_numpy
-from ep_sdk.limits import MAX_TENSOR_BYTES_CONFIG, parse_byte_limit
+from ep_sdk import HOST_DEVICE, Device, ExecutionProvider
 
-from .cache import CompiledCache, cache_dir_from_config
+from .cache import cache_dir_from_config
 from .custom_ops import session_ops
 from .devices import OrtMemoryInfo
-from .errors import (
-    InvalidArgument,
-    InvalidArgumentTypeError,
-    ModelLoadCanceled,
-    RunTerminatedError,
-)
+from .errors import InvalidArgumentTypeError, ModelLoadCanceled
 from .executor import Plan
 from .feeds import FeedValidator
 from .iobinding import IOBinding, run_binding
-from .model import MAP_TYPES_KEY, LoadOptions, load_model, save_model
+from .loading import LOAD_CONFIG_ENV as LOAD_CONFIG_ENV  # moved; importable here
+from .loading import LOAD_CONFIG_FROM_MODEL as LOAD_CONFIG_FROM_MODEL  # moved; importable here
+from .loading import (
+    apply_initializers,
+    feedable_inputs,
+    load_options,
+    load_session_model,
+    model_session_options,
+    reads_model_config,
+    tensor_limit,
+)
+from .model import MAP_TYPES_KEY
+from .optimized_model import EXTERNAL_INITIALIZERS_FILE as EXTERNAL_INITIALIZERS_FILE  # moved
+from .optimized_model import EXTERNAL_INITIALIZERS_MIN_SIZE as EXTERNAL_INITIALIZERS_MIN_SIZE
+from .optimized_model import save_optimized
 from .optimizer import optimize
 from .options import GraphOptimizationLevel, RunOptions, SessionOptions
 from .ortvalue import OrtValue
-from .outputs import as_output, roots_of
-from .planner import GraphPlanner, PlannedGraph
+from .outputs import OutputNames, as_output, roots_of
+from .plans import SessionPlans
 from .plugins import PluginManager, default_manager
 from .profiling import Profiler
 from .providers import (
@@ -50,12 +57,11 @@ from .providers import (
     create_providers,
     get_all_providers,
     get_available_providers,
-    load_plugin_ops_for,
     requested_names,
 )
 from .providers import DISABLE_CPU_FALLBACK as DISABLE_CPU_FALLBACK  # moved; importable here
 from .records import ModelMetadata, NodeArg, Partition, node_arg
-from .runner import PlanRunner
+from .runner import PlanRunner, run_in_background
 from .runner import run_log as run_log  # moved; importable here
 
 __all__ = [
@@ -113,7 +119,7 @@ class InferenceSession:
         self._sess_options = sess_options or SessionOptions()
         if self._sess_options._load_cancelled:
             raise ModelLoadCanceled("Model loading was canceled (set_load_cancellation_flag)")
-        self._max_tensor_bytes = _tensor_limit(self._sess_options)
+        self._max_tensor_bytes = tensor_limit(self._sess_options)
         self._lock = threading.Lock()
         # A session that names its providers imports only their plugins (a slow or
         # broken plugin it does not use costs it nothing); the others are imported
@@ -127,14 +133,14 @@ class InferenceSession:
         if self._sess_options.enable_profiling:
             self._profiler = Profiler(self._sess_options.profile_file_prefix)
         t_start = time.perf_counter_ns()
-        load_options = self._load_options()
-        model = load_model(path_or_bytes, load_options)
-        self._custom_ops, reload = load_plugin_ops_for(
-            self._manager, model, self._custom_ops, self._sess_options
+        model, self._custom_ops = load_session_model(
+            path_or_bytes,
+            load_options(self._sess_options, self._max_tensor_bytes),
+            self._manager,
+            self._custom_ops,
+            self._sess_options,
         )
-        if reload:
-            model = load_model(path_or_bytes, load_options)  # again, with the plugins' op schemas
-        if _reads_model_config(read_config, self._sess_options):
+        if reads_model_config(read_config, self._sess_options):
             self._apply_model_config(model)
         if self._profiler is not None:
             kind = "array" if self._model_path is None else "uri"
@@ -142,42 +148,14 @@ class InferenceSession:
         self._model = model
         self._map_types: dict[str, str] = dict(model.meta.get(MAP_TYPES_KEY, {}))
         self._providers = self._create_providers(providers, provider_options)
-        graph = model.graph
-        initializers = dict(graph.initializers)
-        for name, value in self._sess_options.initializers.items():
-            target = initializers.get(name)
-            if target is None:  # onnxruntime ignores it; ortcore says so (tests/test_session.py)
-                raise InvalidArgument(f"add_initializer: the model has no initializer {name!r}")
-            target.const_value = ir.tensor(value)
-        graph_inputs = list(graph.inputs)
-        init_values = set(initializers.values())
-        self._input_values = [v for v in graph_inputs if v not in init_values]
-        # From IR version 4, an initializer listed as a graph input may be fed.
-        self._overridable = (
-            [v for v in graph_inputs if v in init_values] if model.ir_version >= 4 else []
-        )
-        level = GraphOptimizationLevel(self._sess_options.graph_optimization_level)
-        folding = next(
-            (p for p in self._providers if p.device.is_host and p.name == CPU_PROVIDER), None
-        )
-        if "ConstantFolding" in self._disabled_optimizers:
-            folding = None
-        # From the extended level, optimize() partitions the model among the
-        # providers (priority order) before fusing, fuses only where a node's
-        # provider has the fused kernel, and records every node's provider on
-        # it, which the planner keeps (see ortcore.optimizer).
-        optimize(model, level, folding, set(self._overridable), self._providers)
-        if self._sess_options.optimized_model_filepath:
-            _save_optimized(model, self._sess_options.optimized_model_filepath, self._sess_options)
+        apply_initializers(model, self._sess_options.initializers)
+        self._input_values, self._overridable = feedable_inputs(model)
+        self._optimize(model)
         self._inputs_meta = [node_arg(v, self._map_types) for v in self._input_values]
-        self._outputs_meta = [node_arg(v, self._map_types) for v in graph.outputs]
-        self._output_index = {a.name: i for i, a in enumerate(self._outputs_meta)}
-        self._planned = self._build_plan(model)
-        self._constant_roots = roots_of(self._planned.plan.template)
+        self._outputs_meta = [node_arg(v, self._map_types) for v in model.graph.outputs]
+        self._outputs = OutputNames([a.name for a in self._outputs_meta])
+        self._plans = self._plan()
         self._feeds = FeedValidator(self._input_values, self._overridable, self._map_types)
-        self._declared = _declared_dtypes(
-            [*self._inputs_meta, *self.get_overridable_initializers()]
-        )
         self._runner = PlanRunner(self._sess_options, self._profiler, self._max_tensor_bytes)
         self._runner.use_providers(self._providers)
         if self._profiler is not None:
@@ -185,37 +163,16 @@ class InferenceSession:
 
     # -- construction ------------------------------------------------------
 
-    def _load_options(self) -> LoadOptions:
-        """What the session options change in how the model loads."""
-        opts = self._sess_options
-        by_name, by_denotation = opts.free_dimension_overrides
-        return LoadOptions(
-            free_dims_by_name=by_name,
-            free_dims_by_denotation=by_denotation,
-            initializers=opts.external_initializers,
-            files_in_memory=opts.external_files_in_memory,
-            max_tensor_bytes=self._max_tensor_bytes,
-        )
-
     def _apply_model_config(self, model: ir.Model) -> None:
         """Apply the ``session_options`` of the model's ``ort_config`` metadata.
 
         Raises:
             InvalidArgument: the metadata is not JSON, or a value is unusable.
         """
-        text = model.metadata_props.get("ort_config")
-        if not text:
+        config = model_session_options(model)
+        if config is None:
             return
-        try:
-            config = json.loads(text)
-        except ValueError as exc:
-            raise InvalidArgument(
-                f"Json stored in the `ort_config` key cannot be parsed. Error message: {exc}"
-            ) from exc
-        session = config.get("session_options") if isinstance(config, dict) else None
-        if not isinstance(session, dict):
-            return
-        self._sess_options = self._sess_options.with_model_config(session)
+        self._sess_options = self._sess_options.with_model_config(config)
         if self._sess_options.enable_profiling and self._profiler is None:
             self._profiler = Profiler(self._sess_options.profile_file_prefix)
         elif not self._sess_options.enable_profiling:
@@ -231,61 +188,35 @@ class InferenceSession:
             self._manager, providers, provider_options, self._sess_options, self._custom_ops
         )
 
-    def _build_plan(self, model: ir.Model) -> PlannedGraph:
-        graph = model.graph
-        cache_dir = cache_dir_from_config(self._sess_options.config_entries)
-        planner = GraphPlanner(
+    def _optimize(self, model: ir.Model) -> None:
+        """Optimize ``model`` at the session's level, folding constants on the
+        CPU provider if the session has it, and save it where the options ask.
+
+        From the extended level, optimize() partitions the model among the
+        providers (priority order) before fusing, fuses only where a node's
+        provider has the fused kernel, and records every node's provider on
+        it, which the planner keeps (see :mod:`ortcore.optimizer`).
+        """
+        level = GraphOptimizationLevel(self._sess_options.graph_optimization_level)
+        folding = next(
+            (p for p in self._providers if p.device.is_host and p.name == CPU_PROVIDER), None
+        )
+        if "ConstantFolding" in self._disabled_optimizers:
+            folding = None
+        optimize(model, level, folding, set(self._overridable), self._providers)
+        if self._sess_options.optimized_model_filepath:
+            save_optimized(model, self._sess_options.optimized_model_filepath, self._sess_options)
+
+    def _plan(self) -> SessionPlans:
+        """The model's plans on the session's current providers."""
+        return SessionPlans(
+            self._model,
             self._providers,
-            dict(model.opset_imports),
-            cache=CompiledCache(cache_dir) if cache_dir is not None else None,
+            self._input_values,
+            self._overridable,
+            cache_dir=cache_dir_from_config(self._sess_options.config_entries),
             max_tensor_bytes=self._max_tensor_bytes,
         )
-        overridable = set(self._overridable)
-        constants = {
-            v: v.const_value.numpy()
-            for v in graph.initializers.values()
-            if v.const_value is not None and v not in overridable
-        }
-        planned = planner.plan_graph(
-            graph, [*self._input_values, *self._overridable], list(graph.outputs), constants
-        )
-        planned.records.extend(planner.subgraph_records)
-        planned.copies.extend(planner.subgraph_copies)
-        # Kept for plan variants (inputs/outputs bound on devices), built lazily.
-        self._planner = planner
-        self._constants = constants
-        self._variants: dict[tuple[tuple[Device, ...], tuple[Device, ...]], Plan] = {}
-        return planned
-
-    def _variant(self, in_devices: tuple[Device, ...], out_devices: tuple[Device, ...]) -> Plan:
-        """The plan taking feeds on ``in_devices`` and handing outputs back on ``out_devices``."""
-        key = (in_devices, out_devices)
-        plan = self._variants.get(key)
-        if plan is not None:
-            return plan
-        if all(d.is_host for d in in_devices) and all(d.is_host for d in out_devices):
-            return self._planned.plan
-        owned = {p.device for p in self._providers}
-        for d in {*in_devices, *out_devices}:
-            if not d.is_host and d not in owned:
-                raise InvalidArgument(
-                    f"a value is bound on device {d}, but no provider of this session "
-                    f"({', '.join(self.get_providers())}) owns it"
-                )
-        with self._lock:
-            plan = self._variants.get(key)
-            if plan is None:
-                graph = self._model.graph
-                plan = self._planner.plan_graph(
-                    graph,
-                    [*self._input_values, *self._overridable],
-                    list(graph.outputs),
-                    self._constants,
-                    input_devices=in_devices,
-                    output_devices=out_devices,
-                ).plan
-                self._variants[key] = plan
-        return plan
 
     # -- onnxruntime API ---------------------------------------------------
 
@@ -336,11 +267,8 @@ class InferenceSession:
 
     def get_partition(self) -> Partition:
         """Where each node runs and why other providers declined it."""
-        return Partition(
-            tuple(self.get_providers()),
-            tuple(self._planned.records),
-            tuple(self._planned.copies),
-        )
+        planned = self._plans.planned
+        return Partition(tuple(self.get_providers()), tuple(planned.records), tuple(planned.copies))
 
     def run(
         self,
@@ -369,9 +297,8 @@ class InferenceSession:
                 as in onnxruntime, and an ``ortcore.RunTerminated``).
         """
         feeds, wanted, plan = self._prepare_run(output_names, input_feed, run_options)
-        with _terminated_as_fail():
-            results = self._runner.run(plan, feeds, run_options)
-        guarded = (self._constant_roots, roots_of(feeds))
+        results = self._runner.run(plan, feeds, run_options)
+        guarded = (self._plans.constant_roots, roots_of(feeds))
         return [as_output(results[i], guarded) for i in wanted]
 
     def run_async(
@@ -391,21 +318,9 @@ class InferenceSession:
                 run starts, as onnxruntime does; other faults reach ``callback``).
         """
         if isinstance(input_feed, Mapping):
-            missing = [n for n in self._feeds.required if n not in input_feed]
-            if missing:
-                raise InvalidArgument(
-                    f"Required inputs ({missing}) are missing from input feed ({list(input_feed)})."
-                )
-
-        def work() -> None:
-            try:
-                outputs = self.run(output_names, input_feed, run_options)
-            except Exception as exc:
-                callback([], user_data, str(exc))
-                return
-            callback(outputs, user_data, "")
-
-        threading.Thread(target=work, name="ortcore-run-async", daemon=True).start()
+            self._feeds.check_required(input_feed)
+        run = functools.partial(self.run, output_names, input_feed, run_options)
+        run_in_background(run, callback, user_data)
 
     def _prepare_run(
         self,
@@ -414,32 +329,12 @@ class InferenceSession:
         run_options: RunOptions | None,
     ) -> tuple[list[Any], list[int], Plan]:
         """Checked feeds, the wanted output indices and the plan of one ``run``."""
-        feeds = self._feeds.prepare(self._as_declared(input_feed))
-        wanted = self._wanted(output_names)
-        plan = self._planned.plan
+        feeds = self._feeds.prepare(self._feeds.as_declared(input_feed))
+        wanted = self._outputs.indices(output_names)
+        plan = self._plans.planned.plan
         if run_options is not None and run_options.only_execute_path_to_fetches:
             plan = plan.pruned(wanted)
         return feeds, wanted, plan
-
-    def _as_declared(self, input_feed: Mapping[str, Any]) -> Mapping[str, Any]:
-        """``input_feed`` with lists, tuples and Python numbers made arrays of
-        their input's declared element type (other values as they are)."""
-        if not isinstance(input_feed, Mapping):
-            return input_feed
-        if not any(isinstance(v, _PYTHON_VALUES) for v in input_feed.values()):
-            return input_feed
-        out = dict(input_feed)
-        for name, value in input_feed.items():
-            dtype = self._declared.get(name)
-            if dtype is not None and isinstance(value, _PYTHON_VALUES):
-                try:
-                    out[name] = np.asarray(value, dtype=dtype)
-                except (TypeError, ValueError) as exc:
-                    raise InvalidArgument(
-                        f"input {name!r}: cannot convert the {type(value).__name__} given "
-                        f"to {dtype}: {exc}"
-                    ) from exc
-        return out
 
     def io_binding(self) -> IOBinding:
         """A new :class:`IOBinding` for this session."""
@@ -486,8 +381,7 @@ class InferenceSession:
         Raises:
             InvalidArgument: onnxruntime's "Invalid output name" message.
         """
-        if name not in self._output_index:
-            raise InvalidArgument(f"Invalid output name:{name}")
+        self._outputs.check(name)
 
     def run_with_binding(
         self,
@@ -511,34 +405,23 @@ class InferenceSession:
             InvalidArgument: as :meth:`run`, or a device no provider owns.
         """
         feeds, in_devices = self._feeds.prepare_ortvalues(inputs)
-        wanted = self._wanted([name for name, _ in outputs])
+        wanted = self._outputs.indices([name for name, _ in outputs])
         out_devices = [HOST_DEVICE] * len(self._outputs_meta)
         for i, (_, d) in zip(wanted, outputs):
             out_devices[i] = d
-        plan = self._variant(tuple(in_devices), tuple(out_devices))
+        plans = self._plans
+        plan = plans.variant(tuple(in_devices), tuple(out_devices))
         if run_options is not None and run_options.only_execute_path_to_fetches:
             plan = plan.pruned(wanted)
-        with _terminated_as_fail():
-            results = self._runner.run(plan, feeds, run_options)
-        guarded = (self._constant_roots, roots_of(feeds))
+        results = self._runner.run(plan, feeds, run_options)
+        guarded = (plans.constant_roots, roots_of(feeds))
         out = []
         for i in wanted:
             d = out_devices[i]
             if d.is_host:
                 out.append(OrtValue(as_output(results[i], guarded)))
             else:
-                out.append(OrtValue(results[i], d, self._planner.provider_for(d)))
-        return out
-
-    def _wanted(self, output_names: Sequence[str] | None) -> list[int]:
-        if not output_names:
-            return list(range(len(self._outputs_meta)))
-        out = []
-        for name in output_names:
-            i = self._output_index.get(name)
-            if i is None:
-                raise InvalidArgument(f"Invalid output name:{name}")
-            out.append(i)
+                out.append(OrtValue(results[i], d, plans.planner.provider_for(d)))
         return out
 
     # -- profiling, providers, lifetime --------------------------------------
@@ -572,9 +455,8 @@ class InferenceSession:
         with self._lock:
             old = self._providers
             self._providers = self._create_providers(providers, provider_options)
-            self._planned = self._build_plan(self._model)
+            self._plans = self._plan()
             self._runner.use_providers(self._providers)
-            self._constant_roots = roots_of(self._planned.plan.template)
             for p in old:
                 p.close()
 
@@ -585,96 +467,3 @@ class InferenceSession:
             runner.shutdown()
         for p in self._providers:
             p.close()
-
-
-_PYTHON_VALUES = (list, tuple, int, float, bool, complex)
-"""Feed values converted to the input's declared type (numpy scalars and arrays are not)."""
-
-EXTERNAL_INITIALIZERS_FILE = "session.optimized_model_external_initializers_file_name"
-EXTERNAL_INITIALIZERS_MIN_SIZE = "session.optimized_model_external_initializers_min_size_in_bytes"
-LOAD_CONFIG_FROM_MODEL = "session.load_config_from_model"
-LOAD_CONFIG_ENV = "ORT_LOAD_CONFIG_FROM_MODEL"
-
-
-def _reads_model_config(flag: Any, options: SessionOptions) -> bool:
-    """Whether the model's ``ort_config`` applies: the ``read_config_from_model``
-    argument, else the config entry, else ``$ORT_LOAD_CONFIG_FROM_MODEL``."""
-    if flag is not None:
-        return int(flag) == 1
-    entry = options.config_entries.get(LOAD_CONFIG_FROM_MODEL)
-    if entry is not None:
-        return entry.strip() == "1"
-    return os.environ.get(LOAD_CONFIG_ENV, "").strip() == "1"
-
-
-def _declared_dtypes(args: Sequence[NodeArg]) -> dict[str, np.dtype]:
-    """Input name -> numpy dtype of its declared tensor type (where there is one)."""
-    out: dict[str, np.dtype] = {}
-    for a in args:
-        elem = from_type_string(a.type)
-        if elem is None:
-            continue
-        try:
-            out[a.name] = to_numpy(elem)
-        except TypeError:
-            continue
-    return out
-
-
-@contextlib.contextmanager
-def _terminated_as_fail() -> Iterator[None]:
-    """A run stopped by ``RunOptions.terminate`` raises :class:`RunTerminatedError`
-    (onnxruntime raises ``Fail``; ``except ortcore.RunTerminated`` still catches it)."""
-    try:
-        yield
-    except RunTerminatedError:
-        raise
-    except RunTerminated as exc:
-        raise RunTerminatedError(str(exc)) from exc
-
-
-def _save_optimized(model: ir.Model, out: str, options: SessionOptions | None = None) -> None:
-    """Write the optimized model to ``SessionOptions.optimized_model_filepath``,
-    its initializers to the data file the options name
-    (``session.optimized_model_external_initializers_file_name`` and
-    ``..._min_size_in_bytes``) if they name one.
-
-    Raises:
-        InvalidArgument: the path cannot be written; the message says why.
-    """
-    config = options.config_entries if options is not None else {}
-    data_file = config.get(EXTERNAL_INITIALIZERS_FILE) or None
-    min_text = config.get(EXTERNAL_INITIALIZERS_MIN_SIZE)
-    try:
-        min_size = int(min_text) if min_text is not None else None
-    except ValueError:
-        raise InvalidArgument(
-            f"session config entry {EXTERNAL_INITIALIZERS_MIN_SIZE!r} must be an integer, "
-            f"not {min_text!r}"
-        ) from None
-    try:
-        save_model(model, out, data_file=data_file, min_size=min_size)
-    except OSError as exc:
-        # onnxruntime fails session creation here too; say what is wrong.
-        parent = os.path.dirname(os.path.abspath(out))
-        if os.path.isdir(out):
-            why = "is a folder; give a file path such as model.opt.onnx"
-        elif not os.path.isdir(parent):
-            state = "is not a folder" if os.path.lexists(parent) else "does not exist"
-            why = f"its folder {parent} {state}; create it or choose another path"
-        elif isinstance(exc, PermissionError):
-            why = "cannot be written (permission denied)"
-        else:
-            why = f"cannot be written ({exc.strerror or exc})"
-        raise InvalidArgument(f"SessionOptions.optimized_model_filepath {out!r}: {why}") from exc
-
-
-def _tensor_limit(options: SessionOptions) -> int | None:
-    """The session's ``session.max_tensor_bytes`` entry, or ``None`` (the default)."""
-    text = options.config_entries.get(MAX_TENSOR_BYTES_CONFIG)
-    if text is None:
-        return None
-    try:
-        return parse_byte_limit(text, f"session config entry {MAX_TENSOR_BYTES_CONFIG!r}")
-    except ValueError as exc:
-        raise InvalidArgument(str(exc)) from None

@@ -77,7 +77,7 @@ def test_session_features_guide_runs(cpu: str, examples: None) -> None:
 
 
 def test_tutorial_provider_passes_a_conformance_subset(cpu: str) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(EXAMPLES), str(ROOT)])}
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLES)}  # ortcore itself: the installed one
     args = ["conformance", "--plugin", "tutorial_provider", "--provider", "tutorial"]
     args += ["--no-progress", "--suites", "contract,operators"]
     args += ["-k", r"^contract/|^node/test_(relu|add|mul)$"]
@@ -89,7 +89,8 @@ def test_tutorial_provider_passes_a_conformance_subset(cpu: str) -> None:
         text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "contract checks 11/11 passed" in result.stdout
+    # every contract check passes, however many the suite has
+    assert re.search(r"contract checks (\d+)/\1 passed", result.stdout), result.stdout
 
 
 def test_every_snippet_exists_and_every_example_is_shown() -> None:

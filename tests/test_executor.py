@@ -87,7 +87,7 @@ def test_plan_release_lists() -> None:
     sess = ortcore.InferenceSession(
         chain_model(["Neg", "Relu", "Neg"]), no_fallback(), providers=["mini"]
     )
-    plan = sess._planned.plan
+    plan = sess._plans.planned.plan
     assert len(plan) == 3
     steps = plan.steps
     (x_slot,) = plan.input_slots
@@ -115,7 +115,7 @@ def test_unread_output_is_released_at_once() -> None:
         providers=["one"],
         plugin_manager=pm,
     )
-    step = sess._planned.plan.steps[0]
+    step = sess._plans.planned.plan.steps[0]
     assert step.outputs[1] in step.release
     np.testing.assert_array_equal(sess.run(None, {"x": X})[0], X + 1)
 

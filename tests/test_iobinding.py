@@ -90,9 +90,8 @@ def test_mixed_bindings_copy_only_where_a_device_is_crossed() -> None:
     assert _copies() == (before[0], before[1] + 1)
     np.testing.assert_allclose(binding.copy_outputs_to_cpu()[0], chain_reference(OPS, X))
     # host-only bindings use the session's own plan
-    assert sess._variant((ortcore.ortvalue.HOST_DEVICE,), (ortcore.ortvalue.HOST_DEVICE,)) is (
-        sess._planned.plan
-    )
+    host = (ortcore.ortvalue.HOST_DEVICE,)
+    assert sess._plans.variant(host, host) is sess._plans.planned.plan
 
 
 def test_output_on_device_produced_on_host_is_moved_once() -> None:

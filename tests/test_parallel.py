@@ -89,7 +89,7 @@ def _session(data: bytes, mode: Any, threads: int = 4, **kw: Any) -> ortcore.Inf
 
 def test_schedule_counts_dependencies() -> None:
     sess = _session(_branches(3), ortcore.ExecutionMode.ORT_PARALLEL)
-    plan = sess._planned.plan
+    plan = sess._plans.planned.plan
     sched = Schedule.of(plan)
     assert Schedule.of(plan) is sched
     names = [info.name for *_, info in plan.steps]

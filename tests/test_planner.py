@@ -56,14 +56,14 @@ def test_planner_takes_its_cache_and_tensor_limit_when_built(tmp_path: Path) -> 
     so.add_session_config_entry(CACHE_DIR_KEY, str(tmp_path / "cache"))
     so.add_session_config_entry("session.max_tensor_bytes", "4096")
     sess = ortcore.InferenceSession(_group_model(), so, providers=["mini"])
-    assert sess._planner.cache is not None
-    assert sess._planner.cache.directory == tmp_path / "cache"
-    assert sess._planner.max_tensor_bytes == 4096
+    assert sess._plans.planner.cache is not None
+    assert sess._plans.planner.cache.directory == tmp_path / "cache"
+    assert sess._plans.planner.max_tensor_bytes == 4096
 
 
 def test_steps_are_named_tuples_that_unpack_as_before() -> None:
     sess = ortcore.InferenceSession(_group_model(), no_fallback(), providers=["mini"])
-    steps = sess._planned.plan.steps
+    steps = sess._plans.planned.plan.steps
     assert all(isinstance(s, Step) for s in steps)
     fn, ins, outs, release, wants_context, info = steps[0]
     assert (fn, ins, outs, release, wants_context, info) == tuple(steps[0])

@@ -67,7 +67,7 @@ def test_host_only_session_has_no_copies() -> None:
     sess = ortcore.InferenceSession(chain_model(["Add", "Neg"]), no_fallback(), providers=["mini"])
     sess.run(None, {"x": X})
     assert sess.get_partition().copies == ()
-    assert all(info.kind != "copy" for *_, info in sess._planned.plan.steps)
+    assert all(info.kind != "copy" for *_, info in sess._plans.planned.plan.steps)
 
 
 def _weight_chain() -> bytes:

@@ -1,0 +1,137 @@
+"""An op -> module index of the providers' kernels (``ortcore providers --kernels``).
+
+For every kernel a provider registers it gives the op, its domain, the opset
+range, the type constraints and the Python function that builds it (its module
+and qualified name), so that the code behind an op is one lookup away.
+Listing a provider's kernels imports them (``kernel_registry()``): for the CPU
+provider, its Cython extensions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ep_sdk import KernelDef, KernelRegistry, type_string
+
+from .plugins import ProviderEntry
+
+__all__ = ["KernelEntry", "ProviderKernels", "kernel_entries", "provider_kernels"]
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    """One registered kernel, as the index shows it.
+
+    Attributes:
+        op_type: operator name.
+        domain: operator domain (``ai.onnx`` for onnx's default domain).
+        since: first opset version the kernel implements.
+        until: last one (``None``: open-ended).
+        types: type parameter (or input index) -> accepted element types;
+            empty when the kernel takes any type.
+        module: the module of the function that builds the kernel.
+        function: that function's qualified name.
+    """
+
+    op_type: str
+    domain: str
+    since: int
+    until: int | None
+    types: Mapping[str, tuple[str, ...]]
+    module: str
+    function: str
+
+    @property
+    def opsets(self) -> str:
+        """The opset range as text, e.g. ``7-12`` or ``13+``."""
+        return f"{self.since}+" if self.until is None else f"{self.since}-{self.until}"
+
+    @property
+    def builder(self) -> str:
+        """``module:function``, as entry points name objects."""
+        return f"{self.module}:{self.function}"
+
+    def types_text(self) -> str:
+        """The type constraints in one line, e.g. ``T: double,float``."""
+        if not self.types:
+            return "any"
+        return "; ".join(f"{k}: {','.join(v)}" for k, v in self.types.items())
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form for JSON."""
+        return {
+            "op_type": self.op_type,
+            "domain": self.domain,
+            "since": self.since,
+            "until": self.until,
+            "types": {k: list(v) for k, v in self.types.items()},
+            "module": self.module,
+            "function": self.function,
+        }
+
+
+@dataclass(frozen=True)
+class ProviderKernels:
+    """The kernels of one provider, or why none are listed.
+
+    Attributes:
+        provider: the provider's name.
+        kernels: its kernels, by domain, op and opset.
+        note: why ``kernels`` is empty (unavailable, no kernel registry, the
+            kernels failed to load); ``""`` otherwise.
+    """
+
+    provider: str
+    kernels: tuple[KernelEntry, ...]
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form for JSON."""
+        return {
+            "provider": self.provider,
+            "note": self.note,
+            "kernels": [k.to_dict() for k in self.kernels],
+        }
+
+
+def kernel_entries(registry: KernelRegistry) -> list[KernelEntry]:
+    """The index entries of ``registry``, sorted by domain, op and opset."""
+    entries = [_entry(k) for k in registry]
+    return sorted(entries, key=lambda e: (e.domain, e.op_type, e.since))
+
+
+def provider_kernels(entry: ProviderEntry) -> ProviderKernels:
+    """The kernels of the provider ``entry`` lists, from an instance made with
+    its default options; an unavailable provider, a provider without a kernel
+    registry (one that compiles the groups it claims), or one whose kernels
+    fail to load gets a note instead."""
+    if entry.cls is None or not entry.available:
+        return ProviderKernels(entry.name, (), f"unavailable: {entry.reason}")
+    try:
+        registry = entry.cls().registry()
+    except Exception as exc:  # a broken provider is reported, never fatal
+        return ProviderKernels(entry.name, (), f"its kernels failed to load: {exc!r}")
+    if registry is None:
+        return ProviderKernels(
+            entry.name, (), "no kernel registry: it compiles the node groups it claims"
+        )
+    return ProviderKernels(entry.name, tuple(kernel_entries(registry)))
+
+
+def _entry(kernel: KernelDef) -> KernelEntry:
+    builder = kernel.builder
+    types = {
+        str(key): tuple(sorted(type_string(t)[len("tensor(") : -1] for t in allowed))
+        for key, allowed in kernel.types.items()
+    }
+    return KernelEntry(
+        op_type=kernel.op_type,
+        domain=kernel.domain or "ai.onnx",
+        since=kernel.since,
+        until=kernel.until,
+        types=types,
+        module=getattr(builder, "__module__", None) or type(builder).__module__,
+        function=getattr(builder, "__qualname__", None) or type(builder).__qualname__,
+    )
