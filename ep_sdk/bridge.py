@@ -23,13 +23,29 @@ methods, each one job:
   :meth:`~BridgeExecutionProvider.engine_version` /
   :meth:`~BridgeExecutionProvider.engine_target`.
 
+The engine's :meth:`~BridgeExecutionProvider.query_model` answers are kept
+too, in the process and, when the session has a compiled-artifact cache
+(``SessionConfig.cache_dir``), in ``<cache_dir>/<provider>/query-<key>.json``:
+a session made again with a warm cache asks the engine nothing. The key
+covers the candidate's structure (nodes, attributes, value types and shapes,
+the constants' names, types and shapes, not their values: whether an engine
+runs an op does not depend on its weights), the provider's name, version and
+options, and the engine's version and target.
+
 Required: :meth:`build` and :meth:`run`. Everything else has a default.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import os
+import re
+import tempfile
+import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import onnx
@@ -39,7 +55,14 @@ from .capability import Capability, Claim, FusedGroup, GraphContext
 from .graph import group_io, group_model, group_nodes, is_constant, node_reads
 from .provider import ExecutionProvider, ProviderOptionError, SessionConfig
 
-__all__ = ["BridgeExecutionProvider", "Answer"]
+__all__ = [
+    "Answer",
+    "BridgeExecutionProvider",
+    "candidate_names",
+    "export_candidate",
+    "forget_answers",
+    "structure_digest",
+]
 
 log = logging.getLogger("ep_sdk.bridge")
 
@@ -239,23 +262,88 @@ class BridgeExecutionProvider(ExecutionProvider):
         return answer if isinstance(answer, str) else bool(answer)
 
     def _ask(self, graph: GraphContext, nodes: Sequence[ir.Node]) -> dict[ir.Node, Answer] | None:
-        """The engine's answer for each node of a candidate group."""
-        model, by_name = export_candidate(graph.graph, nodes, graph.opsets)
-        try:
-            result = self.query_model(model)
-        except Exception as exc:
-            log.warning("%s: query_model raised on %d nodes", self.name, len(nodes), exc_info=True)
-            return dict.fromkeys(nodes, f"{self._engine} failed to read the group: {exc}")
-        if result is None:
-            return None
-        if isinstance(result, Mapping):
-            answers = {str(k): v for k, v in result.items()}
-        else:
-            answers = dict.fromkeys(map(str, result), True)
+        """The engine's answer for each node of a candidate group (kept, see
+        the module docstring)."""
+        ordered, by_name = candidate_names(graph.graph, nodes)
+        key = self._query_key(structure_digest(graph.graph, ordered, by_name, graph.opsets))
+        answers = _QUERIES.get(key) or self._read_query(key)
+        if answers is None:
+            model, _ = export_candidate(graph.graph, nodes, graph.opsets)
+            try:
+                result = self.query_model(model)
+            except Exception as exc:
+                log.warning(
+                    "%s: query_model raised on %d nodes", self.name, len(nodes), exc_info=True
+                )
+                return dict.fromkeys(nodes, f"{self._engine} failed to read the group: {exc}")
+            if result is None:
+                return None
+            if isinstance(result, Mapping):
+                answers = {str(k): v for k, v in result.items()}
+            else:
+                answers = dict.fromkeys(map(str, result), True)
+            self._write_query(key, answers)
+        _QUERIES.put(key, answers)
         return {
             node: answers.get(name, f"{self._engine} refuses it (not in its query answer)")
             for name, node in by_name.items()
         }
+
+    def _query_key(self, structure: str) -> str:
+        """What an engine's answer about a candidate of this ``structure``
+        (:func:`structure_digest`) depends on (see the module docstring)."""
+        h = hashlib.sha256()
+        parts = {
+            "provider": self.name,
+            "version": str(self.version),
+            "options": dict(sorted(self.options.items())),
+            "engine": self._engine,
+            "engine_version": self.engine_version(),
+            "engine_target": self.engine_target(),
+        }
+        h.update(json.dumps(parts, sort_keys=True).encode())
+        h.update(structure.encode())
+        return h.hexdigest()
+
+    def _query_file(self, key: str) -> Path | None:
+        folder = self.config.cache_dir
+        if not folder or not re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*", self.name):
+            return None  # no folder can be named for this provider
+        return Path(folder) / self.name / f"query-{key}.json"
+
+    def _read_query(self, key: str) -> dict[str, Answer] | None:
+        file = self._query_file(key)
+        if file is None:
+            return None
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or data.get("key") != key:
+            return None
+        answers = data.get("answers")
+        if not isinstance(answers, dict) or not all(
+            isinstance(v, (bool, str)) for v in answers.values()
+        ):
+            return None
+        return {str(k): v for k, v in answers.items()}
+
+    def _write_query(self, key: str, answers: Mapping[str, Answer]) -> None:
+        file = self._query_file(key)
+        if file is None:
+            return
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".tmp-", suffix=".json")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump({"key": key, "answers": dict(answers)}, f)
+                os.replace(tmp, file)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        except OSError:
+            log.warning("%s: could not keep the query answer in %s", self.name, file)
 
 
 def _first(nodes: Sequence[ir.Node], refused: Collection[ir.Node]) -> list[ir.Node]:
@@ -286,6 +374,107 @@ class _Bridged:
         return self.provider.run(self.engine, inputs)
 
 
+class _Answers:
+    """The engines' query answers of this process, by key (the most recent few)."""
+
+    LIMIT = 256
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[str, dict[str, Answer]] = {}
+
+    def get(self, key: str) -> dict[str, Answer] | None:
+        with self._lock:
+            return self._items.get(key)
+
+    def put(self, key: str, answers: dict[str, Answer]) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+            self._items[key] = answers
+            while len(self._items) > self.LIMIT:
+                del self._items[next(iter(self._items))]
+
+
+_QUERIES = _Answers()
+
+
+def forget_answers() -> None:
+    """Drop the query answers this process keeps (those in cache folders stay):
+    after an engine's plugins or devices changed, or between tests."""
+    global _QUERIES
+    _QUERIES = _Answers()
+
+
+def structure_digest(
+    graph: ir.Graph,
+    ordered: Sequence[ir.Node],
+    names: Mapping[str, ir.Node],
+    opsets: Mapping[str, int],
+) -> str:
+    """SHA-256 of a candidate group without its weights' values: the opsets,
+    each node (its name in the exported model, op, attributes, inputs and
+    outputs), and each value it reads or makes with its type, shape and
+    whether it is a constant. Computed on the graph, so a kept answer is found
+    without exporting the candidate."""
+    h = hashlib.sha256()
+    for domain, version in sorted(opsets.items()):
+        h.update(f"opset {domain}:{version}\n".encode())
+    name_of = {node: name for name, node in names.items()}
+    _, inputs, outputs = group_io(graph, ordered)
+    for tag, values in (("in", inputs), ("out", outputs)):
+        for v in values:
+            const = "const" if is_constant(v) else ""
+            h.update(f"{tag} {v.name}:{v.dtype}:{v.shape}:{const}\n".encode())
+    for node in ordered:
+        ins = ",".join((v.name or "") if v is not None else "" for v in node.inputs)
+        outs = ",".join(v.name or "" for v in node.outputs)
+        h.update(
+            f"node {name_of.get(node, '')}:{node.domain}:{node.op_type}:{node.overload}:"
+            f"{ins}->{outs}\n".encode()
+        )
+        for attr in node.attributes.values():
+            h.update(f"  {attr.name}:{attr.type}:".encode())
+            h.update(_attribute_bytes(attr))
+    return h.hexdigest()
+
+
+def _attribute_bytes(attr: Any) -> bytes:
+    value = attr.value
+    if isinstance(value, ir.TensorProtocol):
+        return f"{value.dtype}:{value.shape}:".encode() + value.tobytes()
+    if isinstance(value, ir.Graph) or (
+        isinstance(value, Sequence) and value and isinstance(value[0], ir.Graph)
+    ):
+        graphs = [value] if isinstance(value, ir.Graph) else list(value)
+        return b"".join(
+            ir.serde.serialize_graph(g).SerializeToString(deterministic=True) for g in graphs
+        )
+    return repr(value).encode()
+
+
+def candidate_names(
+    graph: ir.Graph, nodes: Iterable[ir.Node]
+) -> tuple[list[ir.Node], dict[str, ir.Node]]:
+    """The candidate's nodes in graph order, and the unique name each gets in
+    the exported model (see :func:`export_candidate`)."""
+    ordered, _, _ = group_io(graph, nodes)
+    taken = {v.name for n in ordered for v in (*n.inputs, *n.outputs) if v is not None}
+    counts: dict[str, int] = {}
+    for n in ordered:
+        counts[n.name or ""] = counts.get(n.name or "", 0) + 1
+    by_name: dict[str, ir.Node] = {}
+    for node in ordered:
+        name = node.name or ""
+        if not name or counts[name] > 1 or name in taken or name in by_name:
+            i = len(by_name)
+            while f"{node.op_type}_{i}" in taken or f"{node.op_type}_{i}" in counts:
+                i += 1
+            name = f"{node.op_type}_{i}"
+            taken.add(name)
+        by_name[name] = node
+    return ordered, by_name
+
+
 def export_candidate(
     graph: ir.Graph, nodes: Iterable[ir.Node], opsets: Mapping[str, int]
 ) -> tuple[onnx.ModelProto, dict[str, ir.Node]]:
@@ -301,19 +490,7 @@ def export_candidate(
     constants = [v for v in inputs if is_constant(v)]
     feeds = [v for v in inputs if v not in constants]
     model = group_model("candidate", ordered, feeds, outputs, opsets, constants)
-    taken = {v.name for n in ordered for v in (*n.inputs, *n.outputs) if v is not None}
-    counts: dict[str, int] = {}
-    for n in ordered:
-        counts[n.name or ""] = counts.get(n.name or "", 0) + 1
-    by_name: dict[str, ir.Node] = {}
-    for proto, node in zip(model.graph.node, ordered):
-        name = node.name or ""
-        if not name or counts[name] > 1 or name in taken or name in by_name:
-            i = len(by_name)
-            while f"{node.op_type}_{i}" in taken or f"{node.op_type}_{i}" in counts:
-                i += 1
-            name = f"{node.op_type}_{i}"
-            taken.add(name)
-            proto.name = name
-        by_name[name] = node
+    _, by_name = candidate_names(graph, ordered)
+    for proto, name in zip(model.graph.node, by_name):
+        proto.name = name
     return model, by_name

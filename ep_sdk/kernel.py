@@ -59,10 +59,16 @@ class SessionConfig:
             the provider chooses).
         config_entries: the session's configuration entries
             (``SessionOptions.add_session_config_entry``).
+        cache_dir: the folder of the session's compiled-artifact cache
+            (config entry ``ortcore.cache_dir``, or onnxruntime's
+            ``ep.context_*`` entries), ``""`` when caching is off. A provider
+            may keep artifacts of its own under ``<cache_dir>/<its name>/``
+            (the bridge base keeps its engine's query answers there).
     """
 
     intra_op_num_threads: int = 0
     config_entries: Mapping[str, str] = field(default_factory=dict)
+    cache_dir: str = ""
 
 
 @runtime_checkable

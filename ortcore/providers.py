@@ -24,7 +24,8 @@ import onnx_ir as ir
 
 from ep_sdk import ExecutionProvider, SessionConfig
 
-from .custom_ops import CustomOp, attach_kernels, session_ops
+from .cache import cache_dir_from_config
+from .custom_ops import ONNX_DOMAINS, CustomOp, attach_kernels, session_ops
 from .errors import EPFail, InvalidArgument, InvalidArgumentRuntimeError, ProviderOptionError
 from .options import SessionOptions
 from .plugins import PluginManager, ProviderEntry, default_manager, describe_error
@@ -49,9 +50,6 @@ DISABLE_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
 
 ProviderSpec = str | tuple[str, Mapping[str, Any]]
 """A provider as ``InferenceSession(providers=[...])`` names it: a name, or ``(name, options)``."""
-
-# Op domains onnx defines; any other one a model imports may come from a plugin.
-_ONNX_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"})
 
 
 def get_available_providers() -> list[str]:
@@ -98,7 +96,8 @@ def load_plugin_ops_for(
     """
     if manager.fully_loaded:
         return custom_ops, False
-    known = _ONNX_DOMAINS | {op.domain for op in custom_ops}
+    # A domain onnx does not define may come from a plugin's custom ops.
+    known = ONNX_DOMAINS | {op.domain for op in custom_ops}
     unknown = set(model.opset_imports) - known
     if not unknown:
         return custom_ops, False
@@ -184,9 +183,11 @@ def create_providers(
         raise InvalidArgument(
             "No execution provider is available. Install one, e.g. pip install ./plugins/cpu"
         )
+    cache = cache_dir_from_config(options.config_entries)
     config = SessionConfig(
         intra_op_num_threads=int(options.intra_op_num_threads),
         config_entries=options.config_entries,
+        cache_dir=str(cache) if cache is not None else "",
     )
     out: list[ExecutionProvider] = []
     failures: list[tuple[str, BaseException]] = []

@@ -17,7 +17,7 @@ from onnx import helper, numpy_helper
 
 import ortcore
 from ep_sdk import BridgeExecutionProvider, FusedGroup, GraphContext
-from ep_sdk.bridge import export_candidate
+from ep_sdk.bridge import export_candidate, forget_answers
 from ortcore.cache import CompiledCache
 from ortcore.plugins import PluginManager
 
@@ -108,6 +108,7 @@ class AtLeastThree(FakeEngine):
 
 @pytest.fixture(autouse=True)
 def _reset() -> None:
+    forget_answers()
     FakeEngine.queries.clear()
     FakeEngine.builds = FakeEngine.loads = 0
     FakeEngine.version_of_engine = "1.0"
@@ -244,6 +245,55 @@ def test_built_engines_go_through_the_cache_keyed_by_the_engine(tmp_path: Path) 
         for e in CompiledCache(tmp_path).entries()
     )
     assert parts == [("1.0", "cpu:0"), ("2.0", "cpu:0")]
+
+
+def test_query_answers_are_kept_in_the_process_and_the_cache_folder(tmp_path: Path) -> None:
+    """A session made again asks the engine nothing: the answers are kept in
+    the process and, with a cache folder, on disk for the next process."""
+    model = chain(["Mul", "Relu", "Sin", "Add"])
+    first = _where(_session(model, FakeEngine, tmp_path))
+    asked = len(FakeEngine.queries)
+    assert asked >= 1
+    assert _where(_session(model, FakeEngine, tmp_path)) == first
+    assert len(FakeEngine.queries) == asked  # kept in the process
+    forget_answers()  # as in a new process
+    assert _where(_session(model, FakeEngine, tmp_path)) == first
+    assert len(FakeEngine.queries) == asked  # read from the cache folder
+    assert list((tmp_path / FakeEngine.name).glob("query-*.json"))
+    forget_answers()
+    _session(model, FakeEngine, tmp_path / "elsewhere")
+    assert len(FakeEngine.queries) == 2 * asked  # a cold folder asks again
+
+
+def test_query_answers_depend_on_structure_and_engine_not_weights(tmp_path: Path) -> None:
+    model = chain(["Mul", "Relu", "Add"])
+    _session(model, FakeEngine, tmp_path)
+    asked = len(FakeEngine.queries)
+    other_weights = onnx.load_from_string(model)
+    other_weights.graph.initializer[0].CopyFrom(
+        numpy_helper.from_array(np.array([9.0, 8.0, 7.0], np.float32), "c")
+    )
+    _session(other_weights.SerializeToString(), FakeEngine, tmp_path)
+    assert len(FakeEngine.queries) == asked
+    _session(chain(["Mul", "Relu", "Mul"]), FakeEngine, tmp_path)
+    assert len(FakeEngine.queries) == 2 * asked  # another structure
+    FakeEngine.version_of_engine = "2.0"
+    _session(model, FakeEngine, tmp_path)
+    assert len(FakeEngine.queries) == 3 * asked  # another engine version
+    _session(model, FakeEngine, tmp_path, min_group_size="2")
+    assert len(FakeEngine.queries) == 4 * asked  # other options
+
+
+def test_a_corrupt_kept_answer_is_asked_again(tmp_path: Path) -> None:
+    model = chain(["Mul", "Relu", "Add"])
+    _session(model, FakeEngine, tmp_path)
+    asked = len(FakeEngine.queries)
+    for file in (tmp_path / FakeEngine.name).glob("query-*.json"):
+        file.write_text('{"key": "x", "answers": [1, 2]}', encoding="utf-8")
+    forget_answers()
+    sess = _session(model, FakeEngine, tmp_path)
+    assert len(FakeEngine.queries) == 2 * asked
+    np.testing.assert_allclose(sess.run(None, {"x": X})[0], numpy_chain(["Mul", "Relu", "Add"], X))
 
 
 def test_export_names_every_node_once() -> None:
