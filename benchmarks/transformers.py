@@ -10,7 +10,9 @@ ops that torch's exporter emits (no fused contrib ops):
   feed-forward block with Gelu written as ``0.5 * x * (1 + Erf(x / sqrt 2))``.
 - ``gpt2``: a GPT-2-sized decoder of the same dimensions: pre-LayerNorm
   blocks, one fused QKV MatMul + Add split into three, a causal mask added
-  to the scores, the same Erf Gelu.
+  to the scores, the same Erf Gelu; with ``--gelu tanh`` (both models) the
+  Gelu is GPT-2's own tanh form, written out as transformers' exporters do:
+  ``0.5 * x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * Pow(x, 3))))``.
 
 Both take ``input`` (batch, sequence, 768) float32 (embeddings already
 looked up). Both runtimes get the same number of intra-op threads; the
@@ -22,7 +24,7 @@ runtime alone in its own process, N turns each (see ``timing.py``).
     python benchmarks/transformers.py [--models bert,gpt2] [--runs 10] [--threads 2]
                                       [--seq 128] [--layers 12] [--save DIR]
                                       [--ortcore-level basic|extended|all]
-                                      [--processes N] [--ort-spinning]
+                                      [--processes N] [--ort-spinning] [--gelu erf|tanh]
 
 ``--ortcore-level`` sets ortcore's graph optimization level (default: all,
 as onnxruntime's); ``basic`` leaves out the fusions, to tell kernel time from
@@ -48,8 +50,9 @@ HIDDEN, HEADS, FFN = 768, 12, 3072
 class _Builder:
     """Collects nodes and random initializers for one graph."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, gelu: str = "erf") -> None:
         self.rng = np.random.default_rng(seed)
+        self.gelu_form = gelu
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
         self.count = 0
@@ -85,11 +88,22 @@ class _Builder:
         return self.one("LayerNormalization", [x, scale, bias], axis=-1, epsilon=1e-5)
 
     def gelu(self, x: str) -> str:
+        if self.gelu_form == "tanh":
+            return self.tanh_gelu(x)
         t = self.one("Div", [x, self.const("sqrt2", np.array(math.sqrt(2), np.float32))])
         t = self.one("Erf", [t])
         t = self.one("Add", [t, self.const("one", np.array(1, np.float32))])
         t = self.one("Mul", [x, t])
         return self.one("Mul", [t, self.const("half", np.array(0.5, np.float32))])
+
+    def tanh_gelu(self, x: str) -> str:
+        cube = self.one("Pow", [x, self.const("three", np.array(3, np.float32))])
+        t = self.one("Mul", [cube, self.const("k", np.array(0.044715, np.float32))])
+        t = self.one("Add", [x, t])
+        t = self.one("Mul", [t, self.const("s2pi", np.array(math.sqrt(2 / math.pi), np.float32))])
+        t = self.one("Add", [self.one("Tanh", [t]), self.const("one", np.array(1, np.float32))])
+        half = self.one("Mul", [x, self.const("half", np.array(0.5, np.float32))])
+        return self.one("Mul", [half, t])
 
     def heads(self, x: str, seq: int) -> str:
         shape = self.const("shape", np.array([1, seq, HEADS, HIDDEN // HEADS], np.int64))
@@ -119,9 +133,9 @@ def _model(b: _Builder, output: str, seq: int, name: str) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def bert(seq: int = 128, layers: int = 12) -> onnx.ModelProto:
+def bert(seq: int = 128, layers: int = 12, gelu: str = "erf") -> onnx.ModelProto:
     """A BERT-base-shaped encoder (post-LayerNorm, padding mask of zeros)."""
-    b = _Builder(0)
+    b = _Builder(0, gelu)
     mask = b.const("mask", np.zeros((1, 1, 1, seq), np.float32))
     x = "input"
     for _ in range(layers):
@@ -133,9 +147,9 @@ def bert(seq: int = 128, layers: int = 12) -> onnx.ModelProto:
     return _model(b, b.one("Identity", [x]), seq, "bert")
 
 
-def gpt2(seq: int = 128, layers: int = 12) -> onnx.ModelProto:
+def gpt2(seq: int = 128, layers: int = 12, gelu: str = "erf") -> onnx.ModelProto:
     """A GPT-2-shaped decoder (pre-LayerNorm, causal mask, fused QKV projection)."""
-    b = _Builder(1)
+    b = _Builder(1, gelu)
     causal = np.triu(np.full((seq, seq), -1e4, np.float32), 1).reshape(1, 1, seq, seq)
     mask = b.const("causal", causal)
     split = b.const("split", np.array([HIDDEN] * 3, np.int64))
@@ -171,16 +185,18 @@ def main() -> None:
         default=0,
         help="time each runtime alone in its own process, this many turns each",
     )
+    parser.add_argument("--gelu", choices=["erf", "tanh"], default="erf")
     parser.add_argument("--child", choices=["ortcore", "onnxruntime"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         (short,) = [m.strip() for m in args.models.split(",") if m.strip()]
-        sess, feeds = make_session(args.child, BUILDERS[short](args.seq, args.layers), args)
+        model = BUILDERS[short](args.seq, args.layers, args.gelu)
+        sess, feeds = make_session(args.child, model, args)
         print_child_times(lambda: sess.run(None, feeds), args.runs)
         return
 
     for short in [m.strip() for m in args.models.split(",") if m.strip()]:
-        model = BUILDERS[short](args.seq, args.layers)
+        model = BUILDERS[short](args.seq, args.layers, args.gelu)
         if args.save:
             Path(args.save).mkdir(parents=True, exist_ok=True)
             (Path(args.save) / f"{short}.onnx").write_bytes(model.SerializeToString())
@@ -192,7 +208,7 @@ def main() -> None:
             del ours, ref
             common = ["--models", short, "--runs", str(args.runs), "--threads", str(args.threads)]
             common += ["--seq", str(args.seq), "--layers", str(args.layers)]
-            common += ["--ortcore-level", args.ortcore_level]
+            common += ["--ortcore-level", args.ortcore_level, "--gelu", args.gelu]
             common += ["--ort-spinning"] * args.ort_spinning
             children = [["--child", rt, *common] for rt in ("ortcore", "onnxruntime")]
             t_ours, t_ref = timed_in_processes(__file__, children, args.processes)
@@ -208,7 +224,7 @@ def main() -> None:
         print(
             f"{short:<6} ortcore {mo * 1e3:8.2f} ms  onnxruntime {mr * 1e3:8.2f} ms  "
             f"ratio {mo / mr:5.2f}  ({args.layers} layers, seq {args.seq}, {args.threads} "
-            f"threads, {how}, onnxruntime {spin}; same outputs: {same}, "
+            f"threads, {args.gelu} Gelu, {how}, onnxruntime {spin}; same outputs: {same}, "
             f"max abs diff {float(np.abs(a - r).max()):.2g})",
             flush=True,
         )

@@ -23,6 +23,7 @@ kernel::
 | ``FusedMatMul`` | ``activation(A @ B + bias)``, bias optional |
 | ``FusedGelu`` | onnx Gelu-20 for models of opset < 20 |
 | ``BiasGelu`` | ``Gelu(X + bias)`` |
+| ``FusedSwish`` | onnx Swish-24 (``X * sigmoid(alpha * X)``) for opset < 24 |
 | ``FusedLayerNorm`` | onnx LayerNormalization-17 for opset < 17 |
 | ``FusedRMSNorm`` | onnx RMSNormalization-23 for opset < 23 |
 | ``SkipLayerNormalization`` | ``LayerNormalization(X + skip [+ bias])``; output 1, the sum |
@@ -168,6 +169,8 @@ def _schemas() -> list[Any]:
         schema("FusedGelu", [_p("X")], [_p("Y")], gelu_attr, _same_as_input, "onnx Gelu-20"),
         schema("BiasGelu", [_p("X"), _p("bias")], [_p("Y")], gelu_attr, _same_as_input,
                "Gelu(X + bias)"),
+        schema("FusedSwish", [_p("X")], [_p("Y")], [_attr("alpha", _A.FLOAT, 1.0)],
+               _same_as_input, "onnx Swish-24: X * sigmoid(alpha * X)"),
         schema("FusedLayerNorm", [_p("X"), _p("Scale"), _p("B", True)], [_p("Y")],
                list(_LN_ATTRS), _same_as_input, "onnx LayerNormalization-17 (output 0)"),
         schema("FusedRMSNorm", [_p("X"), _p("scale")], [_p("Y")],

@@ -205,6 +205,78 @@ def test_gelu_not_fused_with_wrong_constant(cpu: str, tmp_path: Path) -> None:
     assert "Erf" in _check(model, {"x": _x(3, 8)}, tmp_path)
 
 
+@pytest.mark.parametrize("opset", [17, 20])
+def test_gelu_tanh_form_as_gpt2_exports(cpu: str, tmp_path: Path, opset: int) -> None:
+    # transformers' NewGELUActivation: 0.5 * x * (1 + tanh(c * (x + k * pow(x, 3)))).
+    mk = helper.make_node
+    nodes = [
+        mk("Mul", ["x", "half"], ["hx"]), mk("Pow", ["x", "three"], ["c"]),
+        mk("Mul", ["c", "k"], ["kc"]), mk("Add", ["x", "kc"], ["i"]),
+        mk("Mul", ["s2pi", "i"], ["o"]), mk("Tanh", ["o"], ["e"]),
+        mk("Add", ["e", "one"], ["h"]), mk("Mul", ["hx", "h"], ["y"]),
+    ]  # fmt: skip
+    inits = [*GELU_INITS, _init("three", 3.0), _init("k", 0.044715),
+             _init("s2pi", math.sqrt(2 / math.pi))]  # fmt: skip
+    model = _model(nodes, {"x": [4, 8]}, ["y"], inits, opset=opset)
+    assert _check(model, {"x": _x(4, 8) * 3}, tmp_path) == (
+        ["Gelu"] if opset >= 20 else ["com.ortcore:FusedGelu"]
+    )
+    (node,) = onnx.load(tmp_path / f"opt{int(L.ORT_ENABLE_ALL)}.onnx").graph.node
+    assert helper.get_attribute_value(node.attribute[0]) == b"tanh"
+
+
+# -- Swish: SiLU, QuickGelu ----------------------------------------------------
+
+
+def _swish_nodes(alpha: bool, swap: bool) -> list[onnx.NodeProto]:
+    """``x * Sigmoid(x)``, or ``x * Sigmoid(a * x)``; ``swap`` flips each Mul."""
+    mk = helper.make_node
+    nodes = []
+    if alpha:
+        nodes.append(mk("Mul", ["a", "x"] if swap else ["x", "a"], ["ax"]))
+    nodes.append(mk("Sigmoid", ["ax" if alpha else "x"], ["s"]))
+    nodes.append(mk("Mul", ["s", "x"] if swap else ["x", "s"], ["y"]))
+    return nodes
+
+
+@pytest.mark.parametrize("swap", [False, True])
+@pytest.mark.parametrize("alpha", [False, True], ids=["silu", "quick-gelu"])
+@pytest.mark.parametrize("opset", [17, 24])
+def test_swish_forms(cpu: str, tmp_path: Path, opset: int, alpha: bool, swap: bool) -> None:
+    model = _model(_swish_nodes(alpha, swap), {"x": [3, 8]}, ["y"], [_init("a", 1.702)], opset)
+    ops = _check(model, {"x": _x(3, 8) * 4}, tmp_path)
+    assert ops == (["Swish"] if opset >= 24 else ["com.ortcore:FusedSwish"])
+    (node,) = onnx.load(tmp_path / f"opt{int(L.ORT_ENABLE_ALL)}.onnx").graph.node
+    want = np.float32(1.702) if alpha else 1.0
+    assert helper.get_attribute_value(node.attribute[0]) == pytest.approx(want)
+
+
+def test_swish_not_fused_when_the_gate_reads_another_tensor(cpu: str, tmp_path: Path) -> None:
+    # GLU-style gating, z * Sigmoid(x), is no Swish.
+    mk = helper.make_node
+    nodes = [mk("Sigmoid", ["x"], ["s"]), mk("Mul", ["z", "s"], ["y"])]
+    model = _model(nodes, {"x": [3, 8], "z": [3, 8]}, ["y"])
+    assert _check(model, {"x": _x(3, 8), "z": _x(3, 8)}, tmp_path) == ["Sigmoid", "Mul"]
+
+
+def test_swish_not_fused_when_the_sigmoid_is_read_twice(cpu: str, tmp_path: Path) -> None:
+    mk = helper.make_node
+    nodes = [*_swish_nodes(False, False), mk("Neg", ["s"], ["z"])]
+    model = _model(nodes, {"x": [3, 8]}, ["y", "z"])
+    assert _check(model, {"x": _x(3, 8)}, tmp_path) == ["Sigmoid", "Mul", "Neg"]
+
+
+def test_quick_gelu_not_fused_with_an_overridable_or_widening_scale(
+    cpu: str, tmp_path: Path
+) -> None:
+    # An alpha a feed may replace is not a constant; a [1, 1] alpha makes a
+    # vector 2-D, which Swish would not.
+    over = _model(_swish_nodes(True, False), {"x": [3, 8], "a": []}, ["y"], [_init("a", 1.702)])
+    assert "Sigmoid" in _check(over, {"x": _x(3, 8)}, tmp_path)
+    wide = _model(_swish_nodes(True, False), {"x": [8]}, ["y"], [_init("a", [[1.702]])])
+    assert "Sigmoid" in _check(wide, {"x": _x(8)}, tmp_path)
+
+
 # -- LayerNormalization, RMSNormalization, SkipLayerNormalization ------------
 
 

@@ -18,7 +18,8 @@
    ops; each node's assignment is recorded on it, and the planner keeps it.
 3. **Fusions** (extended level), one module each, in this order:
    LayerNormalization/RMSNormalization from their primitive patterns, GELU
-   (erf and tanh forms) and BiasGelu, SkipLayerNormalization, attention,
+   (erf and tanh forms) and BiasGelu, Swish (``x * Sigmoid(alpha * x)``:
+   SiLU, QuickGelu), SkipLayerNormalization, attention,
    MatMul + Add, Gemm/MatMul + activation, Conv + activation. A pattern is
    fused only where all its nodes are assigned to the same provider, to run
    with its kernels (not in a group it compiles), and that provider has a
@@ -63,6 +64,7 @@ from .noop import NoopEliminationPass, eliminate_noops
 from .provider_passes import ProviderPasses, run_provider_passes
 from .shape_folding import ShapeFoldingPass, fold_shapes
 from .skip_layer_norm import SkipLayerNormFusionPass, fuse_skip_layer_norm
+from .swish import SwishFusionPass, fuse_swish
 
 __all__ = [
     "FUSIONS",
@@ -85,6 +87,7 @@ __all__ = [
     "ProviderPasses",
     "ShapeFoldingPass",
     "SkipLayerNormFusionPass",
+    "SwishFusionPass",
     "eliminate_common_subexpressions",
     "eliminate_identities",
     "eliminate_noops",
@@ -100,6 +103,7 @@ __all__ = [
     "fuse_matmul_add",
     "fuse_rms_norm",
     "fuse_skip_layer_norm",
+    "fuse_swish",
     "optimize",
     "remove_dead_code",
     "run_provider_passes",
@@ -108,6 +112,7 @@ __all__ = [
 FUSION_PASSES: tuple[type[FusionPass], ...] = (
     NormalizationFusionPass,
     GeluFusionPass,
+    SwishFusionPass,
     SkipLayerNormFusionPass,
     AttentionFusionPass,
     MatMulAddFusionPass,

@@ -28,7 +28,7 @@ from ..partition import Assignment, assign, assignment_of
 from ._common import attr, constant
 from ._pass import OptimizerPass, graphs_of
 
-__all__ = ["FusionContext", "FusionPass", "activation_of", "attr", "op"]
+__all__ = ["FusionContext", "FusionPass", "activation_of", "attr", "op", "other_input"]
 
 
 class FusionContext:
@@ -225,6 +225,12 @@ class FusionPass(OptimizerPass):
 def op(node: ir.Node | None, *op_types: str) -> bool:
     """Whether ``node`` is a default-domain node of one of ``op_types``."""
     return node is not None and node.domain in ("", "ai.onnx") and node.op_type in op_types
+
+
+def other_input(node: ir.Node, v: ir.Value) -> ir.Value | None:
+    """The input of binary ``node`` that is not ``v`` (None if ``v`` is neither)."""
+    a, b = node.inputs[0], node.inputs[1]
+    return b if a is v else a if b is v else None
 
 
 def activation_of(ctx: FusionContext, node: ir.Node) -> tuple[str, list[float]] | None:

@@ -16,19 +16,13 @@ import math
 
 import onnx_ir as ir
 
-from ._fusion import FusionContext, FusionPass, op
+from ._fusion import FusionContext, FusionPass, op, other_input
 
 __all__ = ["GeluFusionPass", "fuse_bias_gelu", "fuse_gelu"]
 
 
 def _close(v: float | None, want: float, rtol: float = 1e-3) -> bool:
     return v is not None and abs(v - want) <= rtol * abs(want)
-
-
-def _other(node: ir.Node, v: ir.Value) -> ir.Value | None:
-    """The input of binary ``node`` that is not ``v``."""
-    a, b = node.inputs[0], node.inputs[1]
-    return b if a is v else a if b is v else None
 
 
 def _erf_input(ctx: FusionContext, erf: ir.Node) -> tuple[ir.Value, list[ir.Node]] | None:
@@ -80,7 +74,7 @@ def _cube_of(ctx: FusionContext, x: ir.Value, v: ir.Value | None) -> list[ir.Nod
     if op(n, "Pow") and n.inputs[0] is x:
         return [n] if ctx.scalar(n.inputs[1]) == 3.0 else None
     if op(n, "Mul"):
-        sq = _other(n, x)
+        sq = other_input(n, x)
         sq_node = sq.producer() if sq is not None else None
         if op(sq_node, "Mul") and sq_node is not None and list(sq_node.inputs) == [x, x]:
             return [sq_node, n]
@@ -92,26 +86,27 @@ def _tail(ctx: FusionContext, act: ir.Node, x: ir.Value) -> list[ir.Node] | None
     one = ctx.sole_user(act.outputs[0])
     if not op(one, "Add") or one is None:
         return None
-    if not _close(ctx.scalar(_other(one, act.outputs[0])), 1.0):
+    if not _close(ctx.scalar(other_input(one, act.outputs[0])), 1.0):
         return None
     h = one.outputs[0]
     m1 = ctx.sole_user(h)
     if not op(m1, "Mul") or m1 is None:
         return None
-    other = _other(m1, h)
+    other = other_input(m1, h)
     if other is x:  # (x * h) * 0.5
         m2 = ctx.sole_user(m1.outputs[0])
-        if op(m2, "Mul") and m2 is not None and _close(ctx.scalar(_other(m2, m1.outputs[0])), 0.5):
-            return [one, m1, m2]
+        if op(m2, "Mul") and m2 is not None:
+            if _close(ctx.scalar(other_input(m2, m1.outputs[0])), 0.5):
+                return [one, m1, m2]
         return None
     if _close(ctx.scalar(other), 0.5):  # x * (h * 0.5)
         m2 = ctx.sole_user(m1.outputs[0])
-        if op(m2, "Mul") and m2 is not None and _other(m2, m1.outputs[0]) is x:
+        if op(m2, "Mul") and m2 is not None and other_input(m2, m1.outputs[0]) is x:
             return [one, m1, m2]
         return None
     half = other.producer() if other is not None else None  # (x * 0.5) * h
     if op(half, "Mul") and half is not None and x in half.inputs:
-        if _close(ctx.scalar(_other(half, x)), 0.5):
+        if _close(ctx.scalar(other_input(half, x)), 0.5):
             return [half, one, m1]
     return None
 

@@ -3,6 +3,10 @@
 Every extension is listed once in ``EXTENSIONS``; they are built in one loop
 with the same flags. OpenMP (``-fopenmp``) is used when the compiler accepts
 it, so ``prange`` loops run on several threads; without it they run serially.
+The modules of ``ISA_BUILDS`` are builds of another module's source for
+newer CPUs, with more flags; each is built only where the compiler accepts
+its flags (x86-64 gcc and clang), and chosen at run time only on a CPU that
+runs it (``ortcore_cpu.kernels._isa``).
 The generated ``.c`` files stay out of the wheel (pyproject.toml and
 ``BuildPyWithoutC`` below) and out of the sdist (MANIFEST.in).
 """
@@ -25,29 +29,47 @@ EXTENSIONS: dict[str, str] = {
     "ortcore_cpu._ext.conv": "ortcore_cpu/_ext/conv.pyx",
     "ortcore_cpu._ext.pool": "ortcore_cpu/_ext/pool.pyx",
     "ortcore_cpu._ext.elementwise": "ortcore_cpu/_ext/elementwise.pyx",
+    "ortcore_cpu._ext.activation": "ortcore_cpu/_ext/activation.pyx",
+    "ortcore_cpu._ext.activation_avx2": "ortcore_cpu/_ext/activation_avx2.pyx",
+    "ortcore_cpu._ext.activation_avx512": "ortcore_cpu/_ext/activation_avx512.pyx",
     "ortcore_cpu._ext.rowwise": "ortcore_cpu/_ext/rowwise.pyx",
     "ortcore_cpu._ext.movement": "ortcore_cpu/_ext/movement.pyx",
     "ortcore_cpu._ext.resize": "ortcore_cpu/_ext/resize.pyx",
     "ortcore_cpu._ext.winograd": "ortcore_cpu/_ext/winograd.pyx",
 }
 
+# module of EXTENSIONS -> its extra compiler flags: the activation kernel is
+# 3-5x faster with FMA and wider vectors than on the SSE2 baseline.
+ISA_BUILDS: dict[str, list[str]] = {
+    "ortcore_cpu._ext.activation_avx2": ["-mavx2", "-mfma"],
+    "ortcore_cpu._ext.activation_avx512": [
+        "-mavx512f", "-mavx2", "-mfma", "-mprefer-vector-width=512",
+    ],
+}  # fmt: skip
 
-def _openmp_flags() -> list[str]:
-    """Return ``["-fopenmp"]`` if the C compiler builds and links with it."""
-    if os.environ.get("ORTCORE_CPU_NO_OPENMP") or sys.platform == "win32":
-        return []
+
+def _compiles(flags: list[str], src: str) -> bool:
+    """Whether the C compiler builds and links ``src`` with ``flags``."""
+    if sys.platform == "win32":
+        return False
     cc = os.environ.get("CC", "cc")
-    src = "#include <omp.h>\nint main(void){return omp_get_max_threads() < 0;}\n"
     with tempfile.TemporaryDirectory() as tmp:
         c_file = os.path.join(tmp, "t.c")
         with open(c_file, "w") as f:
             f.write(src)
-        cmd = [cc, "-fopenmp", c_file, "-o", os.path.join(tmp, "t")]
+        cmd = [cc, *flags, c_file, "-o", os.path.join(tmp, "t")]
         try:
-            ok = subprocess.run(cmd, capture_output=True, check=False).returncode == 0
+            return subprocess.run(cmd, capture_output=True, check=False).returncode == 0
         except OSError:
-            ok = False
-    return ["-fopenmp"] if ok else []
+            return False
+
+
+def _openmp_flags() -> list[str]:
+    """Return ``["-fopenmp"]`` if the C compiler builds and links with it."""
+    if os.environ.get("ORTCORE_CPU_NO_OPENMP"):
+        return []
+    src = "#include <omp.h>\nint main(void){return omp_get_max_threads() < 0;}\n"
+    return ["-fopenmp"] if _compiles(["-fopenmp"], src) else []
 
 
 def _extensions() -> list[Extension]:
@@ -55,16 +77,19 @@ def _extensions() -> list[Extension]:
     # -fno-trapping-math lets the compiler vectorize float selects (no result changes).
     compile_args = ["-O3", "-fno-trapping-math", *omp]
     macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+    isa_ok = {name: _compiles(flags, "int main(void){return 0;}\n")
+              for name, flags in ISA_BUILDS.items()}  # fmt: skip
     return [
         Extension(
             name,
             [source],
             include_dirs=[np.get_include()],
             define_macros=macros,
-            extra_compile_args=compile_args,
+            extra_compile_args=[*compile_args, *ISA_BUILDS.get(name, [])],
             extra_link_args=omp,
         )
         for name, source in EXTENSIONS.items()
+        if isa_ok.get(name, True)
     ]
 
 

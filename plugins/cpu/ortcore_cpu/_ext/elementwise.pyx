@@ -11,7 +11,6 @@ typed memoryviews, whose set-up costs more than adding two small tensors.
 
 cimport numpy as cnp
 from cython.parallel cimport prange
-from libc.math cimport copysignf, fabsf
 from libc.math cimport erf as c_erf
 
 cnp.import_array()
@@ -276,57 +275,6 @@ def channel_affine(const float[:, ::1] x, const float[::1] scale, const float[::
 ctypedef fused real:
     float
     double
-
-
-cdef inline float _erf_f32(float x) noexcept nogil:
-    """erf(x) by Abramowitz & Stegun 7.1.28: ``1 - 1 / p(|x|)**16`` with a
-    degree-6 polynomial ``p``, absolute error below 3e-7 (float32's own
-    rounding is 6e-8). Only arithmetic, so loops over it vectorize, where
-    libm's ``erff`` is a call per element (about 20 ns here)."""
-    cdef float a = fabsf(x)
-    cdef float p = 1.0 + a * (0.0705230784 + a * (0.0422820123 + a * (0.0092705272
-                   + a * (0.0001520143 + a * (0.0002765672 + a * 0.0000430638)))))
-    p = p * p
-    p = p * p
-    p = p * p
-    p = p * p
-    return copysignf(1.0 - 1.0 / p, x)
-
-
-def gelu_f32(const float[:, ::1] x, const float[::1] bias, float[:, ::1] out, int nthreads):
-    """``out = gelu(x + bias)`` with the exact (erf) Gelu, row by row: ``bias``
-    is added along the last axis (give a length-0 ``bias`` for none). One
-    pass, no temporaries; erf as in :func:`_erf_f32` (absolute error below
-    3e-7)."""
-    cdef Py_ssize_t rows = x.shape[0], cols = x.shape[1], r, j
-    cdef Py_ssize_t nb = bias.shape[0]
-    if out.shape[0] != rows or out.shape[1] != cols:
-        raise ValueError("gelu_f32: out has the wrong shape")
-    if nb != 0 and nb != cols:
-        raise ValueError("gelu_f32: bias must match the last axis")
-    with nogil:
-        for r in prange(rows, num_threads=nthreads, schedule="static"):
-            if nb:
-                _gelu_bias_row(&x[r, 0], &bias[0], &out[r, 0], cols)
-            else:
-                _gelu_row(&x[r, 0], &out[r, 0], cols)
-
-
-cdef inline float _gelu1(float v) noexcept nogil:
-    return 0.5 * v * (1.0 + _erf_f32(v * 0.7071067811865476))
-
-
-cdef void _gelu_row(const float* src, float* dst, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t j
-    for j in range(n):
-        dst[j] = _gelu1(src[j])
-
-
-cdef void _gelu_bias_row(const float* src, const float* b, float* dst,
-                         Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t j
-    for j in range(n):
-        dst[j] = _gelu1(src[j] + b[j])
 
 
 def erf(const real[::1] x, real[::1] out, int nthreads):

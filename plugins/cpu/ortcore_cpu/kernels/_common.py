@@ -42,6 +42,18 @@ def thread_count(info: NodeInfo) -> int:
     return max(n, 1)
 
 
+def is_tail(small: tuple[int, ...], full: tuple[int, ...]) -> bool:
+    """Whether shape ``small``, less its leading 1s, is the trailing shape of
+    ``full`` (a bias along the last axes: each row of ``full`` adds it whole)."""
+    if len(small) > len(full):
+        return False
+    k = 0
+    while k < len(small) and small[k] == 1:
+        k += 1
+    rest = small[k:]
+    return rest == full[len(full) - len(rest) :]
+
+
 def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
     """Return ``axis`` in ``[0, rank)``, accepting negative values.
 

@@ -1,63 +1,88 @@
 """Activation functions: Celu, ThresholdedRelu, Shrink, Softsign, Swish,
-HardSwish, Mish, PRelu, Hardmax. Each keeps its input's dtype."""
+HardSwish, Mish, PRelu, Hardmax. Each keeps its input's dtype. Float32 runs
+in Cython (:func:`~.unary.activation_f32`) but for PRelu and Hardmax."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 from ep_sdk import Compute, NodeInfo
 
 from ._common import normalize_axis
+from ._paths import NATIVE, NUMPY, float32_path
 from ._versions import by_schema
-from .unary import computes_in_float32, float_unary
+from .unary import Act, computes_in_float32, native_activation
 
 
 @by_schema("Celu")
+@float32_path(NATIVE)
 def celu(info: NodeInfo) -> Compute:
     """Celu: max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
     alpha = float(info.attrs.get("alpha", 1.0))
-    return float_unary(
-        lambda x: np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(x / np.asarray(alpha, x.dtype)))
-    )
+    return native_activation(
+        info, Act.CELU,
+        lambda x: np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(x / np.asarray(alpha, x.dtype))),
+        alpha,
+    )  # fmt: skip
 
 
 @by_schema("ThresholdedRelu")
+@float32_path(NATIVE)
 def thresholded_relu(info: NodeInfo) -> Compute:
     """ThresholdedRelu: x where x > alpha, else 0."""
     alpha = float(info.attrs.get("alpha", 1.0))
-    return float_unary(lambda x: np.where(x > alpha, x, np.zeros((), x.dtype)))
+    return native_activation(
+        info, Act.THRESHOLDED_RELU, lambda x: np.where(x > alpha, x, np.zeros((), x.dtype)), alpha
+    )
 
 
 @by_schema("Shrink")
+@float32_path(NATIVE)
 def shrink(info: NodeInfo) -> Compute:
     """Shrink: x + bias below -lambd, x - bias above lambd, else 0."""
     lambd = float(info.attrs.get("lambd", 0.5))
     bias = float(info.attrs.get("bias", 0.0))
-    return float_unary(lambda x: np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0)))
+    return native_activation(
+        info, Act.SHRINK,
+        lambda x: np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0)), lambd, bias,
+    )  # fmt: skip
 
 
 @by_schema("Softsign")
+@float32_path(NATIVE)
 def softsign(info: NodeInfo) -> Compute:
     """Softsign: x / (1 + |x|)."""
-    return float_unary(lambda x: x / (1 + np.abs(x)))
+    return native_activation(info, Act.SOFTSIGN, lambda x: x / (1 + np.abs(x)))
+
+
+def swish_numpy(alpha: float) -> Callable[[np.ndarray], np.ndarray]:
+    """``x * sigmoid(alpha * x)`` in numpy."""
+    return lambda x: x / (1 + np.exp(-alpha * x))
 
 
 @by_schema("Swish")
+@float32_path(NATIVE)
 def swish(info: NodeInfo) -> Compute:
-    """Swish: x * sigmoid(alpha * x)."""
+    """Swish: x * sigmoid(alpha * x) (SiLU at alpha 1, QuickGelu at 1.702)."""
     alpha = float(info.attrs.get("alpha", 1.0))
-    return float_unary(lambda x: x / (1 + np.exp(-alpha * x)))
+    return native_activation(info, Act.SWISH, swish_numpy(alpha), alpha)
 
 
 @by_schema("HardSwish")
+@float32_path(NATIVE)
 def hard_swish(info: NodeInfo) -> Compute:
     """HardSwish: x * clip(x / 6 + 0.5, 0, 1)."""
-    return float_unary(lambda x: x * np.clip(x / 6 + 0.5, 0, 1))
+    return native_activation(info, Act.HARD_SWISH, lambda x: x * np.clip(x / 6 + 0.5, 0, 1))
 
 
 @by_schema("Mish")
+@float32_path(NATIVE)
 def mish(info: NodeInfo) -> Compute:
     """Mish: x * tanh(softplus(x))."""
-    return float_unary(lambda x: x * np.tanh(np.logaddexp(np.zeros((), x.dtype), x)))
+    return native_activation(
+        info, Act.MISH, lambda x: x * np.tanh(np.logaddexp(np.zeros((), x.dtype), x))
+    )
 
 
 def _slope_for(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
@@ -79,6 +104,7 @@ def _slope_for(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
 
 
 @by_schema("PRelu")
+@float32_path(NUMPY)
 def prelu(info: NodeInfo) -> Compute:
     """PRelu: x where x >= 0, else slope * x (slope broadcasts to x)."""
 
@@ -126,5 +152,6 @@ __all__ = [
     "shrink",
     "softsign",
     "swish",
+    "swish_numpy",
     "thresholded_relu",
 ]

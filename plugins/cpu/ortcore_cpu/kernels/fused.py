@@ -1,10 +1,14 @@
 """Kernels of the fused operators ortcore's optimizer emits (domain
 ``com.ortcore``; their domain and schemas are in ``ep_sdk.fused_ops``).
 
-Each reuses the kernel of the op it fuses: FusedConv and FusedGemm run the
-Conv and Gemm kernels and apply the activation in place on their fresh
-output; the normalizations run the LayerNormalization/RMSNormalization
-kernels; FusedAttention does one ``softmax(Q @ Kt * scale + mask) @ V``.
+Each reuses the kernel of the op it fuses: FusedConv, FusedGemm and
+FusedMatMul run the Conv, Gemm and MatMul products and then add the bias and
+apply the activation in one Cython pass, in place on their fresh output
+(float32; numpy for the other dtypes); the Gelus and FusedSwish run the
+Gelu and Swish kernels; the normalizations run the
+LayerNormalization/RMSNormalization kernels; FusedAttention does one
+``softmax(Q @ Kt * scale + mask) @ V``. Each builder's float32 path is
+marked (``_paths.py``).
 """
 
 from __future__ import annotations
@@ -15,13 +19,18 @@ import numpy as np
 from ep_sdk import Compute, NodeInfo
 from ep_sdk.fused_ops import DOMAIN
 
-from . import conv, gemm, normalization, registry, unary
-from ._common import DT, FLOATS, thread_count
+from .._ext import elementwise as ew
+from . import activations, conv, gemm, normalization, registry, unary
+from ._common import DT, FLOATS, is_tail, thread_count
+from ._paths import NATIVE, NUMPY, float32_path
+from .unary import Act
 
 _T: dict[str | int, frozenset[DT]] = {"T": FLOATS | {DT.BFLOAT16}}
 _T_NO_BF16: dict[str | int, frozenset[DT]] = {"T": FLOATS}
 
 Activation = Callable[[np.ndarray], None]
+Epilogue = Callable[..., np.ndarray]
+"""``epilogue(y, bias=None)``: ``act(y + bias)``, in place on ``y`` where it can."""
 
 
 def _in_place(ufunc_call: Callable[[np.ndarray], object]) -> Activation:
@@ -31,8 +40,56 @@ def _in_place(ufunc_call: Callable[[np.ndarray], object]) -> Activation:
     return apply
 
 
+def _native(name: str, p: Sequence[float]) -> tuple[int, float, float]:
+    """The Cython activation and its (alpha, beta) for ``activation`` ``name``."""
+    if name == "Clip":
+        return Act.CLIP, *((float(p[0]), float(p[1])) if len(p) >= 2 else (-np.inf, np.inf))
+    if name == "LeakyRelu":
+        return Act.LEAKY_RELU, float(p[0]) if p else 0.01, 0.0
+    if name == "HardSigmoid":
+        return Act.HARD_SIGMOID, *((float(p[0]), float(p[1])) if len(p) >= 2 else (0.2, 0.5))
+    ops = {"": Act.IDENTITY, "Relu": Act.RELU, "Sigmoid": Act.SIGMOID, "Tanh": Act.TANH}
+    return ops[name], 0.0, 0.0
+
+
+def _epilogue(info: NodeInfo) -> Epilogue:
+    """``act(y + bias)`` for ``info``'s ``activation``, ``y`` a fresh array the
+    kernel owns: one Cython pass in place on a C-contiguous float32 ``y``
+    whose bias (if any) is along its last axes, else numpy."""
+    name = str(info.attrs.get("activation") or "")
+    params: Sequence[float] = list(info.attrs.get("activation_params") or [])
+    fallback = _activation(info)
+    op, alpha, beta = _native(name, params)
+    threads = thread_count(info)
+
+    def apply(y: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+        if op == Act.IDENTITY and bias is None:
+            return y
+        if (
+            y.dtype == np.float32
+            and y.flags.c_contiguous
+            and (bias is None or is_tail(bias.shape, y.shape))
+        ):
+            return unary.activation_f32(
+                op, y, alpha=alpha, beta=beta, bias=bias, out=y, threads=threads
+            )
+        if bias is not None:
+            if np.broadcast_shapes(y.shape, bias.shape) == y.shape:
+                y += bias.astype(y.dtype, copy=False)
+            else:
+                y = y + bias.astype(y.dtype, copy=False)
+        fallback(y)
+        return y
+
+    return apply
+
+
 def _activation(info: NodeInfo) -> Activation:
-    """The in-place activation named by ``info``'s ``activation`` attribute."""
+    """The in-place numpy activation named by ``info``'s ``activation`` attribute.
+
+    Raises:
+        ValueError: an activation not in ``ep_sdk.fused_ops.ACTIVATIONS``.
+    """
     name = str(info.attrs.get("activation") or "")
     p: Sequence[float] = list(info.attrs.get("activation_params") or [])
     if name == "":
@@ -76,92 +133,97 @@ def _owned(y: np.ndarray, inputs: Sequence[np.ndarray | None]) -> np.ndarray:
     return y
 
 
-def _then_activation(info: NodeInfo, base: Compute) -> Compute:
-    """``base`` (a three-input kernel with one output), then the node's
-    activation applied in place on that output (copied first if it is a
-    view of an input)."""
-    act = _activation(info)
+@registry.kernel("FusedConv", domain=DOMAIN, types=_T_NO_BF16)
+@float32_path(NATIVE)
+def fused_conv(info: NodeInfo) -> Compute:
+    """Conv, then the activation applied in place on its output (copied
+    first if it is a view of an input)."""
+    base = conv.conv(info)
+    act = _epilogue(info)
 
     def compute(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> tuple[np.ndarray]:
         (y,) = base(a, b, c)
-        y = _owned(y, (a, b, c))
-        act(y)
-        return (y,)
+        return (act(_owned(y, (a, b, c))),)
 
     return compute
 
 
-@registry.kernel("FusedConv", domain=DOMAIN, types=_T_NO_BF16)
-def fused_conv(info: NodeInfo) -> Compute:
-    """Conv, then the activation applied in place on its output."""
-    return _then_activation(info, conv.conv(info))
-
-
 @registry.kernel("FusedGemm", domain=DOMAIN, types=_T_NO_BF16)
+@float32_path(NATIVE)
 def fused_gemm(info: NodeInfo) -> Compute:
-    """Gemm, then the activation applied in place on its output."""
-    return _then_activation(info, gemm.gemm(info))
+    """Gemm, then the activation applied in place on its output; for float32
+    with ``beta`` 1, C is added in the activation's pass."""
+    base = gemm.gemm(info)
+    act = _epilogue(info)
+    c_in_epilogue = float(info.attrs.get("beta", 1.0)) == 1.0
+
+    def compute(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> tuple[np.ndarray]:
+        if c is not None and c_in_epilogue and a.dtype == np.float32:
+            (y,) = base(a, b)  # alpha A' B', a fresh array
+            return (act(y, c),)
+        (y,) = base(a, b, c)
+        return (act(_owned(y, (a, b, c))),)
+
+    return compute
 
 
 @registry.kernel("FusedMatMul", domain=DOMAIN, types=_T_NO_BF16)
+@float32_path(NATIVE)
 def fused_matmul(info: NodeInfo) -> Compute:
-    """``activation(A @ B + bias)``; the bias add and activation are in place."""
-    act = _activation(info)
+    """``activation(A @ B + bias)``; the bias add and activation are one pass, in place."""
+    act = _epilogue(info)
 
     def compute(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> tuple[np.ndarray]:
         dtype = a.dtype
         if dtype.itemsize < 4:
             a, b = a.astype(np.float32), b.astype(np.float32)
-        y = np.matmul(a, b)
-        if bias is not None:
-            if np.broadcast_shapes(y.shape, bias.shape) == y.shape:
-                y += bias.astype(y.dtype, copy=False)
-            else:
-                y = y + bias.astype(y.dtype, copy=False)
-        act(y)
+        y = act(np.matmul(a, b), bias)
         return (y.astype(dtype, copy=False),)
 
     return compute
 
 
 @registry.kernel("FusedGelu", domain=DOMAIN, types=_T_NO_BF16)
+@float32_path(NATIVE)
 def gelu(info: NodeInfo) -> Compute:
     """onnx Gelu-20, for models of an older opset."""
     return unary.gelu(info)
 
 
 @registry.kernel("BiasGelu", domain=DOMAIN, types=_T_NO_BF16)
+@float32_path(NATIVE)
 def bias_gelu(info: NodeInfo) -> Compute:
-    """``Gelu(X + bias)``."""
-    gelu_compute = unary.gelu(info)
-    exact = info.attrs.get("approximate", "none") == "none"
-    threads = thread_count(info)
+    """``Gelu(X + bias)``, ``approximate`` as Gelu's."""
+    op = unary.gelu_op(info)
+    fn = unary.gelu_numpy("none" if op == Act.GELU else "tanh")
+    return unary.native_activation_with_bias(info, op, fn)
 
-    def compute(x: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray]:
-        if (
-            exact
-            and x.dtype == np.float32
-            and bias.dtype == np.float32
-            and bias.ndim == 1
-            and x.ndim >= 1
-            and bias.shape[0] == x.shape[-1]
-            and x.size
-        ):
-            return (unary.gelu_f32(x, bias, threads),)  # bias add fused in
-        return (gelu_compute(x + bias)[0],)
 
-    return compute
+@registry.kernel("FusedSwish", domain=DOMAIN, types=_T_NO_BF16)
+@float32_path(NATIVE)
+def fused_swish(info: NodeInfo) -> Compute:
+    """onnx Swish-24 (``x * sigmoid(alpha * x)``), for models of an older opset."""
+    return activations.swish(info)
 
 
 registry.kernel("FusedLayerNorm", domain=DOMAIN, types=_T)(normalization.layer_norm)
 registry.kernel("FusedRMSNorm", domain=DOMAIN, types=_T)(normalization.rms_norm)
 
 
+def _add(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray:
+    """``a + b``: in Cython for C-contiguous float32 operands of one shape,
+    or one along the other's last axes (``elementwise.binary_f32``), else numpy."""
+    s = ew.binary_f32(ew.ADD, a, b, threads)
+    return a + b if s is None else s
+
+
 @registry.kernel("SkipLayerNormalization", domain=DOMAIN, types=_T_NO_BF16)
+@float32_path(NATIVE)
 def skip_layer_norm(info: NodeInfo) -> Compute:
     """``LayerNormalization(X + skip [+ bias])``; output 1, if asked, is the sum."""
     ln_compute = normalization.layer_norm(info)
     n_out = info.num_outputs
+    threads = thread_count(info)
 
     def compute(
         x: np.ndarray,
@@ -170,9 +232,9 @@ def skip_layer_norm(info: NodeInfo) -> Compute:
         beta: np.ndarray | None = None,
         bias: np.ndarray | None = None,
     ) -> tuple[np.ndarray, ...]:
-        s = x + skip
+        s = _add(x, skip, threads)
         if bias is not None:
-            s += bias
+            s = _add(s, bias, threads)
         y = ln_compute(s, gamma, beta)[0]
         return (y, s)[:n_out]
 
@@ -180,6 +242,7 @@ def skip_layer_norm(info: NodeInfo) -> Compute:
 
 
 @registry.kernel("FusedAttention", domain=DOMAIN, types=_T_NO_BF16)
+@float32_path(NUMPY)
 def fused_attention(info: NodeInfo) -> Compute:
     """``softmax(Q @ Kt * scale + mask, axis=-1) @ V`` with numpy matmuls."""
     scale = float(info.attrs.get("scale", 1.0))
@@ -213,6 +276,7 @@ __all__ = [
     "fused_conv",
     "fused_gemm",
     "fused_matmul",
+    "fused_swish",
     "gelu",
     "skip_layer_norm",
 ]

@@ -13,6 +13,7 @@ from .._ext import elementwise as ext
 from .._ext import rowwise
 from . import registry
 from ._common import DT, FLOATS, f32_contiguous, normalize_axis, thread_count, threads_for
+from ._paths import NATIVE, NUMPY, float32_path
 
 _FLOATS_BF16 = FLOATS | {DT.BFLOAT16}
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
@@ -114,6 +115,7 @@ def instance_norm(info: NodeInfo) -> Compute:
 
 
 @registry.kernel("LayerNormalization", since=17, types={"T": _FLOATS_BF16, "U": _FLOATS_BF16})
+@float32_path(NATIVE)
 def layer_norm(info: NodeInfo) -> Compute:
     """Normalize over the dims from ``axis`` on; Mean and InvStdDev outputs
     are optional and computed in float32 (``stash_type=1``) or the input type.
@@ -211,6 +213,7 @@ def group_norm(info: NodeInfo) -> Compute:
 
 
 @registry.kernel("RMSNormalization", since=23, types={"T": _FLOATS_BF16, "V": _FLOATS_BF16})
+@float32_path(NUMPY)
 def rms_norm(info: NodeInfo) -> Compute:
     """Y = X / sqrt(mean(X^2 over the dims from ``axis``) + epsilon) * scale."""
     axis_attr = int(info.attrs.get("axis", -1))

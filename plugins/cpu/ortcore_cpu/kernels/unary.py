@@ -4,7 +4,10 @@ Selu, Softplus, Gelu, Round, Sign, IsInf, IsNaN.
 
 Every schema version from opset 1 is registered (the ``consumed_inputs``
 attribute of opset 1 is ignored). Each keeps its input's dtype; bfloat16 and
-float8 compute in float32. Float32 Relu, Erf and (erf) Gelu run in Cython.
+float8 compute in float32. Float32 Erf and the activations (Relu, LeakyRelu,
+Clip, Sigmoid, HardSigmoid, Tanh, Elu, Selu, Softplus, Gelu in both forms)
+run in Cython, through :func:`activation_f32` (which ``activations.py``,
+``contrib.py`` and the fused ops use too); the other dtypes run numpy.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ import numpy as np
 from ep_sdk import Compute, NodeInfo
 
 from .._ext import elementwise as ext
-from ._common import thread_count, threads_for
+from ._common import is_tail, thread_count, threads_for
+from ._isa import activation_module
+from ._paths import NATIVE, float32_path
 from ._versions import by_schema
 
 _Fn = Callable[[np.ndarray], np.ndarray]
@@ -45,6 +50,85 @@ def float_unary(fn: _Fn) -> Compute:
 _unary = float_unary
 
 
+native = activation_module()
+"""The build of the Cython activation kernel this CPU runs fastest (``_isa.py``)."""
+Act = native.Activation
+"""The activations of the Cython kernel (its ``op`` codes)."""
+
+_HEAVY = frozenset({Act.SIGMOID, Act.TANH, Act.ELU, Act.SELU, Act.CELU, Act.SOFTPLUS,
+                    Act.MISH, Act.SWISH, Act.GELU, Act.GELU_TANH})  # fmt: skip
+"""Activations of exp, log or erf: worth a thread on fewer elements."""
+_NO_BIAS = np.zeros(0, np.float32)
+
+
+def activation_f32(
+    op: int,
+    x: np.ndarray,
+    *,
+    threads: int,
+    alpha: float = 0.0,
+    beta: float = 0.0,
+    bias: np.ndarray | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """``op(x + bias)`` of float32 ``x`` in one Cython pass (see
+    ``_ext/activation.pyx`` for ``op``, ``alpha``, ``beta`` and the accuracy).
+
+    Args:
+        bias: added along the last axis (its length divides ``x.size``).
+        out: a C-contiguous float32 array of ``x``'s size to write (``x``
+            itself for in place); a new one by default.
+        threads: the most threads to split the work over.
+
+    Raises:
+        ValueError: ``out`` is not C-contiguous float32 (the kernel would
+            write a copy), or the bias's length does not divide ``x.size``.
+    """
+    if out is None:
+        out = np.empty(x.shape, np.float32)
+    elif out.dtype != np.float32 or not out.flags.c_contiguous:
+        raise ValueError("activation_f32: out must be a C-contiguous float32 array")
+    b = _NO_BIAS if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
+    flat = np.ascontiguousarray(x, np.float32).reshape(-1)
+    work = x.size * (8 if op in _HEAVY else 1)
+    native.activation_f32(op, flat, b, out.reshape(-1), alpha, beta, threads_for(work, threads))
+    return out
+
+
+def native_activation(info: NodeInfo, op: int, fn: _Fn, alpha: float = 0.0,
+                      beta: float = 0.0) -> Compute:  # fmt: skip
+    """A compute function: ``op`` in Cython for float32 (:func:`activation_f32`),
+    ``fn`` through numpy (:func:`float_unary`) for the other dtypes."""
+    generic = float_unary(fn)
+    threads = thread_count(info)
+
+    def compute(x: np.ndarray) -> tuple[np.ndarray]:
+        if x.dtype == np.float32:
+            return (activation_f32(op, x, alpha=alpha, beta=beta, threads=threads),)
+        return (generic(x)[0],)
+
+    return compute
+
+
+def native_activation_with_bias(info: NodeInfo, op: int, fn: _Fn,
+                                alpha: float = 0.0) -> Compute:  # fmt: skip
+    """A compute function of ``(X, bias=None)``: ``op(X + bias)`` for float32
+    in Cython (one pass with a bias along X's last axes, else on numpy's
+    sum), ``fn`` of numpy's sum for the other dtypes."""
+    generic = float_unary(fn)
+    threads = thread_count(info)
+
+    def compute(x: np.ndarray, bias: np.ndarray | None = None) -> tuple[np.ndarray]:
+        if x.dtype != np.float32 or (bias is not None and bias.dtype != np.float32):
+            return (generic(x if bias is None else x + bias)[0],)
+        if bias is None or is_tail(bias.shape, x.shape):
+            return (activation_f32(op, x, alpha=alpha, bias=bias, threads=threads),)
+        s = x + bias  # another broadcast: a fresh sum, activated in place
+        return (activation_f32(op, s, alpha=alpha, out=s, threads=threads),)
+
+    return compute
+
+
 _MATH: dict[str, _Fn] = {
     "Abs": np.abs,
     "Neg": np.negative,
@@ -54,20 +138,27 @@ _MATH: dict[str, _Fn] = {
     "Reciprocal": np.reciprocal,
     "Floor": np.floor,
     "Ceil": np.ceil,
-    "Tanh": np.tanh,
 }
 
 
-@by_schema("Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Tanh")
+@by_schema("Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil")
 def math_unary(info: NodeInfo) -> Compute:
     """Elementwise math function of one input."""
     return _unary(_MATH[info.op_type])
 
 
+@by_schema("Tanh")
+@float32_path(NATIVE)
+def tanh(info: NodeInfo) -> Compute:
+    """Tanh."""
+    return native_activation(info, Act.TANH, np.tanh)
+
+
 @by_schema("Sigmoid")
+@float32_path(NATIVE)
 def sigmoid(info: NodeInfo) -> Compute:
     """Sigmoid: 1 / (1 + exp(-x))."""
-    return _unary(lambda x: 1 / (1 + np.exp(-x)))
+    return native_activation(info, Act.SIGMOID, lambda x: 1 / (1 + np.exp(-x)))
 
 
 @by_schema("Erf")
@@ -89,6 +180,7 @@ _relu_generic = float_unary(lambda v: np.maximum(v, np.zeros((), v.dtype)))
 
 
 @by_schema("Relu")
+@float32_path(NATIVE)
 def relu(info: NodeInfo) -> Compute:
     """Relu: max(x, 0) (opset 14 adds signed integers)."""
     threads = thread_count(info)
@@ -106,88 +198,112 @@ def relu(info: NodeInfo) -> Compute:
 
 
 @by_schema("LeakyRelu")
+@float32_path(NATIVE)
 def leaky_relu(info: NodeInfo) -> Compute:
     """LeakyRelu: x if x >= 0 else alpha * x."""
     alpha = float(info.attrs.get("alpha", 0.01))
-    return _unary(lambda x: np.where(x >= 0, x, x * np.asarray(alpha, x.dtype)))
+    return native_activation(
+        info, Act.LEAKY_RELU, lambda x: np.where(x >= 0, x, x * np.asarray(alpha, x.dtype)), alpha
+    )
 
 
 @by_schema("HardSigmoid")
+@float32_path(NATIVE)
 def hard_sigmoid(info: NodeInfo) -> Compute:
     """HardSigmoid: clip(alpha * x + beta, 0, 1)."""
     alpha = float(info.attrs.get("alpha", 0.2))
     beta = float(info.attrs.get("beta", 0.5))
-    return _unary(lambda x: np.clip(x * alpha + beta, 0, 1))
+    return native_activation(
+        info, Act.HARD_SIGMOID, lambda x: np.clip(x * alpha + beta, 0, 1), alpha, beta
+    )
 
 
 @by_schema("Elu")
+@float32_path(NATIVE)
 def elu(info: NodeInfo) -> Compute:
     """Elu: x if x >= 0 else alpha * (exp(x) - 1)."""
     alpha = float(info.attrs.get("alpha", 1.0))
-    return _unary(lambda x: np.where(x >= 0, x, alpha * np.expm1(np.minimum(x, 0))))
+    return native_activation(
+        info, Act.ELU, lambda x: np.where(x >= 0, x, alpha * np.expm1(np.minimum(x, 0))), alpha
+    )
 
 
 @by_schema("Selu")
+@float32_path(NATIVE)
 def selu(info: NodeInfo) -> Compute:
     """Selu: gamma * (x if x > 0 else alpha * (exp(x) - 1))."""
     alpha = float(info.attrs.get("alpha", 1.67326319217681884765625))
     gamma = float(info.attrs.get("gamma", 1.05070102214813232421875))
-    return _unary(lambda x: gamma * np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))))
+    return native_activation(
+        info, Act.SELU,
+        lambda x: gamma * np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))), alpha, gamma,
+    )  # fmt: skip
 
 
 @by_schema("Softplus")
+@float32_path(NATIVE)
 def softplus(info: NodeInfo) -> Compute:
     """Softplus: log(1 + exp(x)), computed without overflow."""
-    return _unary(lambda x: np.logaddexp(np.zeros((), x.dtype), x))
+    return native_activation(info, Act.SOFTPLUS, lambda x: np.logaddexp(np.zeros((), x.dtype), x))
+
+
+def gelu_numpy(approximate: str) -> _Fn:
+    """Gelu's formula in numpy, ``approximate`` ``none`` (erf) or ``tanh``.
+
+    Raises:
+        ValueError: another ``approximate``.
+    """
+    if approximate == "tanh":
+        c = math.sqrt(2 / math.pi)
+        return lambda x: 0.5 * x * (1 + np.tanh(c * (x + 0.044715 * x**3)))
+    if approximate != "none":
+        raise ValueError(f"unknown approximate={approximate!r}")
+    inv_sqrt2 = 1 / math.sqrt(2)
+
+    def exact(x: np.ndarray) -> np.ndarray:
+        work = np.float64 if x.dtype == np.float64 else np.float32
+        flat: np.ndarray = np.ascontiguousarray(x * np.asarray(inv_sqrt2, x.dtype), work)
+        flat = flat.reshape(-1)
+        e = np.empty_like(flat)
+        ext.erf(flat, e, 1)
+        return np.asarray(0.5 * x * (1 + e.reshape(x.shape).astype(x.dtype, copy=False)))
+
+    return exact
+
+
+def gelu_op(info: NodeInfo) -> int:
+    """The Cython activation of ``info``'s Gelu (its ``approximate``).
+
+    Raises:
+        ValueError: ``approximate`` is neither ``none`` nor ``tanh``.
+    """
+    approximate = info.attrs.get("approximate", "none")
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"{info.describe()}: unknown approximate={approximate!r}")
+    return Act.GELU if approximate == "none" else Act.GELU_TANH
 
 
 @by_schema("Gelu")
+@float32_path(NATIVE)
 def gelu(info: NodeInfo) -> Compute:
-    """Gelu with ``approximate`` ``none`` (erf) or ``tanh``."""
-    approximate = info.attrs.get("approximate", "none")
-    if approximate == "tanh":
-        c = math.sqrt(2 / math.pi)
-        return _unary(lambda x: 0.5 * x * (1 + np.tanh(c * (x + 0.044715 * x**3))))
-    if approximate != "none":
-        raise ValueError(f"{info.describe()}: unknown approximate={approximate!r}")
-    erf_compute = erf(info)
-    inv_sqrt2 = 1 / math.sqrt(2)
-    threads = thread_count(info)
-
-    def exact(x: np.ndarray) -> np.ndarray:
-        e = erf_compute(x * np.asarray(inv_sqrt2, x.dtype))[0]
-        return np.asarray(0.5 * x * (1 + e))
-
-    generic = _unary(exact)
-
-    def compute(x: np.ndarray) -> tuple[np.ndarray]:
-        if x.dtype == np.float32 and x.size:
-            return (gelu_f32(x, None, threads),)
-        return (generic(x)[0],)
-
-    return compute
-
-
-def gelu_f32(x: np.ndarray, bias: np.ndarray | None, threads: int) -> np.ndarray:
-    """Exact (erf) Gelu of float32 ``x`` (``+ bias`` along the last axis) in
-    one Cython pass; erf's absolute error is below 3e-7 (see
-    ``_ext/elementwise.pyx``)."""
-    cols = x.shape[-1] if x.ndim else 1
-    rows2d = np.ascontiguousarray(x).reshape(-1, cols)
-    out = np.empty(x.shape, np.float32)
-    b = np.zeros(0, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32)
-    ext.gelu_f32(rows2d, b, out.reshape(-1, cols), threads_for(x.size * 8, threads))
-    return out
+    """Gelu with ``approximate`` ``none`` (erf) or ``tanh``; the exact form's
+    erf has an absolute error below 3e-7 (see ``_ext/activation.pyx``)."""
+    op = gelu_op(info)
+    return native_activation(info, op, gelu_numpy("none" if op == Act.GELU else "tanh"))
 
 
 @by_schema("Clip")
+@float32_path(NATIVE)
 def clip(info: NodeInfo) -> Compute:
     """Clip to [min, max]: attributes before opset 11, optional inputs after."""
+    threads = thread_count(info)
     if info.opset < 11:
         lo = float(info.attrs.get("min", -3.4028234663852886e38))
         hi = float(info.attrs.get("max", 3.4028234663852886e38))
 
         def by_attr(x: np.ndarray) -> tuple[np.ndarray]:
+            if x.dtype == np.float32:
+                return (activation_f32(Act.CLIP, x, alpha=lo, beta=hi, threads=threads),)
             return (np.minimum(np.maximum(x, np.asarray(lo, x.dtype)), np.asarray(hi, x.dtype)),)
 
         return by_attr
@@ -195,6 +311,11 @@ def clip(info: NodeInfo) -> Compute:
     def by_input(
         x: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None
     ) -> tuple[np.ndarray]:
+        if x.dtype == np.float32 and all(b is None or b.size == 1 for b in (lo, hi)):
+            a = -np.inf if lo is None else float(lo.reshape(-1)[0])
+            b = np.inf if hi is None else float(hi.reshape(-1)[0])
+            if not (math.isnan(a) or math.isnan(b)):  # numpy's NaN bounds: all NaN
+                return (activation_f32(Act.CLIP, x, alpha=a, beta=b, threads=threads),)
         out = x
         if lo is not None:
             out = np.maximum(out, lo.astype(x.dtype, copy=False))

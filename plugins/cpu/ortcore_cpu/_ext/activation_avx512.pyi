@@ -1,0 +1,4 @@
+"""Type stubs: the AVX-512 build of :mod:`.activation`'s kernel."""
+
+from .activation import Activation as Activation
+from .activation import activation_f32 as activation_f32

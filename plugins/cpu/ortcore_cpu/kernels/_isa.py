@@ -1,0 +1,60 @@
+"""The build of the activation kernel (``_ext/activation.pyx``) this CPU
+runs fastest.
+
+setup.py builds the kernel's source three times: portable (the x86-64
+baseline, SSE2), with AVX2 and FMA, and with AVX-512, the last two where
+the compiler accepts their flags. :func:`activation_module` returns the
+newest build that is installed and that the CPU runs
+(``activation.cpu_level()``); a build the CPU cannot run is never imported,
+since its module code uses those instructions too.
+``ORTCORE_CPU_ISA=baseline`` (or ``avx2``) caps the choice, to compare
+builds or to rule one out.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from types import ModuleType
+
+from .._ext import activation as baseline
+
+__all__ = ["BUILDS", "activation_module", "runnable_builds"]
+
+log = logging.getLogger("ortcore_cpu")
+
+BUILDS: tuple[tuple[str, int], ...] = (
+    ("activation", 0),
+    ("activation_avx2", 1),
+    ("activation_avx512", 2),
+)
+"""Each build of the kernel (a module of ``ortcore_cpu._ext``), with the
+``cpu_level`` it needs; oldest first."""
+
+_LEVELS = {"baseline": 0, "avx2": 1, "avx512": 2}
+
+
+def runnable_builds() -> list[ModuleType]:
+    """The builds installed here that this CPU runs, oldest first."""
+    level = baseline.cpu_level()
+    cap = os.environ.get("ORTCORE_CPU_ISA", "").strip().lower()
+    if cap:
+        if cap not in _LEVELS:
+            log.warning("ORTCORE_CPU_ISA=%r is none of %s; ignored", cap, ", ".join(_LEVELS))
+        else:
+            level = min(level, _LEVELS[cap])
+    found = []
+    for name, need in BUILDS:
+        if need > level:
+            continue
+        try:
+            found.append(importlib.import_module(f"{baseline.__package__}.{name}"))
+        except ImportError:  # not built: another compiler or architecture
+            continue
+    return found
+
+
+def activation_module() -> ModuleType:
+    """The newest build of the kernel that is installed and that this CPU runs."""
+    return runnable_builds()[-1]
