@@ -441,7 +441,11 @@ def structure_digest(
 def _attribute_bytes(attr: Any) -> bytes:
     value = attr.value
     if isinstance(value, ir.TensorProtocol):
-        return f"{value.dtype}:{value.shape}:".encode() + value.tobytes()
+        head = f"{value.dtype}:{value.shape}:".encode()
+        if value.dtype == ir.DataType.STRING:  # string tensors have no tobytes()
+            strings = [bytes(s) for s in value.numpy().reshape(-1)]
+            return head + b"".join(len(s).to_bytes(8, "little") + s for s in strings)
+        return head + value.tobytes()
     if isinstance(value, ir.Graph) or (
         isinstance(value, Sequence) and value and isinstance(value[0], ir.Graph)
     ):

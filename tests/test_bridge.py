@@ -17,7 +17,7 @@ from onnx import helper, numpy_helper
 
 import ortcore
 from ep_sdk import BridgeExecutionProvider, FusedGroup, GraphContext
-from ep_sdk.bridge import export_candidate, forget_answers
+from ep_sdk.bridge import candidate_names, export_candidate, forget_answers, structure_digest
 from ortcore.cache import CompiledCache
 from ortcore.plugins import PluginManager
 
@@ -309,6 +309,38 @@ def test_export_names_every_node_once() -> None:
     assert len(set(names)) == 3 and all(names)
     assert [by_name[n].op_type for n in names] == ["Relu", "Neg", "Abs"]
     onnx.checker.check_model(exported)
+
+
+def test_string_tensor_attributes_are_part_of_the_structure() -> None:
+    """A node with a string tensor attribute (LabelEncoder's keys) is asked
+    about, never failing ``get_capability``; other strings, another question."""
+
+    def encoder(keys: list[bytes]) -> tuple[ir.Graph, list[ir.Node]]:
+        node = helper.make_node(
+            "LabelEncoder",
+            ["x"],
+            ["y"],
+            domain="ai.onnx.ml",
+            keys_tensor=helper.make_tensor("k", onnx.TensorProto.STRING, [2], keys),
+            values_tensor=helper.make_tensor("v", onnx.TensorProto.INT64, [2], [1, 2]),
+        )
+        s = onnx.TensorProto.STRING
+        graph = helper.make_graph(
+            [node],
+            "g",
+            [helper.make_tensor_value_info("x", s, [2])],
+            [helper.make_tensor_value_info("y", onnx.TensorProto.INT64, [2])],
+        )
+        proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("ai.onnx.ml", 4)])
+        ir_graph = ir.from_proto(proto).graph
+        return ir_graph, list(ir_graph)
+
+    digests = []
+    for keys in ([b"a", b"bc"], [b"ab", b"c"]):
+        graph, nodes = encoder(keys)
+        ordered, by_name = candidate_names(graph, nodes)
+        digests.append(structure_digest(graph, ordered, by_name, {"ai.onnx.ml": 4}))
+    assert digests[0] != digests[1]
 
 
 @pytest.fixture

@@ -1,16 +1,20 @@
 """The OpenVINO execution provider: a bridge on :class:`ep_sdk.BridgeExecutionProvider`.
 
-* What it runs: OpenVINO's own answer. A candidate group, exported as ONNX
-  with its constants, is read by OpenVINO's ONNX frontend (partially: an op
-  the frontend cannot convert stays a placeholder) and asked with
-  ``Core.query_model``; the ops of the answer are mapped back to ONNX nodes
-  through the tensor names OpenVINO keeps (an op without one belongs to the
-  node its outputs feed).
+* What it runs: OpenVINO's own answer, less what OpenVINO would compute
+  otherwise than ONNX (:mod:`ortcore_openvino.declines`: float64, uint64 and
+  strings, saturating or 32-bit integer arithmetic, a few ops' attributes).
+  A candidate group, exported as ONNX with its constants, is read by
+  OpenVINO's ONNX frontend (partially: an op the frontend cannot convert
+  stays a placeholder) and asked with ``Core.query_model``; the ops of the
+  answer are mapped back to ONNX nodes through the tensor names OpenVINO
+  keeps (an op without one belongs to the node its outputs feed).
 * Build: ``Core.compile_model`` on the group's model, dynamic dimensions as
-  the ONNX model has them. Cache: OpenVINO's own blob
-  (``CompiledModel.export_model`` / ``Core.import_model``), in ortcore's
-  compiled-artifact cache, keyed also by OpenVINO's version and the device's
-  name and capabilities.
+  the ONNX model has them; values cross as :mod:`ortcore_openvino._engine`
+  says (inputs by position, bfloat16, float8 and 4-bit values by their
+  bits). Cache: OpenVINO's own blob (``CompiledModel.export_model`` /
+  ``Core.import_model``) after a line naming the group input each compiled
+  input reads, in ortcore's compiled-artifact cache, keyed also by
+  OpenVINO's version and the device's name and capabilities.
 * Options: ``device`` (``CPU``), ``precision`` (``f32``, the default, so
   that results match the CPU provider's; ``bf16`` or ``f16`` on request,
   where OpenVINO's CPU plugin uses bf16 when the CPU has no f16 arithmetic),
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
-import threading
+import json
 from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any, ClassVar
@@ -31,14 +35,18 @@ from typing import Any, ClassVar
 import ep_sdk
 import numpy as np
 import onnx
+import onnx_ir as ir
 from ep_sdk.bridge import Answer
 
 from . import __version__
+from ._engine import Engine, read_group
+from .declines import decline_reason
 
 __all__ = ["OpenVINOExecutionProvider"]
 
 PRECISIONS = {"f32": "f32", "bf16": "bf16", "f16": "f16"}
 HINTS = ("LATENCY", "THROUGHPUT")
+_BLOB_MAGIC = b"ortcore-openvino blob 1\n"
 # Ops that say nothing about support: graph inputs and outputs, weights.
 _PASSIVE = {"Parameter", "Result", "Constant"}
 
@@ -103,6 +111,11 @@ class OpenVINOExecutionProvider(ep_sdk.BridgeExecutionProvider):
 
     # -- what OpenVINO runs --------------------------------------------------------
 
+    def supports_node(self, node: ir.Node, graph: ep_sdk.GraphContext) -> Answer:
+        """Decline what OpenVINO runs otherwise than ONNX says
+        (:mod:`ortcore_openvino.declines`); the rest is asked of OpenVINO."""
+        return decline_reason(node, graph) or True
+
     def query_model(self, model: onnx.ModelProto) -> Mapping[str, Answer]:
         """OpenVINO's answer for every node of ``model`` (``Core.query_model``)."""
         from openvino.frontend import FrontEndManager
@@ -165,44 +178,29 @@ class OpenVINOExecutionProvider(ep_sdk.BridgeExecutionProvider):
             config["INFERENCE_NUM_THREADS"] = str(self.threads)
         return config
 
-    def build(self, model: bytes, group: ep_sdk.FusedGroup) -> _Engine:
+    def build(self, model: bytes, group: ep_sdk.FusedGroup) -> Engine:
         """Read the group's ONNX bytes and ``compile_model`` them for the device."""
-        core = _core()
-        compiled = core.compile_model(core.read_model(model, b""), self.ov_device, self._config())
-        return _Engine(compiled, group)
+        ov_model, input_names = read_group(model)
+        compiled = _core().compile_model(ov_model, self.ov_device, self._config())
+        return Engine(compiled, group, input_names)
 
     def run(self, engine: Any, inputs: Sequence[Any]) -> list[np.ndarray]:
         """Run the compiled group on this thread's infer request."""
         return engine.run(inputs)  # type: ignore[no-any-return]
 
     def serialize(self, engine: Any) -> bytes:
-        """OpenVINO's own blob export of the compiled model."""
+        """OpenVINO's own blob export of the compiled model, after a line
+        naming the ONNX input each compiled input reads (the compiled model's
+        own names may be a graph output's, see :mod:`ortcore_openvino._engine`)."""
         blob = engine.compiled.export_model()
-        return blob.getvalue() if isinstance(blob, io.BytesIO) else bytes(blob)
+        header = _BLOB_MAGIC + json.dumps(engine.input_names).encode() + b"\n"
+        return header + (blob.getvalue() if isinstance(blob, io.BytesIO) else bytes(blob))
 
-    def deserialize(self, data: bytes, group: ep_sdk.FusedGroup) -> _Engine:
+    def deserialize(self, data: bytes, group: ep_sdk.FusedGroup) -> Engine:
         """``import_model`` of a blob :meth:`serialize` wrote."""
-        compiled = _core().import_model(io.BytesIO(data), self.ov_device, self._config())
-        return _Engine(compiled, group)
-
-
-class _Engine:
-    """A compiled group, and one infer request per thread that runs it."""
-
-    def __init__(self, compiled: Any, group: ep_sdk.FusedGroup) -> None:
-        self.compiled = compiled
-        self.inputs = [v.name or "" for v in group.inputs]
-        self.outputs = [compiled.output(v.name or "") for v in group.outputs]
-        self.dtypes = [None if v.dtype is None else v.dtype.numpy() for v in group.outputs]
-        self._local = threading.local()
-
-    def run(self, inputs: Sequence[Any]) -> list[np.ndarray]:
-        request = getattr(self._local, "request", None)
-        if request is None:
-            request = self._local.request = self.compiled.create_infer_request()
-        feeds = {n: np.ascontiguousarray(a) for n, a in zip(self.inputs, inputs)}
-        result = request.infer(feeds, share_inputs=True, share_outputs=False)
-        return [
-            np.asarray(result[o]) if t is None else np.asarray(result[o], dtype=t)
-            for o, t in zip(self.outputs, self.dtypes)
-        ]
+        if not data.startswith(_BLOB_MAGIC):
+            raise ValueError(f"{self.name}: not a blob this version wrote")
+        line, _, blob = data[len(_BLOB_MAGIC) :].partition(b"\n")
+        input_names = json.loads(line)
+        compiled = _core().import_model(io.BytesIO(blob), self.ov_device, self._config())
+        return Engine(compiled, group, input_names)
