@@ -164,8 +164,13 @@ def test_eligibility_rules() -> None:
     assert _decide((1, 16, 8, 8), 32, **p)
     assert _decide((4, 64, 4, 4), 64, **p)  # tiles of all images count
     assert _decide((1, 64, 14, 14), 256, **p)  # 4x the channels, enough tiles
-    assert not _decide((1, 64, 7, 7), 256, **p)  # ... too few
-    assert not _decide((1, 32, 56, 56), 128, **p)  # output channels > 2 * C, C < 64
+    assert _decide((1, 64, 7, 7), 256, **p)  # ... or few: a small image
+    assert _decide((1, 32, 27, 27), 128, **p)  # 4x the channels, C < 64, 196 tiles
+    assert _decide((1, 48, 13, 13), 192, **p)
+    assert not _decide((1, 32, 56, 56), 128, **p)  # ... but not 784 tiles
+    assert not _decide((1, 32, 13, 13), 160, **p)  # over 4x the channels, C < 64
+    assert _decide((1, 16, 32, 32), 64, **p)  # 4x the channels: 256 tiles, the most
+    assert not _decide((1, 16, 34, 34), 64, **p)  # ... 289 tiles
     assert not _decide((1, 512, 5, 5), 512, **p)  # 9 tiles
     assert not _decide((1, 8, 56, 56), 64, **p)  # few input channels
     assert not _decide((1, 64, 56, 56), 8, **p)  # few output channels

@@ -98,3 +98,17 @@ def threads_for(work: int, threads: int) -> int:
     waking a thread costs more than it saves, and never more than the run's
     share of the cores (:func:`ortcore_cpu.threads.share`)."""
     return 1 if work < _GRAIN else max(1, min(threads, work // _GRAIN, share()))
+
+
+MEMORY_BOUND = 8
+"""How many elements of a memory-bound loop (pooling, im2col, the depthwise
+convolution, a Conv's bias pass) weigh as one unit of :func:`threads_for`'s
+work. Waking a sleeping OpenMP thread (the passive wait policy, see
+``ortcore_cpu._ext``) costs 15-20 µs on a 2-core VM, and about 50 µs when
+the other core is busy; these loops move an element in about 0.2-1 ns, so a
+second thread only paid off from about half a million elements."""
+
+
+def threads_for_memory_bound(work: int, threads: int) -> int:
+    """:func:`threads_for` for ``work`` elements of a memory-bound loop."""
+    return threads_for(work // MEMORY_BOUND, threads)

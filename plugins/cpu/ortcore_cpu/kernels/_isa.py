@@ -1,5 +1,6 @@
-"""The build of the activation kernel (``_ext/activation.pyx``) this CPU
-runs fastest.
+"""The build of the activation kernel (``_ext/activation.pyx``), and of the
+convolution and pooling loops (``conv.pyx``, ``pool.pyx``), this CPU runs
+fastest.
 
 setup.py builds the kernel's source three times: portable (the x86-64
 baseline, SSE2), with AVX2 and FMA, and with AVX-512, the last two where
@@ -20,7 +21,7 @@ from types import ModuleType
 
 from .._ext import activation as baseline
 
-__all__ = ["BUILDS", "activation_module", "runnable_builds"]
+__all__ = ["BUILDS", "FAMILIES", "activation_module", "best_build", "runnable_builds"]
 
 log = logging.getLogger("ortcore_cpu")
 
@@ -35,8 +36,21 @@ BUILDS: tuple[tuple[str, int], ...] = (
 _LEVELS = {"baseline": 0, "avx2": 1, "avx512": 2}
 
 
-def runnable_builds() -> list[ModuleType]:
-    """The builds installed here that this CPU runs, oldest first."""
+FAMILIES = ("activation", "conv", "pool")
+"""The kernel modules of ``ortcore_cpu._ext`` built for each CPU level (as
+``BUILDS`` names the activation kernel's builds: ``conv``, ``conv_avx2``,
+``conv_avx512``...)."""
+
+
+def runnable_builds(family: str = "activation") -> list[ModuleType]:
+    """The builds of ``family`` (one of :data:`FAMILIES`) installed here that
+    this CPU runs, oldest first.
+
+    Raises:
+        ValueError: ``family`` is not one of :data:`FAMILIES`.
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"no per-CPU builds of {family!r}; there are {', '.join(FAMILIES)}")
     level = baseline.cpu_level()
     cap = os.environ.get("ORTCORE_CPU_ISA", "").strip().lower()
     if cap:
@@ -48,6 +62,7 @@ def runnable_builds() -> list[ModuleType]:
     for name, need in BUILDS:
         if need > level:
             continue
+        name = family + name[len("activation") :]
         try:
             found.append(importlib.import_module(f"{baseline.__package__}.{name}"))
         except ImportError:  # not built: another compiler or architecture
@@ -58,3 +73,9 @@ def runnable_builds() -> list[ModuleType]:
 def activation_module() -> ModuleType:
     """The newest build of the kernel that is installed and that this CPU runs."""
     return runnable_builds()[-1]
+
+
+def best_build(family: str) -> ModuleType:
+    """The newest build of ``family`` (one of :data:`FAMILIES`) that is
+    installed and that this CPU runs."""
+    return runnable_builds(family)[-1]

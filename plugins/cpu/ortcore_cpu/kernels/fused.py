@@ -126,6 +126,19 @@ def _activation(info: NodeInfo) -> Activation:
     raise ValueError(f"{info.describe()}: unknown activation {name!r}")
 
 
+def _clamp(info: NodeInfo) -> tuple[float, float] | None:
+    """``(lo, hi)`` when ``info``'s activation is a clamp (none, Relu, Clip)."""
+    name = str(info.attrs.get("activation") or "")
+    p: Sequence[float] = list(info.attrs.get("activation_params") or [])
+    if name == "":
+        return (-np.inf, np.inf)
+    if name == "Relu":
+        return (0.0, np.inf)
+    if name == "Clip":
+        return (float(p[0]), float(p[1])) if len(p) >= 2 else (-np.inf, np.inf)
+    return None
+
+
 def _owned(y: np.ndarray, inputs: Sequence[np.ndarray | None]) -> np.ndarray:
     """``y``, copied if it is (a view of) one of the kernel's inputs."""
     if any(x is not None and np.shares_memory(y, x) for x in inputs):
@@ -137,7 +150,11 @@ def _owned(y: np.ndarray, inputs: Sequence[np.ndarray | None]) -> np.ndarray:
 @float32_path(NATIVE)
 def fused_conv(info: NodeInfo) -> Compute:
     """Conv, then the activation applied in place on its output (copied
-    first if it is a view of an input)."""
+    first if it is a view of an input). Relu and Clip are a clamp done in
+    the pass that adds the Conv's bias (the Conv's output is always fresh)."""
+    clamp = _clamp(info)
+    if clamp is not None:
+        return conv.build_conv(info, clamp=clamp)
     base = conv.conv(info)
     act = _epilogue(info)
 

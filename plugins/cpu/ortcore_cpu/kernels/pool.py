@@ -13,10 +13,20 @@ import math
 import numpy as np
 from ep_sdk import Compute, NodeInfo, check_tensor_size
 
-from .._ext import pool as ext
 from . import registry
-from ._common import DT, FLOATS, f32_contiguous, thread_count, threads_for
+from ._common import (
+    DT,
+    FLOATS,
+    f32_contiguous,
+    thread_count,
+    threads_for,
+    threads_for_memory_bound,
+)
+from ._isa import best_build
 from ._window import Window, check_window_attrs, kernel_offsets, strided_slice, window
+
+ext = best_build("pool")
+"""The build of the Cython pooling kernels this CPU runs fastest (``_isa.py``)."""
 
 _EXACT_IN_F32 = (np.float32, np.float16, np.int8, np.uint8)
 _NO_INDICES = np.empty((1, 1, 1, 1), np.int64)
@@ -79,7 +89,7 @@ def max_pool(info: NodeInfo) -> Compute:
             k3, s3, pb3, _, d3, o3 = win.padded3()
             out = np.empty((x.shape[0] * x.shape[1], *o3), np.float32)
             idx = np.empty(out.shape, np.int64) if want_indices else _NO_INDICES
-            nt = threads_for(out.size * math.prod(k3), threads)
+            nt = threads_for_memory_bound(out.size * math.prod(k3), threads)
             if out.size and want_indices:
                 ext.max_pool_indices(_planes(x), out, idx, column_major, *k3, *s3, *pb3, *d3, nt)
             elif out.size:
@@ -133,11 +143,17 @@ def average_pool(info: NodeInfo) -> Compute:
 
     def compute(x: np.ndarray) -> tuple[np.ndarray]:
         win = _window_of(info, tuple(x.shape[2:]))
+        if _covers_input(win, x.shape[2:]) and x.dtype != np.float64 and x.size:
+            # one window over each whole plane: a global average, one pass per plane
+            planes = f32_contiguous(x).reshape(x.shape[0] * x.shape[1], -1)
+            mean = np.empty(planes.shape[0], np.float32)
+            ext.global_pool(planes, mean, False, threads_for_memory_bound(x.size, threads))
+            return (mean.reshape(*x.shape[:2], *win.out).astype(x.dtype, copy=False),)
         if 1 <= len(win.out) <= 3 and x.dtype != np.float64:
             k3, s3, pb3, pe3, d3, o3 = win.padded3()
             out = np.empty((x.shape[0] * x.shape[1], *o3), np.float32)
             if out.size:
-                nt = threads_for(out.size * math.prod(k3), threads)
+                nt = threads_for_memory_bound(out.size * math.prod(k3), threads)
                 ext.avg_pool(_planes(x), out, *k3, *s3, *pb3, *pe3, *d3, include_pad, nt)
             return (out.reshape(*x.shape[:2], *win.out).astype(x.dtype, copy=False),)
         views = _numpy_windows(x.astype(np.float64), win, 0.0)
@@ -145,6 +161,18 @@ def average_pool(info: NodeInfo) -> Compute:
         return ((views.sum(axis=2) / np.maximum(count, 1)).astype(x.dtype),)
 
     return compute
+
+
+def _covers_input(win: Window, spatial: tuple[int, ...]) -> bool:
+    """Whether the window is one unpadded, undilated window over all of ``spatial``."""
+    return (
+        len(spatial) >= 1
+        and tuple(win.kernel) == tuple(spatial)
+        and all(o == 1 for o in win.out)
+        and not any(win.pads_begin)
+        and not any(win.pads_end)
+        and all(d == 1 for d in win.dilations)
+    )
 
 
 def _counts(spatial: tuple[int, ...], win: Window, include_pad: bool) -> np.ndarray:

@@ -1,0 +1,389 @@
+# The convolution helpers, included by conv.pyx (the portable build) and by
+# conv_avx2.pyx / conv_avx512.pyx (the same source built for newer
+# CPUs, see setup.py). Documented in conv.pyx.
+
+from cython.parallel cimport prange
+from libc.math cimport INFINITY
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memset
+
+include "_index.pxi"
+
+
+def im2col(const float[:, :, :, ::1] x, float[:, ::1] col,
+           Py_ssize_t kd, Py_ssize_t kh, Py_ssize_t kw,
+           Py_ssize_t sd, Py_ssize_t sh, Py_ssize_t sw,
+           Py_ssize_t pd, Py_ssize_t ph, Py_ssize_t pw,
+           Py_ssize_t dd, Py_ssize_t dh, Py_ssize_t dw,
+           Py_ssize_t od, Py_ssize_t oh, Py_ssize_t ow, int nthreads):
+    """Unfold ``x`` (C, D, H, W) into ``col`` (C*kd*kh*kw, od*oh*ow); pads read as 0."""
+    cdef Py_ssize_t C = x.shape[0], D = x.shape[1], H = x.shape[2], W = x.shape[3]
+    cdef Py_ssize_t rows = C * kd * kh * kw, ksize = kd * kh * kw
+    cdef Py_ssize_t r, c, k, kz, ky, kx, z, y, iz, iy, x_off, lo, hi, i
+    cdef float* dst
+    cdef const float* src
+    _check_window("im2col", kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw)
+    # in Python integers: the products of the arguments can overflow
+    if col.shape[0] != C * <object>kd * kh * kw or col.shape[1] != <object>od * oh * ow:
+        raise ValueError("im2col: col has the wrong shape")
+    _check_reach("im2col", (D, H, W), (od, oh, ow), (kd, kh, kw), (sd, sh, sw), (pd, ph, pw),
+                 (0, 0, 0), (dd, dh, dw))
+    with nogil:
+        for r in prange(rows, num_threads=nthreads, schedule="static"):
+            c = r // ksize
+            k = r - c * ksize
+            kz = k // (kh * kw)
+            ky = (k // kw) % kh
+            kx = k % kw
+            x_off = kx * dw - pw
+            lo = _first_valid(x_off, sw)
+            hi = _end_valid(x_off, sw, W, ow)
+            if lo > ow:
+                lo = ow
+            if hi < lo:
+                hi = lo
+            for z in range(od):
+                iz = z * sd - pd + kz * dd
+                for y in range(oh):
+                    dst = &col[r, (z * oh + y) * ow]
+                    iy = y * sh - ph + ky * dh
+                    if iz < 0 or iz >= D or iy < 0 or iy >= H:
+                        memset(dst, 0, ow * sizeof(float))
+                        continue
+                    if lo > 0:
+                        memset(dst, 0, lo * sizeof(float))
+                    if hi < ow:
+                        memset(dst + hi, 0, (ow - hi) * sizeof(float))
+                    src = &x[c, iz, iy, 0]
+                    if sw == 1:
+                        if hi > lo:
+                            memcpy(dst + lo, src + lo + x_off, (hi - lo) * sizeof(float))
+                    else:
+                        for i in range(lo, hi):
+                            dst[i] = src[i * sw + x_off]
+
+
+def col2im(const float[:, ::1] col, float[:, :, :, ::1] x,
+           Py_ssize_t kd, Py_ssize_t kh, Py_ssize_t kw,
+           Py_ssize_t sd, Py_ssize_t sh, Py_ssize_t sw,
+           Py_ssize_t pd, Py_ssize_t ph, Py_ssize_t pw,
+           Py_ssize_t dd, Py_ssize_t dh, Py_ssize_t dw,
+           Py_ssize_t od, Py_ssize_t oh, Py_ssize_t ow, int nthreads):
+    """Fold ``col`` (C*kd*kh*kw, od*oh*ow) back, adding into ``x`` (C, D, H, W).
+
+    The adjoint of :func:`im2col`, used by ConvTranspose; ``x`` must start zeroed.
+    """
+    cdef Py_ssize_t C = x.shape[0], D = x.shape[1], H = x.shape[2], W = x.shape[3]
+    cdef Py_ssize_t ksize = kd * kh * kw
+    cdef Py_ssize_t r, c, k, kz, ky, kx, z, y, iz, iy, x_off, lo, hi, i
+    cdef const float* src
+    cdef float* dst
+    _check_window("col2im", kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw)
+    # in Python integers: the products of the arguments can overflow
+    if col.shape[0] != C * <object>kd * kh * kw or col.shape[1] != <object>od * oh * ow:
+        raise ValueError("col2im: col has the wrong shape")
+    _check_reach("col2im", (D, H, W), (od, oh, ow), (kd, kh, kw), (sd, sh, sw), (pd, ph, pw),
+                 (0, 0, 0), (dd, dh, dw))
+    with nogil:
+        for c in prange(C, num_threads=nthreads, schedule="static"):
+            for k in range(ksize):
+                r = c * ksize + k
+                kz = k // (kh * kw)
+                ky = (k // kw) % kh
+                kx = k % kw
+                x_off = kx * dw - pw
+                lo = _first_valid(x_off, sw)
+                hi = _end_valid(x_off, sw, W, ow)
+                for z in range(od):
+                    iz = z * sd - pd + kz * dd
+                    if iz < 0 or iz >= D:
+                        continue
+                    for y in range(oh):
+                        iy = y * sh - ph + ky * dh
+                        if iy < 0 or iy >= H:
+                            continue
+                        src = &col[r, (z * oh + y) * ow]
+                        dst = &x[c, iz, iy, 0]
+                        for i in range(lo, hi):
+                            dst[i * sw + x_off] += src[i]
+
+
+def depthwise2d(const float[:, :, ::1] x, const float[:, :, ::1] w, float[:, :, ::1] out,
+                Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t ph, Py_ssize_t pw,
+                Py_ssize_t dh, Py_ssize_t dw, int nthreads):
+    """Depthwise 2-D convolution of one image: channel c of ``x`` (C, H, W) with
+    filter ``w[c]`` (C, kh, kw) into ``out`` (C, oh, ow), which must start
+    zeroed (or hold the bias).
+
+    The valid output range of each filter column is the same for every
+    channel and row, so it is computed once (no division in the loops)."""
+    cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
+    cdef Py_ssize_t kh = w.shape[1], kw = w.shape[2]
+    cdef Py_ssize_t oh = out.shape[1], ow = out.shape[2]
+    cdef Py_ssize_t c, y, ky, kx, iy, x_off, lo, hi, i
+    cdef float wv
+    cdef float* dst
+    cdef const float* src
+    cdef Py_ssize_t* bounds
+    if w.shape[0] != C or out.shape[0] != C:
+        raise ValueError("depthwise2d: channel counts differ")
+    _check_window("depthwise2d", 1, kh, kw, 1, sh, sw, 0, ph, pw, 1, dh, dw)
+    _check_reach("depthwise2d", (H, W), (oh, ow), (kh, kw), (sh, sw), (ph, pw), (0, 0), (dh, dw))
+    if C == 0 or oh == 0 or ow == 0:
+        return
+    if sh == 1 and sw == 1 and _plane_fits(oh, ow, kh, kw, dh, dw):
+        _depthwise2d_s1(x, w, out, ph, pw, dh, dw, nthreads)
+        return
+    if sw > 1 and _phases_fit(oh, ow, kh, kw, sh, sw, dh, dw):
+        _depthwise2d_phases(x, w, out, sh, sw, ph, pw, dh, dw, nthreads)
+        return
+    bounds = <Py_ssize_t*>malloc(3 * kw * sizeof(Py_ssize_t))
+    if bounds == NULL:
+        raise MemoryError()
+    for kx in range(kw):
+        x_off = kx * dw - pw
+        lo = _first_valid(x_off, sw)
+        hi = _end_valid(x_off, sw, W, ow)
+        if lo > ow:
+            lo = ow
+        if hi < lo:
+            hi = lo
+        bounds[3 * kx] = lo
+        bounds[3 * kx + 1] = hi
+        bounds[3 * kx + 2] = x_off
+    try:
+        with nogil:
+            for c in prange(C, num_threads=nthreads, schedule="static"):
+                for y in range(oh):
+                    dst = &out[c, y, 0]
+                    for ky in range(kh):
+                        iy = y * sh - ph + ky * dh
+                        if iy < 0 or iy >= H:
+                            continue
+                        src = &x[c, iy, 0]
+                        for kx in range(kw):
+                            wv = w[c, ky, kx]
+                            lo = bounds[3 * kx]
+                            hi = bounds[3 * kx + 1]
+                            x_off = bounds[3 * kx + 2]
+                            if sw == 1:
+                                for i in range(lo, hi):
+                                    dst[i] = dst[i] + wv * src[i + x_off]
+                            else:
+                                for i in range(lo, hi):
+                                    dst[i] = dst[i] + wv * src[i * sw + x_off]
+    finally:
+        free(bounds)
+
+
+cdef inline void _taps3x3(float* tmp, const float* pad, const float* k,
+                          Py_ssize_t row, Py_ssize_t col, Py_ssize_t n) noexcept nogil:
+    """``tmp[j] = sum of k[3a+b] * pad[j + a*row + b*col]`` for j < n (a 3x3 stencil)."""
+    cdef Py_ssize_t j
+    cdef float k0 = k[0], k1 = k[1], k2 = k[2], k3 = k[3], k4 = k[4]
+    cdef float k5 = k[5], k6 = k[6], k7 = k[7], k8 = k[8]
+    cdef const float* a = pad
+    cdef const float* b = pad + row
+    cdef const float* d = pad + 2 * row
+    for j in range(n):
+        tmp[j] = (k0 * a[j] + k1 * a[j + col] + k2 * a[j + 2 * col]
+                  + k3 * b[j] + k4 * b[j + col] + k5 * b[j + 2 * col]
+                  + k6 * d[j] + k7 * d[j + col] + k8 * d[j + 2 * col])
+
+
+cdef void _depthwise2d_s1(const float[:, :, ::1] x, const float[:, :, ::1] w,
+                          float[:, :, ::1] out, Py_ssize_t ph, Py_ssize_t pw,
+                          Py_ssize_t dh, Py_ssize_t dw, int nthreads) except *:
+    """Stride-1 depthwise convolution on a zero-padded copy of each channel.
+
+    With the plane padded to width ``Wp``, every filter tap is one
+    ``tmp[j] += w * pad[j + offset]`` over ``(oh - 1) * Wp + ow`` contiguous
+    elements (columns past ``ow`` are computed and dropped), so the inner
+    loop is long and vectorizes, instead of one short loop per output row.
+    """
+    cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
+    cdef Py_ssize_t kh = w.shape[1], kw = w.shape[2]
+    cdef Py_ssize_t oh = out.shape[1], ow = out.shape[2]
+    # rows/columns of the padded plane that any output reads
+    cdef Py_ssize_t Hp = oh + (kh - 1) * dh, Wp = ow + (kw - 1) * dw
+    cdef Py_ssize_t L = (oh - 1) * Wp + ow
+    cdef Py_ssize_t c, y, ky, kx, j, off
+    cdef float wv
+    cdef float* pad
+    cdef float* tmp
+    cdef float* dst
+    cdef const float* src
+    cdef bint failed = False
+    with nogil:
+        for c in prange(C, num_threads=nthreads, schedule="static"):
+            pad = <float*>malloc((Hp * Wp + oh * Wp) * sizeof(float))
+            if pad == NULL:
+                failed = True
+                continue
+            tmp = pad + Hp * Wp
+            _padded_plane(pad, &x[c, 0, 0], H, W, Hp, Wp, ph, pw, 0.0)
+            if kh == 3 and kw == 3:
+                # all nine taps in one pass: each tmp element written once
+                _taps3x3(tmp, pad, &w[c, 0, 0], dh * Wp, dw, L)
+            else:
+                memset(tmp, 0, oh * Wp * sizeof(float))
+                for ky in range(kh):
+                    for kx in range(kw):
+                        wv = w[c, ky, kx]
+                        off = ky * dh * Wp + kx * dw
+                        src = pad + off
+                        for j in range(L):
+                            tmp[j] = tmp[j] + wv * src[j]
+            for y in range(oh):
+                dst = &out[c, y, 0]
+                for j in range(ow):
+                    dst[j] = dst[j] + tmp[y * Wp + j]
+            free(pad)
+    if failed:
+        raise MemoryError()
+
+
+def bias_clamp(float[:, ::1] y, const float[::1] b, float lo, float hi, int nthreads):
+    """Add ``b[r % M]`` (M = ``len(b)``, one value per output channel) to row r
+    of ``y`` (N*M, spatial) and clamp it to [lo, hi], in place: a Conv's bias
+    and its fused Relu or Clip in one pass. NaN stays NaN; ``b`` may be empty
+    (no bias). Rows split over ``nthreads``."""
+    cdef Py_ssize_t R = y.shape[0], L = y.shape[1], M = b.shape[0]
+    cdef Py_ssize_t r, j
+    cdef float bv, v
+    cdef float* row
+    cdef bint clamp = lo > -INFINITY or hi < INFINITY
+    if M and R % M:
+        raise ValueError(f"bias_clamp: {R} rows are not a multiple of {M} channels")
+    if R == 0 or L == 0:
+        return
+    with nogil:
+        for r in prange(R, num_threads=nthreads, schedule="static"):
+            bv = b[r % M] if M else 0.0
+            row = &y[r, 0]
+            if clamp:
+                for j in range(L):
+                    v = row[j] + bv
+                    v = lo if v < lo else v
+                    row[j] = hi if v > hi else v
+            else:
+                for j in range(L):
+                    row[j] = row[j] + bv
+
+
+cdef bint _phases_fit(Py_ssize_t oh, Py_ssize_t ow, Py_ssize_t kh, Py_ssize_t kw,
+                      Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t dh, Py_ssize_t dw):
+    """Whether :func:`_depthwise2d_phases`'s buffer, about Hp * (Wp + sw)
+    floats, is at most ``_MAX_PLANE`` (in Python integers: it can overflow)."""
+    rows = (<object>oh - 1) * sh + (<object>kh - 1) * dh + 1
+    cols = (<object>ow - 1) * sw + (<object>kw - 1) * dw + 1 + sw
+    return rows * cols <= _MAX_PLANE
+
+
+cdef void _depthwise2d_phases(const float[:, :, ::1] x, const float[:, :, ::1] w,
+                              float[:, :, ::1] out, Py_ssize_t sh, Py_ssize_t sw,
+                              Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t dh, Py_ssize_t dw,
+                              int nthreads) except *:
+    """Depthwise convolution with a column stride ``sw`` > 1 on a zero-padded
+    copy of each channel split into ``sw`` column phases (phase k holds the
+    padded columns k, k + sw, ...). An output row then reads each filter tap
+    as ``ow`` contiguous values of one phase row, so the inner loops
+    vectorize, instead of one strided loop per tap and row."""
+    cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
+    cdef Py_ssize_t kh = w.shape[1], kw = w.shape[2]
+    cdef Py_ssize_t oh = out.shape[1], ow = out.shape[2]
+    cdef Py_ssize_t Hp = (oh - 1) * sh + (kh - 1) * dh + 1
+    cdef Py_ssize_t Wp = (ow - 1) * sw + (kw - 1) * dw + 1
+    cdef Py_ssize_t Wq = (Wp + sw - 1) // sw  # columns of a phase
+    cdef Py_ssize_t c, r, q, k, iy, col, qlo, qhi, y, ky, kx, j, t
+    cdef float wv, w0, w1, w2, w3, w4, w5, w6, w7, w8
+    cdef float* buf
+    cdef float* dst
+    cdef float* phase
+    cdef const float* src
+    cdef const float* row
+    cdef const float* p0
+    cdef const float* p1
+    cdef const float* p2
+    cdef const float* p3
+    cdef const float* p4
+    cdef const float* p5
+    cdef const float* p6
+    cdef const float* p7
+    cdef const float* p8
+    cdef const float* wc
+    cdef Py_ssize_t* tap = <Py_ssize_t*>malloc(kh * kw * sizeof(Py_ssize_t))
+    cdef bint failed = False
+    if tap == NULL:
+        raise MemoryError()
+    # offset of each tap (ky, kx) in the phase buffer, less the output row's
+    for ky in range(kh):
+        for kx in range(kw):
+            t = kx * dw
+            tap[ky * kw + kx] = ((t % sw) * Hp + ky * dh) * Wq + t // sw
+    try:
+        with nogil:
+            for c in prange(C, num_threads=nthreads, schedule="static"):
+                buf = <float*>malloc(sw * Hp * Wq * sizeof(float))
+                if buf == NULL:
+                    failed = True
+                    continue
+                for r in range(Hp):
+                    iy = r - ph
+                    for k in range(sw):
+                        phase = buf + (k * Hp + r) * Wq
+                        if iy < 0 or iy >= H:
+                            for q in range(Wq):
+                                phase[q] = 0.0
+                            continue
+                        # the phase's columns inside the data: [qlo, qhi)
+                        col = k - pw
+                        qlo = _first_valid(col, sw)
+                        if qlo > Wq:
+                            qlo = Wq
+                        qhi = _end_valid(col, sw, W, Wq)
+                        if qhi < qlo:
+                            qhi = qlo
+                        for q in range(qlo):
+                            phase[q] = 0.0
+                        for q in range(qhi, Wq):
+                            phase[q] = 0.0
+                        row = &x[c, iy, 0] + col
+                        if sw == 2:
+                            for q in range(qlo, qhi):
+                                phase[q] = row[2 * q]
+                        else:
+                            for q in range(qlo, qhi):
+                                phase[q] = row[q * sw]
+                wc = &w[c, 0, 0]
+                for y in range(oh):
+                    dst = &out[c, y, 0]
+                    src = buf + y * sh * Wq
+                    if kh == 3 and kw == 3:
+                        w0, w1, w2 = wc[0], wc[1], wc[2]
+                        w3, w4, w5 = wc[3], wc[4], wc[5]
+                        w6, w7, w8 = wc[6], wc[7], wc[8]
+                        p0 = src + tap[0]
+                        p1 = src + tap[1]
+                        p2 = src + tap[2]
+                        p3 = src + tap[3]
+                        p4 = src + tap[4]
+                        p5 = src + tap[5]
+                        p6 = src + tap[6]
+                        p7 = src + tap[7]
+                        p8 = src + tap[8]
+                        for j in range(ow):
+                            dst[j] = dst[j] + (w0 * p0[j] + w1 * p1[j] + w2 * p2[j]
+                                               + w3 * p3[j] + w4 * p4[j] + w5 * p5[j]
+                                               + w6 * p6[j] + w7 * p7[j] + w8 * p8[j])
+                    else:
+                        for t in range(kh * kw):
+                            wv = wc[t]
+                            p0 = src + tap[t]
+                            for j in range(ow):
+                                dst[j] = dst[j] + wv * p0[j]
+                free(buf)
+    finally:
+        free(tap)
+    if failed:
+        raise MemoryError()

@@ -1,0 +1,548 @@
+# The pooling kernels, included by pool.pyx (the portable build) and by
+# pool_avx2.pyx / pool_avx512.pyx (the same source built for newer
+# CPUs, see setup.py). Documented in pool.pyx.
+
+from cython.parallel cimport prange
+from libc.math cimport INFINITY
+from libc.stdint cimport int64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
+
+include "_index.pxi"
+
+
+cdef inline Py_ssize_t _hi(Py_ssize_t off, Py_ssize_t d, Py_ssize_t k, Py_ssize_t size,
+                          Py_ssize_t lo) noexcept nogil:
+    """One past the last kernel tap of a window starting at ``off`` inside [0, size)."""
+    cdef Py_ssize_t hi = _end_valid(off, d, size, k)
+    return hi if hi > lo else lo
+
+
+cdef Py_ssize_t* _row_taps(Py_ssize_t k, Py_ssize_t s, Py_ssize_t p, Py_ssize_t d,
+                           Py_ssize_t size, Py_ssize_t count) except NULL:
+    """For each kernel column kx, the output range [lo, hi) whose input
+    index i * s - p + kx * d lies in [0, size); stored as pairs (malloc'd)."""
+    cdef Py_ssize_t* taps = <Py_ssize_t*>malloc((2 * k + 2) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t kx, off
+    if taps == NULL:
+        raise MemoryError()
+    for kx in range(k):
+        off = kx * d - p
+        taps[2 * kx] = _first_valid(off, s)
+        if taps[2 * kx] > count:
+            taps[2 * kx] = count
+        taps[2 * kx + 1] = _end_valid(off, s, size, count)
+        if taps[2 * kx + 1] < taps[2 * kx]:
+            taps[2 * kx + 1] = taps[2 * kx]
+    return taps
+
+
+def max_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
+             Py_ssize_t kd, Py_ssize_t kh, Py_ssize_t kw,
+             Py_ssize_t sd, Py_ssize_t sh, Py_ssize_t sw,
+             Py_ssize_t pd, Py_ssize_t ph, Py_ssize_t pw,
+             Py_ssize_t dd, Py_ssize_t dh, Py_ssize_t dw, int nthreads):
+    """Max over each window; pads never win (an all-pad window gives -inf).
+
+    Works a whole output row at a time so the innermost loop runs along
+    the row and vectorizes."""
+    cdef Py_ssize_t P = x.shape[0], D = x.shape[1], H = x.shape[2], W = x.shape[3]
+    cdef Py_ssize_t od = out.shape[1], oh = out.shape[2], ow = out.shape[3]
+    cdef Py_ssize_t p, z, y, i, kz, ky, kx, z0, zlo, zhi, y0, ylo, yhi, off, lo, hi
+    cdef float v
+    cdef float* dst
+    cdef const float* src
+    cdef Py_ssize_t* taps
+    _check_window("max_pool", kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw)
+    if out.shape[0] != P:
+        raise ValueError("max_pool: x and out have different plane counts")
+    _check_reach("max_pool", (D, H, W), (od, oh, ow), (kd, kh, kw), (sd, sh, sw), (pd, ph, pw),
+                 (0, 0, 0), (dd, dh, dw))
+    if _plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow) and _plane_fits(oh, ow, kh, kw, dh, dw):
+        _pool2d_s1(x, out, kh, kw, ph, pw, dh, dw, True, NULL, NULL, nthreads)
+        return
+    if _row_path(D, od, kd, sd, pd, P, oh, ow, W, kw, sw, pw, dw):
+        _pool2d_rows(x, out, kh, kw, sh, sw, ph, pw, dh, dw, True, NULL, NULL, nthreads)
+        return
+    taps = _row_taps(kw, sw, pw, dw, W, ow)
+    try:
+      with nogil:
+        for p in prange(P, num_threads=nthreads, schedule="static"):
+            for z in range(od):
+                z0 = z * sd - pd
+                zlo = _first_valid(z0, dd)
+                zhi = _hi(z0, dd, kd, D, zlo)
+                for y in range(oh):
+                    y0 = y * sh - ph
+                    ylo = _first_valid(y0, dh)
+                    yhi = _hi(y0, dh, kh, H, ylo)
+                    dst = &out[p, z, y, 0]
+                    for i in range(ow):
+                        dst[i] = -INFINITY
+                    for kz in range(zlo, zhi):
+                        for ky in range(ylo, yhi):
+                            src = &x[p, z0 + kz * dd, y0 + ky * dh, 0]
+                            for kx in range(kw):
+                                off = kx * dw - pw
+                                lo = taps[2 * kx]
+                                hi = taps[2 * kx + 1]
+                                if sw == 1:
+                                    for i in range(lo, hi):
+                                        v = src[i + off]
+                                        dst[i] = v if v > dst[i] else dst[i]
+                                else:
+                                    for i in range(lo, hi):
+                                        v = src[i * sw + off]
+                                        dst[i] = v if v > dst[i] else dst[i]
+    finally:
+        free(taps)
+
+
+def max_pool_indices(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
+                     int64_t[:, :, :, ::1] indices, bint column_major,
+                     Py_ssize_t kd, Py_ssize_t kh, Py_ssize_t kw,
+                     Py_ssize_t sd, Py_ssize_t sh, Py_ssize_t sw,
+                     Py_ssize_t pd, Py_ssize_t ph, Py_ssize_t pw,
+                     Py_ssize_t dd, Py_ssize_t dh, Py_ssize_t dw, int nthreads):
+    """:func:`max_pool` that also stores in ``indices`` the flat index of each
+    max over (N*C, D, H, W), row-major or (``column_major``) with the spatial
+    dims in column-major order; the first of equal maxima wins."""
+    cdef Py_ssize_t P = x.shape[0], D = x.shape[1], H = x.shape[2], W = x.shape[3]
+    cdef Py_ssize_t od = out.shape[1], oh = out.shape[2], ow = out.shape[3]
+    cdef Py_ssize_t p, z, y, i, kz, ky, kx, iz, iy, ix, best_at
+    cdef Py_ssize_t z0, zlo, zhi, y0, ylo, yhi, x0, xlo, xhi
+    cdef float best, v
+    _check_window("max_pool_indices", kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw)
+    if out.shape[0] != P:
+        raise ValueError("max_pool_indices: x and out have different plane counts")
+    if indices.shape[0] != P or indices.shape[1] != od or indices.shape[2] != oh or indices.shape[3] != ow:
+        raise ValueError("max_pool_indices: indices and out have different shapes")
+    _check_reach("max_pool_indices", (D, H, W), (od, oh, ow), (kd, kh, kw), (sd, sh, sw),
+                 (pd, ph, pw), (0, 0, 0), (dd, dh, dw))
+    with nogil:
+        for p in prange(P, num_threads=nthreads, schedule="static"):
+            for z in range(od):
+                z0 = z * sd - pd
+                zlo = _first_valid(z0, dd)
+                zhi = _hi(z0, dd, kd, D, zlo)
+                for y in range(oh):
+                    y0 = y * sh - ph
+                    ylo = _first_valid(y0, dh)
+                    yhi = _hi(y0, dh, kh, H, ylo)
+                    for i in range(ow):
+                        x0 = i * sw - pw
+                        xlo = _first_valid(x0, dw)
+                        xhi = _hi(x0, dw, kw, W, xlo)
+                        best = -INFINITY
+                        best_at = -1
+                        for kz in range(zlo, zhi):
+                            iz = z0 + kz * dd
+                            for ky in range(ylo, yhi):
+                                iy = y0 + ky * dh
+                                for kx in range(xlo, xhi):
+                                    ix = x0 + kx * dw
+                                    v = x[p, iz, iy, ix]
+                                    if v > best or best_at < 0:
+                                        best = v
+                                        if column_major:
+                                            best_at = (ix * H + iy) * D + iz
+                                        else:
+                                            best_at = (iz * H + iy) * W + ix
+                        out[p, z, y, i] = best
+                        indices[p, z, y, i] = p * D * H * W + (best_at if best_at >= 0 else 0)
+
+
+def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
+             Py_ssize_t kd, Py_ssize_t kh, Py_ssize_t kw,
+             Py_ssize_t sd, Py_ssize_t sh, Py_ssize_t sw,
+             Py_ssize_t pd, Py_ssize_t ph, Py_ssize_t pw,
+             Py_ssize_t ed, Py_ssize_t eh, Py_ssize_t ew,
+             Py_ssize_t dd, Py_ssize_t dh, Py_ssize_t dw,
+             bint count_include_pad, int nthreads):
+    """Mean over each window. ``pd..pw`` are the leading pads and ``ed..ew`` the
+    trailing ones: with ``count_include_pad`` the divisor counts window
+    positions inside the padded extent, otherwise only those inside the data.
+    Works a whole output row at a time, like :func:`max_pool`."""
+    cdef Py_ssize_t P = x.shape[0], D = x.shape[1], H = x.shape[2], W = x.shape[3]
+    cdef Py_ssize_t od = out.shape[1], oh = out.shape[2], ow = out.shape[3]
+    cdef Py_ssize_t p, z, y, i, kz, ky, kx, z0, zlo, zhi, y0, ylo, yhi, off, lo, hi
+    cdef Py_ssize_t nz, ny, nx, x0, xlo
+    cdef float* dst
+    cdef const float* src
+    cdef float inv
+    cdef float* inv_y
+    cdef Py_ssize_t* taps
+    cdef float* inv_x
+    cdef bint use_rows
+    _check_window("avg_pool", kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw)
+    if out.shape[0] != P:
+        raise ValueError("avg_pool: x and out have different plane counts")
+    if ed < 0 or eh < 0 or ew < 0:
+        raise ValueError(f"avg_pool: end pads must be >= 0, got {(ed, eh, ew)}")
+    _check_reach("avg_pool", (D, H, W), (od, oh, ow), (kd, kh, kw), (sd, sh, sw), (pd, ph, pw),
+                 (ed, eh, ew), (dd, dh, dw))
+    taps = _row_taps(kw, sw, pw, dw, W, ow)
+    inv_x = <float*>malloc((ow + 1) * sizeof(float))
+    if taps == NULL or inv_x == NULL:
+        free(taps)
+        free(inv_x)
+        raise MemoryError()
+    for i in range(ow):
+        x0 = i * sw - pw
+        xlo = _first_valid(x0, dw)
+        if count_include_pad:
+            nx = _end_valid(x0, dw, W + ew, kw)
+        else:
+            nx = _hi(x0, dw, kw, W, xlo) - xlo
+        inv_x[i] = 1.0 / nx if nx > 0 else 0.0
+    use_rows = (not _plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow)
+                and _row_path(D, od, kd, sd, pd, P, oh, ow, W, kw, sw, pw, dw))
+    if use_rows or (_plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow)
+                    and _plane_fits(oh, ow, kh, kw, dh, dw)):
+        inv_y = <float*>malloc((oh + 1) * sizeof(float))
+        if inv_y == NULL:
+            free(taps)
+            free(inv_x)
+            raise MemoryError()
+        for y in range(oh):
+            y0 = y * sh - ph
+            ylo = _first_valid(y0, dh)
+            ny = _end_valid(y0, dh, H + eh, kh) if count_include_pad else _hi(y0, dh, kh, H, ylo) - ylo
+            inv_y[y] = 1.0 / ny if ny > 0 else 0.0
+        try:
+            if use_rows:
+                _pool2d_rows(x, out, kh, kw, sh, sw, ph, pw, dh, dw, False, inv_y, inv_x,
+                             nthreads)
+            else:
+                _pool2d_s1(x, out, kh, kw, ph, pw, dh, dw, False, inv_y, inv_x, nthreads)
+        finally:
+            free(taps)
+            free(inv_x)
+            free(inv_y)
+        return
+    try:
+      with nogil:
+        for p in prange(P, num_threads=nthreads, schedule="static"):
+            for z in range(od):
+                z0 = z * sd - pd
+                zlo = _first_valid(z0, dd)
+                zhi = _hi(z0, dd, kd, D, zlo)
+                nz = _end_valid(z0, dd, D + ed, kd) if count_include_pad else zhi - zlo
+                for y in range(oh):
+                    y0 = y * sh - ph
+                    ylo = _first_valid(y0, dh)
+                    yhi = _hi(y0, dh, kh, H, ylo)
+                    ny = _end_valid(y0, dh, H + eh, kh) if count_include_pad else yhi - ylo
+                    dst = &out[p, z, y, 0]
+                    for i in range(ow):
+                        dst[i] = 0.0
+                    for kz in range(zlo, zhi):
+                        for ky in range(ylo, yhi):
+                            src = &x[p, z0 + kz * dd, y0 + ky * dh, 0]
+                            for kx in range(kw):
+                                off = kx * dw - pw
+                                lo = taps[2 * kx]
+                                hi = taps[2 * kx + 1]
+                                if sw == 1:
+                                    for i in range(lo, hi):
+                                        dst[i] = dst[i] + src[i + off]
+                                else:
+                                    for i in range(lo, hi):
+                                        dst[i] = dst[i] + src[i * sw + off]
+                    inv = 1.0 / (<double>nz * ny) if nz > 0 and ny > 0 else 0.0
+                    for i in range(ow):
+                        dst[i] = dst[i] * (inv_x[i] * inv)
+    finally:
+        free(taps)
+        free(inv_x)
+
+
+cdef inline bint _plane_path(Py_ssize_t D, Py_ssize_t od, Py_ssize_t kd, Py_ssize_t sd,
+                             Py_ssize_t pd, Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t P,
+                             Py_ssize_t oh, Py_ssize_t ow) noexcept:
+    """Whether a pooling is 2-D with stride 1 (and not empty): the padded-plane path."""
+    return (D == 1 and od == 1 and kd == 1 and sd == 1 and pd == 0 and sh == 1 and sw == 1
+            and P > 0 and oh > 0 and ow > 0)
+
+
+cdef inline float _mx(float a, float b) noexcept nogil:
+    return b if b > a else a
+
+
+cdef inline void _max3x3(float* tmp, const float* pad, Py_ssize_t row, Py_ssize_t col,
+                         Py_ssize_t n) noexcept nogil:
+    """``tmp[j]`` = max of the 3x3 stencil at ``pad + j`` (a NaN never wins)."""
+    cdef Py_ssize_t j
+    cdef const float* a = pad
+    cdef const float* b = pad + row
+    cdef const float* c = pad + 2 * row
+    cdef float m
+    for j in range(n):
+        m = _mx(_mx(_mx(_mx(-INFINITY, a[j]), a[j + col]), a[j + 2 * col]), b[j])
+        m = _mx(_mx(_mx(m, b[j + col]), b[j + 2 * col]), c[j])
+        tmp[j] = _mx(_mx(m, c[j + col]), c[j + 2 * col])
+
+
+cdef inline void _sum3x3(float* tmp, const float* pad, Py_ssize_t row, Py_ssize_t col,
+                         Py_ssize_t n) noexcept nogil:
+    """``tmp[j]`` = sum of the 3x3 stencil at ``pad + j``."""
+    cdef Py_ssize_t j
+    cdef const float* a = pad
+    cdef const float* b = pad + row
+    cdef const float* c = pad + 2 * row
+    for j in range(n):
+        tmp[j] = (a[j] + a[j + col] + a[j + 2 * col] + b[j] + b[j + col] + b[j + 2 * col]
+                  + c[j] + c[j + col] + c[j + 2 * col])
+
+
+cdef void _pool2d_s1(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
+                     Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t ph, Py_ssize_t pw,
+                     Py_ssize_t dh, Py_ssize_t dw, bint take_max,
+                     const float* inv_y, const float* inv_x, int nthreads) except *:
+    """Stride-1 2-D max (``take_max``) or average pooling on a padded copy of
+    each plane, as the depthwise convolution does: each tap is one long
+    loop over ``(oh - 1) * Wp + ow`` elements. Pads are -inf for max (they
+    never win) and 0 for average, whose sums are then scaled by
+    ``inv_y[y] * inv_x[i]``."""
+    cdef Py_ssize_t P = x.shape[0], H = x.shape[2], W = x.shape[3]
+    cdef Py_ssize_t oh = out.shape[2], ow = out.shape[3]
+    cdef Py_ssize_t Hp = oh + (kh - 1) * dh, Wp = ow + (kw - 1) * dw
+    cdef Py_ssize_t L = (oh - 1) * Wp + ow
+    cdef Py_ssize_t p, y, ky, kx, j
+    cdef float fill = -INFINITY if take_max else 0.0
+    cdef float v, sy
+    cdef float* pad
+    cdef float* tmp
+    cdef float* dst
+    cdef const float* src
+    cdef bint failed = False
+    with nogil:
+        for p in prange(P, num_threads=nthreads, schedule="static"):
+            pad = <float*>malloc((Hp * Wp + oh * Wp) * sizeof(float))
+            if pad == NULL:
+                failed = True
+                continue
+            tmp = pad + Hp * Wp
+            _padded_plane(pad, &x[p, 0, 0, 0], H, W, Hp, Wp, ph, pw, fill)
+            if kh == 3 and kw == 3:
+                # the nine taps in one pass
+                if take_max:
+                    _max3x3(tmp, pad, dh * Wp, dw, L)
+                else:
+                    _sum3x3(tmp, pad, dh * Wp, dw, L)
+            else:
+                for j in range(L):
+                    tmp[j] = fill
+            for ky in range(kh if not (kh == 3 and kw == 3) else 0):
+                for kx in range(kw):
+                    src = pad + ky * dh * Wp + kx * dw
+                    if take_max:
+                        for j in range(L):
+                            v = src[j]
+                            tmp[j] = v if v > tmp[j] else tmp[j]
+                    else:
+                        for j in range(L):
+                            tmp[j] = tmp[j] + src[j]
+            for y in range(oh):
+                dst = &out[p, 0, y, 0]
+                if take_max:
+                    memcpy(dst, tmp + y * Wp, ow * sizeof(float))
+                else:
+                    sy = inv_y[y]
+                    for j in range(ow):
+                        dst[j] = tmp[y * Wp + j] * (inv_x[j] * sy)
+            free(pad)
+    if failed:
+        raise MemoryError()
+
+
+cdef bint _row_path(Py_ssize_t D, Py_ssize_t od, Py_ssize_t kd, Py_ssize_t sd,
+                    Py_ssize_t pd, Py_ssize_t P, Py_ssize_t oh, Py_ssize_t ow, Py_ssize_t W,
+                    Py_ssize_t kw, Py_ssize_t sw, Py_ssize_t pw, Py_ssize_t dw):
+    """Whether a pooling is 2-D (and not empty) with a padded row of at most
+    ``_MAX_PLANE`` floats (in Python integers: it can overflow): the row path."""
+    if not (D == 1 and od == 1 and kd == 1 and sd == 1 and pd == 0
+            and P > 0 and oh > 0 and ow > 0):
+        return False
+    return _row_width(W, ow, kw, sw, pw, dw) <= _MAX_PLANE
+
+
+cdef object _row_width(Py_ssize_t W, Py_ssize_t ow, Py_ssize_t kw, Py_ssize_t sw,
+                       Py_ssize_t pw, Py_ssize_t dw):
+    """Floats of the row path's padded row: the data after ``pw`` pads, and
+    every column an output reads."""
+    return max(<object>pw + W, (<object>ow - 1) * sw + (<object>kw - 1) * dw + 1)
+
+
+cdef inline void _hreduce(float* dst, const float* row, Py_ssize_t ow, Py_ssize_t kw,
+                          Py_ssize_t sw, Py_ssize_t dw, bint take_max) noexcept nogil:
+    """``dst[i]`` = max (or sum) of ``row[i * sw + kx * dw]`` over kx < kw.
+    The common 3-wide windows with stride 2 or 1 get loops with constant
+    offsets, which the compiler vectorizes."""
+    cdef Py_ssize_t i, kx
+    cdef const float* r
+    if kw == 3 and dw == 1 and sw == 2:
+        if take_max:
+            for i in range(ow):
+                dst[i] = _mx(_mx(row[2 * i], row[2 * i + 1]), row[2 * i + 2])
+        else:
+            for i in range(ow):
+                dst[i] = row[2 * i] + row[2 * i + 1] + row[2 * i + 2]
+        return
+    if kw == 3 and dw == 1 and sw == 1:
+        if take_max:
+            for i in range(ow):
+                dst[i] = _mx(_mx(row[i], row[i + 1]), row[i + 2])
+        else:
+            for i in range(ow):
+                dst[i] = row[i] + row[i + 1] + row[i + 2]
+        return
+    for i in range(ow):
+        dst[i] = row[i * sw]
+    for kx in range(1, kw):
+        r = row + kx * dw
+        if take_max:
+            for i in range(ow):
+                dst[i] = _mx(dst[i], r[i * sw])
+        else:
+            for i in range(ow):
+                dst[i] = dst[i] + r[i * sw]
+
+
+cdef inline void _vreduce(float* data, const float* plane, Py_ssize_t W, Py_ssize_t y0,
+                          Py_ssize_t ylo, Py_ssize_t yhi, Py_ssize_t dh,
+                          bint take_max) noexcept nogil:
+    """``data[j]`` = max (NaN never wins; -inf for no rows) or sum of column j
+    of the plane's rows ``y0 + ky * dh`` for ky in [ylo, yhi); up to three
+    rows in each pass, so each ``data`` element is stored once per pass."""
+    cdef Py_ssize_t j, ky = ylo, n
+    cdef const float* a
+    cdef const float* b
+    cdef const float* c
+    cdef bint first = True
+    if yhi <= ylo:
+        for j in range(W):
+            data[j] = -INFINITY if take_max else 0.0
+        return
+    while ky < yhi:
+        n = yhi - ky
+        a = plane + (y0 + ky * dh) * W
+        b = a
+        c = a
+        if n >= 2:
+            b = a + dh * W
+        if n >= 3:
+            c = b + dh * W
+        if n >= 3:
+            if take_max and first:
+                for j in range(W):
+                    data[j] = _mx(_mx(_mx(-INFINITY, a[j]), b[j]), c[j])
+            elif take_max:
+                for j in range(W):
+                    data[j] = _mx(_mx(_mx(data[j], a[j]), b[j]), c[j])
+            elif first:
+                for j in range(W):
+                    data[j] = a[j] + b[j] + c[j]
+            else:
+                for j in range(W):
+                    data[j] = data[j] + a[j] + b[j] + c[j]
+            ky += 3
+        elif n == 2:
+            if take_max and first:
+                for j in range(W):
+                    data[j] = _mx(_mx(-INFINITY, a[j]), b[j])
+            elif take_max:
+                for j in range(W):
+                    data[j] = _mx(_mx(data[j], a[j]), b[j])
+            elif first:
+                for j in range(W):
+                    data[j] = a[j] + b[j]
+            else:
+                for j in range(W):
+                    data[j] = data[j] + a[j] + b[j]
+            ky += 2
+        else:
+            if take_max and first:
+                for j in range(W):
+                    data[j] = _mx(-INFINITY, a[j])
+            elif take_max:
+                for j in range(W):
+                    data[j] = _mx(data[j], a[j])
+            elif first:
+                for j in range(W):
+                    data[j] = a[j]
+            else:
+                for j in range(W):
+                    data[j] = data[j] + a[j]
+            ky += 1
+        first = False
+
+
+cdef void _pool2d_rows(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
+                       Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t sh, Py_ssize_t sw,
+                       Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t dh, Py_ssize_t dw,
+                       bint take_max, const float* inv_y, const float* inv_x,
+                       int nthreads) except *:
+    """2-D max (``take_max``) or average pooling, any strides, one output row
+    at a time in two passes: the window's input rows are combined column by
+    column into a padded row (contiguous loops, which vectorize), then each
+    output takes its ``kw`` taps from that row. Pads are -inf for max (they,
+    and NaN, never win) and 0 for average, whose sums are then scaled by
+    ``inv_y[y] * inv_x[i]``. Per output this reads ``kh * W / ow + kw``
+    values where the general loop reads ``kh * kw``, in short strided rows."""
+    cdef Py_ssize_t P = x.shape[0], H = x.shape[2], W = x.shape[3]
+    cdef Py_ssize_t oh = out.shape[2], ow = out.shape[3]
+    cdef Py_ssize_t Wr = _row_width(W, ow, kw, sw, pw, dw)
+    cdef Py_ssize_t p, y, y0, ylo, yhi, j
+    cdef float fill = -INFINITY if take_max else 0.0
+    cdef float sy
+    cdef float* row
+    cdef float* data
+    cdef float* dst
+    cdef bint failed = False
+    with nogil:
+        for p in prange(P, num_threads=nthreads, schedule="static"):
+            row = <float*>malloc(Wr * sizeof(float))
+            if row == NULL:
+                failed = True
+                continue
+            for j in range(Wr):
+                row[j] = fill
+            data = row + pw
+            for y in range(oh):
+                y0 = y * sh - ph
+                ylo = _first_valid(y0, dh)
+                yhi = _hi(y0, dh, kh, H, ylo)
+                _vreduce(data, &x[p, 0, 0, 0], W, y0, ylo, yhi, dh, take_max)
+                dst = &out[p, 0, y, 0]
+                _hreduce(dst, row, ow, kw, sw, dw, take_max)
+                if not take_max:
+                    sy = inv_y[y]
+                    for j in range(ow):
+                        dst[j] = dst[j] * (inv_x[j] * sy)
+            free(row)
+    if failed:
+        raise MemoryError()
+
+
+def global_pool(const float[:, ::1] x, float[::1] out, bint take_max, int nthreads):
+    """Mean (or max) of each row of ``x`` (N*C, spatial) into ``out`` (N*C)."""
+    cdef Py_ssize_t P = x.shape[0], L = x.shape[1]
+    cdef Py_ssize_t p, j
+    cdef double acc
+    cdef float best
+    if out.shape[0] != P:
+        raise ValueError("global_pool: x and out have different plane counts")
+    with nogil:
+        for p in prange(P, num_threads=nthreads, schedule="static"):
+            if take_max:
+                best = -INFINITY
+                for j in range(L):
+                    if x[p, j] > best or x[p, j] != x[p, j]:
+                        best = x[p, j]
+                out[p] = best
+            else:
+                acc = 0.0
+                for j in range(L):
+                    acc = acc + x[p, j]
+                out[p] = <float>(acc / L)  # 0/0 gives NaN for an empty plane
