@@ -112,7 +112,10 @@ def cmd_providers(ns: argparse.Namespace) -> int:
     """List installed providers (with ``--kernels``, their kernels)."""
     entries = default_manager().entries()
     if ns.kernels is not None:
-        return _print_kernels(entries, ns.kernels, ns.json)
+        return _print_kernels(entries, ns.kernels, ns.json, ns.markdown)
+    if ns.markdown:
+        print("ortcore providers: --markdown goes with --kernels NAME", file=sys.stderr)
+        return 2
     if ns.json:
         print(
             json.dumps(
@@ -143,10 +146,21 @@ def cmd_providers(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _print_kernels(entries: Sequence[Any], name: str, as_json: bool) -> int:
+KERNELS_PAGE_COMMAND = "ortcore providers --kernels cpu --markdown > docs/cpu-kernels.md"
+"""The command that writes the docs' CPU kernel index (docs/cpu-kernels.md)."""
+
+
+def _print_kernels(
+    entries: Sequence[Any], name: str, as_json: bool, as_markdown: bool = False
+) -> int:
     """``ortcore providers --kernels [NAME]``: every kernel of each provider
-    (or of the one named, by name or alias), with the function that builds it."""
-    from .kernel_index import provider_kernels
+    (or of the one named, by name or alias), with the function that builds it;
+    with ``--markdown``, the named provider's op -> module index as a page."""
+    from .kernel_index import markdown_page, provider_kernels
+
+    if as_markdown and not name:
+        print("ortcore providers: --markdown needs a provider: --kernels NAME", file=sys.stderr)
+        return 2
 
     if name:
         wanted = name.lower()
@@ -158,6 +172,14 @@ def _print_kernels(entries: Sequence[Any], name: str, as_json: bool) -> int:
             print(f"ortcore providers: no provider {name!r}; installed: {known}", file=sys.stderr)
             return 2
     listed = [provider_kernels(e) for e in entries]
+    if as_markdown:
+        (page,) = listed[:1]
+        if page.note:
+            print(f"ortcore providers: {page.provider}: {page.note}", file=sys.stderr)
+            return 1
+        generator = KERNELS_PAGE_COMMAND.replace(" cpu ", f" {name} ").rsplit(" > ", 1)[0]
+        print(markdown_page(page, generator=generator), end="")
+        return 0
     if as_json:
         print(json.dumps([p.to_dict() for p in listed], indent=2))
         return 0
@@ -416,6 +438,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="list every kernel of each provider (or of provider NAME): op, domain, "
         "opsets, types and the Python function that builds it",
+    )
+    p.add_argument(
+        "--markdown",
+        action="store_true",
+        help="with --kernels NAME: the provider's op -> module index as a Markdown page "
+        "(how docs/cpu-kernels.md is made)",
     )
     p.set_defaults(func=cmd_providers)
 

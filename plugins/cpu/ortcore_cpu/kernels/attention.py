@@ -17,6 +17,7 @@ from ep_sdk.dtypes import to_numpy
 
 from . import registry
 from ._common import DT, FLOATS, INDEX
+from ._versions import per_schema_version
 
 _FLOATS = FLOATS | {DT.BFLOAT16}
 
@@ -170,9 +171,7 @@ class _AttentionSpec:
 _ATT_TYPES: dict[str | int, frozenset[DT]] = {"T1": _FLOATS, "T2": _FLOATS}
 
 
-@registry.kernel("Attention", since=23, until=23, types=_ATT_TYPES)
-@registry.kernel("Attention", since=24, until=24, types=_ATT_TYPES)
-@registry.kernel("Attention", since=25, types=_ATT_TYPES)
+@per_schema_version("Attention", types=_ATT_TYPES)
 def attention(info: NodeInfo) -> Compute:
     """Scaled dot-product attention with GQA, masks, KV cache, softcap,
     causal / sliding-window masking and padded KV lengths (24+)."""

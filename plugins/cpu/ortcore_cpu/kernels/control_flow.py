@@ -16,6 +16,7 @@ from ep_sdk import Compute, NodeInfo, RunContext, SubgraphRunner, to_numpy
 
 from . import registry
 from ._common import normalize_axis
+from ._versions import per_schema_version
 
 
 class _Outer:
@@ -34,23 +35,7 @@ def _outer_for(body: SubgraphRunner, by_name: dict[str, Any]) -> list[Any]:
     return [by_name[n] for n in body.outer_names]
 
 
-_CONTROL_VERSIONS = (1, 11, 13, 16, 19, 21, 23, 24, 25)
-
-
-def _register_versions(op: str, versions: Sequence[int]) -> Any:
-    """Register one context kernel for every schema version of ``op``."""
-
-    def decorate(builder: Any) -> Any:
-        bounds = [*versions[1:], None]
-        for since, nxt in zip(versions, bounds, strict=True):
-            until = None if nxt is None else nxt - 1
-            registry.kernel(op, since=since, until=until, context=True)(builder)
-        return builder
-
-    return decorate
-
-
-@_register_versions("If", _CONTROL_VERSIONS)
+@per_schema_version("If", context=True)
 def if_(info: NodeInfo) -> Compute:
     """Run ``then_branch`` or ``else_branch`` on the boolean condition."""
     then_b: SubgraphRunner = info.attrs["then_branch"]
@@ -74,7 +59,7 @@ def _zeros_output(info: NodeInfo, index: int, fixed: dict[int, int]) -> np.ndarr
     return np.zeros(dims, dtype=np.float32 if t is None else to_numpy(t))
 
 
-@_register_versions("Loop", _CONTROL_VERSIONS)
+@per_schema_version("Loop", context=True)
 def loop(info: NodeInfo) -> Compute:
     """Run ``body`` while the iteration count is below ``M`` (if given) and
     the condition holds (if given). Body inputs are (iteration, cond,
@@ -175,7 +160,7 @@ def scan8(info: NodeInfo) -> Compute:
     return compute
 
 
-@_register_versions("Scan", (9, 11, 16, 19, 21, 23, 24, 25))
+@per_schema_version("Scan", since=9, context=True)
 def scan(info: NodeInfo) -> Compute:
     """Scan (opset 9+): inputs are (states..., scan inputs...); each scan
     input iterates over its ``scan_input_axes`` entry in its direction, each

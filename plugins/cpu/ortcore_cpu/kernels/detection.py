@@ -12,8 +12,8 @@ import math
 import numpy as np
 from ep_sdk import Compute, NodeInfo, check_terminate
 
-from . import registry
 from ._common import DT, FLOATS, scalar
+from ._versions import per_schema_version
 
 
 def _corners(boxes: np.ndarray, center: bool) -> np.ndarray:
@@ -66,10 +66,7 @@ def _nms_class(
     return chosen
 
 
-@registry.kernel(
-    "NonMaxSuppression", since=10, until=10, input_memory={2: "host", 3: "host", 4: "host"}
-)
-@registry.kernel("NonMaxSuppression", since=11, input_memory={2: "host", 3: "host", 4: "host"})
+@per_schema_version("NonMaxSuppression", input_memory={2: "host", 3: "host", 4: "host"})
 def non_max_suppression(info: NodeInfo) -> Compute:
     """Greedy per-class NMS; returns int64 rows (batch, class, box)."""
     center = bool(info.attrs.get("center_point_box", 0))
@@ -112,9 +109,7 @@ def _bilinear_taps(
     return low, high, 1 - frac, frac, valid
 
 
-@registry.kernel("RoiAlign", since=10, until=15, types={"T1": FLOATS, "T2": {DT.INT64}})
-@registry.kernel("RoiAlign", since=16, until=21, types={"T1": FLOATS, "T2": {DT.INT64}})
-@registry.kernel("RoiAlign", since=22, types={"T1": FLOATS, "T2": {DT.INT64}})
+@per_schema_version("RoiAlign", types={"T1": FLOATS, "T2": {DT.INT64}})
 def roi_align(info: NodeInfo) -> Compute:
     """RoiAlign, ``avg`` or ``max`` of bilinear samples on a regular grid per bin.
 
@@ -174,8 +169,7 @@ def _round_half_away(v: float) -> int:
     return int(math.copysign(math.floor(abs(v) + 0.5), v))
 
 
-@registry.kernel("MaxRoiPool", since=1, until=21, types={"T": FLOATS})
-@registry.kernel("MaxRoiPool", since=22, types={"T": FLOATS})
+@per_schema_version("MaxRoiPool", types={"T": FLOATS})
 def max_roi_pool(info: NodeInfo) -> Compute:
     """MaxRoiPool: max over each of ``pooled_shape`` bins of every region
     (batch, x1, y1, x2, y2); empty bins give 0."""

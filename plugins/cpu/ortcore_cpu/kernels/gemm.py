@@ -5,17 +5,13 @@ from __future__ import annotations
 import numpy as np
 from ep_sdk import Compute, NodeInfo
 
-from . import registry
 from ._common import DT, FLOATS, NUMERIC
+from ._versions import per_schema_version
 
 _BF16 = frozenset({DT.BFLOAT16})
 
-_MATMUL_TYPES = FLOATS | {DT.INT32, DT.INT64, DT.UINT32, DT.UINT64}
 
-
-@registry.kernel("MatMul", since=1, until=8, types={"T": FLOATS})
-@registry.kernel("MatMul", since=9, until=12, types={"T": _MATMUL_TYPES})
-@registry.kernel("MatMul", since=13, types={"T": _MATMUL_TYPES | _BF16})
+@per_schema_version("MatMul", params=("T",))
 def matmul(info: NodeInfo) -> Compute:
     """MatMul with numpy semantics (batch broadcasting, 1-D operands)."""
 
@@ -28,12 +24,9 @@ def matmul(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("Gemm", since=1, until=5, types={"T": FLOATS})
-@registry.kernel("Gemm", since=6, until=6, types={"T": FLOATS})
-@registry.kernel("Gemm", since=7, until=8, types={"T": FLOATS})
-@registry.kernel("Gemm", since=9, until=10, types={"T": NUMERIC})
-@registry.kernel("Gemm", since=11, until=12, types={"T": NUMERIC})
-@registry.kernel("Gemm", since=13, types={"T": NUMERIC | _BF16})
+@per_schema_version("Gemm", until=8, types={"T": FLOATS})
+@per_schema_version("Gemm", since=9, until=12, types={"T": NUMERIC})
+@per_schema_version("Gemm", since=13, types={"T": NUMERIC | _BF16})
 def gemm(info: NodeInfo) -> Compute:
     """Y = alpha * A' B' + beta * C.
 

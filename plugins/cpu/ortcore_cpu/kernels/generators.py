@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 from ep_sdk import Compute, NodeInfo, check_tensor_size
 
-from . import registry
 from ._common import DT, FLOATS, INDEX, int_list
+from ._versions import per_schema_version
 
 _CONSTANT_ATTRS: dict[str, Any] = {
     "value_float": np.float32,
@@ -35,16 +35,7 @@ def _constant_value(info: NodeInfo) -> np.ndarray:
     raise ValueError(f"{info.describe()}: Constant has no value attribute")
 
 
-@registry.kernel("Constant", since=1, until=8)
-@registry.kernel("Constant", since=9, until=10)
-@registry.kernel("Constant", since=11, until=11)
-@registry.kernel("Constant", since=12, until=12)
-@registry.kernel("Constant", since=13, until=18)
-@registry.kernel("Constant", since=19, until=20)
-@registry.kernel("Constant", since=21, until=22)
-@registry.kernel("Constant", since=23, until=23)
-@registry.kernel("Constant", since=24, until=24)
-@registry.kernel("Constant", since=25)
+@per_schema_version("Constant")
 def constant(info: NodeInfo) -> Compute:
     """The tensor of the ``value`` attribute (or, from opset 12, of
     ``value_float(s)``, ``value_int(s)``, ``value_string(s)``)."""
@@ -53,12 +44,7 @@ def constant(info: NodeInfo) -> Compute:
     return lambda: (value,)
 
 
-@registry.kernel("ConstantOfShape", since=9, until=19, input_memory={0: "host"})
-@registry.kernel("ConstantOfShape", since=20, until=20, input_memory={0: "host"})
-@registry.kernel("ConstantOfShape", since=21, until=22, input_memory={0: "host"})
-@registry.kernel("ConstantOfShape", since=23, until=23, input_memory={0: "host"})
-@registry.kernel("ConstantOfShape", since=24, until=24, input_memory={0: "host"})
-@registry.kernel("ConstantOfShape", since=25, input_memory={0: "host"})
+@per_schema_version("ConstantOfShape", input_memory={0: "host"})
 def constant_of_shape(info: NodeInfo) -> Compute:
     """A tensor of the shape input filled with ``value`` (default float32 0)."""
     value = info.attrs.get("value")
@@ -76,8 +62,8 @@ _RANGE_TYPES = FLOATS - {DT.FLOAT16} | INDEX | {DT.INT16}
 _HOST3 = {0: "host", 1: "host", 2: "host"}
 
 
-@registry.kernel("Range", since=11, until=26, types={"T": _RANGE_TYPES}, input_memory=_HOST3)
-@registry.kernel(
+@per_schema_version("Range", until=26, types={"T": _RANGE_TYPES}, input_memory=_HOST3)
+@per_schema_version(
     "Range", since=27, types={"T": _RANGE_TYPES | {DT.FLOAT16, DT.BFLOAT16}}, input_memory=_HOST3
 )
 def range_(info: NodeInfo) -> Compute:

@@ -13,7 +13,6 @@ import numpy as np
 from ep_sdk import Compute, NodeInfo, check_tensor_size
 
 from .._ext import movement
-from . import registry
 from ._common import (
     ALL_STR,
     BOOL,
@@ -25,6 +24,7 @@ from ._common import (
     thread_count,
     threads_for,
 )
+from ._versions import per_schema_version
 
 _MIN_BLOCK = 16
 """Smallest contiguous block (bytes) the Cython Gather copies; below it numpy's
@@ -51,9 +51,7 @@ def _gather_fast(x: np.ndarray, indices: np.ndarray, axis: int, threads: int) ->
     return out
 
 
-@registry.kernel("Gather", since=1, until=10, types={"Tind": INDEX})
-@registry.kernel("Gather", since=11, until=12, types={"Tind": INDEX})
-@registry.kernel("Gather", since=13, types={"Tind": INDEX})
+@per_schema_version("Gather", types={"Tind": INDEX})
 def gather(info: NodeInfo) -> Compute:
     """Take entries along ``axis`` at the indices (negative ones count from the end)."""
     axis_attr = int(info.attrs.get("axis", 0))
@@ -84,8 +82,7 @@ def _wrap(indices: np.ndarray, dim: int | np.ndarray, what: str) -> np.ndarray:
     return np.where(idx < 0, idx + dim, idx)
 
 
-@registry.kernel("GatherElements", since=11, until=12, types={"Tind": INDEX})
-@registry.kernel("GatherElements", since=13, types={"Tind": INDEX})
+@per_schema_version("GatherElements", types={"Tind": INDEX})
 def gather_elements(info: NodeInfo) -> Compute:
     """``out[i][j][k] = x[idx[i][j][k]][j][k]`` for ``axis=0`` (and so on)."""
     axis_attr = int(info.attrs.get("axis", 0))
@@ -98,9 +95,8 @@ def gather_elements(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("GatherND", since=11, until=11, types={"T": ALL_STR})
-@registry.kernel("GatherND", since=12, until=12)
-@registry.kernel("GatherND", since=13)
+@per_schema_version("GatherND", until=11, types={"T": ALL_STR})
+@per_schema_version("GatherND", since=12)
 def gather_nd(info: NodeInfo) -> Compute:
     """Gather slices of ``x`` at the index tuples in the last axis of
     ``indices``; the first ``batch_dims`` (12+) axes are shared batch axes."""
@@ -120,9 +116,7 @@ def gather_nd(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("Compress", since=9, until=10, types={"T1": BOOL})
-@registry.kernel("Compress", since=11, until=27, types={"T1": BOOL})
-@registry.kernel("Compress", since=28, types={"T1": BOOL})
+@per_schema_version("Compress", types={"T1": BOOL})
 def compress(info: NodeInfo) -> Compute:
     """Entries along ``axis`` (of the flattened input if none) whose condition
     is true; a shorter condition selects from the leading entries only."""
@@ -165,19 +159,12 @@ def _slice(
     return x[tuple(index)]
 
 
-@registry.kernel("Slice", since=1, until=9)
-@registry.kernel(
-    "Slice", since=10, until=10, types={"Tind": INDEX},
-    input_memory={1: "host", 2: "host", 3: "host", 4: "host"},
-)  # fmt: skip
-@registry.kernel(
-    "Slice", since=11, until=12, types={"Tind": INDEX},
-    input_memory={1: "host", 2: "host", 3: "host", 4: "host"},
-)  # fmt: skip
-@registry.kernel(
-    "Slice", since=13, types={"Tind": INDEX},
-    input_memory={1: "host", 2: "host", 3: "host", 4: "host"},
-)  # fmt: skip
+_SLICE_HOST = {1: "host", 2: "host", 3: "host", 4: "host"}
+"""``starts``, ``ends``, ``axes`` and ``steps``: inputs from opset 10."""
+
+
+@per_schema_version("Slice", until=9)
+@per_schema_version("Slice", since=10, types={"Tind": INDEX}, input_memory=_SLICE_HOST)
 def slice_(info: NodeInfo) -> Compute:
     """Slice: ``starts``/``ends``/``axes`` attributes before opset 10, inputs
     (plus ``steps``) from 10; out-of-range bounds are clamped."""
@@ -226,11 +213,7 @@ def _split(x: np.ndarray, axis: int, sizes: list[int]) -> tuple[np.ndarray, ...]
     return tuple(outs)
 
 
-@registry.kernel("Split", since=1, until=1, input_memory={1: "host"})
-@registry.kernel("Split", since=2, until=10)
-@registry.kernel("Split", since=11, until=12)
-@registry.kernel("Split", since=13, until=17, input_memory={1: "host"})
-@registry.kernel("Split", since=18, input_memory={1: "host"})
+@per_schema_version("Split", input_memory={1: "host"})
 def split(info: NodeInfo) -> Compute:
     """Split along ``axis``: sizes from the ``split`` attribute (before 13) or
     input (from 13; opset 1 takes either), else equal parts; ``num_outputs``
@@ -249,6 +232,7 @@ def split(info: NodeInfo) -> Compute:
 
 
 _PAD_HOST = {1: "host", 2: "host", 3: "host"}
+"""``pads``, ``constant_value`` (11+) and ``axes`` (18+)."""
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
 
 
@@ -284,18 +268,8 @@ def _pad(
     return np.pad(x, widths, mode=_PAD_MODES[mode])  # type: ignore[call-overload]
 
 
-@registry.kernel("Pad", since=1, until=1, types={"T": NUMERIC})
-@registry.kernel("Pad", since=2, until=10, types={"T": NUMERIC})
-@registry.kernel(
-    "Pad", since=11, until=12, types={"T": NUMERIC}, input_memory={1: "host", 2: "host"}
-)
-@registry.kernel("Pad", since=13, until=17, input_memory={1: "host", 2: "host"})
-@registry.kernel("Pad", since=18, until=18, input_memory=_PAD_HOST)
-@registry.kernel("Pad", since=19, until=20, input_memory=_PAD_HOST)
-@registry.kernel("Pad", since=21, until=22, input_memory=_PAD_HOST)
-@registry.kernel("Pad", since=23, until=23, input_memory=_PAD_HOST)
-@registry.kernel("Pad", since=24, until=24, input_memory=_PAD_HOST)
-@registry.kernel("Pad", since=25, input_memory=_PAD_HOST)
+@per_schema_version("Pad", until=12, types={"T": NUMERIC}, input_memory=_PAD_HOST)
+@per_schema_version("Pad", since=13, input_memory=_PAD_HOST)
 def pad(info: NodeInfo) -> Compute:
     """Pad (negative pads crop) with mode constant, reflect, edge or (19+) wrap.
 
@@ -332,10 +306,7 @@ def _order_key(x: np.ndarray, largest: bool) -> np.ndarray:
     return -x
 
 
-@registry.kernel("TopK", since=1, until=9, types={"T": NUMERIC})
-@registry.kernel("TopK", since=10, until=10, types={"T": NUMERIC}, input_memory={1: "host"})
-@registry.kernel("TopK", since=11, until=23, types={"T": NUMERIC}, input_memory={1: "host"})
-@registry.kernel("TopK", since=24, types={"T": NUMERIC}, input_memory={1: "host"})
+@per_schema_version("TopK", types={"T": NUMERIC}, input_memory={1: "host"})
 def topk(info: NodeInfo) -> Compute:
     """The k largest (or, from opset 11, smallest) entries along ``axis`` and
     their int64 indices; ties go to the lower index. ``k`` is an attribute

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from ep_sdk import Compute, NodeInfo
 
-from . import registry
 from ._common import FLOATS, INDEX
+from ._versions import per_schema_version
 
 
 def nll_loss(
@@ -49,13 +49,7 @@ def _options(info: NodeInfo) -> tuple[int | None, str]:
     return (None if ii is None else int(ii)), str(info.attrs.get("reduction", "mean"))
 
 
-@registry.kernel(
-    "NegativeLogLikelihoodLoss", since=12, until=12, types={"T": FLOATS, "Tind": INDEX}
-)
-@registry.kernel(
-    "NegativeLogLikelihoodLoss", since=13, until=21, types={"T": FLOATS, "Tind": INDEX}
-)
-@registry.kernel("NegativeLogLikelihoodLoss", since=22, types={"T": FLOATS, "Tind": INDEX})
+@per_schema_version("NegativeLogLikelihoodLoss", types={"T": FLOATS, "Tind": INDEX})
 def negative_log_likelihood_loss(info: NodeInfo) -> Compute:
     """NegativeLogLikelihoodLoss with optional weights and ignore_index."""
     ignore_index, reduction = _options(info)
@@ -69,8 +63,7 @@ def negative_log_likelihood_loss(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("SoftmaxCrossEntropyLoss", since=12, until=12, types={"T": FLOATS, "Tind": INDEX})
-@registry.kernel("SoftmaxCrossEntropyLoss", since=13, types={"T": FLOATS, "Tind": INDEX})
+@per_schema_version("SoftmaxCrossEntropyLoss", types={"T": FLOATS, "Tind": INDEX})
 def softmax_cross_entropy_loss(info: NodeInfo) -> Compute:
     """SoftmaxCrossEntropyLoss: NLL of log-softmax over axis 1; the second
     output, when asked for, is the log-probabilities."""

@@ -16,6 +16,7 @@ from ep_sdk import Compute, NodeInfo, to_numpy
 
 from . import registry
 from ._ml_common import ML, as_2d, object_array
+from ._versions import per_schema_version
 
 
 @registry.kernel("Scaler", since=1, domain=ML)
@@ -193,8 +194,7 @@ def _tensor_or_list(info: NodeInfo, kind: str) -> np.ndarray | None:
     return None
 
 
-@registry.kernel("LabelEncoder", since=2, until=3, domain=ML)
-@registry.kernel("LabelEncoder", since=4, domain=ML)
+@per_schema_version("LabelEncoder", domain=ML, since=2)
 def label_encoder(info: NodeInfo) -> Compute:
     """Map keys to values (lists or, from v4, tensor attributes); unknown keys
     get the default of the values' type."""

@@ -18,6 +18,7 @@ from ep_sdk import Compute, NodeInfo, check_terminate
 
 from . import registry
 from ._ml_common import ML, as_2d, class_labels, float_attr, post_transform, transform_name
+from ._versions import per_schema_version
 
 # Node modes, numbered as TreeEnsemble v5 numbers them; LEAF marks leaves.
 _MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3,
@@ -177,8 +178,7 @@ def _base(info: NodeInfo) -> np.ndarray | None:
     return float_attr(info, "base_values")
 
 
-@registry.kernel("TreeEnsembleRegressor", since=1, until=2, domain=ML)
-@registry.kernel("TreeEnsembleRegressor", since=3, until=4, domain=ML)
+@per_schema_version("TreeEnsembleRegressor", domain=ML, until=4)
 def tree_ensemble_regressor(info: NodeInfo) -> Compute:
     """Regression forest: aggregate leaf weights per target, add base values,
     apply the post-transform; output float32 ``[N, n_targets]``."""
@@ -200,8 +200,7 @@ def tree_ensemble_regressor(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("TreeEnsembleClassifier", since=1, until=2, domain=ML)
-@registry.kernel("TreeEnsembleClassifier", since=3, until=4, domain=ML)
+@per_schema_version("TreeEnsembleClassifier", domain=ML, until=4)
 def tree_ensemble_classifier(info: NodeInfo) -> Compute:
     """Classification forest: per-class sums of leaf weights (+ base values),
     a binary forest's single score expanded to two classes, the post-transform,

@@ -14,6 +14,7 @@ from .._ext import rowwise
 from . import registry
 from ._common import DT, FLOATS, f32_contiguous, normalize_axis, thread_count, threads_for
 from ._paths import NATIVE, NUMPY, float32_path
+from ._versions import per_schema_version
 
 _FLOATS_BF16 = FLOATS | {DT.BFLOAT16}
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
@@ -48,12 +49,7 @@ def _batch_norm_inference(
     return x * _channel_view(x, a) + _channel_view(x, b)
 
 
-@registry.kernel("BatchNormalization", since=1, until=5, types={"T": FLOATS})
-@registry.kernel("BatchNormalization", since=6, until=6, types={"T": FLOATS})
-@registry.kernel("BatchNormalization", since=7, until=8, types={"T": FLOATS})
-@registry.kernel("BatchNormalization", since=9, until=13, types={"T": FLOATS})
-@registry.kernel("BatchNormalization", since=14, until=14, types={"T": FLOATS, "U": FLOATS})
-@registry.kernel("BatchNormalization", since=15, types={"T": FLOATS, "T1": FLOATS, "T2": FLOATS})
+@per_schema_version("BatchNormalization", params=("T", "U", "T1", "T2"), exclude={DT.BFLOAT16})
 def batch_norm(info: NodeInfo) -> Compute:
     """BatchNormalization.
 
@@ -93,9 +89,7 @@ def batch_norm(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("InstanceNormalization", since=1, until=5, types={"T": FLOATS})
-@registry.kernel("InstanceNormalization", since=6, until=21, types={"T": FLOATS})
-@registry.kernel("InstanceNormalization", since=22, types={"T": FLOATS})
+@per_schema_version("InstanceNormalization", types={"T": FLOATS})
 def instance_norm(info: NodeInfo) -> Compute:
     """Normalize each (sample, channel) plane over its spatial positions."""
     eps = float(info.attrs.get("epsilon", 1e-5))
@@ -186,8 +180,8 @@ def _stash(x: np.ndarray, stash: int) -> np.ndarray:
     return x.astype(np.float32) if stash == 1 and x.dtype.itemsize < 4 else x
 
 
-@registry.kernel("GroupNormalization", since=18, until=20, types={"T": FLOATS})
-@registry.kernel("GroupNormalization", since=21, types={"T": _FLOATS_BF16})
+@per_schema_version("GroupNormalization", until=20, types={"T": FLOATS})
+@per_schema_version("GroupNormalization", since=21, types={"T": _FLOATS_BF16})
 def group_norm(info: NodeInfo) -> Compute:
     """Normalize each group of ``num_groups`` channel groups per sample; scale
     and bias are per group (opset 18) or per channel (21+)."""
@@ -230,8 +224,7 @@ def rms_norm(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("LpNormalization", since=1, until=21, types={"T": FLOATS})
-@registry.kernel("LpNormalization", since=22, types={"T": FLOATS})
+@per_schema_version("LpNormalization", types={"T": FLOATS})
 def lp_norm(info: NodeInfo) -> Compute:
     """Divide by the L1 or L2 norm along ``axis`` (zero vectors stay zero)."""
     axis_attr = int(info.attrs.get("axis", -1))
@@ -253,8 +246,7 @@ def lp_norm(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("MeanVarianceNormalization", since=9, until=12, types={"T": FLOATS})
-@registry.kernel("MeanVarianceNormalization", since=13, types={"T": FLOATS})
+@per_schema_version("MeanVarianceNormalization", types={"T": FLOATS})
 def mean_variance_norm(info: NodeInfo) -> Compute:
     """(X - mean) / (std + 1e-9) over ``axes`` (default N, H, W)."""
     axes_attr = [int(a) for a in info.attrs.get("axes", [0, 2, 3])]
@@ -270,8 +262,7 @@ def mean_variance_norm(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("LRN", since=1, until=12, types={"T": FLOATS})
-@registry.kernel("LRN", since=13, types={"T": FLOATS})
+@per_schema_version("LRN", types={"T": FLOATS})
 def lrn(info: NodeInfo) -> Compute:
     """Local response normalization across channels."""
     size = int(info.attrs["size"])
@@ -311,12 +302,7 @@ def _softmax(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
     return out.astype(x.dtype, copy=False)
 
 
-@registry.kernel("Softmax", since=1, until=10, types={"T": FLOATS})
-@registry.kernel("Softmax", since=11, until=12, types={"T": FLOATS})
-@registry.kernel("Softmax", since=13, types={"T": _FLOATS_BF16})
-@registry.kernel("LogSoftmax", since=1, until=10, types={"T": FLOATS})
-@registry.kernel("LogSoftmax", since=11, until=12, types={"T": FLOATS})
-@registry.kernel("LogSoftmax", since=13, types={"T": _FLOATS_BF16})
+@per_schema_version("Softmax", "LogSoftmax", params=("T",))
 def softmax(info: NodeInfo) -> Compute:
     """Softmax / LogSoftmax.
 

@@ -10,28 +10,23 @@ from typing import Any
 import numpy as np
 from ep_sdk import Compute, NodeInfo
 
-from . import registry
+from ._versions import per_schema_version
 
 
-@registry.kernel("Optional", since=15, until=27)
-@registry.kernel("Optional", since=28)
+@per_schema_version("Optional")
 def optional(info: NodeInfo) -> Compute:
     """An optional holding the input, or an empty one (of attribute ``type``)."""
     return lambda x=None: (x,)
 
 
-@registry.kernel("OptionalHasElement", since=15, until=17)
-@registry.kernel("OptionalHasElement", since=18, until=27)
-@registry.kernel("OptionalHasElement", since=28)
+@per_schema_version("OptionalHasElement")
 def optional_has_element(info: NodeInfo) -> Compute:
     """Whether the optional input holds a value (from opset 18 the input may
     be a plain tensor or sequence, or omitted), as a bool scalar."""
     return lambda x=None: (np.array(x is not None),)
 
 
-@registry.kernel("OptionalGetElement", since=15, until=17)
-@registry.kernel("OptionalGetElement", since=18, until=27)
-@registry.kernel("OptionalGetElement", since=28)
+@per_schema_version("OptionalGetElement")
 def optional_get_element(info: NodeInfo) -> Compute:
     """The value an optional holds (from opset 18 a plain tensor or sequence
     passes through); an empty optional is an error."""

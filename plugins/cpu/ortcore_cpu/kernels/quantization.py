@@ -19,6 +19,7 @@ from onnx_ir import DataType
 
 from . import registry
 from ._common import int_list
+from ._versions import per_schema_version
 from ._window import check_window_attrs
 
 _INT_RANGES: dict[np.dtype, tuple[int, int]] = {
@@ -95,13 +96,9 @@ def _quant_dtype(info: NodeInfo, zero_point: np.ndarray | None) -> np.dtype:
     return to_numpy(out) if out is not None else np.dtype(np.uint8)
 
 
-@registry.kernel("QuantizeLinear", since=10, until=12)
-@registry.kernel("QuantizeLinear", since=13, until=18)
-@registry.kernel("QuantizeLinear", since=19, until=20)
-@registry.kernel("QuantizeLinear", since=21, until=22)
-@registry.kernel("QuantizeLinear", since=23, until=23)
-@registry.kernel("QuantizeLinear", since=24, until=24)
-@registry.kernel("QuantizeLinear", since=25)
+# Opset 28 only widens the quantized types (here and in DequantizeLinear); the
+# kernels constrain no type, so their 25+ registrations cover it.
+@per_schema_version("QuantizeLinear", newest=25)
 def quantize_linear(info: NodeInfo) -> Compute:
     """y = saturate(round(x / scale) + zero_point): per tensor, axis or block."""
     axis = int(info.attrs.get("axis", 1))
@@ -133,13 +130,7 @@ def quantize_linear(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("DequantizeLinear", since=10, until=12)
-@registry.kernel("DequantizeLinear", since=13, until=18)
-@registry.kernel("DequantizeLinear", since=19, until=20)
-@registry.kernel("DequantizeLinear", since=21, until=22)
-@registry.kernel("DequantizeLinear", since=23, until=23)
-@registry.kernel("DequantizeLinear", since=24, until=24)
-@registry.kernel("DequantizeLinear", since=25)
+@per_schema_version("DequantizeLinear", newest=25)
 def dequantize_linear(info: NodeInfo) -> Compute:
     """y = (x - zero_point) * scale, in float32, cast to the scale's type
     (or ``output_dtype``); float8/float4 inputs ignore the zero point."""
@@ -212,8 +203,7 @@ def matmul_integer(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("QLinearMatMul", since=10, until=20)
-@registry.kernel("QLinearMatMul", since=21)
+@per_schema_version("QLinearMatMul")
 def qlinear_matmul(info: NodeInfo) -> Compute:
     """Quantized matmul: requantize (a - azp) @ (b - bzp) by a_scale * b_scale / y_scale."""
 

@@ -14,10 +14,8 @@ from typing import Any
 import numpy as np
 from ep_sdk import Compute, NodeInfo, to_numpy
 
-from . import registry
-from ._common import DT, FLOATS
-
-_BF16 = FLOATS | {DT.BFLOAT16}
+from ._common import DT
+from ._versions import per_schema_version
 
 
 def _rng(info: NodeInfo) -> Any:
@@ -73,14 +71,11 @@ def _like(kind: str) -> Any:
 
 
 for _op, _kind in (("RandomNormal", "normal"), ("RandomUniform", "uniform")):
-    registry.kernel(_op, since=1, until=21, types={"T": FLOATS})(_from_attrs(_kind))
-    registry.kernel(_op, since=22, types={"T": _BF16})(_from_attrs(_kind))
-    registry.kernel(f"{_op}Like", since=1, until=21)(_like(_kind))
-    registry.kernel(f"{_op}Like", since=22)(_like(_kind))
+    per_schema_version(_op, params=("T",))(_from_attrs(_kind))
+    per_schema_version(f"{_op}Like")(_like(_kind))
 
 
-@registry.kernel("Multinomial", since=7, until=21)
-@registry.kernel("Multinomial", since=22)
+@per_schema_version("Multinomial")
 def multinomial(info: NodeInfo) -> Compute:
     """``sample_size`` class indices per row, drawn from unnormalized log-probabilities."""
     samples = int(info.attrs.get("sample_size", 1))
@@ -99,8 +94,7 @@ def multinomial(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("Bernoulli", since=15, until=21)
-@registry.kernel("Bernoulli", since=22)
+@per_schema_version("Bernoulli")
 def bernoulli(info: NodeInfo) -> Compute:
     """1 with the input's probability, else 0, in ``dtype`` (default: the input's type)."""
     fixed = info.attrs.get("dtype")

@@ -18,7 +18,6 @@ import numpy as np
 from ep_sdk import Compute, NodeInfo
 
 from .._ext import rowwise
-from . import registry
 from ._common import (
     DT,
     FLOATS,
@@ -29,6 +28,7 @@ from ._common import (
     thread_count,
     threads_for,
 )
+from ._versions import per_schema_version
 
 _BF16_NP = np.dtype(ml_dtypes.bfloat16)
 
@@ -153,6 +153,10 @@ def _reduce_fast(
 _BF16 = frozenset({DT.BFLOAT16})
 _MAXMIN_12 = NUMERIC  # 8-bit integers join at opset 12
 _MAXMIN_20 = NUMERIC | {DT.BOOL} | _BF16
+_AXES_ATTR_TO_17 = ("ReduceMean", "ReduceProd", "ReduceMax", "ReduceMin")
+"""Reductions whose ``axes`` is an attribute until opset 17 (ReduceSum: 12)."""
+_NORMS_ATTR = ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
+"""Norm-like reductions whose ``axes`` is an attribute until opset 17."""
 
 
 def _reduce_builder(info: NodeInfo, axes_from_input: bool) -> Compute:
@@ -183,42 +187,15 @@ def _reduce_builder(info: NodeInfo, axes_from_input: bool) -> Compute:
     return compute
 
 
-@registry.kernel("ReduceSum", since=1, until=10, types={"T": NUMERIC})
-@registry.kernel("ReduceSum", since=11, until=12, types={"T": NUMERIC})
-@registry.kernel("ReduceMean", since=1, until=10, types={"T": NUMERIC})
-@registry.kernel("ReduceMean", since=11, until=12, types={"T": NUMERIC})
-@registry.kernel("ReduceMean", since=13, until=17, types={"T": NUMERIC | _BF16})
-@registry.kernel("ReduceProd", since=1, until=10, types={"T": NUMERIC})
-@registry.kernel("ReduceProd", since=11, until=12, types={"T": NUMERIC})
-@registry.kernel("ReduceProd", since=13, until=17, types={"T": NUMERIC | _BF16})
-@registry.kernel("ReduceMax", since=1, until=10, types={"T": NUMERIC})
-@registry.kernel("ReduceMax", since=11, until=11, types={"T": NUMERIC})
-@registry.kernel("ReduceMax", since=12, until=12, types={"T": _MAXMIN_12})
-@registry.kernel("ReduceMax", since=13, until=17, types={"T": _MAXMIN_12 | _BF16})
-@registry.kernel("ReduceMin", since=1, until=10, types={"T": NUMERIC})
-@registry.kernel("ReduceMin", since=11, until=11, types={"T": NUMERIC})
-@registry.kernel("ReduceMin", since=12, until=12, types={"T": _MAXMIN_12})
-@registry.kernel("ReduceMin", since=13, until=17, types={"T": _MAXMIN_12 | _BF16})
+@per_schema_version("ReduceSum", *_AXES_ATTR_TO_17, until=12, types={"T": NUMERIC})
+@per_schema_version(*_AXES_ATTR_TO_17, since=13, until=17, types={"T": NUMERIC | _BF16})
 def reduce_axes_attr(info: NodeInfo) -> Compute:
     """Reduction whose ``axes`` is an attribute (negative allowed from 11)."""
     return _reduce_builder(info, axes_from_input=False)
 
 
-@registry.kernel("ReduceL1", since=1, until=10, types={"T": NUMERIC})
-@registry.kernel("ReduceL1", since=11, until=12, types={"T": NUMERIC})
-@registry.kernel("ReduceL1", since=13, until=17, types={"T": NUMERIC | _BF16})
-@registry.kernel("ReduceL2", since=1, until=10, types={"T": NUMERIC})
-@registry.kernel("ReduceL2", since=11, until=12, types={"T": NUMERIC})
-@registry.kernel("ReduceL2", since=13, until=17, types={"T": NUMERIC | _BF16})
-@registry.kernel("ReduceSumSquare", since=1, until=10, types={"T": NUMERIC})
-@registry.kernel("ReduceSumSquare", since=11, until=12, types={"T": NUMERIC})
-@registry.kernel("ReduceSumSquare", since=13, until=17, types={"T": NUMERIC | _BF16})
-@registry.kernel("ReduceLogSum", since=1, until=10, types={"T": NUMERIC})
-@registry.kernel("ReduceLogSum", since=11, until=12, types={"T": NUMERIC})
-@registry.kernel("ReduceLogSum", since=13, until=17, types={"T": NUMERIC | _BF16})
-@registry.kernel("ReduceLogSumExp", since=1, until=10, types={"T": NUMERIC})
-@registry.kernel("ReduceLogSumExp", since=11, until=12, types={"T": NUMERIC})
-@registry.kernel("ReduceLogSumExp", since=13, until=17, types={"T": NUMERIC | _BF16})
+@per_schema_version(*_NORMS_ATTR, until=12, types={"T": NUMERIC})
+@per_schema_version(*_NORMS_ATTR, since=13, until=17, types={"T": NUMERIC | _BF16})
 def reduce_norm_axes_attr(info: NodeInfo) -> Compute:
     """Norm-style reduction whose ``axes`` is an attribute."""
     return _reduce_builder(info, axes_from_input=False)
@@ -227,44 +204,44 @@ def reduce_norm_axes_attr(info: NodeInfo) -> Compute:
 _H = {1: "host"}
 
 
-@registry.kernel("ReduceL1", since=18, types={"T": NUMERIC | _BF16}, input_memory=_H)
-@registry.kernel("ReduceL2", since=18, types={"T": NUMERIC | _BF16}, input_memory=_H)
-@registry.kernel("ReduceSumSquare", since=18, types={"T": NUMERIC | _BF16}, input_memory=_H)
-@registry.kernel("ReduceLogSum", since=18, until=27, types={"T": NUMERIC | _BF16}, input_memory=_H)
-@registry.kernel("ReduceLogSum", since=28, types={"T": FLOATS | _BF16}, input_memory=_H)
-@registry.kernel(
-    "ReduceLogSumExp", since=18, until=27, types={"T": NUMERIC | _BF16}, input_memory=_H
+@per_schema_version(
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceSumSquare",
+    since=18,
+    types={"T": NUMERIC | _BF16},
+    input_memory=_H,
 )
-@registry.kernel("ReduceLogSumExp", since=28, types={"T": FLOATS | _BF16}, input_memory=_H)
+@per_schema_version(
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    since=18,
+    until=27,
+    types={"T": NUMERIC | _BF16},
+    input_memory=_H,
+)
+@per_schema_version(
+    "ReduceLogSum", "ReduceLogSumExp", since=28, types={"T": FLOATS | _BF16}, input_memory=_H
+)
 def reduce_norm_axes_input(info: NodeInfo) -> Compute:
     """Norm-style reduction whose ``axes`` is an optional input."""
     return _reduce_builder(info, axes_from_input=True)
 
 
-@registry.kernel("ReduceSum", since=13, types={"T": NUMERIC | _BF16}, input_memory={1: "host"})
-@registry.kernel("ReduceMean", since=18, types={"T": NUMERIC | _BF16}, input_memory={1: "host"})
-@registry.kernel("ReduceProd", since=18, types={"T": NUMERIC | _BF16}, input_memory={1: "host"})
-@registry.kernel(
-    "ReduceMax", since=18, until=19, types={"T": _MAXMIN_12 | _BF16}, input_memory={1: "host"}
+@per_schema_version("ReduceSum", since=13, types={"T": NUMERIC | _BF16}, input_memory=_H)
+@per_schema_version(
+    "ReduceMean", "ReduceProd", since=18, types={"T": NUMERIC | _BF16}, input_memory=_H
 )
-@registry.kernel("ReduceMax", since=20, types={"T": _MAXMIN_20}, input_memory={1: "host"})
-@registry.kernel(
-    "ReduceMin", since=18, until=19, types={"T": _MAXMIN_12 | _BF16}, input_memory={1: "host"}
+@per_schema_version(
+    "ReduceMax", "ReduceMin", since=18, until=19, types={"T": _MAXMIN_12 | _BF16}, input_memory=_H
 )
-@registry.kernel("ReduceMin", since=20, types={"T": _MAXMIN_20}, input_memory={1: "host"})
+@per_schema_version("ReduceMax", "ReduceMin", since=20, types={"T": _MAXMIN_20}, input_memory=_H)
 def reduce_axes_input(info: NodeInfo) -> Compute:
     """Reduction whose ``axes`` is an optional input, with ``noop_with_empty_axes``."""
     return _reduce_builder(info, axes_from_input=True)
 
 
-@registry.kernel("ArgMax", since=1, until=10, types={"T": NUMERIC})
-@registry.kernel("ArgMax", since=11, until=11, types={"T": NUMERIC})
-@registry.kernel("ArgMax", since=12, until=12, types={"T": NUMERIC})
-@registry.kernel("ArgMax", since=13, types={"T": NUMERIC})
-@registry.kernel("ArgMin", since=1, until=10, types={"T": NUMERIC})
-@registry.kernel("ArgMin", since=11, until=11, types={"T": NUMERIC})
-@registry.kernel("ArgMin", since=12, until=12, types={"T": NUMERIC})
-@registry.kernel("ArgMin", since=13, types={"T": NUMERIC})
+@per_schema_version("ArgMax", "ArgMin", types={"T": NUMERIC})
 def arg_max_min(info: NodeInfo) -> Compute:
     """int64 index of the first (or with ``select_last_index``, 12+, the last)
     max/min along ``axis`` (negative from 11)."""

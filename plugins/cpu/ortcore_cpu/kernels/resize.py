@@ -15,8 +15,8 @@ import numpy as np
 from ep_sdk import Compute, NodeInfo, check_tensor_size
 
 from .._ext import resize as ext
-from . import registry
 from ._common import FLOATS, NUMERIC, normalize_axes, thread_count, threads_for
+from ._versions import per_schema_version
 
 _HOST = {1: "host", 2: "host", 3: "host"}
 
@@ -247,11 +247,11 @@ class _Resizer:
 _T10 = NUMERIC
 
 
-@registry.kernel("Resize", since=10, until=10, types={"T": _T10}, input_memory={1: "host"})
-@registry.kernel("Resize", since=11, until=12, types={"T": _T10, "T2": FLOATS}, input_memory=_HOST)
-@registry.kernel("Resize", since=13, until=17, types={"T1": _T10, "T2": FLOATS}, input_memory=_HOST)
-@registry.kernel("Resize", since=18, until=18, types={"T1": _T10, "T2": FLOATS}, input_memory=_HOST)
-@registry.kernel("Resize", since=19, types={"T1": _T10, "T2": FLOATS}, input_memory=_HOST)
+@per_schema_version("Resize", until=10, types={"T": _T10}, input_memory=_HOST)
+@per_schema_version(
+    "Resize", since=11, until=12, types={"T": _T10, "T2": FLOATS}, input_memory=_HOST
+)
+@per_schema_version("Resize", since=13, types={"T1": _T10, "T2": FLOATS}, input_memory=_HOST)
 def resize(info: NodeInfo) -> Compute:
     """Resize: opset 10 takes (X, scales) with asymmetric coordinates and floor
     rounding; 11+ takes (X, roi, scales, sizes) and the coordinate and
@@ -271,10 +271,7 @@ def resize(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("Upsample", since=1, until=6, types={"T": NUMERIC})
-@registry.kernel("Upsample", since=7, until=8, types={"T": NUMERIC})
-@registry.kernel("Upsample", since=9, until=9, types={"T": NUMERIC}, input_memory={1: "host"})
-@registry.kernel("Upsample", since=10, types={"T": NUMERIC}, input_memory={1: "host"})
+@per_schema_version("Upsample", types={"T": NUMERIC}, input_memory={1: "host"})
 def upsample(info: NodeInfo) -> Compute:
     """Upsample (deprecated in 10): Resize-10 semantics (asymmetric
     coordinates, nearest rounds down). Scales come from ``height_scale`` /

@@ -15,8 +15,8 @@ import numpy as np
 import onnx_ir as ir
 from ep_sdk import Compute, NodeInfo, check_terminate
 
-from . import registry
 from ._common import FLOATS, INDEX
+from ._versions import per_schema_version
 
 Activation = Callable[[np.ndarray], np.ndarray]
 
@@ -187,10 +187,7 @@ class _Layer:
 _RNN_TYPES: dict[str | int, frozenset[ir.DataType]] = {"T": FLOATS, "T1": INDEX}
 
 
-@registry.kernel("RNN", since=1, until=6, types=_RNN_TYPES)
-@registry.kernel("RNN", since=7, until=13, types=_RNN_TYPES)
-@registry.kernel("RNN", since=14, until=21, types=_RNN_TYPES)
-@registry.kernel("RNN", since=22, types=_RNN_TYPES)
+@per_schema_version("RNN", types=_RNN_TYPES)
 def rnn(info: NodeInfo) -> Compute:
     """Simple RNN: H_t = f(X_t W^T + H_{t-1} R^T + Wb + Rb)."""
     layer = _Layer(info, 1, ("Tanh",))
@@ -216,11 +213,7 @@ def rnn(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("GRU", since=1, until=2, types=_RNN_TYPES)
-@registry.kernel("GRU", since=3, until=6, types=_RNN_TYPES)
-@registry.kernel("GRU", since=7, until=13, types=_RNN_TYPES)
-@registry.kernel("GRU", since=14, until=21, types=_RNN_TYPES)
-@registry.kernel("GRU", since=22, types=_RNN_TYPES)
+@per_schema_version("GRU", types=_RNN_TYPES)
 def gru(info: NodeInfo) -> Compute:
     """GRU, gates (z, r, h), with ``linear_before_reset``."""
     layer = _Layer(info, 3, ("Sigmoid", "Tanh"))
@@ -259,10 +252,7 @@ def gru(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("LSTM", since=1, until=6, types=_RNN_TYPES)
-@registry.kernel("LSTM", since=7, until=13, types=_RNN_TYPES)
-@registry.kernel("LSTM", since=14, until=21, types=_RNN_TYPES)
-@registry.kernel("LSTM", since=22, types=_RNN_TYPES)
+@per_schema_version("LSTM", types=_RNN_TYPES)
 def lstm(info: NodeInfo) -> Compute:
     """LSTM, gates (i, o, f, c), with peepholes and ``input_forget``."""
     layer = _Layer(info, 4, ("Sigmoid", "Tanh", "Tanh"))

@@ -14,6 +14,7 @@ from ep_sdk import Compute, NodeInfo
 
 from . import registry
 from ._common import FLOATS, INDEX, int_list
+from ._versions import per_schema_version
 
 _MODES = {"bilinear": "linear", "bicubic": "cubic"}
 _CUBIC_A = -0.75
@@ -105,9 +106,7 @@ def grid_sample(
     return y.reshape(n, c, *out_sp)
 
 
-@registry.kernel("GridSample", since=16, until=19, types={"T1": FLOATS, "T2": FLOATS})
-@registry.kernel("GridSample", since=20, until=21, types={"T1": FLOATS, "T2": FLOATS})
-@registry.kernel("GridSample", since=22, types={"T1": FLOATS, "T2": FLOATS})
+@per_schema_version("GridSample", types={"T1": FLOATS, "T2": FLOATS})
 def grid_sample_kernel(info: NodeInfo) -> Compute:
     """GridSample: nearest / (bi)linear / (bi)cubic, zeros / border / reflection
     padding, any number of spatial dims."""

@@ -13,6 +13,7 @@ from ep_sdk import Compute, NodeInfo
 
 from . import registry
 from ._common import INDEX, normalize_axis
+from ._versions import per_schema_version
 
 _REDUCE: dict[str, Callable[..., None]] = {
     "add": np.add.at,
@@ -60,10 +61,7 @@ def _scatter_elements(
 
 
 @registry.kernel("Scatter", since=9, until=10, types={"Tind": INDEX})
-@registry.kernel("ScatterElements", since=11, until=12, types={"Tind": INDEX})
-@registry.kernel("ScatterElements", since=13, until=15, types={"Tind": INDEX})
-@registry.kernel("ScatterElements", since=16, until=17, types={"Tind": INDEX})
-@registry.kernel("ScatterElements", since=18, types={"Tind": INDEX})
+@per_schema_version("ScatterElements", types={"Tind": INDEX})
 def scatter_elements(info: NodeInfo) -> Compute:
     """Copy of ``data`` with ``updates`` written along ``axis`` at ``indices``;
     ``reduction`` (16+: add, mul; 18+: max, min) combines instead of writing."""
@@ -81,10 +79,7 @@ def scatter_deprecated(info: NodeInfo) -> Compute:
     return scatter_elements(info)
 
 
-@registry.kernel("ScatterND", since=11, until=12)
-@registry.kernel("ScatterND", since=13, until=15)
-@registry.kernel("ScatterND", since=16, until=17)
-@registry.kernel("ScatterND", since=18)
+@per_schema_version("ScatterND")
 def scatter_nd(info: NodeInfo) -> Compute:
     """Copy of ``data`` with slices ``updates[i...]`` written at the index
     tuples ``indices[i..., :]``; ``reduction`` as in ScatterElements."""

@@ -15,6 +15,7 @@ from ep_sdk import Compute, NodeInfo, RunContext
 
 from . import registry
 from ._common import INDEX, int_list, normalize_axis, scalar
+from ._versions import per_schema_version
 
 
 def _position(seq: list[Any], position: Any, what: str, *, insert: bool = False) -> int:
@@ -78,10 +79,7 @@ def sequence_length(info: NodeInfo) -> Compute:
     return lambda seq: (np.array(len(seq), dtype=np.int64),)
 
 
-@registry.kernel(
-    "SplitToSequence", since=11, until=23, types={"I": INDEX}, input_memory={1: "host"}
-)
-@registry.kernel("SplitToSequence", since=24, types={"I": INDEX}, input_memory={1: "host"})
+@per_schema_version("SplitToSequence", types={"I": INDEX}, input_memory={1: "host"})
 def split_to_sequence(info: NodeInfo) -> Compute:
     """Split along ``axis`` into a sequence: a scalar ``split`` gives chunks of
     that size (the last may be smaller), a 1-D one gives the sizes; without it

@@ -13,19 +13,16 @@ import math
 
 import numpy as np
 from ep_sdk import Compute, NodeInfo, check_tensor_size
-from onnx_ir import DataType
 
 from .._ext import movement
-from . import registry
 from ._common import (
-    BOOL,
-    FLOATS,
     int_list,
     normalize_axes,
     normalize_axis,
     thread_count,
     threads_for,
 )
+from ._versions import per_schema_version
 
 
 def _reshape(x: np.ndarray, shape: list[int], allowzero: bool) -> np.ndarray:
@@ -34,15 +31,7 @@ def _reshape(x: np.ndarray, shape: list[int], allowzero: bool) -> np.ndarray:
     return x.reshape(shape)
 
 
-@registry.kernel("Reshape", since=1, until=4)
-@registry.kernel("Reshape", since=5, until=12, input_memory={1: "host"})
-@registry.kernel("Reshape", since=13, until=13, input_memory={1: "host"})
-@registry.kernel("Reshape", since=14, until=18, input_memory={1: "host"})
-@registry.kernel("Reshape", since=19, until=20, input_memory={1: "host"})
-@registry.kernel("Reshape", since=21, until=22, input_memory={1: "host"})
-@registry.kernel("Reshape", since=23, until=23, input_memory={1: "host"})
-@registry.kernel("Reshape", since=24, until=24, input_memory={1: "host"})
-@registry.kernel("Reshape", since=25, input_memory={1: "host"})
+@per_schema_version("Reshape", input_memory={1: "host"})
 def reshape(info: NodeInfo) -> Compute:
     """Reshape to the shape input (attribute before opset 5); 0 copies the
     input dim unless ``allowzero=1`` (14+)."""
@@ -53,14 +42,7 @@ def reshape(info: NodeInfo) -> Compute:
     return lambda x, shape: (_reshape(x, int_list(shape), allowzero),)
 
 
-@registry.kernel("Flatten", since=1, until=8)
-@registry.kernel("Flatten", since=9, until=10)
-@registry.kernel("Flatten", since=11, until=12)
-@registry.kernel("Flatten", since=13, until=20)
-@registry.kernel("Flatten", since=21, until=22)
-@registry.kernel("Flatten", since=23, until=23)
-@registry.kernel("Flatten", since=24, until=24)
-@registry.kernel("Flatten", since=25)
+@per_schema_version("Flatten")
 def flatten(info: NodeInfo) -> Compute:
     """Flatten to 2-D at ``axis`` (negative axes from opset 11)."""
     axis_attr = int(info.attrs.get("axis", 1))
@@ -80,13 +62,7 @@ def _squeeze(x: np.ndarray, axes: list[int] | None) -> np.ndarray:
     return np.squeeze(x, axis=normalize_axes(axes, x.ndim))
 
 
-@registry.kernel("Squeeze", since=1, until=10)
-@registry.kernel("Squeeze", since=11, until=12)
-@registry.kernel("Squeeze", since=13, until=20, input_memory={1: "host"})
-@registry.kernel("Squeeze", since=21, until=22, input_memory={1: "host"})
-@registry.kernel("Squeeze", since=23, until=23, input_memory={1: "host"})
-@registry.kernel("Squeeze", since=24, until=24, input_memory={1: "host"})
-@registry.kernel("Squeeze", since=25, input_memory={1: "host"})
+@per_schema_version("Squeeze", input_memory={1: "host"})
 def squeeze(info: NodeInfo) -> Compute:
     """Remove size-1 dims: ``axes`` attribute before opset 13, optional input after."""
     if info.opset < 13:
@@ -103,13 +79,7 @@ def _unsqueeze(x: np.ndarray, axes: list[int]) -> np.ndarray:
     return x.reshape(shape)
 
 
-@registry.kernel("Unsqueeze", since=1, until=10)
-@registry.kernel("Unsqueeze", since=11, until=12)
-@registry.kernel("Unsqueeze", since=13, until=20, input_memory={1: "host"})
-@registry.kernel("Unsqueeze", since=21, until=22, input_memory={1: "host"})
-@registry.kernel("Unsqueeze", since=23, until=23, input_memory={1: "host"})
-@registry.kernel("Unsqueeze", since=24, until=24, input_memory={1: "host"})
-@registry.kernel("Unsqueeze", since=25, input_memory={1: "host"})
+@per_schema_version("Unsqueeze", input_memory={1: "host"})
 def unsqueeze(info: NodeInfo) -> Compute:
     """Insert size-1 dims at ``axes`` (of the output): an attribute before
     opset 13 (negative values from 11), an input from 13."""
@@ -184,12 +154,7 @@ def _concat(xs: tuple[np.ndarray, ...], axis: int, threads: int) -> np.ndarray:
     return out
 
 
-@registry.kernel("Transpose", since=1, until=12)
-@registry.kernel("Transpose", since=13, until=20)
-@registry.kernel("Transpose", since=21, until=22)
-@registry.kernel("Transpose", since=23, until=23)
-@registry.kernel("Transpose", since=24, until=24)
-@registry.kernel("Transpose", since=25)
+@per_schema_version("Transpose")
 def transpose(info: NodeInfo) -> Compute:
     """Permute dims (default: reverse them); the result is contiguous."""
     perm = info.attrs.get("perm")
@@ -204,10 +169,7 @@ def transpose(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("Concat", since=1, until=3)
-@registry.kernel("Concat", since=4, until=10)
-@registry.kernel("Concat", since=11, until=12)
-@registry.kernel("Concat", since=13)
+@per_schema_version("Concat")
 def concat(info: NodeInfo) -> Compute:
     """Join inputs along ``axis`` (default 1 before opset 4; negative from 11)."""
     axis_attr = int(info.attrs.get("axis", 1))
@@ -220,14 +182,7 @@ def concat(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("Shape", since=1, until=12)
-@registry.kernel("Shape", since=13, until=14)
-@registry.kernel("Shape", since=15, until=18)
-@registry.kernel("Shape", since=19, until=20)
-@registry.kernel("Shape", since=21, until=22)
-@registry.kernel("Shape", since=23, until=23)
-@registry.kernel("Shape", since=24, until=24)
-@registry.kernel("Shape", since=25)
+@per_schema_version("Shape")
 def shape(info: NodeInfo) -> Compute:
     """The input's shape as int64; ``start``/``end`` slice it from opset 15."""
     start = int(info.attrs.get("start", 0)) if info.opset >= 15 else 0
@@ -240,47 +195,27 @@ def shape(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("Size", since=1, until=12)
-@registry.kernel("Size", since=13, until=18)
-@registry.kernel("Size", since=19, until=20)
-@registry.kernel("Size", since=21, until=22)
-@registry.kernel("Size", since=23, until=23)
-@registry.kernel("Size", since=24, until=24)
-@registry.kernel("Size", since=25)
+@per_schema_version("Size")
 def size(info: NodeInfo) -> Compute:
     """Number of elements, as an int64 scalar."""
     return lambda x: (np.array(x.size, dtype=np.int64),)
 
 
-@registry.kernel("Identity", since=1, until=12)
-@registry.kernel("Identity", since=13, until=13)
-@registry.kernel("Identity", since=14, until=15)
-@registry.kernel("Identity", since=16, until=18)
-@registry.kernel("Identity", since=19, until=20)
-@registry.kernel("Identity", since=21, until=22)
-@registry.kernel("Identity", since=23, until=23)
-@registry.kernel("Identity", since=24, until=24)
-@registry.kernel("Identity", since=25)
+@per_schema_version("Identity")
 def identity(info: NodeInfo) -> Compute:
     """Return the input unchanged (a tensor, or from opset 14 a sequence, from
     16 an optional)."""
     return lambda x: (x,)
 
 
-_FLOATS_BF16 = FLOATS | {DataType.BFLOAT16}
+_DROPOUT_HOST = {1: "host", 2: "host"}
+"""``ratio`` and ``training_mode``, inputs from opset 12."""
 
 
-@registry.kernel("Dropout", since=1, until=5, types={"T": FLOATS})
-@registry.kernel("Dropout", since=6, until=6, types={"T": FLOATS})
-@registry.kernel("Dropout", since=7, until=9, types={"T": FLOATS})
-@registry.kernel("Dropout", since=10, until=11, types={"T": FLOATS, "T1": BOOL})
-@registry.kernel(
-    "Dropout", since=12, until=12, types={"T": FLOATS}, input_memory={1: "host", 2: "host"}
-)
-@registry.kernel(
-    "Dropout", since=13, until=21, types={"T": _FLOATS_BF16}, input_memory={1: "host", 2: "host"}
-)
-@registry.kernel("Dropout", since=22, input_memory={1: "host", 2: "host"})
+@per_schema_version("Dropout", until=9, params=("T",))
+@per_schema_version("Dropout", since=10, until=11, params=("T", "T1"))
+@per_schema_version("Dropout", since=12, until=21, params=("T",), input_memory=_DROPOUT_HOST)
+@per_schema_version("Dropout", since=22, input_memory=_DROPOUT_HOST)
 def dropout(info: NodeInfo) -> Compute:
     """Dropout: identity at inference.
 
@@ -312,8 +247,7 @@ def dropout(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("Expand", since=8, until=12, input_memory={1: "host"})
-@registry.kernel("Expand", since=13, input_memory={1: "host"})
+@per_schema_version("Expand", input_memory={1: "host"})
 def expand(info: NodeInfo) -> Compute:
     """Broadcast the input to (the broadcast of its shape and) the shape input."""
 
@@ -328,9 +262,7 @@ def expand(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("Tile", since=1, until=5, input_memory={1: "host", 2: "host"})
-@registry.kernel("Tile", since=6, until=12, input_memory={1: "host"})
-@registry.kernel("Tile", since=13, input_memory={1: "host"})
+@per_schema_version("Tile", input_memory={1: "host", 2: "host"})
 def tile(info: NodeInfo) -> Compute:
     """Repeat the input ``repeats[i]`` times along each dim (opset 1: ``tiles``
     times along the single ``axis`` input)."""

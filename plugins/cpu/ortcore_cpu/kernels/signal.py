@@ -15,6 +15,7 @@ from onnx_ir import DataType
 
 from . import registry
 from ._common import normalize_axis, scalar
+from ._versions import per_schema_version
 
 
 def _to_complex(x: np.ndarray) -> np.ndarray:
@@ -67,8 +68,7 @@ def _length(value: np.ndarray | None) -> int | None:
     return n
 
 
-@registry.kernel("DFT", since=17, until=19)
-@registry.kernel("DFT", since=20)
+@per_schema_version("DFT")
 def dft_kernel(info: NodeInfo) -> Compute:
     """DFT: ``axis`` an attribute (opset 17, default 1) or an input (20, default -2)."""
     inverse = bool(info.attrs.get("inverse", 0))

@@ -14,11 +14,10 @@ from ep_sdk import Compute, NodeInfo, check_tensor_size
 
 from . import registry
 from ._common import INDEX, int_list, normalize_axes, normalize_axis
+from ._versions import per_schema_version
 
 
-@registry.kernel("SpaceToDepth", since=1, until=12)
-@registry.kernel("SpaceToDepth", since=13, until=27)
-@registry.kernel("SpaceToDepth", since=28)
+@per_schema_version("SpaceToDepth")
 def space_to_depth(info: NodeInfo) -> Compute:
     """Move ``blocksize`` x ``blocksize`` spatial blocks of NCHW into channels,
     block-major (``DCR``, the default) or, from opset 28, channel-major (``CRD``)."""
@@ -38,10 +37,7 @@ def space_to_depth(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("DepthToSpace", since=1, until=10)
-@registry.kernel("DepthToSpace", since=11, until=12)
-@registry.kernel("DepthToSpace", since=13, until=27)
-@registry.kernel("DepthToSpace", since=28)
+@per_schema_version("DepthToSpace")
 def depth_to_space(info: NodeInfo) -> Compute:
     """Move channels of NCHW into ``blocksize`` x ``blocksize`` spatial
     blocks, in ``DCR`` (depth-column-row, the default) or ``CRD`` order."""
@@ -147,8 +143,7 @@ def col2im(info: NodeInfo) -> Compute:
     return compute
 
 
-@registry.kernel("ReverseSequence", since=10, until=27, input_memory={1: "host"})
-@registry.kernel("ReverseSequence", since=28, input_memory={1: "host"})
+@per_schema_version("ReverseSequence", input_memory={1: "host"})
 def reverse_sequence(info: NodeInfo) -> Compute:
     """Reverse the first ``sequence_lens[b]`` entries along ``time_axis`` of
     each batch entry ``b`` (along ``batch_axis``); the rest stay."""

@@ -47,9 +47,6 @@ def float_unary(fn: _Fn) -> Compute:
     return compute
 
 
-_unary = float_unary
-
-
 native = activation_module()
 """The build of the Cython activation kernel this CPU runs fastest (``_isa.py``)."""
 Act = native.Activation
@@ -144,7 +141,7 @@ _MATH: dict[str, _Fn] = {
 @by_schema("Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil")
 def math_unary(info: NodeInfo) -> Compute:
     """Elementwise math function of one input."""
-    return _unary(_MATH[info.op_type])
+    return float_unary(_MATH[info.op_type])
 
 
 @by_schema("Tanh")

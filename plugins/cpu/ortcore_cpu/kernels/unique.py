@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from ep_sdk import Compute, NodeInfo
 
-from . import registry
 from ._common import normalize_axis
+from ._versions import per_schema_version
 
 
 def _unique(
@@ -33,8 +33,7 @@ def _unique(
     return values, first.astype(i64), inverse.astype(i64), counts.astype(i64)
 
 
-@registry.kernel("Unique", since=11, until=27)
-@registry.kernel("Unique", since=28)
+@per_schema_version("Unique")
 def unique(info: NodeInfo) -> Compute:
     """Distinct elements of the flattened input, or distinct slices along
     ``axis``: outputs (Y, indices of first occurrence, inverse indices,
