@@ -200,7 +200,10 @@ class OpenVINOExecutionProvider(ep_sdk.BridgeExecutionProvider):
         """``import_model`` of a blob :meth:`serialize` wrote."""
         if not data.startswith(_BLOB_MAGIC):
             raise ValueError(f"{self.name}: not a blob this version wrote")
-        line, _, blob = data[len(_BLOB_MAGIC) :].partition(b"\n")
-        input_names = json.loads(line)
-        compiled = _core().import_model(io.BytesIO(blob), self.ov_device, self._config())
+        end = data.find(b"\n", len(_BLOB_MAGIC))
+        if end < 0:
+            raise ValueError(f"{self.name}: a blob without its header line")
+        input_names = json.loads(data[len(_BLOB_MAGIC) : end])
+        # one copy of the blob (import_model takes bytes, not a memoryview)
+        compiled = _core().import_model(data[end + 1 :], self.ov_device, self._config())
         return Engine(compiled, group, input_names)
