@@ -28,7 +28,7 @@ from ep_sdk.testing import KernelKit
 from ortcore_cpu import _ext
 from ortcore_cpu._ext import activation as native
 from ortcore_cpu.kernels import registry, unary
-from ortcore_cpu.kernels._isa import BUILDS, activation_module, runnable_builds
+from ortcore_cpu.kernels._isa import BUILDS, FAMILIES, activation_module, runnable_builds
 from ortcore_cpu.kernels._paths import MIXED, NATIVE, NUMPY, float32_path, float32_path_of
 from ortcore_cpu.provider import CPUExecutionProvider
 
@@ -107,7 +107,7 @@ def _ext_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return record
 
     builds = {name for name, _ in BUILDS}
-    runnable = {m.__name__ for m in runnable_builds()}
+    runnable = {m.__name__ for family in FAMILIES for m in runnable_builds(family)}
     for info in pkgutil.iter_modules(_ext.__path__):
         name = f"{_ext.__name__}.{info.name}"
         if info.name in builds and name not in runnable:

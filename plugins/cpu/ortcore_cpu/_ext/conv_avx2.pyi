@@ -1,60 +1,6 @@
-"""Type stubs: the AVX2 and FMA build of :mod:`.conv`."""
+"""Type stubs: the AVX2 and FMA build of :mod:`.conv` (the same functions)."""
 
-import numpy as np
-import numpy.typing as npt
-
-F32 = npt.NDArray[np.float32]
-
-def im2col(
-    x: F32,
-    col: F32,
-    kd: int,
-    kh: int,
-    kw: int,
-    sd: int,
-    sh: int,
-    sw: int,
-    pd: int,
-    ph: int,
-    pw: int,
-    dd: int,
-    dh: int,
-    dw: int,
-    od: int,
-    oh: int,
-    ow: int,
-    nthreads: int,
-) -> None: ...
-def col2im(
-    col: F32,
-    x: F32,
-    kd: int,
-    kh: int,
-    kw: int,
-    sd: int,
-    sh: int,
-    sw: int,
-    pd: int,
-    ph: int,
-    pw: int,
-    dd: int,
-    dh: int,
-    dw: int,
-    od: int,
-    oh: int,
-    ow: int,
-    nthreads: int,
-) -> None: ...
-def depthwise2d(
-    x: F32,
-    w: F32,
-    out: F32,
-    sh: int,
-    sw: int,
-    ph: int,
-    pw: int,
-    dh: int,
-    dw: int,
-    nthreads: int,
-) -> None: ...
-def bias_clamp(y: F32, b: F32, lo: float, hi: float, nthreads: int) -> None: ...
+from .conv import bias_clamp as bias_clamp
+from .conv import col2im as col2im
+from .conv import depthwise2d as depthwise2d
+from .conv import im2col as im2col

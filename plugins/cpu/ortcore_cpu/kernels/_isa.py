@@ -21,25 +21,30 @@ from types import ModuleType
 
 from .._ext import activation as baseline
 
-__all__ = ["BUILDS", "FAMILIES", "activation_module", "best_build", "runnable_builds"]
+__all__ = [
+    "BUILDS",
+    "FAMILIES",
+    "SUFFIXES",
+    "activation_module",
+    "best_build",
+    "runnable_builds",
+]
 
 log = logging.getLogger("ortcore_cpu")
 
-BUILDS: tuple[tuple[str, int], ...] = (
-    ("activation", 0),
-    ("activation_avx2", 1),
-    ("activation_avx512", 2),
-)
-"""Each build of the kernel (a module of ``ortcore_cpu._ext``), with the
-``cpu_level`` it needs; oldest first."""
-
 _LEVELS = {"baseline": 0, "avx2": 1, "avx512": 2}
 
-
 FAMILIES = ("activation", "conv", "pool")
-"""The kernel modules of ``ortcore_cpu._ext`` built for each CPU level (as
-``BUILDS`` names the activation kernel's builds: ``conv``, ``conv_avx2``,
-``conv_avx512``...)."""
+"""The kernel modules of ``ortcore_cpu._ext`` built for each CPU level."""
+
+SUFFIXES: tuple[tuple[str, int], ...] = (("", 0), ("_avx2", 1), ("_avx512", 2))
+"""Each build's module-name suffix, with the ``cpu_level`` it needs; oldest first."""
+
+BUILDS: tuple[tuple[str, int], ...] = tuple(
+    (family + suffix, level) for family in FAMILIES for suffix, level in SUFFIXES
+)
+"""Every build of every family (a module of ``ortcore_cpu._ext``: ``conv``,
+``conv_avx2``, ``conv_avx512``, ...), with the ``cpu_level`` it needs."""
 
 
 def runnable_builds(family: str = "activation") -> list[ModuleType]:
@@ -59,10 +64,10 @@ def runnable_builds(family: str = "activation") -> list[ModuleType]:
         else:
             level = min(level, _LEVELS[cap])
     found = []
-    for name, need in BUILDS:
+    for suffix, need in SUFFIXES:
         if need > level:
             continue
-        name = family + name[len("activation") :]
+        name = family + suffix
         try:
             found.append(importlib.import_module(f"{baseline.__package__}.{name}"))
         except ImportError:  # not built: another compiler or architecture
@@ -71,8 +76,9 @@ def runnable_builds(family: str = "activation") -> list[ModuleType]:
 
 
 def activation_module() -> ModuleType:
-    """The newest build of the kernel that is installed and that this CPU runs."""
-    return runnable_builds()[-1]
+    """The newest build of the activation kernel that is installed and that
+    this CPU runs."""
+    return best_build("activation")
 
 
 def best_build(family: str) -> ModuleType:
