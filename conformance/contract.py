@@ -195,12 +195,18 @@ def _provider(target: Target) -> Any:
     return cls(dict(target.options), SessionConfig())
 
 
-def _compare(got: Sequence[Any], want: Sequence[Any]) -> Verdict | None:
-    """Every output against the oracle, with the dtype's default tolerance."""
+def _compare(got: Sequence[Any], want: Sequence[Any], scaled: bool = False) -> Verdict | None:
+    """Every output against the oracle, with the dtype's default tolerance, or
+    (``scaled``) with an absolute tolerance scaled to each output's largest
+    value (the big probes' sums carry more rounding)."""
     if len(got) != len(want):
         return WRONG_TYPE, f"{len(got)} outputs, expected {len(want)}"
     for i, (g, w) in enumerate(zip(got, want)):
-        verdict, detail, _ = compare_values(g, w, None, None, f"output {i}")
+        tol = None
+        if scaled:
+            scale = float(np.max(np.abs(w))) if isinstance(w, np.ndarray) and w.size else 1.0
+            tol = Tolerance(1e-4, 1e-5 * max(scale, 1.0))
+        verdict, detail, _ = compare_values(g, w, None, tol, f"output {i}")
         if verdict != "ok":
             return (MISMATCH if verdict == "mismatch" else WRONG_TYPE), detail
     return None
@@ -507,20 +513,6 @@ def _input_layouts(c: Claimed, target: Target) -> Verdict | None:
     return None
 
 
-def _close_to(got: Sequence[Any], want: Sequence[Any]) -> Verdict | None:
-    """Outputs against the oracle, with an absolute tolerance scaled to each
-    output's largest value (the big probes' sums carry more rounding)."""
-    if len(got) != len(want):
-        return WRONG_TYPE, f"{len(got)} outputs, expected {len(want)}"
-    for i, (g, w) in enumerate(zip(got, want)):
-        scale = float(np.max(np.abs(w))) if isinstance(w, np.ndarray) and w.size else 1.0
-        tol = Tolerance(1e-4, 1e-5 * max(scale, 1.0))
-        verdict, detail, _ = compare_values(g, w, None, tol, f"output {i}")
-        if verdict != "ok":
-            return (MISMATCH if verdict == "mismatch" else WRONG_TYPE), detail
-    return None
-
-
 def _big(c: Claimed) -> tuple[Probe, Any]:
     """The big form of a claimed probe and a session of it (the small form when
     the provider does not take the big one)."""
@@ -549,7 +541,7 @@ def _threads(c: Claimed, target: Target) -> Verdict | None:
                     if i >= THREAD_ITERATIONS and time.monotonic() > until:
                         break
                     got = _copies(sess.run(None, inputs[t]))
-                    bad = _close_to(got, expected[t])
+                    bad = _compare(got, expected[t], scaled=True)
                     if bad is not None:
                         problems.append((bad[0], f"thread {t}, run {i + 1}: {bad[1]}"))
                         return
