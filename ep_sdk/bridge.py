@@ -41,7 +41,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import tempfile
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -53,6 +52,7 @@ import onnx_ir as ir
 
 from .capability import Capability, Claim, FusedGroup, GraphContext
 from .graph import group_io, group_model, group_nodes, is_constant, node_reads
+from .kernel import is_provider_folder_name
 from .provider import ExecutionProvider, ProviderOptionError, SessionConfig
 
 __all__ = [
@@ -307,7 +307,7 @@ class BridgeExecutionProvider(ExecutionProvider):
 
     def _query_file(self, key: str) -> Path | None:
         folder = self.config.cache_dir
-        if not folder or not re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*", self.name):
+        if not folder or not is_provider_folder_name(self.name):
             return None  # no folder can be named for this provider
         return Path(folder) / self.name / f"query-{key}.json"
 

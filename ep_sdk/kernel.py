@@ -23,6 +23,7 @@ many threads at once.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,16 @@ class SessionConfig:
     intra_op_num_threads: int = 0
     config_entries: Mapping[str, str] = field(default_factory=dict)
     cache_dir: str = ""
+
+
+_PROVIDER_FOLDER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def is_provider_folder_name(name: str) -> bool:
+    """Whether a provider named ``name`` may have a folder in the cache
+    (``<cache_dir>/<name>/``): letters, digits, ``_``, ``.`` and ``-``, not
+    starting with ``.`` or ``-``, at most 128 characters."""
+    return _PROVIDER_FOLDER.fullmatch(name) is not None
 
 
 @runtime_checkable

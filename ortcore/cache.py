@@ -66,6 +66,7 @@ import numpy as np
 import onnx
 
 from ep_sdk import ExecutionProvider, FusedGroup
+from ep_sdk.kernel import is_provider_folder_name
 
 from .errors import InvalidArgument
 
@@ -88,7 +89,6 @@ CONTEXT_PATH_KEY = "ep.context_file_path"
 TEMP_GRACE_S = 300.0
 """``purge`` leaves younger ``.tmp-*`` files alone: a ``store`` may be writing them."""
 
-_PROVIDER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _ENTRY_RE = re.compile(r"([0-9a-f]{64})\.(bin|json)")
 _TEMP_RE = re.compile(r"\.tmp-[a-z0-9_]{8}")
 _META_LIMIT = 1 << 20  # store() writes a few hundred bytes; refuse to read more than this
@@ -123,11 +123,6 @@ def cache_dir_from_config(config: Mapping[str, str]) -> Path | None:
         return default_cache_dir()
     p = Path(path)
     return p.parent if p.suffix and not p.is_dir() else p
-
-
-def is_provider_folder_name(name: str) -> bool:
-    """Whether ``name`` may be a provider folder of the cache (see the module docstring)."""
-    return _PROVIDER_RE.fullmatch(name) is not None
 
 
 _HASH_SLICE = 1 << 24  # bytes hashed at a time: memory-mapped data is read page by page
