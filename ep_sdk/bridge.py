@@ -51,7 +51,7 @@ import onnx
 import onnx_ir as ir
 
 from .capability import Capability, Claim, FusedGroup, GraphContext
-from .graph import group_io, group_model, group_nodes, is_constant, node_reads
+from .graph import group_digest, group_io, group_model, group_nodes, is_constant, node_reads
 from .kernel import is_provider_folder_name
 from .provider import ExecutionProvider, ProviderOptionError, SessionConfig
 
@@ -151,7 +151,9 @@ class BridgeExecutionProvider(ExecutionProvider):
         return None
 
     def deserialize(self, data: bytes, group: FusedGroup) -> Any:
-        """Rebuild an engine from :meth:`serialize`'s bytes. If it raises,
+        """Rebuild an engine from :meth:`serialize`'s bytes (a ``memoryview``
+        of the mapped cache entry when the class sets
+        :attr:`~ep_sdk.ExecutionProvider.load_compiled_mapped`). If it raises,
         ortcore logs it and builds the group again."""
         raise NotImplementedError(f"{self.name} does not implement deserialize()")
 
@@ -411,49 +413,16 @@ def structure_digest(
     names: Mapping[str, ir.Node],
     opsets: Mapping[str, int],
 ) -> str:
-    """SHA-256 of a candidate group without its weights' values: the opsets,
-    each node (its name in the exported model, op, attributes, inputs and
-    outputs), and each value it reads or makes with its type, shape and
-    whether it is a constant. Computed on the graph, so a kept answer is found
-    without exporting the candidate."""
-    h = hashlib.sha256()
-    for domain, version in sorted(opsets.items()):
-        h.update(f"opset {domain}:{version}\n".encode())
+    """SHA-256 of a candidate group without its weights' values
+    (:func:`ep_sdk.graph.group_digest` of what :func:`export_candidate`
+    exports: each node under its name in the exported model). Computed on the
+    graph, so a kept answer is found without exporting the candidate."""
     name_of = {node: name for name, node in names.items()}
     _, inputs, outputs = group_io(graph, ordered)
-    for tag, values in (("in", inputs), ("out", outputs)):
-        for v in values:
-            const = "const" if is_constant(v) else ""
-            h.update(f"{tag} {v.name}:{v.dtype}:{v.shape}:{const}\n".encode())
-    for node in ordered:
-        ins = ",".join((v.name or "") if v is not None else "" for v in node.inputs)
-        outs = ",".join(v.name or "" for v in node.outputs)
-        h.update(
-            f"node {name_of.get(node, '')}:{node.domain}:{node.op_type}:{node.overload}:"
-            f"{ins}->{outs}\n".encode()
-        )
-        for attr in node.attributes.values():
-            h.update(f"  {attr.name}:{attr.type}:".encode())
-            h.update(_attribute_bytes(attr))
-    return h.hexdigest()
-
-
-def _attribute_bytes(attr: Any) -> bytes:
-    value = attr.value
-    if isinstance(value, ir.TensorProtocol):
-        head = f"{value.dtype}:{value.shape}:".encode()
-        if value.dtype == ir.DataType.STRING:  # string tensors have no tobytes()
-            strings = [bytes(s) for s in value.numpy().reshape(-1)]
-            return head + b"".join(len(s).to_bytes(8, "little") + s for s in strings)
-        return head + value.tobytes()
-    if isinstance(value, ir.Graph) or (
-        isinstance(value, Sequence) and value and isinstance(value[0], ir.Graph)
-    ):
-        graphs = [value] if isinstance(value, ir.Graph) else list(value)
-        return b"".join(
-            ir.serde.serialize_graph(g).SerializeToString(deterministic=True) for g in graphs
-        )
-    return repr(value).encode()
+    constants = [v for v in inputs if is_constant(v)]
+    feeds = [v for v in inputs if v not in constants]
+    node_names = [name_of.get(n, "") for n in ordered]
+    return group_digest("candidate", ordered, feeds, outputs, opsets, constants, node_names)
 
 
 def candidate_names(

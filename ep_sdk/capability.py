@@ -10,7 +10,7 @@ import the provider base class.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,7 +77,6 @@ class Capability:
     declined: dict[ir.Node, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
 class FusedGroup:
     """A group of nodes a provider claimed for compilation.
 
@@ -95,25 +94,79 @@ class FusedGroup:
             for providers that hand the group to another runtime. Its inputs
             are ``inputs``; its initializers are ``constants`` (when they are
             not inputs), held in memory, so the engine can fold and prepack
-            them. (A model's external data is read into memory here for now;
-            a group whose constants pass protobuf's 2 GiB limit cannot be
-            exported this way.)
+            them. The core exports it the first time it is read: a provider
+            that loads the group from the compiled-artifact cache never pays
+            for copying the weights into a model. (A model's external data is
+            read into memory here for now; a group whose constants pass
+            protobuf's 2 GiB limit cannot be exported this way.)
         opsets: the model's opset imports.
         constants: the initializers the group reads that no feed may replace
             (:func:`ep_sdk.graph.is_constant`), in first-use order; each one's
             ``const_value`` holds its content. The compiled-artifact cache key
             covers their bytes.
         payload: :attr:`Claim.payload` of the claim this group came from.
+
+    Give either ``model`` or ``export`` (a function that makes the model,
+    called at most once, on first read of :attr:`model`).
     """
 
-    name: str
-    nodes: tuple[ir.Node, ...]
-    inputs: tuple[ir.Value, ...]
-    outputs: tuple[ir.Value, ...]
-    model: Any
-    opsets: Mapping[str, int]
-    constants: tuple[ir.Value, ...] = ()
-    payload: Any = field(default=None, compare=False)
+    __slots__ = (
+        "_export",
+        "_model",
+        "constants",
+        "inputs",
+        "name",
+        "nodes",
+        "opsets",
+        "outputs",
+        "payload",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        nodes: Sequence[ir.Node],
+        inputs: Sequence[ir.Value],
+        outputs: Sequence[ir.Value],
+        model: Any = None,
+        opsets: Mapping[str, int] | None = None,
+        constants: Sequence[ir.Value] = (),
+        payload: Any = None,
+        *,
+        export: Callable[[], Any] | None = None,
+    ) -> None:
+        if (model is None) == (export is None):
+            raise TypeError("FusedGroup takes either a model or an export function")
+        self.name = name
+        self.nodes = tuple(nodes)
+        self.inputs = tuple(inputs)
+        self.outputs = tuple(outputs)
+        self.opsets: Mapping[str, int] = dict(opsets or {})
+        self.constants = tuple(constants)
+        self.payload = payload
+        self._model = model
+        self._export = export
+
+    @property
+    def model(self) -> Any:
+        """The group as a standalone ONNX model (see the class docstring)."""
+        if self._model is None:
+            assert self._export is not None
+            self._model = self._export()
+        return self._model
+
+    @property
+    def exported_lazily(self) -> bool:
+        """Whether :attr:`model` is (or will be) made from the nodes by the
+        core, so it holds nothing they do not: the compiled-artifact cache then
+        keys the group by its nodes and never exports it to compute a key."""
+        return self._export is not None
+
+    def __repr__(self) -> str:
+        return (
+            f"FusedGroup(name={self.name!r}, nodes={len(self.nodes)}, "
+            f"inputs={[v.name for v in self.inputs]}, outputs={[v.name for v in self.outputs]})"
+        )
 
 
 class GraphContext:

@@ -14,7 +14,9 @@ model for providers that hand it to another runtime::
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import onnx
 import onnx_ir as ir
@@ -24,6 +26,7 @@ from .capability import Claim, GraphContext
 __all__ = [
     "consumers_of",
     "creates_cycle",
+    "group_digest",
     "group_io",
     "group_model",
     "group_nodes",
@@ -156,12 +159,17 @@ def group_nodes(
         topological order of their first nodes.
     """
     consumers = consumers_of(graph.graph)
+    rank = _topological_rank(graph.graph, consumers)
     group_of: dict[ir.Node, list[ir.Node]] = {}
-    groups: list[list[ir.Node]] = []
+    exits: dict[int, set[ir.Node]] = {}  # id(group) -> nodes outside it reading it
+    groups: dict[int, list[ir.Node]] = {}
+    horizon = -1  # the highest rank visited: nothing above it is in a group
     for node in graph.nodes:
+        horizon = max(horizon, rank.get(node, horizon)) if rank else horizon
         if not predicate(node):
             continue
         current: list[ir.Node] = [node]
+        current_exits = {u for out in node.outputs for u in consumers.get(out, ())}
         candidates: list[list[ir.Node]] = []
         for v in node_reads(node):
             producer = v.producer()
@@ -170,22 +178,81 @@ def group_nodes(
                 candidates.append(g)
         for g in candidates:
             merged = g + current
+            members = set(merged)
+            merged_exits = (exits[id(g)] | current_exits) - members
             # Check against every group formed so far contracted, so that two
             # groups never end up reading each other.
-            if not creates_cycle(merged, consumers, group_of):
-                current = merged
-                groups[:] = [x for x in groups if x is not g]
-        groups.append(current)
+            if not _comes_back(members, merged_exits, consumers, group_of, exits, rank, horizon):
+                current, current_exits = merged, merged_exits
+                del groups[id(g)], exits[id(g)]
+        groups[id(current)] = current
+        exits[id(current)] = current_exits
         for n in current:
             group_of[n] = current
     order = {n: i for i, n in enumerate(graph.nodes)}
     out: list[Claim] = []
-    for g in sorted(groups, key=lambda g: min(order[n] for n in g)):
+    for g in sorted(groups.values(), key=lambda g: min(order[n] for n in g)):
         if len(g) < min_size:
             continue
         nodes = sorted(g, key=order.__getitem__)
         out.append(Claim.group(nodes, name=f"{name}_{len(out)}" if name else ""))
     return out
+
+
+def _topological_rank(
+    graph: ir.Graph, consumers: Mapping[ir.Value, Sequence[ir.Node]]
+) -> dict[ir.Node, int]:
+    """Each node's place in a topological order of ``graph`` (Kahn's), or ``{}``
+    when the graph has a cycle."""
+    waiting: dict[ir.Node, int] = {n: 0 for n in graph}
+    for v, users in consumers.items():
+        if v.producer() in waiting:
+            for u in users:
+                waiting[u] += 1
+    ready = [n for n, count in waiting.items() if count == 0]
+    rank: dict[ir.Node, int] = {}
+    while ready:
+        n = ready.pop()
+        rank[n] = len(rank)
+        for out in n.outputs:
+            for u in consumers.get(out, ()):
+                waiting[u] -= 1
+                if waiting[u] == 0:
+                    ready.append(u)
+    return rank if len(rank) == len(waiting) else {}
+
+
+def _comes_back(
+    members: set[ir.Node],
+    leaving: Iterable[ir.Node],
+    consumers: Mapping[ir.Value, Sequence[ir.Node]],
+    group_of: Mapping[ir.Node, list[ir.Node]],
+    exits: Mapping[int, set[ir.Node]],
+    rank: Mapping[ir.Node, int],
+    horizon: int,
+) -> bool:
+    """:func:`creates_cycle` for :func:`group_nodes`: whether a path from
+    ``leaving`` (the nodes outside ``members`` that read them) reaches a
+    member, other groups contracted (a path reaching a group continues from
+    the nodes reading it). A node ranked above ``horizon`` is skipped: it is
+    in no group and every path from it climbs in rank, so it never returns."""
+    frontier = [u for u in leaving if not rank or rank[u] <= horizon]
+    seen: set[ir.Node] = set()
+    while frontier:
+        n = frontier.pop()
+        if n in seen:
+            continue
+        if n in members:
+            return True
+        group = group_of.get(n)
+        if group is None:
+            seen.add(n)
+            nexts: Iterable[ir.Node] = (u for out in n.outputs for u in consumers.get(out, ()))
+        else:
+            seen.update(group)
+            nexts = exits[id(group)]
+        frontier.extend(u for u in nexts if u not in seen and (not rank or rank[u] <= horizon))
+    return False
 
 
 def group_io(
@@ -256,6 +323,69 @@ def group_model(
         graph,
         opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in opsets.items()],
     )
+
+
+def group_digest(
+    name: str,
+    nodes: Sequence[ir.Node],
+    inputs: Sequence[ir.Value],
+    outputs: Sequence[ir.Value],
+    opsets: Mapping[str, int],
+    constants: Sequence[ir.Value] = (),
+    node_names: Sequence[str] | None = None,
+) -> str:
+    """SHA-256 of what :func:`group_model` would export, less the constants'
+    content, computed on the graph without exporting anything.
+
+    It covers the graph's name, the opsets, each input, output and constant
+    (its name, type and shape: hash the constants' bytes beside it), and each
+    node (its name, or ``node_names``' entry for it, op, overload, inputs,
+    outputs and every attribute's value, subgraphs included).
+    """
+    h = hashlib.sha256(f"group {name}\n".encode())
+    for domain, version in sorted(opsets.items()):
+        h.update(f"opset {domain}:{version}\n".encode())
+    for tag, values in (("in", inputs), ("out", outputs), ("const", constants)):
+        for v in values:
+            h.update(f"{tag} {v.name}:{v.dtype}:{v.shape}\n".encode())
+    names = [n.name or "" for n in nodes] if node_names is None else node_names
+    for node, node_name in zip(nodes, names, strict=True):
+        ins = ",".join((v.name or "") if v is not None else "" for v in node.inputs)
+        outs = ",".join(v.name or "" for v in node.outputs)
+        h.update(
+            f"node {node_name}:{node.domain}:{node.op_type}:{node.overload}:"
+            f"{ins}->{outs}\n".encode()
+        )
+        for attr in node.attributes.values():
+            h.update(f"  {attr.name}:{attr.type}:".encode())
+            h.update(_attribute_bytes(attr))
+    return h.hexdigest()
+
+
+def _attribute_bytes(attr: Any) -> bytes:
+    kind = attr.type
+    if attr.is_ref():
+        return f"ref {attr.ref_attr_name}".encode()
+    value = attr.value
+    if kind == ir.AttributeType.TENSOR:
+        return _tensor_bytes(value)
+    if kind == ir.AttributeType.TENSORS:
+        return b"".join(_tensor_bytes(t) for t in value)
+    if kind in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
+        graphs = [value] if kind == ir.AttributeType.GRAPH else list(value)
+        return b"".join(
+            ir.serde.serialize_graph(g).SerializeToString(deterministic=True) for g in graphs
+        )
+    return repr(value).encode()
+
+
+def _tensor_bytes(value: ir.TensorProtocol) -> bytes:
+    head = f"{value.dtype}:{value.shape}:".encode()
+    if value.dtype == ir.DataType.STRING:  # string tensors have no tobytes()
+        strings = [bytes(s) for s in value.numpy().reshape(-1)]
+        return head + b"".join(len(s).to_bytes(8, "little") + s for s in strings)
+    data = value.tobytes()
+    return head + len(data).to_bytes(8, "little") + data
 
 
 def _dim(d: object) -> int | str | None:

@@ -52,6 +52,7 @@ class ExecutionProvider:
     * ``priority``: default order when the user lists no providers (higher
       first); the CPU provider uses 0 and is always tried last.
     * ``compile_receives_constants``: see below (default ``False``).
+    * ``load_compiled_mapped``: see below (default ``False``).
 
     Required: a kernel registry (:meth:`kernel_registry`) or a
     :meth:`get_capability` that returns fused claims plus :meth:`compile`.
@@ -71,6 +72,14 @@ class ExecutionProvider:
     compiled function receives only the other inputs, so the engine can fold
     and prepack weights. ``True``: they stay inputs of the model and of the
     compiled function, passed on every run."""
+
+    load_compiled_mapped: ClassVar[bool] = False
+    """``False`` (the default): :meth:`load_compiled` receives the cached
+    entry as ``bytes``. ``True``: where the platform can map files, a
+    writable ``memoryview`` of a private (copy-on-write) memory map of the
+    entry instead, so a large artifact is neither read nor copied before the
+    engine touches it (writes never reach the file; keep a reference to the
+    view, or to an array over it, as long as the engine reads it)."""
 
     def __init__(
         self,
@@ -179,7 +188,8 @@ class ExecutionProvider:
 
     def load_compiled(self, group: FusedGroup, data: bytes) -> Compute:
         """Rebuild the compute function of ``group`` from bytes that
-        :meth:`serialize_compiled` returned, instead of compiling again.
+        :meth:`serialize_compiled` returned, instead of compiling again
+        (``data`` is a ``memoryview`` when :attr:`load_compiled_mapped` is set).
 
         If it raises (a stale or corrupt entry, an engine that refuses an
         artifact made elsewhere), the core logs a warning, calls

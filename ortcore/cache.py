@@ -15,11 +15,13 @@ beside it. The key is a SHA-256 of everything that changes what a compiled
 artifact means, so an entry made under any other value of these is never
 reused (a wrong hit is a wrong answer; a miss only costs time):
 
-* the group's structure: its model with each initializer reduced to name,
-  type and shape (nodes, attributes, inputs, outputs, opsets);
+* the group's structure: its nodes, attributes, inputs, outputs, opsets and
+  each constant's name, type and shape, read from the graph
+  (:func:`ep_sdk.graph.group_digest`: the model is not exported for a key);
 * the bytes of every constant the group reads (``FusedGroup.constants``, and
-  any other initializer of the model), hashed tensor by tensor in slices, so
-  that memory-mapped external data is streamed, never gathered in memory;
+  any other initializer of a given model), hashed in slices of 16 MiB on
+  several threads, so that memory-mapped external data is streamed, never
+  gathered in memory;
 * the provider's name, version, options and device
   (:meth:`CompiledCache.key_parts`), what its
   ``compile_cache_key_parts(group)`` adds (an engine's version and target),
@@ -52,6 +54,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import mmap
 import os
 import re
 import stat
@@ -60,12 +63,13 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import onnx
 
 from ep_sdk import ExecutionProvider, FusedGroup
+from ep_sdk.graph import group_digest
 from ep_sdk.kernel import is_provider_folder_name
 
 from .errors import InvalidArgument
@@ -126,20 +130,62 @@ def cache_dir_from_config(config: Mapping[str, str]) -> Path | None:
 
 
 _HASH_SLICE = 1 << 24  # bytes hashed at a time: memory-mapped data is read page by page
+_HASH_THREADS = 8  # at most this many threads hash slices (hashlib releases the GIL)
 
 
-def _hash_array(h: Any, array: np.ndarray) -> None:
-    """Feed an array's dtype, shape and bytes to ``h`` without copying a contiguous one."""
-    h.update(f"{array.dtype.str}{array.dtype.name}{array.shape}".encode())
-    if array.dtype.hasobject:  # strings: hash each element's bytes
+def _array_parts(array: np.ndarray) -> tuple[bytes, list[np.ndarray | bytes]]:
+    """An array's header (dtype, shape) and its content in slices (views of a
+    contiguous array, no copy; strings element by element)."""
+    head = f"{array.dtype.str}{array.dtype.name}{array.shape}".encode()
+    if array.dtype.hasobject:  # strings: each element's bytes, length first
+        items = []
         for item in array.reshape(-1):
             b = item if isinstance(item, bytes) else str(item).encode()
-            h.update(len(b).to_bytes(8, "little"))
-            h.update(b)
-        return
+            items.append(len(b).to_bytes(8, "little") + b)
+        return head, [b"".join(items)]
     flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-    for start in range(0, flat.size, _HASH_SLICE):
-        h.update(flat[start : start + _HASH_SLICE])  # a view: no copy
+    return head, [flat[start : start + _HASH_SLICE] for start in range(0, flat.size, _HASH_SLICE)]
+
+
+def _slice_digest(data: Any) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def _hash_threads() -> int:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(_HASH_THREADS, cpus))
+
+
+def _hash_arrays(h: Any, named: list[tuple[str, np.ndarray]]) -> None:
+    """Feed each array's name, dtype and shape to ``h``, then the SHA-256 of
+    each slice of its bytes: slices are hashed on several threads, and the
+    result does not depend on how many."""
+    heads: list[bytes] = []
+    slices: list[np.ndarray | bytes] = []
+    counts: list[int] = []
+    for name, array in named:
+        head, parts = _array_parts(array)
+        heads.append(b"\0constant\0" + name.encode() + b"\0" + head)
+        slices.extend(parts)
+        counts.append(len(parts))
+    threads = min(_hash_threads(), len(slices))
+    if threads > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads, thread_name_prefix="ortcore-hash") as pool:
+            digests = list(pool.map(_slice_digest, slices))
+    else:
+        digests = [_slice_digest(part) for part in slices]
+    at = 0
+    for head, count in zip(heads, counts):
+        h.update(head)
+        h.update(count.to_bytes(8, "little"))
+        for digest in digests[at : at + count]:
+            h.update(digest)
+        at += count
 
 
 def _structure(model: Any, skip: set[str]) -> bytes:
@@ -175,26 +221,57 @@ def _copy_field(target: Any, fd: Any, val: Any) -> None:
 def content_digest(group: FusedGroup) -> str:
     """SHA-256 of the group's structure and of every constant's bytes.
 
-    Constants are hashed from their values (``group.constants``), a slice at
-    a time; the model's serialization covers the structure only, so the
-    weights are never serialized or concatenated for hashing. An initializer
-    of the model that is not among ``group.constants`` is hashed with the
-    structure.
+    The structure of a group the core made (:attr:`FusedGroup.exported_lazily`)
+    is :func:`ep_sdk.graph.group_digest` of its nodes, so the key is found
+    without exporting the model; a group built around a given model is keyed
+    by that model's serialization with the constants' content left out. The
+    constants are hashed from their values (``group.constants``), a slice at
+    a time on several threads; they are never serialized or concatenated for
+    hashing. An initializer of a given model that is not among
+    ``group.constants`` is hashed with the structure.
     """
     h = hashlib.sha256()
-    model = group.model
     consts = [v for v in group.constants if v.const_value is not None]
-    if isinstance(model, (bytes, bytearray, memoryview)):
+    if group.exported_lazily:
+        baked = [v for v in consts if v not in group.inputs]
+        h.update(b"group\0")
+        h.update(
+            group_digest(
+                group.name, group.nodes, group.inputs, group.outputs, group.opsets, baked
+            ).encode()
+        )
+    elif isinstance(group.model, (bytes, bytearray, memoryview)):
         h.update(b"model bytes\0")
-        h.update(model)
+        h.update(group.model)
     else:
         h.update(b"model\0")
-        h.update(_structure(model, {v.name or "" for v in consts}))
+        h.update(_structure(group.model, {v.name or "" for v in consts}))
+    named = []
     for v in consts:
-        h.update(b"\0constant\0" + (v.name or "").encode() + b"\0")
         assert v.const_value is not None
-        _hash_array(h, v.const_value.numpy())
+        named.append((v.name or "", v.const_value.numpy()))
+    _hash_arrays(h, named)
     return h.hexdigest()
+
+
+def _map_file(path: Path, size: Any) -> memoryview | None:
+    """A private memory map of the regular file ``path`` if it holds ``size``
+    (> 0) bytes, else ``None`` (the caller reads it instead)."""
+    if not isinstance(size, int) or size <= 0:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_NONBLOCK | _O_BINARY)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            return None
+        return memoryview(mmap.mmap(fd, size, access=mmap.ACCESS_COPY))
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -408,11 +485,15 @@ class CompiledCache:
         *,
         key: str | None = None,
         parts: Mapping[str, Any] | None = None,
-    ) -> bytes | None:
+        mapped: bool = False,
+    ) -> bytes | memoryview | None:
         """The stored bytes for ``group`` under ``provider``, or ``None`` on a miss.
 
         ``key`` and ``parts`` (:meth:`key` and :meth:`key_parts`), when the
-        caller has them, save hashing the group's constants again.
+        caller has them, save hashing the group's constants again. With
+        ``mapped``, a writable ``memoryview`` of a private (copy-on-write)
+        memory map of the entry, where the platform can map it: nothing is
+        read until it is touched, and writes never reach the file.
         """
         if not is_provider_folder_name(provider.name):
             return None
@@ -421,15 +502,21 @@ class CompiledCache:
         data_path, meta_path = self._paths(provider.name, key)
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            data = data_path.read_bytes()
         except (OSError, ValueError):
             return None
         # belt and braces: the key already covers these
-        if not isinstance(meta, dict) or meta.get("size") != len(data):
+        if not isinstance(meta, dict) or meta.get("key") != key:
             return None
-        if {k: meta.get(k) for k in parts} != dict(parts) or meta.get("key") != key:
+        if {k: meta.get(k) for k in parts} != dict(parts):
             return None
-        return data
+        size = meta.get("size")
+        data: bytes | memoryview | None = _map_file(data_path, size) if mapped else None
+        if data is None:
+            try:
+                data = data_path.read_bytes()
+            except OSError:
+                return None
+        return data if len(data) == size else None
 
     def store(
         self,
@@ -710,10 +797,11 @@ def compile_with_cache(
             exc_info=True,
         )
         return provider.compile(group)
-    data = cache.load(provider, group, key=key, parts=parts)
+    data = cache.load(provider, group, key=key, parts=parts, mapped=provider.load_compiled_mapped)
     if data is not None:
         try:
-            return provider.load_compiled(group, data)
+            # a memoryview for a provider that set load_compiled_mapped
+            return provider.load_compiled(group, cast(bytes, data))
         except Exception:
             log.warning(
                 "%s could not load its cached compiled group %s (entry %s); compiling it "

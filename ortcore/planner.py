@@ -419,15 +419,18 @@ class _PlanBuilder:
         constants = [v for v in inputs if is_constant(v)]
         baked = [] if provider.compile_receives_constants else constants
         inputs = [v for v in inputs if v not in baked]
+        opsets = self.planner.opsets
         group = FusedGroup(
             name=name,
-            nodes=tuple(ordered),
-            inputs=tuple(inputs),
-            outputs=tuple(outputs),
-            model=group_model(name, ordered, inputs, outputs, self.planner.opsets, baked),
-            opsets=self.planner.opsets,
-            constants=tuple(constants),
+            nodes=ordered,
+            inputs=inputs,
+            outputs=outputs,
+            opsets=opsets,
+            constants=constants,
             payload=claim.payload,
+            # exported when the provider first reads group.model: a group
+            # loaded from the compiled-artifact cache is never exported
+            export=lambda: group_model(name, ordered, inputs, outputs, opsets, baked),
         )
         try:
             fn = self.planner.compile_group(claim, provider, group)

@@ -281,3 +281,105 @@ def test_the_fusing_example_bakes_the_constants_it_reads(monkeypatch: pytest.Mon
     np.testing.assert_allclose(_y(sess), np.maximum(X * [2, -1, 0.5] + X, 0))
     assert sess.get_partition().counts() == {"FusingExecutionProvider": 3}
     sys.modules.pop("fused_provider", None)
+
+
+class Mapped(BakingProvider):
+    """Asks for its cached entries as a memory map; records what it got."""
+
+    load_compiled_mapped = True
+    got: ClassVar[list[Any]] = []
+
+    def load_compiled(self, group: FusedGroup, data: bytes) -> Any:
+        Mapped.got.append(data)
+        return super().load_compiled(group, data)
+
+
+def test_a_cache_hit_never_exports_the_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ortcore.planner
+
+    exports: list[str] = []
+
+    def counting(name: str, *args: Any) -> Any:
+        exports.append(name)
+        return group_model(name, *args)
+
+    monkeypatch.setattr(ortcore.planner, "group_model", counting)
+    model = affine_model([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
+    _session(model, tmp_path)
+    assert len(exports) == 0  # BakingProvider compiles from group.constants, not the model
+    np.testing.assert_array_equal(_y(_session(model, tmp_path)), X * [1, 2, 3] + [4, 5, 6])
+    assert (BakingProvider.builds, BakingProvider.loads) == (1, 1)
+    group = BakingProvider.groups[0]
+    assert group.exported_lazily
+    assert [i.name for i in group.model.graph.input] == ["x"]  # exported when read
+    assert exports == [group.name]
+    group.model  # noqa: B018 (once)
+    assert len(exports) == 1
+
+
+def test_the_group_key_follows_structure_attributes_and_weights() -> None:
+    def key_of(model: bytes) -> str:
+        BakingProvider.groups.clear()
+        _session(model, None)
+        (group,) = BakingProvider.groups
+        return content_digest(group)
+
+    base = affine_model([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
+    assert key_of(base) == key_of(base)
+    assert key_of(base) != key_of(affine_model([1.0, 2.0, 3.5], [4.0, 5.0, 6.0]))
+    renamed = onnx.load_from_string(base)
+    renamed.graph.node[1].name = "plus"
+    assert key_of(base) != key_of(renamed.SerializeToString())
+    swapped = onnx.load_from_string(base)
+    swapped.graph.node[1].op_type = "Sub"
+    assert key_of(base) != key_of(swapped.SerializeToString())
+    overridable = affine_model([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], b_is_input=True)
+    assert key_of(base) != key_of(overridable)
+
+
+def test_the_constants_hash_does_not_depend_on_the_thread_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ortcore.cache
+
+    monkeypatch.setattr(ortcore.cache, "_HASH_SLICE", 4)  # three slices per constant
+    _session(affine_model([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]), None)
+    (group,) = BakingProvider.groups
+    digests = set()
+    for threads in (1, 2, 8):
+        monkeypatch.setattr(ortcore.cache, "_hash_threads", lambda t=threads: t)
+        digests.add(content_digest(group))
+    assert len(digests) == 1
+    monkeypatch.setattr(ortcore.cache, "_HASH_SLICE", 8)  # other slices: another digest
+    assert content_digest(group) not in digests
+
+
+def test_a_provider_may_load_its_entries_memory_mapped(tmp_path: Path) -> None:
+    Mapped.got.clear()
+    model = affine_model([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
+    _session(model, tmp_path, Mapped)
+    (entry,) = (tmp_path / Mapped.name).glob("*.bin")
+    stored = entry.read_bytes()
+    sess = _session(model, tmp_path, Mapped)
+    np.testing.assert_array_equal(_y(sess), X * [1, 2, 3] + [4, 5, 6])
+    (view,) = Mapped.got
+    assert isinstance(view, memoryview) and not view.readonly and bytes(view) == stored
+    view[:4] = b"XXXX"  # a private map: the entry on disk is untouched
+    assert entry.read_bytes() == stored
+    _session(model, tmp_path)  # a provider that did not ask gets bytes
+    assert BakingProvider.loads == 2
+
+
+def test_a_short_or_replaced_entry_is_a_miss(tmp_path: Path) -> None:
+    model = affine_model([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
+    _session(model, tmp_path, Mapped)
+    (entry,) = (tmp_path / Mapped.name).glob("*.bin")
+    entry.write_bytes(entry.read_bytes()[:-1])
+    _session(model, tmp_path, Mapped)
+    assert (BakingProvider.builds, BakingProvider.loads) == (2, 0)
+    entry.unlink()
+    entry.mkdir()  # not a regular file: neither mapped nor read
+    _session(model, tmp_path, Mapped)
+    assert (BakingProvider.builds, BakingProvider.loads) == (3, 0)

@@ -87,10 +87,18 @@ class Engine:
 
     ``input_names`` is the ONNX input each of the compiled model's inputs
     reads (:func:`read_group`); group inputs OpenVINO dropped are not fed.
+    ``blob``: the tensor an imported model came from, kept alive with it.
     """
 
-    def __init__(self, compiled: Any, group: ep_sdk.FusedGroup, input_names: Sequence[str]) -> None:
+    def __init__(
+        self,
+        compiled: Any,
+        group: ep_sdk.FusedGroup,
+        input_names: Sequence[str],
+        blob: Any = None,
+    ) -> None:
         self.compiled = compiled
+        self.blob = blob  # what the model was imported from: kept while it may be read
         self.input_names = list(input_names)
         ports = list(compiled.inputs)
         where = {v.name or "": i for i, v in enumerate(group.inputs)}

@@ -47,6 +47,7 @@ __all__ = ["OpenVINOExecutionProvider"]
 PRECISIONS = {"f32": "f32", "bf16": "bf16", "f16": "f16"}
 HINTS = ("LATENCY", "THROUGHPUT")
 _BLOB_MAGIC = b"ortcore-openvino blob 1\n"
+_HEADER_LIMIT = 1 << 20  # the header line (input names as JSON) is never longer
 # Ops that say nothing about support: graph inputs and outputs, weights.
 _PASSIVE = {"Parameter", "Result", "Constant"}
 
@@ -67,6 +68,7 @@ class OpenVINOExecutionProvider(ep_sdk.BridgeExecutionProvider):
     version = __version__
     engine_name = "OpenVINO"
     priority = 50  # before the CPU provider (0) when a session names no providers
+    load_compiled_mapped = True  # import_model reads the cached blob from its mapping
     default_options: ClassVar[Mapping[str, str]] = {
         **ep_sdk.BridgeExecutionProvider.default_options,
         "device": "CPU",
@@ -197,13 +199,24 @@ class OpenVINOExecutionProvider(ep_sdk.BridgeExecutionProvider):
         return header + (blob.getvalue() if isinstance(blob, io.BytesIO) else bytes(blob))
 
     def deserialize(self, data: bytes, group: ep_sdk.FusedGroup) -> Engine:
-        """``import_model`` of a blob :meth:`serialize` wrote."""
-        if not data.startswith(_BLOB_MAGIC):
+        """``import_model`` of a blob :meth:`serialize` wrote. A mapped cache
+        entry (:attr:`load_compiled_mapped`) reaches OpenVINO as a tensor over
+        the mapping, neither read nor copied beforehand; bytes are copied once
+        (``import_model`` takes bytes or a writable tensor, not a view)."""
+        view = memoryview(data)
+        head = bytes(view[: len(_BLOB_MAGIC) + _HEADER_LIMIT])
+        if not head.startswith(_BLOB_MAGIC):
             raise ValueError(f"{self.name}: not a blob this version wrote")
-        end = data.find(b"\n", len(_BLOB_MAGIC))
+        end = head.find(b"\n", len(_BLOB_MAGIC))
         if end < 0:
             raise ValueError(f"{self.name}: a blob without its header line")
-        input_names = json.loads(data[len(_BLOB_MAGIC) : end])
-        # one copy of the blob (import_model takes bytes, not a memoryview)
-        compiled = _core().import_model(data[end + 1 :], self.ov_device, self._config())
-        return Engine(compiled, group, input_names)
+        input_names = json.loads(head[len(_BLOB_MAGIC) : end])
+        body = view[end + 1 :]
+        if body.readonly:
+            stream: Any = bytes(body)
+        else:
+            import openvino
+
+            stream = openvino.Tensor(np.frombuffer(body, dtype=np.uint8), shared_memory=True)
+        compiled = _core().import_model(stream, self.ov_device, self._config())
+        return Engine(compiled, group, input_names, blob=stream)

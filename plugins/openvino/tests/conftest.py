@@ -42,10 +42,11 @@ def manager(ov: Any) -> Any:
 
 @pytest.fixture
 def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    """How often OpenVINO built a group and loaded one from the cache, and the engines."""
+    """How often OpenVINO built a group and loaded one from the cache, and the
+    engines it built (``engines``) and loaded (``loaded``)."""
     from ortcore_openvino.provider import OpenVINOExecutionProvider as P
 
-    seen: dict[str, Any] = {"builds": 0, "loads": 0, "engines": []}
+    seen: dict[str, Any] = {"builds": 0, "loads": 0, "engines": [], "loaded": []}
     build, deserialize = P.build, P.deserialize
 
     def counted_build(self: P, model: bytes, group: Any) -> Any:
@@ -55,7 +56,8 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
 
     def counted_deserialize(self: P, data: bytes, group: Any) -> Any:
         seen["loads"] += 1
-        return deserialize(self, data, group)
+        seen["loaded"].append(deserialize(self, data, group))
+        return seen["loaded"][-1]
 
     monkeypatch.setattr(P, "build", counted_build)
     monkeypatch.setattr(P, "deserialize", counted_deserialize)

@@ -88,7 +88,7 @@ def test_the_entry_point_names_the_plugin() -> None:
 
 
 def test_light_resnet50_is_one_group_matches_cpu_and_is_cached(
-    tmp_path: Path, manager: Any, counts: dict[str, Any]
+    tmp_path: Path, manager: Any, counts: dict[str, Any], ov: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     x = np.random.default_rng(0).random((1, 3, 224, 224), dtype=np.float32)
     cpu = _session(str(RESNET50), manager, "cpu")
@@ -102,6 +102,14 @@ def test_light_resnet50_is_one_group_matches_cpu_and_is_cached(
     again = _session(str(RESNET50), manager, "openvino", "cpu", cache=tmp_path)
     assert (counts["builds"], counts["loads"]) == (1, 1)
     np.testing.assert_array_equal(again.run(None, {"gpu_0/data_0": x})[0], got)
+    assert isinstance(counts["loaded"][0].blob, ov.Tensor)  # imported from the mapped entry
+    from ortcore_openvino.provider import OpenVINOExecutionProvider as P
+
+    monkeypatch.setattr(P, "load_compiled_mapped", False)  # bytes: copied once, then imported
+    third = _session(str(RESNET50), manager, "openvino", "cpu", cache=tmp_path)
+    assert (counts["builds"], counts["loads"]) == (1, 2)
+    np.testing.assert_array_equal(third.run(None, {"gpu_0/data_0": x})[0], got)
+    assert isinstance(counts["loaded"][1].blob, bytes)
 
 
 def small_cnn(seed: int) -> bytes:
