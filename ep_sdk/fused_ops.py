@@ -19,6 +19,7 @@ kernel::
 | Operator | What it computes |
 | --- | --- |
 | ``FusedConv`` | Conv (its attributes) + ``activation`` |
+| ``FusedConvAdd`` | ``activation(Conv(X, W, B) + Z)``; inputs ``X, W, Z[, B]``, ``Z`` as Y |
 | ``FusedGemm`` | Gemm (its attributes) + ``activation`` |
 | ``FusedMatMul`` | ``activation(A @ B + bias)``, bias optional |
 | ``FusedGelu`` | onnx Gelu-20 for models of opset < 20 |
@@ -162,6 +163,10 @@ def _schemas() -> list[Any]:
     return [
         schema("FusedConv", [_p("X"), _p("W"), _p("B", True)], [_p("Y")],
                conv_attrs + _ACT_ATTRS, _like("Conv", 3, _CONV_ATTRS), "Conv + activation"),
+        schema("FusedConvAdd", [_p("X"), _p("W"), _p("Z"), _p("B", True)], [_p("Y")],
+               conv_attrs + _ACT_ATTRS, _like("Conv", 2, _CONV_ATTRS),
+               "activation(Conv(X, W, B) + Z), Z of Y's shape (a residual added in the "
+               "Conv's epilogue)"),
         schema("FusedGemm", [_p("A"), _p("B"), _p("C", True)], [_p("Y")],
                gemm_attrs + _ACT_ATTRS, _like("Gemm", 3, _GEMM_ATTRS), "Gemm + activation"),
         schema("FusedMatMul", [_p("A"), _p("B"), _p("bias", True)], [_p("Y")],

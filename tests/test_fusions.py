@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.reference
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -120,6 +121,106 @@ def test_fusion_needs_one_provider_for_the_pattern(cpu: str, tmp_path: Path) -> 
     model = _model(nodes, {"x": [1, 3, 5, 5]}, ["y"], [_init("w", _x(2, 3, 3, 3))])
     ops = _check(model, {"x": _x(1, 3, 5, 5)}, tmp_path, providers=["mini", cpu])
     assert ops == ["Conv", "Relu"]
+
+
+# -- Conv + Add (+ activation): FusedConvAdd ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("op", "attrs", "extra"), [*ACTS, ("", {}, [])], ids=[*(a[0] for a in ACTS), "none"]
+)
+@pytest.mark.parametrize("add", ["Add", "Add-swapped", "Sum"])
+def test_conv_add_activation(
+    cpu: str, tmp_path: Path, op: str, attrs: Any, extra: Any, add: str
+) -> None:
+    # the residual is another branch's output, as in ResNet's shortcut
+    ins = ["z", "c"] if add == "Add-swapped" else ["c", "z"]
+    nodes = [
+        helper.make_node("Conv", ["x", "w2"], ["z"], strides=[2, 2]),
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node(add.split("-")[0], ins, ["s" if op else "y"]),
+    ]
+    if op:
+        nodes.append(_act_node(op, attrs, extra, "s"))
+    inits = [_init("w", _x(4, 3, 3, 3)), _init("b", _x(4)), _init("w2", _x(4, 3, 1, 1)),
+             _init("lo", -0.5), _init("hi", 0.5)]  # fmt: skip
+    ops = _check(_model(nodes, {"x": [2, 3, 7, 7]}, ["y"], inits), {"x": _x(2, 3, 7, 7)}, tmp_path)
+    assert ops == ["Conv", "com.ortcore:FusedConvAdd"]
+
+
+def test_conv_add_without_bias_and_a_graph_input_residual(cpu: str, tmp_path: Path) -> None:
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], group=2, pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c", "z"], ["s"]),
+        helper.make_node("Relu", ["s"], ["y"]),
+    ]
+    model = _model(
+        nodes, {"x": [1, 4, 5, 5], "z": [1, 6, 5, 5]}, ["y"], [_init("w", _x(6, 2, 3, 3))]
+    )
+    ops = _check(model, {"x": _x(1, 4, 5, 5), "z": _x(1, 6, 5, 5)}, tmp_path)
+    assert ops == ["com.ortcore:FusedConvAdd"]
+
+
+@pytest.mark.parametrize(
+    "case", ["broadcast", "conv-read-twice", "sum-of-three", "dynamic-shape", "residual-is-conv"]
+)
+def test_conv_add_not_fused(cpu: str, tmp_path: Path, case: str) -> None:
+    z_shape = [1, 2, 1, 1] if case == "broadcast" else [1, 2, 3, 3]
+    x_shape: list[Any] = ["N", 3, 5, 5] if case == "dynamic-shape" else [1, 3, 5, 5]
+    add_inputs = ["c", "z", "z"] if case == "sum-of-three" else ["c", "z"]
+    if case == "residual-is-conv":
+        add_inputs = ["c", "c"]
+    add = "Sum" if case == "sum-of-three" else "Add"
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node(add, add_inputs, ["y"])]
+    outputs = ["y", "c"] if case == "conv-read-twice" else ["y"]
+    model = _model(nodes, {"x": x_shape, "z": z_shape}, outputs, [_init("w", _x(2, 3, 3, 3))])
+    ops = _check(model, {"x": _x(1, 3, 5, 5), "z": _x(*z_shape)}, tmp_path)
+    assert "com.ortcore:FusedConvAdd" not in ops
+
+
+def test_fused_conv_add_kernel_float16_and_float64() -> None:
+    from ep_sdk.fused_ops import register_fused_schemas
+
+    register_fused_schemas()
+    for dtype, elem in ((np.float16, TensorProto.FLOAT16), (np.float64, TensorProto.DOUBLE)):
+        x, w = _x(1, 3, 6, 6).astype(dtype), _x(4, 3, 3, 3).astype(dtype)
+        z, b = _x(1, 4, 4, 4).astype(dtype), _x(4).astype(dtype)
+        node = helper.make_node(
+            "FusedConvAdd", ["x", "w", "z", "b"], ["y"], domain="com.ortcore", activation="Relu"
+        )
+        graph = helper.make_graph(
+            [node], "g",
+            [helper.make_tensor_value_info(n, elem, a.shape) for n, a in
+             (("x", x), ("w", w), ("z", z), ("b", b))],
+            [helper.make_tensor_value_info("y", elem, None)],
+        )  # fmt: skip
+        model = helper.make_model(
+            graph,
+            opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.ortcore", 1)],
+        )
+        sess = ortcore.InferenceSession(
+            model.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        (y,) = sess.run(None, {"x": x, "w": w, "z": z, "b": b})
+        ref = onnx.reference.ReferenceEvaluator(
+            helper.make_model(
+                helper.make_graph(
+                    [
+                        helper.make_node("Conv", ["x", "w", "b"], ["c"]),
+                        helper.make_node("Add", ["c", "z"], ["s"]),
+                        helper.make_node("Relu", ["s"], ["y"]),
+                    ],
+                    "r",
+                    graph.input,
+                    graph.output,
+                ),
+                opset_imports=[helper.make_opsetid("", 17)],
+            )
+        )
+        (want,) = ref.run(None, {"x": x, "w": w, "z": z, "b": b})  # test oracle
+        assert y.dtype == dtype
+        tol = 1e-2 if dtype == np.float16 else 1e-9
+        np.testing.assert_allclose(y, want, rtol=tol, atol=tol)
 
 
 # -- MatMul + Add, Gemm/MatMul + activation ----------------------------------

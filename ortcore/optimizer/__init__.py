@@ -51,7 +51,11 @@ from ._fusion import FusionContext, FusionPass
 from ._pass import OptimizerPass
 from .attention import AttentionFusionPass, fuse_attention
 from .constant_folding import ConstantFoldingPass, fold_constants
-from .conv_activation import ConvActivationFusionPass, fuse_conv_activation
+from .conv_activation import (
+    ConvActivationFusionPass,
+    fuse_conv_activation,
+    fuse_conv_add_activation,
+)
 from .conv_folding import ConvAffineFoldingPass, fold_conv_affine
 from .cse import CommonSubexpressionEliminationPass, eliminate_common_subexpressions
 from .dead_code import DeadCodeEliminationPass, remove_dead_code
@@ -97,6 +101,7 @@ __all__ = [
     "fuse_attention",
     "fuse_bias_gelu",
     "fuse_conv_activation",
+    "fuse_conv_add_activation",
     "fuse_gelu",
     "fuse_gemm_activation",
     "fuse_layer_norm",

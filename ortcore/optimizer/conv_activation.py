@@ -1,17 +1,74 @@
-"""Fuse ``Conv -> activation`` into ``com.ortcore.FusedConv``.
+"""Fuse ``Conv -> activation`` into ``com.ortcore.FusedConv``, and
+``Conv -> Add -> [activation]`` into ``com.ortcore.FusedConvAdd``.
 
 The activation (Relu, Clip, LeakyRelu, Sigmoid, HardSigmoid, Tanh) is applied
 in place on the convolution's output, saving one pass over it and one
-intermediate buffer, as onnxruntime's ConvActivationFusion does.
+intermediate buffer, as onnxruntime's ConvActivationFusion does. A residual
+``Add`` (or two-input ``Sum``) of a tensor of the Conv output's own shape is
+added in the same pass (onnxruntime's Conv + Add + Relu fusion, ResNet's
+shortcut): the Add's and the activation's passes and buffers go.
 """
 
 from __future__ import annotations
 
 import onnx_ir as ir
 
-from ._fusion import FusionContext, FusionPass, activation_of, op
+from ._fusion import FusionContext, FusionPass, activation_of, op, other_input
 
-__all__ = ["ConvActivationFusionPass", "fuse_conv_activation"]
+__all__ = ["ConvActivationFusionPass", "fuse_conv_activation", "fuse_conv_add_activation"]
+
+
+def _static_shape(v: ir.Value | None) -> tuple[int, ...] | None:
+    if v is None or v.shape is None:
+        return None
+    dims = tuple(v.shape)
+    return dims if all(isinstance(d, int) for d in dims) else None  # type: ignore[return-value]
+
+
+def fuse_conv_add_activation(ctx: FusionContext) -> int:
+    """Replace Conv + Add (or two-input Sum) [+ activation] of ``ctx.graph``
+    with FusedConvAdd, when the Add's other operand has the Conv output's
+    static shape and type (no broadcasting); returns fusions done."""
+    done = 0
+    for conv in list(ctx.graph):
+        if conv.graph is not ctx.graph or not op(conv, "Conv"):
+            continue
+        y = conv.outputs[0]
+        add = ctx.sole_user(y)
+        if not op(add, "Add", "Sum") or add is None or len(add.inputs) != 2:
+            continue
+        z = other_input(add, y)
+        shape = _static_shape(y)
+        if z is None or z is y or shape is None or _static_shape(z) != shape:
+            continue
+        if z.dtype != y.dtype or _static_shape(add.outputs[0]) != shape:
+            continue
+        nodes = [conv, add]
+        out = add.outputs[0]
+        act = None
+        act_node = ctx.sole_user(out)
+        if act_node is not None and act_node.inputs[0] is out:
+            act = activation_of(ctx, act_node)
+            if act is not None:
+                nodes.append(act_node)
+                out = act_node.outputs[0]
+        if not ctx.can_emit(nodes, "FusedConvAdd"):
+            continue
+        attrs = [a for a in conv.attributes.values()]
+        if act is not None:
+            attrs.append(ir.AttrString("activation", act[0]))
+            if act[1]:
+                attrs.append(ir.AttrFloat32s("activation_params", act[1]))
+        inputs = [conv.inputs[0], conv.inputs[1], z]
+        if len(conv.inputs) > 2 and conv.inputs[2] is not None:
+            inputs.append(conv.inputs[2])
+        fused = ir.Node(
+            "com.ortcore", "FusedConvAdd", inputs, attrs,
+            name=f"{conv.name}_fused", num_outputs=1,
+        )  # fmt: skip
+        ctx.replace(nodes, fused, [(out, fused.outputs[0])])
+        done += 1
+    return done
 
 
 def fuse_conv_activation(ctx: FusionContext) -> int:
@@ -40,6 +97,7 @@ def fuse_conv_activation(ctx: FusionContext) -> int:
 
 
 class ConvActivationFusionPass(FusionPass):
-    """Fuse Conv + activation into ``FusedConv``."""
+    """Fuse Conv + Add + activation into ``FusedConvAdd``, then Conv +
+    activation into ``FusedConv``."""
 
-    fusions = (fuse_conv_activation,)
+    fusions = (fuse_conv_add_activation, fuse_conv_activation)

@@ -40,6 +40,7 @@ FUSED_PATHS = {
     "BiasGelu": NATIVE,
     "FusedAttention": NUMPY,  # BLAS products, numpy softmax
     "FusedConv": NATIVE,
+    "FusedConvAdd": NATIVE,
     "FusedGelu": NATIVE,
     "FusedGemm": NATIVE,
     "FusedLayerNorm": NATIVE,
@@ -134,6 +135,10 @@ def _sample(domain: str, op: str) -> tuple[list[np.ndarray], dict[str, Any], int
         x3 = _f(2, 3, 8)
         samples: dict[str, tuple[list[np.ndarray], dict[str, Any]]] = {
             "FusedConv": ([_f(1, 3, 6, 6), _f(4, 3, 3, 3), _f(4)], {"activation": "Relu"}),
+            "FusedConvAdd": (
+                [_f(1, 3, 6, 6), _f(4, 3, 3, 3), _f(1, 4, 4, 4), _f(4)],
+                {"activation": "Relu"},
+            ),
             "FusedGemm": ([_f(4, 6), _f(6, 5), _f(5)], {"activation": "Sigmoid"}),
             "FusedMatMul": ([_f(2, 4, 6), _f(6, 5), _f(5)], {"activation": "Tanh"}),
             "FusedGelu": ([_f(3, 8)], {"approximate": "tanh"}),
@@ -195,7 +200,7 @@ FUSED_ACTIVATIONS = {
 
 
 @pytest.mark.parametrize("act", sorted(FUSED_ACTIVATIONS))
-@pytest.mark.parametrize("op", ["FusedConv", "FusedGemm", "FusedMatMul"])
+@pytest.mark.parametrize("op", ["FusedConv", "FusedConvAdd", "FusedGemm", "FusedMatMul"])
 def test_fused_activation_runs_in_one_cython_pass(
     monkeypatch: pytest.MonkeyPatch, op: str, act: str
 ) -> None:
@@ -204,12 +209,15 @@ def test_fused_activation_runs_in_one_cython_pass(
     attrs = {"activation": act, **FUSED_ACTIVATIONS[act]}
     calls = _ext_calls(monkeypatch)
     (got,) = kit.build_node(op, inputs, attrs, opset=opset, domain=DOMAIN)(*inputs)
-    if op == "FusedConv" and act in ("", "Relu", "Clip"):
-        # a clamp: done in the pass that adds the Conv's bias (conv*.bias_clamp)
+    bias_pass = ".bias_add_clamp" if op == "FusedConvAdd" else ".bias_clamp"
+    if op.startswith("FusedConv") and act in ("", "Relu", "Clip"):
+        # a clamp: done in the pass that adds the Conv's bias (and residual)
         assert calls.count(_ACTIVATION_CALL) == 0, calls
-        assert sum(c.endswith(".bias_clamp") for c in calls) == 1, calls
+        assert sum(c.endswith(bias_pass) for c in calls) == 1, calls
     else:
         assert calls.count(_ACTIVATION_CALL) == 1, calls
+    if op == "FusedConvAdd":  # the residual is added in the bias's pass either way
+        assert sum(c.endswith(bias_pass) for c in calls) == 1, calls
     (plain,) = kit.build_node(op, inputs, {}, opset=opset, domain=DOMAIN)(*inputs)
     np.testing.assert_allclose(got, _numpy_activation(act, plain.astype(np.float64)),
                                rtol=1e-5, atol=1e-6)  # fmt: skip

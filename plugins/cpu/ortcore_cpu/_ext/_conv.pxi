@@ -271,6 +271,39 @@ def bias_clamp(float[:, ::1] y, const float[::1] b, float lo, float hi, int nthr
                     row[j] = row[j] + bv
 
 
+def bias_add_clamp(float[:, ::1] y, const float[::1] b, const float[:, ::1] z,
+                   float lo, float hi, int nthreads):
+    """Add ``b[r % M]`` and row r of ``z`` to row r of ``y`` (N*M, spatial) and
+    clamp it to [lo, hi], in place: a Conv's bias, a residual of its output's
+    shape and its fused Relu or Clip in one pass (FusedConvAdd). NaN stays NaN;
+    ``b`` may be empty (no bias). Rows split over ``nthreads``."""
+    cdef Py_ssize_t R = y.shape[0], L = y.shape[1], M = b.shape[0]
+    cdef Py_ssize_t r, j
+    cdef float bv, v
+    cdef float* row
+    cdef const float* zrow
+    cdef bint clamp = lo > -INFINITY or hi < INFINITY
+    if M and R % M:
+        raise ValueError(f"bias_add_clamp: {R} rows are not a multiple of {M} channels")
+    if z.shape[0] != R or z.shape[1] != L:
+        raise ValueError(f"bias_add_clamp: z is {z.shape[0]}x{z.shape[1]}, y {R}x{L}")
+    if R == 0 or L == 0:
+        return
+    with nogil:
+        for r in prange(R, num_threads=nthreads, schedule="static"):
+            bv = b[r % M] if M else 0.0
+            row = &y[r, 0]
+            zrow = &z[r, 0]
+            if clamp:
+                for j in range(L):
+                    v = row[j] + bv + zrow[j]
+                    v = lo if v < lo else v
+                    row[j] = hi if v > hi else v
+            else:
+                for j in range(L):
+                    row[j] = row[j] + bv + zrow[j]
+
+
 cdef bint _phases_fit(Py_ssize_t oh, Py_ssize_t ow, Py_ssize_t kh, Py_ssize_t kw,
                       Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t dh, Py_ssize_t dw):
     """Whether :func:`_depthwise2d_phases`'s buffer, about Hp * (Wp + sw)

@@ -1,5 +1,6 @@
 """Type stubs: the AVX-512 build of :mod:`.conv` (the same functions)."""
 
+from .conv import bias_add_clamp as bias_add_clamp
 from .conv import bias_clamp as bias_clamp
 from .conv import col2im as col2im
 from .conv import depthwise2d as depthwise2d

@@ -50,27 +50,40 @@ Clamp = tuple[float, float]
 
 
 def _add_bias(
-    y: np.ndarray, b: np.ndarray | None, threads: int, clamp: Clamp | None = None
+    y: np.ndarray,
+    b: np.ndarray | None,
+    threads: int,
+    clamp: Clamp | None = None,
+    z: np.ndarray | None = None,
 ) -> None:
-    """Add the bias ``b`` (one value per output channel) to ``y`` (N, M, ...) in
-    place, then clamp ``y`` to ``clamp`` if given; one Cython pass for float32.
+    """Add the bias ``b`` (one value per output channel) and the residual ``z``
+    (``y``'s shape) to ``y`` (N, M, ...) in place, then clamp ``y`` to
+    ``clamp`` if given; one Cython pass for float32.
 
     Raises:
-        ValueError: ``b`` is not of shape (M,).
+        ValueError: ``b`` is not of shape (M,), or ``z`` not of ``y``'s shape.
     """
     if b is not None and b.shape != y.shape[1:2]:
         raise ValueError(f"bias of shape {list(b.shape)} for {y.shape[1]} output channels")
-    if (b is None and clamp is None) or y.size == 0:
+    if z is not None and z.shape != y.shape:
+        raise ValueError(f"residual Z of shape {list(z.shape)} for an output of {list(y.shape)}")
+    if (b is None and clamp is None and z is None) or y.size == 0:
         return
     n, m = y.shape[:2]
     rows = y.reshape(n * m, -1)
     if y.dtype == np.float32 and y.flags.c_contiguous:
         lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
         bias = _NO_BIAS if b is None else f32_contiguous(b)
-        ext.bias_clamp(rows, bias, lo, hi, threads_for_memory_bound(y.size // 2, threads))
+        share = threads_for_memory_bound(y.size // 2, threads)
+        if z is None:
+            ext.bias_clamp(rows, bias, lo, hi, share)
+        else:
+            ext.bias_add_clamp(rows, bias, f32_contiguous(z).reshape(n * m, -1), lo, hi, share)
         return
     if b is not None:
         rows += np.tile(b.astype(y.dtype), n)[:, None]
+    if z is not None:
+        y += z.astype(y.dtype, copy=False)
     if clamp is not None:
         np.clip(y, *clamp, out=y)
 
@@ -365,9 +378,13 @@ def conv(info: NodeInfo) -> Compute:
     return build_conv(info)
 
 
-def build_conv(info: NodeInfo, *, clamp: Clamp | None = None) -> Compute:
+def build_conv(
+    info: NodeInfo, *, clamp: Clamp | None = None, residual: bool = False
+) -> Compute:
     """The Conv kernel of ``info``; with ``clamp`` its output is clamped to
-    ``(lo, hi)`` in the bias's pass (FusedConv's Relu and Clip)."""
+    ``(lo, hi)`` in the bias's pass (FusedConv's Relu and Clip). With
+    ``residual`` it takes ``(x, w, z, b=None)`` and adds ``z`` (of the
+    output's shape) in that pass too (FusedConvAdd)."""
     check_window_attrs(info.attrs)
     group = int(info.attrs.get("group", 1))
     kernel_shape = info.attrs.get("kernel_shape")
@@ -375,7 +392,9 @@ def build_conv(info: NodeInfo, *, clamp: Clamp | None = None) -> Compute:
     threads = thread_count(info)
     filters = WinogradFilters() if _constant_input(info, 1) else None
 
-    def compute(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray]:
+    def run(
+        x: np.ndarray, w: np.ndarray, b: np.ndarray | None, z: np.ndarray | None
+    ) -> tuple[np.ndarray]:
         if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
             raise ValueError(
                 f"{info.describe()}: input channels {x.shape[1]} / weight {w.shape} "
@@ -384,11 +403,23 @@ def build_conv(info: NodeInfo, *, clamp: Clamp | None = None) -> Compute:
         win = window(x.shape[2:], kernel_shape or w.shape[2:], partial=False, **geometry)
         if x.dtype in (np.float32, np.float16) and 1 <= len(win.out) <= 3:
             y = _conv_f32(x, w, win, group, threads, filters)
-            _add_bias(y, b, threads, clamp)
+            _add_bias(y, b, threads, clamp, z)
             return (y.astype(x.dtype, copy=False),)
         y = _conv_numpy(x, w, win, group)
-        _add_bias(y, b, threads, clamp)
+        _add_bias(y, b, threads, clamp, z)
         return (y,)
+
+    if residual:
+
+        def compute_residual(
+            x: np.ndarray, w: np.ndarray, z: np.ndarray, b: np.ndarray | None = None
+        ) -> tuple[np.ndarray]:
+            return run(x, w, b, z)
+
+        return compute_residual
+
+    def compute(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray]:
+        return run(x, w, b, None)
 
     return compute
 

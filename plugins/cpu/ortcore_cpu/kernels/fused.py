@@ -1,8 +1,9 @@
 """Kernels of the fused operators ortcore's optimizer emits (domain
 ``com.ortcore``; their domain and schemas are in ``ep_sdk.fused_ops``).
 
-Each reuses the kernel of the op it fuses: FusedConv, FusedGemm and
-FusedMatMul run the Conv, Gemm and MatMul products and then add the bias and
+Each reuses the kernel of the op it fuses: FusedConv, FusedConvAdd (a
+residual added too), FusedGemm and FusedMatMul run the Conv, Gemm and
+MatMul products and then add the bias and
 apply the activation in one Cython pass, in place on their fresh output
 (float32; numpy for the other dtypes); the Gelus and FusedSwish run the
 Gelu and Swish kernels; the normalizations run the
@@ -165,6 +166,27 @@ def fused_conv(info: NodeInfo) -> Compute:
     return compute
 
 
+@registry.kernel("FusedConvAdd", domain=DOMAIN, types=_T_NO_BF16)
+@float32_path(NATIVE)
+def fused_conv_add(info: NodeInfo) -> Compute:
+    """``activation(Conv(X, W, B) + Z)``: the residual ``Z`` is added in the
+    pass that adds the bias, and Relu or Clip clamp in it too; the other
+    activations run in place on the sum (the Conv's output is always fresh)."""
+    clamp = _clamp(info)
+    if clamp is not None:
+        return conv.build_conv(info, clamp=clamp, residual=True)
+    base = conv.build_conv(info, residual=True)
+    act = _epilogue(info)
+
+    def compute(
+        x: np.ndarray, w: np.ndarray, z: np.ndarray, b: np.ndarray | None = None
+    ) -> tuple[np.ndarray]:
+        (y,) = base(x, w, z, b)
+        return (act(_owned(y, (x, w, z, b))),)
+
+    return compute
+
+
 @registry.kernel("FusedGemm", domain=DOMAIN, types=_T_NO_BF16)
 @float32_path(NATIVE)
 def fused_gemm(info: NodeInfo) -> Compute:
@@ -291,6 +313,7 @@ __all__ = [
     "bias_gelu",
     "fused_attention",
     "fused_conv",
+    "fused_conv_add",
     "fused_gemm",
     "fused_matmul",
     "fused_swish",
