@@ -510,6 +510,11 @@ class CompiledCache:
         if {k: meta.get(k) for k in parts} != dict(parts):
             return None
         size = meta.get("size")
+        try:  # a FIFO or a folder under the entry's name is a miss, never a hang
+            if not stat.S_ISREG(data_path.stat().st_mode):
+                return None
+        except OSError:
+            return None
         data: bytes | memoryview | None = _map_file(data_path, size) if mapped else None
         if data is None:
             try:

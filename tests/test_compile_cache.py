@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any, ClassVar
@@ -383,3 +384,15 @@ def test_a_short_or_replaced_entry_is_a_miss(tmp_path: Path) -> None:
     entry.mkdir()  # not a regular file: neither mapped nor read
     _session(model, tmp_path, Mapped)
     assert (BakingProvider.builds, BakingProvider.loads) == (3, 0)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize("cls", [BakingProvider, Mapped], ids=["bytes", "mapped"])
+def test_a_fifo_in_place_of_an_entry_is_a_miss_not_a_hang(tmp_path: Path, cls: type) -> None:
+    model = affine_model([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
+    _session(model, tmp_path, cls)
+    (entry,) = (tmp_path / cls.name).glob("*.bin")
+    entry.unlink()
+    os.mkfifo(entry)  # nobody writes it: reading it would block for ever
+    np.testing.assert_array_equal(_y(_session(model, tmp_path, cls)), X * [1, 2, 3] + [4, 5, 6])
+    assert (BakingProvider.builds, BakingProvider.loads) == (2, 0)
