@@ -12,7 +12,8 @@ it, and rows/s in the steady state (from the first result to the last); the summ
 gives the scaling of each config over the first one.
 
     python benchmarks/ray_batch.py [--images 20000] [--configs 1x1,2x1] [--batch-size 16]
-                                   [--address ADDR] [--no-cli] [--workdir DIR]
+                                   [--address ADDR] [--no-cli] [--no-map]
+                                   [--workdir DIR]
 
 20000 images take hours on one core (light ResNet-50 is ~0.25 s an image on one
 thread); ``--images 2000`` is a quick run, and the generated ``.npy`` holds
@@ -141,6 +142,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--address", help="Ray cluster to use (default: start a local one)")
     parser.add_argument("--no-cli", action="store_true", help="skip the `ortcore batch` runs")
+    parser.add_argument("--no-map", action="store_true", help="skip the `map_inference` runs")
     parser.add_argument("--workdir", help="where the .npy and outputs go (default: a temp dir)")
     args = parser.parse_args()
 
@@ -163,7 +165,7 @@ def main() -> None:
         f"{os.cpu_count()} cores, load average {load}"
     )
     results: dict[str, list[tuple[tuple[int, int], dict[str, Any]]]] = {}
-    for actors, threads in configs:
+    for actors, threads in [] if args.no_map else configs:
         r = time_map_inference(model, args.images, actors, threads, args.batch_size)
         show("map_inference", actors, threads, r)
         results.setdefault("map_inference", []).append(((actors, threads), r))
