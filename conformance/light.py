@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +42,8 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import numpy_helper
+
+from ep_sdk.files import write_atomically
 
 from .oracle import batchnorm_inference, evaluator
 
@@ -238,14 +239,7 @@ def _write_cache(file: Path, stats: dict[str, np.ndarray], outputs: list[Any]) -
     arrays.update({f"output:{i}": np.asarray(v) for i, v in enumerate(outputs)})
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".tmp-", suffix=".npz")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
-            os.replace(tmp, file)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        write_atomically(file, lambda f: np.savez(f, **arrays), suffix=".npz")
     except OSError:
         pass  # no cache: the next run computes them again
 

@@ -40,8 +40,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -51,6 +49,7 @@ import onnx
 import onnx_ir as ir
 
 from .capability import Capability, Claim, FusedGroup, GraphContext
+from .files import write_atomically
 from .graph import group_digest, group_io, group_model, group_nodes, is_constant, node_reads
 from .kernel import is_provider_folder_name
 from .provider import ExecutionProvider, ProviderOptionError, SessionConfig
@@ -336,14 +335,8 @@ class BridgeExecutionProvider(ExecutionProvider):
             return
         try:
             file.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".tmp-", suffix=".json")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump({"key": key, "answers": dict(answers)}, f)
-                os.replace(tmp, file)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+            text = json.dumps({"key": key, "answers": dict(answers)})
+            write_atomically(file, text.encode(), suffix=".json")
         except OSError:
             log.warning("%s: could not keep the query answer in %s", self.name, file)
 

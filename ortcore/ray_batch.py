@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from ep_sdk.files import write_atomically
+
 from .batching import SessionSettings, bind_columns, declared_io, output_columns
 from .errors import InvalidArgument
 from .ray import BatchPredictor, default_actors, map_inference, model_payload
@@ -820,11 +822,11 @@ def _finish(root: str, job: dict[str, Any], total: int) -> None:
 
 def _gather(root: str, path: str, names: list[str]) -> None:
     columns = read_output(root)
-    tmp = f"{path}{TMP_PREFIX}{uuid.uuid4().hex}"
-    with open(tmp, "wb") as f:
-        if path.lower().endswith(".npy"):
-            np.save(f, columns[names[0]])
-        else:
-            savez: Any = np.savez  # numpy's stub reads **columns as its own keywords
-            savez(f, **columns)
-    os.replace(tmp, path)
+    savez: Any = np.savez  # numpy's stub reads **columns as its own keywords
+    write_atomically(
+        path,
+        (lambda f: np.save(f, columns[names[0]]))
+        if path.lower().endswith(".npy")
+        else (lambda f: savez(f, **columns)),
+        prefix=f"{Path(path).name}{TMP_PREFIX}",
+    )

@@ -21,6 +21,8 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, helper
 
+from ep_sdk.files import write_atomically
+
 __all__ = ["examples", "get_example"]
 
 _lock = threading.Lock()
@@ -175,13 +177,5 @@ def get_example(name: str) -> str:
                 return str(path)
         except OSError:
             pass
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{name}.")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_atomically(path, data, prefix=f".{name}.")
     return str(path)
