@@ -18,9 +18,10 @@ difference of each runtime's first output from onnxruntime's float32 output,
 relative to that output's largest magnitude.
 
 ``--creation`` also times session creation with a warm compiled-artifact
-cache (``ortcore.cache_dir``), against ``Core.import_model`` of OpenVINO's own
-exported blob, each in a fresh process after one untimed creation (target:
-at most 1.2x).
+cache (``ortcore.cache_dir``) and a saved session (``ortcore.save_session``;
+``--cache-only`` leaves it off), against ``Core.import_model`` of OpenVINO's
+own exported blob, each in a fresh process after one untimed creation
+(target: at most 1.2x).
 
 Models: onnx's light zoo (with the conformance suite's seeded random weights)
 and the
@@ -28,7 +29,7 @@ BERT-base / GPT-2-base shapes of ``transformers.py`` (12 layers, sequence
 128, random weights).
 
     python benchmarks/openvino_bridge.py [--models resnet50,bert,...] [--runs 10]
-        [--processes 2] [--threads 2] [--precisions f32,bf16] [--creation]
+        [--processes 2] [--threads 2] [--precisions f32,bf16] [--creation] [--cache-only]
 """
 
 from __future__ import annotations
@@ -111,6 +112,9 @@ def open_runtime(runtime: str, path: Path, precision: str, threads: int) -> tupl
         cache = os.environ.get("OV_BENCH_CACHE")
         if cache:
             so.add_session_config_entry("ortcore.cache_dir", cache)
+            so.add_session_config_entry(
+                "ortcore.save_session", os.environ.get("OV_BENCH_SAVE_SESSION", "1")
+            )
         providers: list[Any] = [("openvino", {"precision": precision}), "CPUExecutionProvider"]
         osess = ortcore.InferenceSession(str(path), so, providers=providers)
         feeds = _feeds(osess.get_inputs())
@@ -197,6 +201,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--precisions", default="f32,bf16")
     parser.add_argument("--creation", action="store_true", help="also time session creation")
+    parser.add_argument(
+        "--cache-only", action="store_true", help="warm creation without saved sessions"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--child-creation", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
@@ -217,6 +224,7 @@ def main() -> None:
     precisions = args.precisions.split(",")
     work = Path(tempfile.mkdtemp(prefix="ortcore-ov-bench-"))
     os.environ["OV_BENCH_CACHE"] = str(work / "cache")
+    os.environ["OV_BENCH_SAVE_SESSION"] = "0" if args.cache_only else "1"
     (work / "cache").mkdir()
     print(
         f"{args.runs} runs x {args.processes} processes per runtime, {args.threads} threads; "

@@ -58,7 +58,6 @@ import mmap
 import os
 import re
 import stat
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -69,6 +68,7 @@ import numpy as np
 import onnx
 
 from ep_sdk import ExecutionProvider, FusedGroup
+from ep_sdk.files import write_atomically
 from ep_sdk.graph import group_digest
 from ep_sdk.kernel import is_provider_folder_name
 
@@ -128,6 +128,12 @@ def cache_dir_from_config(config: Mapping[str, str]) -> Path | None:
     p = Path(path)
     return p.parent if p.suffix and not p.is_dir() else p
 
+
+SESSION_FOLDER = "ortcore.session"
+"""The folder of saved sessions (:mod:`ortcore.saved_session`) in the cache
+folder: ``<key>.onnx`` and ``<key>.meta`` files. Not a provider's: left out
+of :meth:`CompiledCache.scan`, emptied by a purge of every provider."""
+_SESSION_RE = re.compile(r"([0-9a-f]{64})\.(?:onnx|meta)")
 
 _HASH_SLICE = 1 << 24  # bytes hashed at a time: memory-mapped data is read page by page
 _HASH_THREADS = 8  # at most this many threads hash slices (hashlib releases the GIL)
@@ -311,6 +317,8 @@ class PurgeReport:
     """How many ``.tmp-*`` files left by an interrupted :meth:`CompiledCache.store` went."""
     folders: int = 0
     """How many provider folders were removed (once empty)."""
+    sessions: int = 0
+    """How many saved sessions were removed (a purge of every provider removes them)."""
     removed: list[str] = field(default_factory=list)
     """Every path removed: entry files, leftover temp files, emptied provider folders."""
     skipped: list[CacheNote] = field(default_factory=list)
@@ -327,6 +335,7 @@ class PurgeReport:
             "entries": self.entries,
             "temp_files": self.temp_files,
             "folders": self.folders,
+            "sessions": self.sessions,
             "removed": list(self.removed),
             "skipped": [n.to_dict() for n in self.skipped],
         }
@@ -531,8 +540,8 @@ class CompiledCache:
         *,
         key: str | None = None,
         parts: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Write an entry (atomically: a reader never sees half of one).
+    ) -> bool:
+        """Write an entry (atomically: a reader never sees half of one); whether it was written.
 
         A provider whose name cannot be a folder name of the cache (see the
         module docstring) is not cached: a warning is logged and nothing written.
@@ -546,7 +555,7 @@ class CompiledCache:
                 group.name,
                 provider.name,
             )
-            return
+            return False
         parts = self.key_parts(provider, group) if parts is None else parts
         key = self.key(provider, group, parts) if key is None else key
         data_path, meta_path = self._paths(provider.name, key)
@@ -562,14 +571,8 @@ class CompiledCache:
         for path, content in ((data_path, data), (meta_path, json.dumps(meta).encode())):
             # The ".tmp-" prefix (and mkstemp's 8-character suffix) is what
             # purge() recognises as a leftover of ours.
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(content)
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_atomically(path, content, prefix=".tmp-")
+        return True
 
     # -- listing and purging -------------------------------------------------------
 
@@ -589,7 +592,8 @@ class CompiledCache:
     def _folders(
         self, root: _Dir, provider: str | None, notes: list[CacheNote]
     ) -> Iterator[tuple[str, _Dir]]:
-        """The provider folders to look into (only ``provider``'s when given)."""
+        """The provider folders to look into (only ``provider``'s when given);
+        never the saved sessions' folder."""
         try:
             children = root.scandir()
         except OSError as exc:
@@ -597,6 +601,8 @@ class CompiledCache:
                 f"cache folder {self.directory}: cannot list it ({_oserror(exc)})"
             ) from exc
         for e in children:
+            if e.name == SESSION_FOLDER:
+                continue
             if provider is not None and e.name != provider:
                 continue
             path = str(root.path / e.name)
@@ -720,6 +726,8 @@ class CompiledCache:
             return report
         now = time.time()
         with root:
+            if provider is None:
+                self._purge_sessions(root, report)
             for name, folder in self._folders(root, provider, report.skipped):
                 found = self._scan_folder(folder, name, report.skipped)
                 for entry in found.entries:
@@ -746,6 +754,43 @@ class CompiledCache:
                         report.temp_files += self._remove(folder, tmp, report)
                 self._remove_if_empty(root, folder, name, report)
         return report
+
+    @staticmethod
+    def _purge_sessions(root: _Dir, report: PurgeReport) -> None:
+        """Remove the saved sessions (their ``.onnx`` and ``.meta`` files, and
+        leftover temp files), then their folder once empty."""
+        try:
+            if not stat.S_ISDIR(root.lstat(SESSION_FOLDER).st_mode):
+                return  # absent, or not a real folder (a symlink is not followed)
+            folder = root.child(SESSION_FOLDER)
+        except OSError:
+            return
+        with folder:
+            try:
+                children = folder.scandir()
+            except OSError as exc:
+                report.skipped.append(
+                    CacheNote(str(folder.path), f"cannot list: {_oserror(exc)}", error=True)
+                )
+                return
+            keys: set[str] = set()
+            for e in children:
+                m = _SESSION_RE.fullmatch(e.name)
+                if m is None or not e.is_file(follow_symlinks=False):
+                    if _TEMP_RE.fullmatch(e.name) is None:
+                        report.skipped.append(
+                            CacheNote(str(folder.path / e.name), "not a saved session")
+                        )
+                        continue
+                if CompiledCache._remove(folder, e.name, report) and m is not None:
+                    keys.add(m.group(1))
+            report.sessions += len(keys)
+            try:
+                if not folder.scandir():
+                    root.rmdir(SESSION_FOLDER)
+                    report.removed.append(str(folder.path))
+            except OSError:
+                pass
 
     @staticmethod
     def _remove(folder: _Dir, name: str, report: PurgeReport) -> bool:
@@ -778,9 +823,16 @@ class CompiledCache:
 
 
 def compile_with_cache(
-    cache: CompiledCache | None, provider: ExecutionProvider, group: FusedGroup
+    cache: CompiledCache | None,
+    provider: ExecutionProvider,
+    group: FusedGroup,
+    *,
+    keys: dict[str, str] | None = None,
 ) -> Any:
     """``provider.compile(group)``, through ``cache`` when the provider supports it.
+
+    ``keys``, when given, gets ``group.name -> key`` for a group that the
+    cache holds once this returns (loaded from it, or stored in it).
 
     The cache never fails a session: when the key cannot be computed (the
     provider's ``compile_cache_key_parts`` raised), when ``load_compiled``
@@ -806,7 +858,10 @@ def compile_with_cache(
     if data is not None:
         try:
             # a memoryview for a provider that set load_compiled_mapped
-            return provider.load_compiled(group, cast(bytes, data))
+            fn = provider.load_compiled(group, cast(bytes, data))
+            if keys is not None:
+                keys[group.name] = key
+            return fn
         except Exception:
             log.warning(
                 "%s could not load its cached compiled group %s (entry %s); compiling it "
@@ -820,7 +875,8 @@ def compile_with_cache(
     try:
         blob = provider.serialize_compiled(group, fn)
         if blob is not None:
-            cache.store(provider, group, bytes(blob), key=key, parts=parts)
+            if cache.store(provider, group, bytes(blob), key=key, parts=parts) and keys is not None:
+                keys[group.name] = key
     except Exception:
         log.warning(
             "%s's compiled group %s was not cached", provider.name, group.name, exc_info=True

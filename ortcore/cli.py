@@ -398,6 +398,8 @@ def cmd_cache(ns: argparse.Namespace) -> int:
                 f"also removed {report.temp_files} leftover temp file(s) "
                 f"and {report.folders} emptied provider folder(s)"
             )
+        if report.sessions:
+            print(f"also removed {report.sessions} saved session(s) (ortcore.saved_session)")
         for note in report.skipped:
             print(
                 f"{'error' if note.error else 'skipped'} {shown(note.path)}: {note.reason}",

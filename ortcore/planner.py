@@ -34,6 +34,7 @@ from .errors import EPFail, InvalidGraph, OrtcoreError
 from .executor import Plan, Step, StepInfo, SubgraphPlan, attach_releases
 from .nodeinfo import implicit_inputs, make_node_info, node_reads, outer_values, registry_of
 from .partition import PartitionResult, partition_graph
+from .saved_session import SavedGroup, StaleSavedSession, load_saved_group
 
 __all__ = ["GraphPlanner", "NodeRecord", "PlannedGraph"]
 
@@ -72,7 +73,7 @@ class PlannedGraph:
     copies: list[StepInfo]
 
 
-def _unit_order(nodes: Sequence[ir.Node], group_of: Mapping[ir.Node, Claim]) -> list[Any]:
+def unit_order(nodes: Sequence[ir.Node], group_of: Mapping[ir.Node, Claim]) -> list[Any]:
     """Topologically order units (nodes, or claims for fused groups)."""
     unit_of: dict[ir.Node, Any] = {n: group_of.get(n, n) for n in nodes}
     units: list[Any] = list(dict.fromkeys(unit_of[n] for n in nodes))
@@ -160,6 +161,8 @@ class GraphPlanner:
         self._compiled: dict[Claim, Any] = {}
         self.cache = cache
         self.max_tensor_bytes = max_tensor_bytes
+        # group name -> its compiled-artifact cache key, for groups the cache holds
+        self.group_keys: dict[str, str] = {}
 
     # -- entry points ----------------------------------------------------
 
@@ -193,6 +196,10 @@ class GraphPlanner:
         return _PlanBuilder(self, graph, part, path).build(
             inputs, outputs, constants, input_devices, output_devices
         )
+
+    def partition_of(self, graph: ir.Graph) -> PartitionResult | None:
+        """The partition of ``graph`` if it was planned."""
+        return self._partitions.get(graph)
 
     def plan_subgraph(self, graph: ir.Graph, path: str) -> SubgraphPlan:
         """Build the runner of a control-flow body."""
@@ -235,7 +242,11 @@ class GraphPlanner:
         """``provider.compile(group)``, once per claim."""
         fn = self._compiled.get(claim)
         if fn is None:
-            fn = self._compiled[claim] = compile_with_cache(self.cache, provider, group)
+            if isinstance(claim.payload, SavedGroup):  # a saved session's group
+                fn = load_saved_group(self.cache, provider, group, claim.payload.key)
+            else:
+                fn = compile_with_cache(self.cache, provider, group, keys=self.group_keys)
+            self._compiled[claim] = fn
         return fn
 
 
@@ -306,7 +317,7 @@ class _PlanBuilder:
             self.home[v] = where
             idx = self.slot.get((v, where))
             input_slots.append(idx if idx is not None else self.new_slot(v, where))
-        for unit in _unit_order(list(self.graph), self.part.group_of):
+        for unit in unit_order(list(self.graph), self.part.group_of):
             if isinstance(unit, Claim):
                 self.add_group(unit)
             else:
@@ -434,7 +445,7 @@ class _PlanBuilder:
         )
         try:
             fn = self.planner.compile_group(claim, provider, group)
-        except OrtcoreError:
+        except (OrtcoreError, StaleSavedSession):
             raise
         except Exception as exc:
             raise EPFail(
@@ -448,6 +459,20 @@ class _PlanBuilder:
             out_slots.append(self.new_slot(v, device))
         info = StepInfo("fused", name, name, provider.name)
         self.steps.append(Step(fn, in_slots, tuple(out_slots), (), False, info))
+        if isinstance(claim.payload, SavedGroup):  # the nodes the saved group holds
+            for node_name, op_type, domain, declined in claim.payload.members:
+                self.records.append(
+                    NodeRecord(
+                        node_name,
+                        op_type,
+                        domain,
+                        provider.name,
+                        group=name,
+                        declined=declined,
+                        graph=self.path,
+                    )
+                )
+            return
         for n in ordered:
             self.records.append(
                 NodeRecord(

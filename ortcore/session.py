@@ -12,6 +12,7 @@ way out (:mod:`ortcore.outputs`). The records it answers with live in
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
 import time
@@ -63,6 +64,17 @@ from .providers import DISABLE_CPU_FALLBACK as DISABLE_CPU_FALLBACK  # moved; im
 from .records import ModelMetadata, NodeArg, Partition, node_arg
 from .runner import PlanRunner, run_in_background
 from .runner import run_log as run_log  # moved; importable here
+from .saved_session import (
+    SavedSession,
+    StaleSavedSession,
+    claim_saved_nodes,
+    find_saved,
+    save_session,
+    saves_sessions,
+    session_key,
+)
+
+log = logging.getLogger("ortcore.cache")
 
 __all__ = [
     "InferenceSession",
@@ -132,9 +144,62 @@ class InferenceSession:
         self._profiler: Profiler | None = None
         if self._sess_options.enable_profiling:
             self._profiler = Profiler(self._sess_options.profile_file_prefix)
+        self._source = path_or_bytes
+        self._read_config = read_config
+        config = self._sess_options.config_entries
+        cache_dir = cache_dir_from_config(config) if saves_sessions(config) else None
+        saved = key = None
+        if cache_dir is not None:
+            settings = {
+                "providers": list(providers) if providers is not None else None,
+                "provider_options": list(provider_options) if provider_options else None,
+                "disabled_optimizers": sorted(self._disabled_optimizers),
+                "fallback": self._fallback,
+                "read_config": read_config,
+            }
+            key = session_key(path_or_bytes, self._sess_options, settings)
+            if key is not None:
+                saved = find_saved(cache_dir, key, path_or_bytes)
+        if saved is not None:
+            try:
+                self._build(path_or_bytes, saved, providers, provider_options, read_config)
+                return
+            except Exception as exc:  # a saved session never fails a session
+                how = logging.INFO if isinstance(exc, StaleSavedSession) else logging.WARNING
+                log.log(how, "saved session %s not used (%s): loading the model", saved.key, exc)
+                self.close()
+                self._custom_ops = session_ops(
+                    self._manager.custom_ops(load_all=requested is None),
+                    self._sess_options.custom_ops,
+                )
+        self._build(path_or_bytes, None, providers, provider_options, read_config)
+        if cache_dir is not None and key is not None:
+            save_session(
+                cache_dir,
+                key,
+                path_or_bytes,
+                self._model,
+                self._plans,
+                self._plans.planner.group_keys,
+            )
+
+    def _build(
+        self,
+        path_or_bytes: str | os.PathLike[str] | bytes,
+        saved: SavedSession | None,
+        providers: Sequence[ProviderSpec] | None,
+        provider_options: Sequence[Mapping[str, Any]] | None,
+        read_config: Any,
+    ) -> None:
+        """Load, optimize and plan the model, or the saved session's context model.
+
+        Raises:
+            StaleSavedSession: ``saved`` cannot be used (see :mod:`ortcore.saved_session`).
+        """
         t_start = time.perf_counter_ns()
+        self._saved = saved
         model, self._custom_ops = load_session_model(
-            path_or_bytes,
+            path_or_bytes if saved is None else saved.model,
             load_options(self._sess_options, self._max_tensor_bytes),
             self._manager,
             self._custom_ops,
@@ -150,7 +215,10 @@ class InferenceSession:
         self._providers = self._create_providers(providers, provider_options)
         apply_initializers(model, self._sess_options.initializers)
         self._input_values, self._overridable = feedable_inputs(model)
-        self._optimize(model)
+        if saved is None:
+            self._optimize(model)
+        else:  # optimized and partitioned when it was saved
+            claim_saved_nodes(model.graph, self._providers, saved)
         self._inputs_meta = [node_arg(v, self._map_types) for v in self._input_values]
         self._outputs_meta = [node_arg(v, self._map_types) for v in model.graph.outputs]
         self._outputs = OutputNames([a.name for a in self._outputs_meta])
@@ -454,9 +522,16 @@ class InferenceSession:
         """
         with self._lock:
             old = self._providers
-            self._providers = self._create_providers(providers, provider_options)
-            self._plans = self._plan()
-            self._runner.use_providers(self._providers)
+            if self._saved is not None:
+                # A saved session's context model runs only on the providers it
+                # was saved with: on others, the session is built from the model.
+                runner = self._runner
+                self._build(self._source, None, providers, provider_options, self._read_config)
+                runner.shutdown()
+            else:
+                self._providers = self._create_providers(providers, provider_options)
+                self._plans = self._plan()
+                self._runner.use_providers(self._providers)
             for p in old:
                 p.close()
 
@@ -465,5 +540,5 @@ class InferenceSession:
         runner = getattr(self, "_runner", None)
         if runner is not None:
             runner.shutdown()
-        for p in self._providers:
+        for p in getattr(self, "_providers", ()):
             p.close()

@@ -18,10 +18,14 @@ RESNET50 = Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.
 OV = "OpenVINOExecutionProvider"
 
 
-def _session(model: Any, manager: Any, *providers: Any, cache: Path | None = None) -> Any:
+def _session(
+    model: Any, manager: Any, *providers: Any, cache: Path | None = None, save: bool = False
+) -> Any:
     so = ortcore.SessionOptions()
     if cache is not None:
         so.add_session_config_entry("ortcore.cache_dir", str(cache))
+    if save:
+        so.add_session_config_entry("ortcore.save_session", "1")
     return ortcore.InferenceSession(model, so, providers=list(providers), plugin_manager=manager)
 
 
@@ -137,6 +141,27 @@ def small_cnn(seed: int) -> bytes:
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     return model.SerializeToString()
+
+
+def test_a_saved_session_runs_the_imported_blob(
+    tmp_path: Path, manager: Any, counts: dict[str, Any]
+) -> None:
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 3, 8, 8)).astype(np.float32)
+    model = small_cnn(12)
+    cold = _session(model, manager, "openvino", "cpu", cache=tmp_path, save=True)
+    warm = _session(model, manager, "openvino", "cpu", cache=tmp_path, save=True)
+    assert warm._saved is not None and (counts["builds"], counts["loads"]) == (1, 1)
+    np.testing.assert_array_equal(warm.run(None, {"x": x})[0], cold.run(None, {"x": x})[0])
+    assert warm.get_partition().to_dict() == cold.get_partition().to_dict()
+    assert [(i.name, i.shape) for i in warm.get_inputs()] == [("x", ["N", 3, 8, 8])]
+    # other weights, same structure: not the saved session of the first model
+    other = _session(small_cnn(13), manager, "openvino", "cpu", cache=tmp_path, save=True)
+    assert other._saved is None and counts["builds"] == 2
+    cpu = _session(small_cnn(13), manager, "cpu")
+    np.testing.assert_allclose(
+        other.run(None, {"x": x})[0], cpu.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4
+    )
 
 
 def test_other_weights_other_entries_dynamic_batch(

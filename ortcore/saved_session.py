@@ -1,0 +1,470 @@
+"""Saved sessions: a warm start that skips loading, optimizing and partitioning.
+
+When a session with the compiled-artifact cache on (:mod:`ortcore.cache`)
+and the session config entry ``ortcore.save_session`` = ``"1"`` (or
+onnxruntime's ``ep.context_enable`` = ``"1"``, unless ``ortcore.save_session``
+is ``"0"``) ends up with every node of its model in groups that the cache holds, it
+also saves a *context model* under ``<cache>/ortcore.session/<key>.onnx``
+(its record in ``<key>.meta``, JSON; ``ortcore cache purge`` without
+``--provider`` removes them; ``ortcore cache list`` shows compiled groups
+only): the model's
+inputs, outputs and metadata, and one ``com.ortcore.session::CompiledGroup``
+node per group naming its provider, its cache entry and the nodes it holds,
+in the order the plan runs them. No weights: they are in the compiled
+artifacts. onnxruntime's EPContext models are the same idea.
+
+The key is a SHA-256 of the model's bytes and of everything in the session's
+options and provider choice that could change the result (see
+:func:`session_key`); the content of any external data file the model
+references is checked against the record's digest of it. A session created
+again with the same key loads the context model, gives each node to its
+provider as a fused group, and has the provider load the artifact: the
+original graph is not read into onnx-ir, optimized or partitioned.
+
+A saved session never fails a session: when the record is unreadable, a
+provider differs (name, version, options, device), or an artifact is missing
+or does not load, :class:`StaleSavedSession` is raised inside the session,
+which is then created from the model as usual (and saves a new record).
+Sessions that replace initializers, register custom ops, save their
+optimized model, or feed initializers are never saved.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import stat
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnx_ir as ir
+
+from ep_sdk import Claim, ExecutionProvider, FusedGroup
+from ep_sdk.files import write_atomically
+from ep_sdk.graph import group_io, is_constant
+
+from .cache import SESSION_FOLDER, CompiledCache, _hash_arrays
+
+if TYPE_CHECKING:
+    from .options import SessionOptions
+    from .plans import SessionPlans
+
+__all__ = [
+    "SAVE_SESSION_KEY",
+    "SAVED_DOMAIN",
+    "SAVED_OP",
+    "SESSION_FOLDER",
+    "SavedGroup",
+    "SavedSession",
+    "StaleSavedSession",
+    "claim_saved_nodes",
+    "find_saved",
+    "load_saved_group",
+    "save_session",
+    "saves_sessions",
+    "session_key",
+]
+
+log = logging.getLogger("ortcore.cache")
+
+SAVE_SESSION_KEY = "ortcore.save_session"
+"""Session config entry: ``"1"`` saves and reuses sessions (see the module docstring)."""
+SAVED_DOMAIN = "com.ortcore.session"
+"""The op domain of a context model's nodes."""
+SAVED_OP = "CompiledGroup"
+"""A context model's node: one compiled group of one provider."""
+_META_LIMIT = 1 << 20
+
+
+def saves_sessions(config: Mapping[str, str]) -> bool:
+    """Whether a session's config entries turn saved sessions on."""
+    from .cache import CONTEXT_ENABLE_KEY
+
+    flag = config.get(SAVE_SESSION_KEY, "").strip()
+    if flag:
+        return flag == "1"
+    return config.get(CONTEXT_ENABLE_KEY, "").strip() == "1"
+
+
+class StaleSavedSession(Exception):
+    """A saved session that cannot be used: the session is created from the model."""
+
+
+@dataclass(frozen=True)
+class SavedGroup:
+    """A context node's claim payload: the artifact to load and the nodes it holds.
+
+    Attributes:
+        key: the compiled-artifact cache key of the group.
+        members: ``(name, op_type, domain, declined)`` of each node of the
+            original group, for ``session.get_partition()``.
+    """
+
+    key: str
+    members: tuple[tuple[str, str, str, dict[str, str]], ...]
+
+
+@dataclass
+class SavedSession:
+    """A saved session found for a model.
+
+    Attributes:
+        key: its key (:func:`session_key`).
+        model: the context model's bytes.
+        meta: its record (providers, external files, ...).
+    """
+
+    key: str
+    model: bytes
+    meta: dict[str, Any]
+
+
+# --------------------------------------------------------------------------- #
+# Keys
+# --------------------------------------------------------------------------- #
+
+
+def _digest_file(path: Path) -> str | None:
+    """SHA-256 (in threaded slices) of a regular file's content; ``None`` if it
+    is not one or cannot be read."""
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            return None
+        size = path.stat().st_size
+        h = hashlib.sha256()
+        content = np.memmap(path, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
+        _hash_arrays(h, [("file", content)])
+        del content
+        return h.hexdigest()
+    except (OSError, ValueError):
+        return None
+
+
+def model_digest(path_or_bytes: str | os.PathLike[str] | bytes) -> str | None:
+    """SHA-256 of the model's bytes (its file's content), or ``None`` when it cannot be read."""
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        h = hashlib.sha256()
+        _hash_arrays(h, [("file", np.frombuffer(path_or_bytes, dtype=np.uint8))])
+        return h.hexdigest()
+    return _digest_file(Path(path_or_bytes))
+
+
+def session_key(
+    path_or_bytes: str | os.PathLike[str] | bytes,
+    options: SessionOptions,
+    settings: Mapping[str, Any],
+) -> str | None:
+    """The saved-session key of a session, or ``None`` when it is never saved.
+
+    It covers the model's bytes, ortcore's version, the optimization level,
+    threads, execution mode and order, every config entry, the free dimension
+    overrides, and ``settings`` (the providers and provider options asked for,
+    the optimizers disabled, whether the model's own config is read). Sessions
+    that add initializers (``add_initializer``, external initializers or files
+    in memory), register custom ops or save their optimized model have none.
+    """
+    import ortcore
+
+    if (
+        options.initializers
+        or options.external_initializers
+        or options.external_files_in_memory
+        or options.custom_ops
+        or options.optimized_model_filepath
+    ):
+        return None
+    digest = model_digest(path_or_bytes)
+    if digest is None:
+        return None
+    by_name, by_denotation = options.free_dimension_overrides
+    parts = {
+        "model": digest,
+        "ortcore": ortcore.__version__,
+        "level": int(options.graph_optimization_level),
+        "intra_op_num_threads": options.intra_op_num_threads,
+        "inter_op_num_threads": options.inter_op_num_threads,
+        "execution_mode": int(options.execution_mode),
+        "execution_order": int(options.execution_order),
+        "config": sorted(options.config_entries.items()),
+        "free_dims": [sorted(by_name.items()), sorted(by_denotation.items())],
+        "settings": dict(settings),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+def _provider_identity(provider: ExecutionProvider) -> dict[str, Any]:
+    return {
+        "name": provider.name,
+        "version": str(provider.version),
+        "options": {str(k): str(v) for k, v in sorted(provider.options.items())},
+        "device": str(provider.device),
+    }
+
+
+def _externals_digest(base: Path, locations: Sequence[str]) -> str | None:
+    """One digest of the external data files (relative to ``base``), or ``None``
+    when one is missing, not a regular file, or outside ``base``."""
+    h = hashlib.sha256()
+    root = base.resolve()
+    for location in locations:
+        path = (base / location).resolve()
+        if root != path and root not in path.parents:
+            return None
+        digest = _digest_file(path)
+        if digest is None:
+            return None
+        h.update(f"{location}\0{digest}\0".encode())
+    return h.hexdigest()
+
+
+def _external_locations(path_or_bytes: str | os.PathLike[str] | bytes) -> list[str] | None:
+    """The external data files the model file references (``[]`` for bytes
+    or none), or ``None`` when it cannot be read."""
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        return []
+    from .model import parse_model
+    from .tensor_data import is_external, proto_tensors
+
+    try:
+        proto, _ = parse_model(path_or_bytes)
+    except Exception:
+        return None
+    found = set()
+    for _, t in proto_tensors(proto):
+        if is_external(t):
+            entries = {e.key: e.value for e in t.external_data}
+            found.add(entries.get("location", ""))
+    return sorted(found)
+
+
+# --------------------------------------------------------------------------- #
+# Finding and loading
+# --------------------------------------------------------------------------- #
+
+
+def _paths(cache_dir: Path, key: str) -> tuple[Path, Path]:
+    folder = cache_dir / SESSION_FOLDER
+    return folder / f"{key}.onnx", folder / f"{key}.meta"
+
+
+def find_saved(
+    cache_dir: Path, key: str, path_or_bytes: str | os.PathLike[str] | bytes
+) -> SavedSession | None:
+    """The saved session of ``key``, or ``None`` (a miss, or a record that
+    cannot be trusted: unreadable, of another key, external files changed)."""
+    data_path, meta_path = _paths(cache_dir, key)
+    try:
+        if not stat.S_ISREG(meta_path.stat().st_mode):
+            return None
+        with open(meta_path, "rb") as f:
+            meta = json.loads(f.read(_META_LIMIT).decode("utf-8"))
+        if not isinstance(meta, dict) or meta.get("key") != key:
+            return None
+        if meta.get("provider") != SESSION_FOLDER:
+            return None
+        externals = meta.get("externals", [])
+        if externals:
+            if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+                return None
+            base = Path(path_or_bytes).parent
+            if _externals_digest(base, externals) != meta.get("externals_digest"):
+                return None
+        if not stat.S_ISREG(data_path.stat().st_mode):
+            return None
+        data = data_path.read_bytes()
+    except (OSError, ValueError, TypeError):
+        return None
+    if len(data) != meta.get("size") or hashlib.sha256(data).hexdigest() != meta.get("sha256"):
+        return None
+    return SavedSession(key, data, meta)
+
+
+def claim_saved_nodes(
+    graph: ir.Graph, providers: Sequence[ExecutionProvider], saved: SavedSession
+) -> None:
+    """Give each context node to its provider as a fused group of one node.
+
+    Raises:
+        StaleSavedSession: the session's providers are not the record's, or
+            the graph holds something else than context nodes.
+    """
+    from .partition import Assignment, assign
+
+    if saved.meta.get("providers") != [_provider_identity(p) for p in providers]:
+        raise StaleSavedSession("the session's providers differ from the saved session's")
+    by_name = {p.name: p for p in providers}
+    for node in graph:
+        if node.domain != SAVED_DOMAIN or node.op_type != SAVED_OP:
+            raise StaleSavedSession(f"node {node.name!r} is not a saved group")
+        attrs = {a.name: a.value for a in node.attributes.values()}
+        provider = by_name.get(str(attrs.get("provider")))
+        if provider is None:
+            raise StaleSavedSession(f"no provider {attrs.get('provider')!r} for {node.name!r}")
+        try:
+            members = tuple(
+                (str(a), str(b), str(c), {str(k): str(v) for k, v in dict(d).items()})
+                for a, b, c, d in json.loads(str(attrs["members"]))
+            )
+            payload = SavedGroup(str(attrs["key"]), members)
+        except (KeyError, ValueError, TypeError) as exc:
+            raise StaleSavedSession(f"node {node.name!r}: {exc}") from None
+        claim = Claim.group([node], node.name or "", payload=payload)
+        assign(node, Assignment(provider, claim))
+
+
+def load_saved_group(
+    cache: CompiledCache | None, provider: ExecutionProvider, group: FusedGroup, key: str
+) -> Any:
+    """The provider's function for a context node: its artifact, loaded.
+
+    Raises:
+        StaleSavedSession: no cache, no such entry, or ``load_compiled`` failed.
+    """
+    if cache is None:
+        raise StaleSavedSession("the session has no compiled-artifact cache")
+    try:
+        parts = cache.key_parts(provider, group)
+        data = cache.load(
+            provider, group, key=key, parts=parts, mapped=provider.load_compiled_mapped
+        )
+    except Exception as exc:
+        raise StaleSavedSession(f"{group.name}: {exc!r}") from exc
+    if data is None:
+        raise StaleSavedSession(f"{group.name}: the compiled artifact {key} is gone")
+    try:
+        return provider.load_compiled(group, data)  # type: ignore[arg-type]
+    except Exception as exc:
+        raise StaleSavedSession(f"{group.name}: load_compiled raised {exc!r}") from exc
+
+
+# --------------------------------------------------------------------------- #
+# Saving
+# --------------------------------------------------------------------------- #
+
+
+def context_model(
+    model: ir.Model, plans: SessionPlans, group_keys: Mapping[str, str]
+) -> ir.Model | None:
+    """The context model of a planned session, or ``None`` when the session
+    cannot be saved (a node outside a group, a group without a cache entry,
+    a provider that receives constants, an output no group produces)."""
+    from .planner import unit_order
+
+    graph = model.graph
+    planner = plans.planner
+    part = planner.partition_of(graph)
+    nodes = list(graph)
+    if part is None or not nodes or any(n not in part.group_of for n in nodes):
+        return None
+    values: dict[str, ir.Value] = {}
+
+    def clone(v: ir.Value) -> ir.Value:
+        new = ir.Value(name=v.name, type=v.type, shape=v.shape)
+        values[v.name or ""] = new
+        return new
+
+    inputs = [clone(v) for v in graph.inputs]
+    saved_nodes = []
+    for claim in unit_order(nodes, part.group_of):
+        if not isinstance(claim, Claim):
+            return None
+        provider = planner.providers[part.provider_of[claim.nodes[0]]]
+        if provider.compile_receives_constants:
+            return None
+        ordered, group_inputs, outputs = group_io(graph, claim.nodes)
+        group_inputs = [v for v in group_inputs if not is_constant(v)]
+        name = planner.group_name(claim, provider)
+        key = group_keys.get(name)
+        if key is None or any((v.name or "") not in values for v in group_inputs):
+            return None
+        members = [[n.name or "", n.op_type, n.domain, part.declined.get(n, {})] for n in ordered]
+        saved_nodes.append(
+            ir.Node(
+                SAVED_DOMAIN,
+                SAVED_OP,
+                [values[v.name or ""] for v in group_inputs],
+                attributes=[
+                    ir.AttrString("provider", provider.name),
+                    ir.AttrString("key", key),
+                    ir.AttrString("members", json.dumps(members)),
+                ],
+                outputs=[clone(v) for v in outputs],
+                name=name,
+            )
+        )
+    if any((v.name or "") not in values for v in graph.outputs):
+        return None
+    new_graph = ir.Graph(
+        inputs,
+        [values[v.name or ""] for v in graph.outputs],
+        nodes=saved_nodes,
+        name=graph.name,
+        doc_string=graph.doc_string,
+        opset_imports={**model.opset_imports, SAVED_DOMAIN: 1},
+    )
+    return ir.Model(
+        new_graph,
+        ir_version=model.ir_version,
+        producer_name=model.producer_name,
+        producer_version=model.producer_version,
+        domain=model.domain,
+        model_version=model.model_version,
+        doc_string=model.doc_string,
+        metadata_props=dict(model.metadata_props),
+    )
+
+
+def save_session(
+    cache_dir: Path,
+    key: str,
+    path_or_bytes: str | os.PathLike[str] | bytes,
+    model: ir.Model,
+    plans: SessionPlans,
+    group_keys: Mapping[str, str],
+) -> bool:
+    """Save the session's context model under ``key``; whether it was saved.
+
+    Never raises for a session that cannot be saved or a write that fails
+    (logged): the session works the same without it.
+    """
+    try:
+        ctx = context_model(model, plans, group_keys)
+        if ctx is None:
+            return False
+        externals = _external_locations(path_or_bytes)
+        if externals is None:
+            return False
+        ext_digest = None
+        if externals:
+            assert not isinstance(path_or_bytes, (bytes, bytearray, memoryview))
+            ext_digest = _externals_digest(Path(path_or_bytes).parent, externals)
+            if ext_digest is None:
+                return False
+        data = ir.serde.serialize_model(ctx).SerializeToString()
+        providers = plans.planner.providers
+        meta = {
+            "provider": SESSION_FOLDER,
+            "key": key,
+            "group": model.graph.name or "",
+            "nodes": len(ctx.graph),
+            "size": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "providers": [_provider_identity(p) for p in providers],
+            "externals": externals,
+            "externals_digest": ext_digest,
+        }
+        data_path, meta_path = _paths(cache_dir, key)
+        data_path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(data_path, data)
+        write_atomically(meta_path, json.dumps(meta).encode())
+        return True
+    except Exception:
+        log.warning("the session was not saved in %s", cache_dir, exc_info=True)
+        return False
