@@ -195,6 +195,12 @@ class ExecutionProvider:
         artifact made elsewhere), the core logs a warning, calls
         :meth:`compile` instead and replaces the entry: a bad cache entry
         costs time, never the session.
+
+        For a saved session (``ortcore.save_session``) the group's name,
+        inputs and outputs (names, types, shapes, order) are those the
+        artifact was compiled for, but its ``nodes`` are one placeholder
+        node, it has no ``constants`` and its ``payload`` is ``None``: rebuild
+        from ``data`` and the inputs and outputs only.
         """
         raise NotImplementedError(f"{self.name} does not implement load_compiled()")
 

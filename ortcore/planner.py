@@ -438,7 +438,8 @@ class _PlanBuilder:
             outputs=outputs,
             opsets=opsets,
             constants=constants,
-            payload=claim.payload,
+            # a saved session's group gives the provider no payload of its own
+            payload=None if isinstance(claim.payload, SavedGroup) else claim.payload,
             # exported when the provider first reads group.model: a group
             # loaded from the compiled-artifact cache is never exported
             export=lambda: group_model(name, ordered, inputs, outputs, opsets, baked),

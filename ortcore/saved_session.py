@@ -354,8 +354,11 @@ def context_model(
     """The context model of a planned session, or ``None`` when the session
     cannot be saved (a node outside a group, a group without a cache entry,
     a provider that receives constants, an output no group produces)."""
+    from .model import MAP_TYPES_KEY
     from .planner import unit_order
 
+    if model.meta.get(MAP_TYPES_KEY):  # map-typed values: their types are not in the IR
+        return None
     graph = model.graph
     planner = plans.planner
     part = planner.partition_of(graph)
