@@ -30,6 +30,7 @@ BERT-base / GPT-2-base shapes of ``transformers.py`` (12 layers, sequence
 
     python benchmarks/openvino_bridge.py [--models resnet50,bert,...] [--runs 10]
         [--processes 2] [--threads 2] [--precisions f32,bf16] [--creation] [--cache-only]
+        [--creation-only]
 """
 
 from __future__ import annotations
@@ -204,6 +205,9 @@ def main() -> None:
     parser.add_argument(
         "--cache-only", action="store_true", help="warm creation without saved sessions"
     )
+    parser.add_argument(
+        "--creation-only", action="store_true", help="time session creation only (no latency)"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--child-creation", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
@@ -237,12 +241,17 @@ def main() -> None:
         path = model_path(short, work)
         ref_out = work / f"{short}-ort.npy"
         base = ["--path", str(path), "--threads", str(args.threads), "--runs", str(args.runs)]
-        (ort_times,) = timed_in_processes(
+        if args.creation_only:
+            args.creation = True
+            precisions_timed: list[str] = []
+        else:
+            precisions_timed = precisions
+        (ort_times,) = [[]] if args.creation_only else timed_in_processes(
             __file__,
             [["--child", "onnxruntime", *base, "--save-output", str(ref_out)]],
             args.processes,
         )
-        for prec in precisions:
+        for prec in precisions_timed:
             outs = {r: work / f"{short}-{r}-{prec}.npy" for r in ("ortcore-ov", "openvino")}
             children = [
                 ["--child", r, *base, "--precision", prec, "--save-output", str(outs[r])]

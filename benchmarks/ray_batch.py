@@ -2,8 +2,9 @@
 
 Two ways, each for every ``--configs`` entry (ACTORSxTHREADS, default ``1x1,2x1``):
 
-- ``map_inference``: images generated inside the pipeline (``ray.data.range`` then a
-  task that makes each image from its id), results counted in the driver;
+- ``map_inference``: images generated inside the pipeline (``ray.data.from_items``
+  of ids, then one zero-CPU actor that makes each image from its id), results
+  counted in the driver;
 - ``ortcore batch``: the command's own code (``ortcore.cli.main``) from an ``.npy`` of
   uint8 images written first, into a fresh output folder each time.
 
@@ -44,6 +45,13 @@ def make_images(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {"id": ids, "image": images}
 
 
+class ImageMaker:
+    """:func:`make_images` in a long-lived actor (a ``map_batches`` callable class)."""
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return make_images(batch)
+
+
 def write_images(path: Path, count: int) -> None:
     """The same images as :func:`make_images`, as an ``.npy`` of uint8."""
     out = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8, shape=(count, *SHAPE))
@@ -71,13 +79,14 @@ def time_map_inference(
 
     blocks = max(actors * 4, images // max(batch_size, 1), 1)
     # from_items, not range: range's read tasks need a CPU, and the actors hold them all.
-    # The image tasks reserve no CPU, so their number must be capped: uncapped, Ray
-    # starts a worker process per block at once (70 of them on 2 cores, load 30).
+    # Images are made in one zero-CPU actor, not in tasks: zero-CPU tasks must be
+    # capped (uncapped, Ray starts a worker per block at once: 70 of them on 2
+    # cores), and capped ones, run now and then behind the inference actors, find
+    # their idle worker gone (Ray keeps no more idle workers than CPUs) and start
+    # a fresh Python process each time, CPU taken from the actors.
     ds = ray.data.from_items(
         [{"id": i} for i in range(images)], override_num_blocks=min(blocks, images)
-    ).map_batches(
-        make_images, num_cpus=0, compute=ray.data.TaskPoolStrategy(size=max(actors, 1))
-    )
+    ).map_batches(ImageMaker, num_cpus=0, compute=ray.data.ActorPoolStrategy(size=1))
     ds = map_inference(
         ds,
         model,
