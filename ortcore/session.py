@@ -144,7 +144,7 @@ class InferenceSession:
         self._profiler: Profiler | None = None
         if self._sess_options.enable_profiling:
             self._profiler = Profiler(self._sess_options.profile_file_prefix)
-        self._source = path_or_bytes
+        self._source: str | os.PathLike[str] | bytes | None = None  # kept for a saved session
         self._read_config = read_config
         config = self._sess_options.config_entries
         cache_dir = cache_dir_from_config(config) if saves_sessions(config) else None
@@ -163,6 +163,7 @@ class InferenceSession:
         if saved is not None:
             try:
                 self._build(path_or_bytes, saved, providers, provider_options, read_config)
+                self._source = path_or_bytes  # set_providers() builds from the model
                 return
             except Exception as exc:  # a saved session never fails a session
                 how = logging.INFO if isinstance(exc, StaleSavedSession) else logging.WARNING
@@ -526,7 +527,9 @@ class InferenceSession:
                 # A saved session's context model runs only on the providers it
                 # was saved with: on others, the session is built from the model.
                 runner = self._runner
+                assert self._source is not None
                 self._build(self._source, None, providers, provider_options, self._read_config)
+                self._source = None
                 runner.shutdown()
             else:
                 self._providers = self._create_providers(providers, provider_options)
