@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import mmap
 import os
 import stat
 import time
@@ -133,17 +134,28 @@ class SavedSession:
 def _digest_file(path: Path) -> str | None:
     """SHA-256 (in threaded slices) of a regular file's content; ``None`` if it
     is not one or cannot be read."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
-        if not stat.S_ISREG(path.stat().st_mode):
+        fd = os.open(path, flags)  # non-blocking: a FIFO put there never hangs us
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             return None
-        size = path.stat().st_size
         h = hashlib.sha256()
-        content = np.memmap(path, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
-        _hash_arrays(h, [("file", content)])
-        del content
+        if st.st_size:
+            with mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ) as mapped:
+                content = np.frombuffer(mapped, dtype=np.uint8)
+                _hash_arrays(h, [("file", content)])
+                del content
+        else:
+            _hash_arrays(h, [("file", np.zeros(0, np.uint8))])
         return h.hexdigest()
     except (OSError, ValueError):
         return None
+    finally:
+        os.close(fd)
 
 
 def model_digest(path_or_bytes: str | os.PathLike[str] | bytes) -> str | None:
