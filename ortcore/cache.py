@@ -131,9 +131,14 @@ def cache_dir_from_config(config: Mapping[str, str]) -> Path | None:
 
 SESSION_FOLDER = "ortcore.session"
 """The folder of saved sessions (:mod:`ortcore.saved_session`) in the cache
-folder: ``<key>.onnx`` and ``<key>.meta`` files. Not a provider's: left out
+folder: ``<key>.onnx`` and ``<key>.meta`` files, and remembered file digests
+in :data:`DIGEST_FOLDER`. Not a provider's: left out
 of :meth:`CompiledCache.scan`, emptied by a purge of every provider."""
 _SESSION_RE = re.compile(r"([0-9a-f]{64})\.(?:onnx|meta)")
+DIGEST_FOLDER = "digests"
+"""The sub-folder of :data:`SESSION_FOLDER` that remembers the digests of
+model and external data files (see :mod:`ortcore.saved_session`)."""
+_DIGEST_RE = re.compile(r"[0-9a-f]{40}\.json")
 
 _HASH_SLICE = 1 << 24  # bytes hashed at a time: memory-mapped data is read page by page
 _HASH_THREADS = 8  # at most this many threads hash slices (hashlib releases the GIL)
@@ -775,6 +780,9 @@ class CompiledCache:
                 return
             keys: set[str] = set()
             for e in children:
+                if e.name == DIGEST_FOLDER and e.is_dir(follow_symlinks=False):
+                    CompiledCache._purge_digests(folder, report)
+                    continue
                 m = _SESSION_RE.fullmatch(e.name)
                 if m is None or not e.is_file(follow_symlinks=False):
                     if _TEMP_RE.fullmatch(e.name) is None:
@@ -788,6 +796,34 @@ class CompiledCache:
             try:
                 if not folder.scandir():
                     root.rmdir(SESSION_FOLDER)
+                    report.removed.append(str(folder.path))
+            except OSError:
+                pass
+
+    @staticmethod
+    def _purge_digests(sessions: _Dir, report: PurgeReport) -> None:
+        """Remove the remembered file digests, then their folder once empty."""
+        try:
+            folder = sessions.child(DIGEST_FOLDER)
+        except OSError:
+            return
+        with folder:
+            try:
+                children = folder.scandir()
+            except OSError as exc:
+                report.skipped.append(
+                    CacheNote(str(folder.path), f"cannot list: {_oserror(exc)}", error=True)
+                )
+                return
+            for e in children:
+                known = _DIGEST_RE.fullmatch(e.name) or _TEMP_RE.fullmatch(e.name)
+                if known is None or not e.is_file(follow_symlinks=False):
+                    report.skipped.append(CacheNote(str(folder.path / e.name), "not a digest"))
+                    continue
+                CompiledCache._remove(folder, e.name, report)
+            try:
+                if not folder.scandir():
+                    sessions.rmdir(DIGEST_FOLDER)
                     report.removed.append(str(folder.path))
             except OSError:
                 pass

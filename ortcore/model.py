@@ -319,6 +319,13 @@ def load_model(
     check_opsets(proto)
     check_tensor_data(proto)
     check_external_data(proto, base, roots)
+    external_files = sorted(
+        {
+            {e.key: e.value for e in t.external_data}.get("location", "")
+            for _, t in proto_tensors(proto)
+            if is_external(t)
+        }
+    )
     read_small_external(proto, base)
     densify_sparse(proto, base, options.max_tensor_bytes)
     _sort_graph(proto.graph, set())
@@ -339,6 +346,7 @@ def load_model(
         raise InvalidGraph(f"This is an invalid model. {exc}") from exc
     set_external_base(model, base)
     model.meta[MAP_TYPES_KEY] = map_types
+    model.meta[EXTERNAL_FILES_KEY] = external_files
     return model
 
 
@@ -455,6 +463,11 @@ def infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
 
 MAP_TYPES_KEY = "ortcore.map_types"
 """``model.meta`` key: value name -> onnxruntime type string of map-typed values."""
+
+EXTERNAL_FILES_KEY = "ortcore.external_files"
+"""``model.meta`` key: the sorted ``location`` of every external data file the
+model file references, relative to its folder, as written in the file (before
+small tensors are read in and locations rebased)."""
 
 
 def type_proto_string(t: onnx.TypeProto) -> str:

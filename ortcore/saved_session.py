@@ -16,7 +16,8 @@ artifacts. onnxruntime's EPContext models are the same idea.
 The key is a SHA-256 of the model's bytes and of everything in the session's
 options and provider choice that could change the result (see
 :func:`session_key`); the content of any external data file the model
-references is checked against the record's digest of it. A session created
+references is checked against the record's digest of it (digests of
+settled files are remembered by their stat, see :func:`_digest_file`). A session created
 again with the same key loads the context model, gives each node to its
 provider as a fused group, and has the provider load the artifact: the
 original graph is not read into onnx-ir, optimized or partitioned.
@@ -50,7 +51,7 @@ from ep_sdk import Claim, ExecutionProvider, FusedGroup
 from ep_sdk.files import write_atomically
 from ep_sdk.graph import group_io, is_constant
 
-from .cache import SESSION_FOLDER, CompiledCache, _hash_arrays
+from .cache import DIGEST_FOLDER, SESSION_FOLDER, CompiledCache, _hash_arrays
 
 if TYPE_CHECKING:
     from .options import SessionOptions
@@ -131,18 +132,84 @@ class SavedSession:
 # --------------------------------------------------------------------------- #
 
 
-def _digest_file(path: Path) -> str | None:
-    """SHA-256 (in threaded slices) of a regular file's content; ``None`` if it
-    is not one or cannot be read."""
+def _open_regular(path: Path) -> tuple[int, os.stat_result] | None:
+    """A read-only descriptor of ``path`` and its stat, or ``None`` when it is
+    not a regular file or cannot be opened. The open does not block: a FIFO
+    put in its place never hangs the session."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
-        fd = os.open(path, flags)  # non-blocking: a FIFO put there never hangs us
+        fd = os.open(path, flags)
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
+    except OSError:
+        os.close(fd)
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None
+    return fd, st
+
+
+def _read_regular(path: Path, limit: int | None = None) -> bytes | None:
+    """The bytes of a regular file, or ``None`` when it is not one, cannot be
+    read, or is larger than ``limit``."""
+    opened = _open_regular(path)
+    if opened is None:
+        return None
+    fd, st = opened
+    try:
+        if limit is not None and st.st_size > limit:
             return None
+        chunks = []
+        while chunk := os.read(fd, max(st.st_size, 1 << 16)):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+_SETTLED_NS = 2_000_000_000
+
+
+def _signature(st: os.stat_result) -> list[int]:
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _digest_file(path: Path, cache_dir: Path | None = None) -> str | None:
+    """SHA-256 (in threaded slices) of a regular file's content; ``None`` if it
+    is not one or cannot be read.
+
+    With ``cache_dir``, a digest is remembered under
+    ``<cache>/ortcore.session/digests/`` with the file's device, inode, size,
+    modification and change times, and reused while all five are the same
+    (as Bazel's digest cache and git's index do): a write to the file changes
+    its change time, which no user can set back. Only files unchanged for two
+    seconds are remembered, so a write within the clock's resolution of the
+    stat is never missed. POSIX only: elsewhere ``st_ctime`` is the creation time.
+    """
+    opened = _open_regular(path)
+    if opened is None:
+        return None
+    fd, st = opened
+    try:
+        signature = _signature(st)
+        memo = None
+        if cache_dir is not None and os.name == "posix":  # elsewhere st_ctime is creation
+            name = hashlib.sha256(f"{st.st_dev}:{st.st_ino}".encode()).hexdigest()[:40]
+            memo = cache_dir / SESSION_FOLDER / DIGEST_FOLDER / f"{name}.json"
+            known = _read_regular(memo, 4096)
+            try:
+                record = json.loads(known) if known else None
+            except ValueError:
+                record = None
+            if isinstance(record, dict) and record.get("stat") == signature:
+                digest = record.get("sha256")
+                if isinstance(digest, str):
+                    return digest
         h = hashlib.sha256()
         if st.st_size:
             with mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ) as mapped:
@@ -151,26 +218,37 @@ def _digest_file(path: Path) -> str | None:
                 del content
         else:
             _hash_arrays(h, [("file", np.zeros(0, np.uint8))])
-        return h.hexdigest()
+        digest = h.hexdigest()
+        if memo is not None and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _SETTLED_NS:
+            try:
+                memo.parent.mkdir(parents=True, exist_ok=True)
+                write_atomically(memo, json.dumps({"stat": signature, "sha256": digest}).encode())
+            except OSError:
+                pass  # a digest not remembered is computed again next time
+        return digest
     except (OSError, ValueError):
         return None
     finally:
         os.close(fd)
 
 
-def model_digest(path_or_bytes: str | os.PathLike[str] | bytes) -> str | None:
-    """SHA-256 of the model's bytes (its file's content), or ``None`` when it cannot be read."""
+def model_digest(
+    path_or_bytes: str | os.PathLike[str] | bytes, cache_dir: Path | None = None
+) -> str | None:
+    """SHA-256 of the model's bytes (its file's content), or ``None`` when it
+    cannot be read (``cache_dir``: see :func:`_digest_file`)."""
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         h = hashlib.sha256()
         _hash_arrays(h, [("file", np.frombuffer(path_or_bytes, dtype=np.uint8))])
         return h.hexdigest()
-    return _digest_file(Path(path_or_bytes))
+    return _digest_file(Path(path_or_bytes), cache_dir)
 
 
 def session_key(
     path_or_bytes: str | os.PathLike[str] | bytes,
     options: SessionOptions,
     settings: Mapping[str, Any],
+    cache_dir: Path | None = None,
 ) -> str | None:
     """The saved-session key of a session, or ``None`` when it is never saved.
 
@@ -180,6 +258,8 @@ def session_key(
     the optimizers disabled, whether the model's own config is read). Sessions
     that add initializers (``add_initializer``, external initializers or files
     in memory), register custom ops or save their optimized model have none.
+    With ``cache_dir``, the model file's digest may be one remembered there
+    (see :func:`_digest_file`).
     """
     import ortcore
 
@@ -191,7 +271,7 @@ def session_key(
         or options.optimized_model_filepath
     ):
         return None
-    digest = model_digest(path_or_bytes)
+    digest = model_digest(path_or_bytes, cache_dir)
     if digest is None:
         return None
     by_name, by_denotation = options.free_dimension_overrides
@@ -219,7 +299,9 @@ def _provider_identity(provider: ExecutionProvider) -> dict[str, Any]:
     }
 
 
-def _externals_digest(base: Path, locations: Sequence[str]) -> str | None:
+def _externals_digest(
+    base: Path, locations: Sequence[str], cache_dir: Path | None = None
+) -> str | None:
     """One digest of the external data files (relative to ``base``), or ``None``
     when one is missing, not a regular file, or outside ``base``."""
     h = hashlib.sha256()
@@ -228,31 +310,11 @@ def _externals_digest(base: Path, locations: Sequence[str]) -> str | None:
         path = (base / location).resolve()
         if root != path and root not in path.parents:
             return None
-        digest = _digest_file(path)
+        digest = _digest_file(path, cache_dir)
         if digest is None:
             return None
         h.update(f"{location}\0{digest}\0".encode())
     return h.hexdigest()
-
-
-def _external_locations(path_or_bytes: str | os.PathLike[str] | bytes) -> list[str] | None:
-    """The external data files the model file references (``[]`` for bytes
-    or none), or ``None`` when it cannot be read."""
-    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
-        return []
-    from .model import parse_model
-    from .tensor_data import is_external, proto_tensors
-
-    try:
-        proto, _ = parse_model(path_or_bytes)
-    except Exception:
-        return None
-    found = set()
-    for _, t in proto_tensors(proto):
-        if is_external(t):
-            entries = {e.key: e.value for e in t.external_data}
-            found.add(entries.get("location", ""))
-    return sorted(found)
 
 
 # --------------------------------------------------------------------------- #
@@ -272,10 +334,10 @@ def find_saved(
     cannot be trusted: unreadable, of another key, external files changed)."""
     data_path, meta_path = _paths(cache_dir, key)
     try:
-        if not stat.S_ISREG(meta_path.stat().st_mode):
+        text = _read_regular(meta_path, _META_LIMIT)
+        if text is None:
             return None
-        with open(meta_path, "rb") as f:
-            meta = json.loads(f.read(_META_LIMIT).decode("utf-8"))
+        meta = json.loads(text.decode("utf-8"))
         if not isinstance(meta, dict) or meta.get("key") != key:
             return None
         if meta.get("provider") != SESSION_FOLDER:
@@ -285,14 +347,14 @@ def find_saved(
             if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
                 return None
             base = Path(path_or_bytes).parent
-            if _externals_digest(base, externals) != meta.get("externals_digest"):
+            if _externals_digest(base, externals, cache_dir) != meta.get("externals_digest"):
                 return None
-        if not stat.S_ISREG(data_path.stat().st_mode):
-            return None
-        data = data_path.read_bytes()
+        data = _read_regular(data_path)
     except (OSError, ValueError, TypeError):
         return None
-    if len(data) != meta.get("size") or hashlib.sha256(data).hexdigest() != meta.get("sha256"):
+    if data is None or len(data) != meta.get("size"):
+        return None
+    if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
         return None
     return SavedSession(key, data, meta)
 
@@ -448,17 +510,19 @@ def save_session(
     Never raises for a session that cannot be saved or a write that fails
     (logged): the session works the same without it.
     """
+    from .model import EXTERNAL_FILES_KEY
+
     try:
         ctx = context_model(model, plans, group_keys)
         if ctx is None:
             return False
-        externals = _external_locations(path_or_bytes)
-        if externals is None:
+        externals = model.meta.get(EXTERNAL_FILES_KEY)
+        if externals is None:  # not a model from load_model: its files are unknown
             return False
         ext_digest = None
         if externals:
             assert not isinstance(path_or_bytes, (bytes, bytearray, memoryview))
-            ext_digest = _externals_digest(Path(path_or_bytes).parent, externals)
+            ext_digest = _externals_digest(Path(path_or_bytes).parent, externals, cache_dir)
             if ext_digest is None:
                 return False
         data = ir.serde.serialize_model(ctx).SerializeToString()

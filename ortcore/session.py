@@ -157,7 +157,7 @@ class InferenceSession:
                 "fallback": self._fallback,
                 "read_config": read_config,
             }
-            key = session_key(path_or_bytes, self._sess_options, settings)
+            key = session_key(path_or_bytes, self._sess_options, settings, cache_dir)
             if key is not None:
                 saved = find_saved(cache_dir, key, path_or_bytes)
         if saved is not None:

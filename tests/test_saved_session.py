@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -177,6 +179,18 @@ def test_a_missing_artifact_or_a_broken_record_falls_back_to_the_model(
     assert Asked.asked == 4
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+@pytest.mark.parametrize("which", [".meta", ".onnx"])
+def test_a_fifo_in_place_of_a_saved_file_is_a_miss_not_a_hang(tmp_path: Path, which: str) -> None:
+    model = affine_model([1.0, 2.0, 3.0], [0.0, 0.0, 0.0])
+    _session(model, tmp_path)
+    (path,) = (tmp_path / SESSION_FOLDER).glob(f"*{which}")
+    path.unlink()
+    os.mkfifo(path)  # opened blocking, reading it would wait for a writer forever
+    np.testing.assert_array_equal(_y(_session(model, tmp_path)), X * [1, 2, 3])
+    assert Asked.asked == 2  # built from the model
+
+
 def test_changed_external_data_is_a_miss(tmp_path: Path) -> None:
     folder = tmp_path / "model"
     folder.mkdir()
@@ -192,6 +206,8 @@ def test_changed_external_data_is_a_miss(tmp_path: Path) -> None:
     weights.write_bytes((w * 2).tobytes())  # same .onnx bytes, other weights
     np.testing.assert_array_equal(_y(_session(path, cache)), X * [2, 4, 6] + [8, 10, 12])
     assert Asked.asked == 2
+    (meta,) = (cache / SESSION_FOLDER).glob("*.meta")
+    assert json.loads(meta.read_text())["externals"] == ["weights.bin"]
 
 
 def test_sessions_that_are_never_saved(tmp_path: Path) -> None:
@@ -247,3 +263,62 @@ def test_purge_removes_saved_sessions_and_list_shows_compiled_groups_only(
     out = capsys.readouterr().out
     assert "also removed 1 saved session(s)" in out and "notes.txt: not a saved session" in out
     assert not _saved(tmp_path) and (tmp_path / SESSION_FOLDER / "notes.txt").exists()
+
+
+def test_a_settled_files_digest_is_remembered_until_the_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ortcore import saved_session
+
+    weights, cache = tmp_path / "weights.bin", tmp_path / "cache"
+    weights.write_bytes(b"a" * 100)
+    first = saved_session._digest_file(weights, cache)
+    assert first and not (cache / SESSION_FOLDER).exists()  # written just now: not remembered
+    monkeypatch.setattr(saved_session, "_SETTLED_NS", -1)
+    assert saved_session._digest_file(weights, cache) == first
+    (memo,) = (cache / SESSION_FOLDER / "digests").glob("*.json")
+    # While the file's stat is the same, the remembered digest is used as is.
+    record = json.loads(memo.read_text())
+    memo.write_text(json.dumps(dict(record, sha256="remembered")))
+    assert saved_session._digest_file(weights, cache) == "remembered"
+    # Same size and the modification time put back: the change time tells.
+    st = weights.stat()
+    time.sleep(0.05)
+    weights.write_bytes(b"b" * 100)
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))
+    second = saved_session._digest_file(weights, cache)
+    assert second not in (first, "remembered") and second == saved_session._digest_file(weights)
+    # A memo that is not JSON is ignored (and replaced).
+    memo.write_text("{")
+    assert saved_session._digest_file(weights, cache) == second
+
+
+def test_a_warm_session_with_remembered_digests_still_sees_new_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ortcore import saved_session
+
+    monkeypatch.setattr(saved_session, "_SETTLED_NS", -1)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    path = folder / "affine.onnx"
+    proto = onnx.load_from_string(affine_model([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]))
+    onnx.save(proto, path, save_as_external_data=True, location="weights.bin", size_threshold=0)
+    cache = tmp_path / "cache"
+    _session(path, cache)
+    np.testing.assert_array_equal(_y(_session(path, cache)), X * [1, 2, 3] + [4, 5, 6])
+    assert Asked.asked == 1  # warm
+    digests = cache / SESSION_FOLDER / "digests"
+    assert len(list(digests.glob("*.json"))) == 2  # the model file and its weights
+    weights = folder / "weights.bin"
+    st = weights.stat()
+    time.sleep(0.05)
+    w = np.frombuffer(weights.read_bytes(), np.float32).copy()
+    weights.write_bytes((w * 2).tobytes())
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))
+    np.testing.assert_array_equal(_y(_session(path, cache)), X * [2, 4, 6] + [8, 10, 12])
+    assert Asked.asked == 2
+    # A purge of every provider removes the digests with the saved sessions.
+    assert main(["cache", "purge", "--dir", str(cache)]) == 0
+    assert "not a" not in capsys.readouterr().out
+    assert not (cache / SESSION_FOLDER).exists()
