@@ -213,3 +213,16 @@ def gather(const uint8_t[::1] src, const index_t[::1] indices, uint8_t[::1] dst,
                 memcpy(&dst[t * inner], &src[(o * n + idx[t - o * m]) * inner], inner)
     free(idx)
     return ok
+
+
+def parallel_region(int nthreads):
+    """Open one OpenMP region of ``nthreads`` threads that does next to
+    nothing: its time is what waking the threads costs (measured once by
+    :func:`ortcore_cpu.kernels._common.grain`)."""
+    cdef Py_ssize_t i
+    cdef int sink[64]
+    if nthreads < 1 or nthreads > 64:
+        raise ValueError(f"parallel_region: nthreads must be 1 to 64, got {nthreads}")
+    with nogil:
+        for i in prange(nthreads, num_threads=nthreads, schedule="static"):
+            sink[i] = <int>i

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import statistics
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -90,23 +92,69 @@ def f32_contiguous(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
-_GRAIN = 1 << 15
+_BASE_GRAIN = 1 << 15
+"""Work (elements) below which a kernel never wakes a second thread."""
+_BASE_WAKE_NS = 16_000
+"""The wake-up cost :data:`_BASE_GRAIN` was tuned for (2-core VM, 2026-11)."""
+_MAX_GRAIN = _BASE_GRAIN << 3
+GRAIN_ENV = "ORTCORE_CPU_GRAIN"
+"""Environment variable: a fixed grain (elements) instead of the measured one."""
+_grain = 0  # measured at the first call that could use more than one thread
+
+
+def grain() -> int:
+    """Elements of work worth one more OpenMP thread in this process.
+
+    Waking a sleeping OpenMP thread (the passive wait policy, see
+    ``ortcore_cpu._ext``) costs what the machine makes it cost: a few µs on
+    bare metal, 15-20 µs on a quiet 2-core VM, 50-80 µs on a busier one, where
+    an empty two-thread region then took longer than many whole kernels. So
+    the first time a kernel could use two threads, the cost of an empty
+    two-thread region over a one-thread one is measured (7 pairs, medians,
+    under a millisecond) and the grain scales with it from
+    ``_BASE_GRAIN`` (32768, tuned for 16 µs) up to 8 times that. The
+    environment variable ``ORTCORE_CPU_GRAIN`` sets it instead.
+    """
+    global _grain
+    if _grain:
+        return _grain
+    fixed = os.environ.get(GRAIN_ENV, "").strip()
+    if fixed.isdigit() and int(fixed) > 0:
+        _grain = int(fixed)
+        return _grain
+    from .._ext import movement
+
+    movement.parallel_region(2)  # the first region starts the thread
+    one, two = [], []
+    for _ in range(7):
+        t0 = time.perf_counter_ns()
+        movement.parallel_region(1)
+        t1 = time.perf_counter_ns()
+        movement.parallel_region(2)
+        t2 = time.perf_counter_ns()
+        one.append(t1 - t0)
+        two.append(t2 - t1)
+    wake = max(statistics.median(two) - statistics.median(one), 0)
+    _grain = int(min(max(_BASE_GRAIN * wake / _BASE_WAKE_NS, _BASE_GRAIN), _MAX_GRAIN))
+    return _grain
 
 
 def threads_for(work: int, threads: int) -> int:
-    """Threads worth using for ``work`` elements: 1 below a grain size, where
-    waking a thread costs more than it saves, and never more than the run's
-    share of the cores (:func:`ortcore_cpu.threads.share`)."""
-    return 1 if work < _GRAIN else max(1, min(threads, work // _GRAIN, share()))
+    """Threads worth using for ``work`` elements: 1 below the :func:`grain`,
+    where waking a thread costs more than it saves, and never more than the
+    run's share of the cores (:func:`ortcore_cpu.threads.share`)."""
+    if threads <= 1:
+        return 1
+    g = _grain or grain()
+    return 1 if work < g else max(1, min(threads, work // g, share()))
 
 
 MEMORY_BOUND = 8
 """How many elements of a memory-bound loop (pooling, im2col, the depthwise
 convolution, a Conv's bias pass) weigh as one unit of :func:`threads_for`'s
-work. Waking a sleeping OpenMP thread (the passive wait policy, see
-``ortcore_cpu._ext``) costs 15-20 µs on a 2-core VM, and about 50 µs when
-the other core is busy; these loops move an element in about 0.2-1 ns, so a
-second thread only paid off from about half a million elements."""
+work. These loops move an element in about 0.2-1 ns, so with a wake-up of
+15-20 µs a second thread only paid off from about half a million elements
+(more where waking costs more, see :func:`grain`)."""
 
 
 def threads_for_memory_bound(work: int, threads: int) -> int:

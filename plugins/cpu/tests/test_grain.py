@@ -1,0 +1,45 @@
+"""The grain of work worth a second OpenMP thread is measured once, within bounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from ortcore_cpu._ext import movement
+from ortcore_cpu.kernels import _common as K
+
+
+@pytest.fixture(autouse=True)
+def _fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(K, "_grain", 0)
+    monkeypatch.delenv(K.GRAIN_ENV, raising=False)
+
+
+def test_the_measured_grain_is_bounded_and_kept() -> None:
+    g = K.grain()
+    assert K._BASE_GRAIN <= g <= K._MAX_GRAIN
+    assert K.grain() == g and K._grain == g  # measured once
+    assert K.threads_for(g - 1, 8) == 1
+    assert K.threads_for(10**12, 1) == 1
+
+
+def test_a_grain_from_the_environment_decides_the_thread_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(K.GRAIN_ENV, "1000")
+    monkeypatch.setattr(K, "share", lambda: 8)
+    assert K.grain() == 1000
+    assert K.threads_for(999, 8) == 1
+    assert K.threads_for(2500, 8) == 2
+    assert K.threads_for(10**9, 4) == 4
+    assert K.threads_for_memory_bound(8 * 2500, 8) == 2
+
+
+def test_an_unusable_environment_value_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(K.GRAIN_ENV, "lots")
+    assert K._BASE_GRAIN <= K.grain() <= K._MAX_GRAIN
+
+
+@pytest.mark.parametrize("n", [0, 65])
+def test_parallel_region_refuses_a_bad_thread_count(n: int) -> None:
+    with pytest.raises(ValueError, match="nthreads"):
+        movement.parallel_region(n)
