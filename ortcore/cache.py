@@ -59,7 +59,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -763,50 +763,52 @@ class CompiledCache:
     @staticmethod
     def _purge_sessions(root: _Dir, report: PurgeReport) -> None:
         """Remove the saved sessions (their ``.onnx`` and ``.meta`` files, and
-        leftover temp files), then their folder once empty."""
+        leftover temp files) and the remembered file digests, then their
+        folders once empty."""
         try:
             if not stat.S_ISDIR(root.lstat(SESSION_FOLDER).st_mode):
                 return  # absent, or not a real folder (a symlink is not followed)
-            folder = root.child(SESSION_FOLDER)
         except OSError:
             return
-        with folder:
-            try:
-                children = folder.scandir()
-            except OSError as exc:
-                report.skipped.append(
-                    CacheNote(str(folder.path), f"cannot list: {_oserror(exc)}", error=True)
-                )
-                return
-            keys: set[str] = set()
-            for e in children:
-                if e.name == DIGEST_FOLDER and e.is_dir(follow_symlinks=False):
-                    CompiledCache._purge_digests(folder, report)
-                    continue
-                m = _SESSION_RE.fullmatch(e.name)
-                if m is None or not e.is_file(follow_symlinks=False):
-                    if _TEMP_RE.fullmatch(e.name) is None:
-                        report.skipped.append(
-                            CacheNote(str(folder.path / e.name), "not a saved session")
-                        )
-                        continue
-                if CompiledCache._remove(folder, e.name, report) and m is not None:
-                    keys.add(m.group(1))
-            report.sessions += len(keys)
-            try:
-                if not folder.scandir():
-                    root.rmdir(SESSION_FOLDER)
-                    report.removed.append(str(folder.path))
-            except OSError:
-                pass
+
+        def is_session_file(e: os.DirEntry[str]) -> bool:
+            named = _SESSION_RE.fullmatch(e.name) is not None
+            return (named and e.is_file(follow_symlinks=False)) or bool(_TEMP_RE.fullmatch(e.name))
+
+        def is_digest_file(e: os.DirEntry[str]) -> bool:
+            named = _DIGEST_RE.fullmatch(e.name) or _TEMP_RE.fullmatch(e.name)
+            return named is not None and e.is_file(follow_symlinks=False)
+
+        def digests(folder: _Dir, e: os.DirEntry[str]) -> bool:
+            if e.name != DIGEST_FOLDER or not e.is_dir(follow_symlinks=False):
+                return False
+            CompiledCache._purge_folder(folder, DIGEST_FOLDER, is_digest_file, "digest", report)
+            return True
+
+        removed = CompiledCache._purge_folder(
+            root, SESSION_FOLDER, is_session_file, "saved session", report, digests
+        )
+        report.sessions += len(
+            {m.group(1) for m in map(_SESSION_RE.fullmatch, removed) if m is not None}
+        )
 
     @staticmethod
-    def _purge_digests(sessions: _Dir, report: PurgeReport) -> None:
-        """Remove the remembered file digests, then their folder once empty."""
+    def _purge_folder(
+        parent: _Dir,
+        name: str,
+        wanted: Callable[[os.DirEntry[str]], bool],
+        what: str,
+        report: PurgeReport,
+        visit: Callable[[_Dir, os.DirEntry[str]], bool] | None = None,
+    ) -> list[str]:
+        """Remove the entries of ``parent``'s sub-folder ``name`` that ``wanted``
+        accepts (``visit`` may take an entry first; any other is reported as
+        "not a ``what``"), then the folder once empty; the names removed."""
         try:
-            folder = sessions.child(DIGEST_FOLDER)
+            folder = parent.child(name)
         except OSError:
-            return
+            return []
+        removed: list[str] = []
         with folder:
             try:
                 children = folder.scandir()
@@ -814,19 +816,22 @@ class CompiledCache:
                 report.skipped.append(
                     CacheNote(str(folder.path), f"cannot list: {_oserror(exc)}", error=True)
                 )
-                return
+                return removed
             for e in children:
-                known = _DIGEST_RE.fullmatch(e.name) or _TEMP_RE.fullmatch(e.name)
-                if known is None or not e.is_file(follow_symlinks=False):
-                    report.skipped.append(CacheNote(str(folder.path / e.name), "not a digest"))
+                if visit is not None and visit(folder, e):
                     continue
-                CompiledCache._remove(folder, e.name, report)
+                if not wanted(e):
+                    report.skipped.append(CacheNote(str(folder.path / e.name), f"not a {what}"))
+                    continue
+                if CompiledCache._remove(folder, e.name, report):
+                    removed.append(e.name)
             try:
                 if not folder.scandir():
-                    sessions.rmdir(DIGEST_FOLDER)
+                    parent.rmdir(name)
                     report.removed.append(str(folder.path))
             except OSError:
                 pass
+        return removed
 
     @staticmethod
     def _remove(folder: _Dir, name: str, report: PurgeReport) -> bool:

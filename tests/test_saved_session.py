@@ -98,6 +98,16 @@ def _saved(cache: Path) -> list[Path]:
     return sorted((cache / SESSION_FOLDER).glob("*.onnx"))
 
 
+def _external_model(tmp_path: Path) -> Path:
+    """The affine model in ``tmp_path/model/``, its weights in ``weights.bin`` beside it."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    path = folder / "affine.onnx"
+    proto = onnx.load_from_string(affine_model([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]))
+    onnx.save(proto, path, save_as_external_data=True, location="weights.bin", size_threshold=0)
+    return path
+
+
 def _with_metadata(model: bytes) -> bytes:
     proto = onnx.load_from_string(model)
     onnx.helper.set_model_props(proto, {"author": "me", "purpose": "test"})
@@ -192,11 +202,8 @@ def test_a_fifo_in_place_of_a_saved_file_is_a_miss_not_a_hang(tmp_path: Path, wh
 
 
 def test_changed_external_data_is_a_miss(tmp_path: Path) -> None:
-    folder = tmp_path / "model"
-    folder.mkdir()
-    path = folder / "affine.onnx"
-    proto = onnx.load_from_string(affine_model([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]))
-    onnx.save(proto, path, save_as_external_data=True, location="weights.bin", size_threshold=0)
+    path = _external_model(tmp_path)
+    folder = path.parent
     cache = tmp_path / "cache"
     np.testing.assert_array_equal(_y(_session(path, cache)), X * [1, 2, 3] + [4, 5, 6])
     _session(path, cache)
@@ -299,11 +306,8 @@ def test_a_warm_session_with_remembered_digests_still_sees_new_weights(
     from ortcore import saved_session
 
     monkeypatch.setattr(saved_session, "_SETTLED_NS", -1)
-    folder = tmp_path / "model"
-    folder.mkdir()
-    path = folder / "affine.onnx"
-    proto = onnx.load_from_string(affine_model([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]))
-    onnx.save(proto, path, save_as_external_data=True, location="weights.bin", size_threshold=0)
+    path = _external_model(tmp_path)
+    folder = path.parent
     cache = tmp_path / "cache"
     _session(path, cache)
     np.testing.assert_array_equal(_y(_session(path, cache)), X * [1, 2, 3] + [4, 5, 6])
