@@ -336,7 +336,7 @@ class BridgeExecutionProvider(ExecutionProvider):
         try:
             file.parent.mkdir(parents=True, exist_ok=True)
             text = json.dumps({"key": key, "answers": dict(answers)})
-            write_atomically(file, text.encode(), suffix=".json")
+            write_atomically(file, text.encode())  # a leftover is a cache temp file
         except OSError:
             log.warning("%s: could not keep the query answer in %s", self.name, file)
 

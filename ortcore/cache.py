@@ -44,6 +44,9 @@ folder, and report everything else they leave alone. What counts as ours:
 * in it, regular files ``<key>.bin`` and ``<key>.json``, ``<key>`` being 64
   lowercase hex digits (a SHA-256); a ``.json`` must be a JSON object whose
   ``key`` and ``provider`` name this entry and this folder;
+* regular files ``query-<key>.json``: a bridge provider's kept answers of
+  its engine about candidate groups (:mod:`ep_sdk.bridge`); not listed as
+  entries, removed by ``purge``;
 * regular files ``.tmp-XXXXXXXX`` (eight of ``[a-z0-9_]``, what
   ``tempfile.mkstemp`` makes) that an interrupted ``store`` left behind;
   ``purge`` removes them once older than :data:`TEMP_GRACE_S`.
@@ -95,6 +98,8 @@ TEMP_GRACE_S = 300.0
 
 _ENTRY_RE = re.compile(r"([0-9a-f]{64})\.(bin|json)")
 _TEMP_RE = re.compile(r"\.tmp-[a-z0-9_]{8}")
+# a bridge provider's kept query answer (ep_sdk.bridge): listed as nothing, purged
+_QUERY_RE = re.compile(r"query-[0-9a-f]{64}\.json")
 _META_LIMIT = 1 << 20  # store() writes a few hundred bytes; refuse to read more than this
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -449,6 +454,7 @@ class _Entry:
 class _FolderScan:
     entries: list[_Entry] = field(default_factory=list)
     temps: list[tuple[str, float]] = field(default_factory=list)  # (name, mtime)
+    queries: list[str] = field(default_factory=list)  # a bridge's kept query answers
 
 
 class CompiledCache:
@@ -638,13 +644,16 @@ class CompiledCache:
         for e in children:
             path = str(folder.path / e.name)
             m = _ENTRY_RE.fullmatch(e.name)
-            ours = m is not None or _TEMP_RE.fullmatch(e.name) is not None
+            query = _QUERY_RE.fullmatch(e.name) is not None
+            ours = m is not None or query or _TEMP_RE.fullmatch(e.name) is not None
             if _is_link(e):
                 notes.append(CacheNote(path, "symlink, not followed"))
             elif not ours:
                 notes.append(CacheNote(path, "not a cache entry"))
             elif not e.is_file(follow_symlinks=False):
                 notes.append(CacheNote(path, "not a regular file"))
+            elif query:
+                out.queries.append(e.name)
             elif m is None:
                 try:
                     out.temps.append((e.name, e.stat(follow_symlinks=False).st_mtime))
@@ -746,6 +755,8 @@ class CompiledCache:
                         for f in sorted(entry.files, key=lambda f: not f.endswith(".json"))
                     )
                     report.entries += ok
+                for query in found.queries:
+                    self._remove(folder, query, report)
                 for tmp, mtime in found.temps:
                     if now - mtime < TEMP_GRACE_S:
                         report.skipped.append(

@@ -265,6 +265,25 @@ def test_query_answers_are_kept_in_the_process_and_the_cache_folder(tmp_path: Pa
     assert len(FakeEngine.queries) == 2 * asked  # a cold folder asks again
 
 
+def test_kept_answers_are_neither_entries_nor_foreign_files_and_purge_removes_them(
+    tmp_path: Path,
+) -> None:
+    from ortcore.cache import CompiledCache
+
+    _session(chain(["Mul", "Relu", "Sin", "Add"]), FakeEngine, tmp_path)
+    folder = tmp_path / FakeEngine.name
+    kept = list(folder.glob("query-*.json"))
+    assert kept
+    foreign = folder / "notes.txt"
+    foreign.write_text("mine")
+    listing = CompiledCache(tmp_path).scan()
+    assert [n.path for n in listing.skipped] == [str(foreign)]  # only the foreign file
+    assert all(not str(e["path"]).startswith(str(folder / "query-")) for e in listing.entries)
+    report = CompiledCache(tmp_path).purge(FakeEngine.name)
+    assert not any(f.exists() for f in kept) and foreign.exists()
+    assert {str(f) for f in kept} <= set(report.removed)
+
+
 def test_query_answers_depend_on_structure_and_engine_not_weights(tmp_path: Path) -> None:
     model = chain(["Mul", "Relu", "Add"])
     _session(model, FakeEngine, tmp_path)
