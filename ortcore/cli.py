@@ -275,24 +275,49 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
 
 def cmd_inspect(ns: argparse.Namespace) -> int:
-    """Show where each node runs."""
+    """Show where each node would run: the model is partitioned, not
+    compiled or run, so providers installed but unable to run here are asked too."""
+    from .inspection import inspect_partition
+    from .options import GraphOptimizationLevel, SessionOptions
+
     model = resolve_model(ns.model)
-    sess = _session(ns, model)
-    part = sess.get_partition()
+    so = SessionOptions()
+    so.intra_op_num_threads = ns.threads
+    if ns.no_optimize:
+        so.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
+    providers: list[Any] | None = ns.providers.split(",") if ns.providers else None
+    if ns.provider_options:
+        if not providers:
+            raise InvalidArgument(
+                "--provider-option needs --providers: the options go to the first provider listed"
+            )
+        providers[0] = (providers[0], dict(ns.provider_options))
+    found = inspect_partition(str(model), so, providers)
+    part = found.partition
     if ns.format == "json":
         data = part.to_dict()
-        data["inputs"] = [vars(a) for a in sess.get_inputs()]
-        data["outputs"] = [vars(a) for a in sess.get_outputs()]
+        data["inputs"] = [vars(a) for a in found.inputs]
+        data["outputs"] = [vars(a) for a in found.outputs]
+        data["unavailable"] = dict(found.unavailable)
         print(json.dumps(data, indent=2))
         return 0
     print(f"model: {model}")
     print(f"providers: {', '.join(part.providers)}")
+    print("(partitioned only: nothing was compiled or run)")
+    for name, why in found.unavailable.items():
+        print(f"note: {name} cannot run here ({why}); asked what it would take all the same")
     rows = [("node", "op", "provider", "declined by")]
     for r in part.nodes:
         declined = "; ".join(f"{p}: {why}" for p, why in r.declined.items())
         name = f"{r.graph}/{r.node}" if r.graph else r.node
         rows.append((name, r.op_type, r.provider + (f" [{r.group}]" if r.group else ""), declined))
     _table(rows)
+    groups: dict[str, int] = {}
+    for r in part.nodes:
+        if r.group:
+            groups[r.group] = groups.get(r.group, 0) + 1
+    if groups:
+        print("groups: " + ", ".join(f"{g} ({n} nodes)" for g, n in groups.items()))
     print("counts: " + ", ".join(f"{p}={n}" for p, n in part.counts().items()))
     return 0
 

@@ -424,18 +424,25 @@ class PluginManager:
         """Available providers in default priority order (CPU last)."""
         return [e for e in self.entries() if e.available and e.cls is not None]
 
-    def resolve(self, name: str) -> ProviderEntry:
+    def resolve(self, name: str, *, available: bool = True) -> ProviderEntry:
         """Find a provider by its name or alias (case-insensitive), importing
         only the entry points needed (see :meth:`load`).
+
+        Args:
+            available: refuse a provider that is installed but unavailable
+                (``False``: return it too, e.g. to ask it how it would
+                partition a model without running it).
 
         Raises:
             InvalidArgument: nothing by that name (the message lists the
                 available providers and the plugins that failed to load), or
-                it is unavailable.
+                it is unavailable (when ``available``).
         """
         self.load([name])
         with self._lock:
             e = self._find(name)
+            if e is not None and e.cls is not None and not available:
+                return e
             if e is not None:
                 if not e.available:
                     raise InvalidArgument(

@@ -113,8 +113,14 @@ def create_providers(
     provider_options: Sequence[Mapping[str, Any]] | None,
     options: SessionOptions,
     custom_ops: Sequence[CustomOp],
+    *,
+    unavailable: bool = False,
 ) -> list[ExecutionProvider]:
     """Resolve and instantiate a session's providers, in priority order.
+
+    With ``unavailable``, a listed provider that is installed but cannot run
+    here is created too (:func:`ortcore.inspection.inspect_partition` asks
+    it how it would partition a model; nothing is compiled or run).
 
     A provider the user named that fails to construct is an error; one the
     session chose itself (every available provider when ``providers`` is
@@ -155,7 +161,7 @@ def create_providers(
             if provider_options is not None:
                 opts = {**opts, **provider_options[i]}
             try:
-                entry = manager.resolve(name)
+                entry = manager.resolve(name, available=not unavailable)
             except InvalidArgument as exc:  # unknown, or installed but unavailable
                 skipped.append((str(name), exc))
                 continue
