@@ -1,0 +1,470 @@
+"""The TensorRT provider: options, availability, the parser's capability and
+re-partition, engines built (for real, by TensorRT-RTX or TensorRT) and
+cached, and the runtime path against the stand-in runtime of ``fake_trt.py``
+(this machine has no GPU: no test here runs an engine on one)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import ortcore
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+RESNET50 = Path(onnx.__file__).parent / "backend/test/data/light/light_resnet50.onnx"
+
+
+def _session(manager: Any, model: Any, cache: Path | None = None, **options: str) -> Any:
+    so = ortcore.SessionOptions()
+    if cache is not None:
+        so.add_session_config_entry("ortcore.cache_dir", str(cache))
+    return ortcore.InferenceSession(
+        model, so, providers=[("tensorrt", options), "cpu"], plugin_manager=manager
+    )
+
+
+def _groups(part: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in part.nodes:
+        if r.group:
+            out[r.group] = out.get(r.group, 0) + 1
+    return out
+
+
+def mlp(batch: int | str = "N", seed: int = 0) -> bytes:
+    """x (batch, 16) -> MatMul/Add/Relu/MatMul -> y (batch, 4)."""
+    rng = np.random.default_rng(seed)
+    w1 = numpy_helper.from_array(rng.standard_normal((16, 32)).astype(np.float32), "w1")
+    b1 = numpy_helper.from_array(rng.standard_normal(32).astype(np.float32), "b1")
+    w2 = numpy_helper.from_array(rng.standard_normal((32, 4)).astype(np.float32), "w2")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+        helper.make_node("Add", ["h", "b1"], ["hb"], name="add1"),
+        helper.make_node("Relu", ["hb"], ["r"], name="relu"),
+        helper.make_node("MatMul", ["r", "w2"], ["y"], name="mm2"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 4])],
+        [w1, b1, w2],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return bytes(model.SerializeToString())
+
+
+def with_unique() -> bytes:
+    """Relu -> Unique -> Relu -> Sigmoid: TensorRT's parser refuses Unique."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="first"),
+        helper.make_node("Unique", ["a"], ["u"], name="unique", sorted=1),
+        helper.make_node("Relu", ["u"], ["b"], name="second"),
+        helper.make_node("Sigmoid", ["b"], ["y"], name="third"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return bytes(model.SerializeToString())
+
+
+# -- options and availability -------------------------------------------------------
+
+
+def test_options_are_checked() -> None:
+    from ortcore_tensorrt.provider import TensorrtExecutionProvider as P
+
+    bad = {
+        "trt_fp16_enable": "maybe",
+        "device_id": "-1",
+        "trt_max_workspace_size": "1GB",
+        "trt_builder_optimization_level": "9",
+        "trt_min_subgraph_size": "0",
+        "trt_module": "tensorflow",
+        "trt_profile_min_shapes": "x:1xN",
+        "no_such_option": "1",
+    }
+    for key, value in bad.items():
+        with pytest.raises(ValueError, match=key):
+            P({key: value})
+    with pytest.raises(ValueError, match="all of trt_profile_min_shapes"):
+        P({"trt_profile_min_shapes": "x:1x16", "trt_profile_max_shapes": "x:8x16"})
+    with pytest.raises(ValueError, match="min <= opt <= max"):
+        P(
+            {
+                "trt_profile_min_shapes": "x:4x16",
+                "trt_profile_opt_shapes": "x:2x16",
+                "trt_profile_max_shapes": "x:8x16",
+            }
+        )
+    p = P({"trt_min_subgraph_size": "3", "trt_profile_min_shapes": "", "device_id": "1"})
+    assert p.min_size == 3 and p.device_id == 1
+
+
+def test_fp16_is_refused_where_networks_are_strongly_typed(trt: Any) -> None:
+    from ortcore_tensorrt.provider import TensorrtExecutionProvider as P
+
+    if hasattr(trt.BuilderFlag, "FP16"):
+        assert P({"trt_fp16_enable": "1"}).fp16
+    else:
+        with pytest.raises(ValueError, match="strongly typed"):
+            P({"trt_fp16_enable": "1"})
+
+
+def test_unavailable_reason_names_the_module_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ortcore_tensorrt import _module, provider
+    from ortcore_tensorrt._cuda import DeviceInfo
+    from ortcore_tensorrt.provider import TensorrtExecutionProvider as P
+
+    monkeypatch.setattr(_module, "find", lambda preferred="auto": "tensorrt is not installed")
+    assert "no TensorRT module (tensorrt is not installed)" in str(P.unavailable_reason())
+
+    class RTX:
+        __name__ = "tensorrt_rtx"
+
+        class ComputeCapability:
+            SM80 = SM86 = SM120 = object()
+
+    found = _module.Found("tensorrt_rtx", "1.7")
+    monkeypatch.setattr(_module, "find", lambda preferred="auto": found)
+    monkeypatch.setattr(_module, "load", lambda name: RTX)
+    monkeypatch.setattr(provider, "probe", lambda ordinal=0: "no NVIDIA driver: gone")
+    why = str(P.unavailable_reason())
+    assert "tensorrt_rtx 1.7 is installed" in why and "no NVIDIA driver" in why
+    assert "ortcore inspect" in why
+    monkeypatch.setattr(provider, "probe", lambda ordinal=0: DeviceInfo(0, "H200", 9, 0))
+    why = str(P.unavailable_reason())
+    assert "no target for compute capability 9.0" in why and "8.0, 8.6, 12.0" in why
+    monkeypatch.setattr(provider, "probe", lambda ordinal=0: DeviceInfo(0, "A100", 8, 0))
+    assert P.unavailable_reason() is None
+    del RTX.ComputeCapability  # full TensorRT: any device from 7.5 on
+    assert P.unavailable_reason() is None
+    monkeypatch.setattr(provider, "probe", lambda ordinal=0: DeviceInfo(0, "V100", 7, 0))
+    assert "7.5 or newer" in str(P.unavailable_reason())
+
+
+def test_the_driver_probe_never_raises() -> None:
+    from ortcore_tensorrt._cuda import DeviceInfo, probe
+
+    found = probe(0)
+    assert isinstance(found, (str, DeviceInfo))
+
+
+def test_listed_with_its_reason_by_ortcore_providers(manager: Any) -> None:
+    entry = next(e for e in manager.entries() if e.name == "TensorrtExecutionProvider")
+    assert entry.aliases == ("tensorrt", "trt")
+    if not entry.available:
+        assert str(entry.reason).startswith(("tensorrt", "no TensorRT"))
+
+
+# -- capability: the parser's answer, re-partitioned ------------------------------------
+
+
+def test_refused_node_is_split_off_with_the_parsers_reason(manager: Any) -> None:
+    from ortcore.inspection import inspect_partition
+
+    found = inspect_partition(with_unique(), providers=["tensorrt", "cpu"], plugin_manager=manager)
+    where = {r.node: r for r in found.partition.nodes}
+    assert where["unique"].provider == "CPUExecutionProvider"
+    why = where["unique"].declined["TensorrtExecutionProvider"]
+    assert "ONNX parser refuses Unique" in why and "UNSUPPORTED_NODE" in why
+    # the nodes after it were asked again in their own group, and parse there
+    assert where["second"].provider == where["third"].provider == "TensorrtExecutionProvider"
+    assert where["second"].group == where["third"].group
+    assert where["first"].group and where["first"].group != where["second"].group
+    assert "TensorrtExecutionProvider" in found.unavailable or not found.unavailable
+
+
+class _OldParser:
+    """TensorRT 10 before 10.8: ``supports_model`` returns the subgraphs; an
+    error has no ``node_operator``."""
+
+    def __init__(self, network: Any, logger: Any) -> None:
+        self.num_errors = 1 if network.refuse is not None else 0
+
+    def supports_model(self, data: bytes) -> tuple[bool, list[tuple[list[int], bool]]]:
+        return self.num_errors == 0, [([0, 1, 2, 3], self.num_errors == 0)]
+
+    def get_error(self, i: int) -> Any:
+        class Error:
+            def node(self) -> int:
+                return _OldModule.refuse  # type: ignore[return-value]
+
+            def code(self) -> str:
+                return "ErrorCode.UNSUPPORTED_NODE"
+
+            def desc(self) -> str:
+                return "no importer"
+
+        return Error()
+
+
+class _OldModule:
+    __name__ = "tensorrt"
+    __version__ = "10.3.0"
+    refuse: int | None = None
+
+    class Logger:
+        ERROR = 0
+
+        def __init__(self, level: int) -> None:
+            pass
+
+    class Builder:
+        def __init__(self, logger: Any) -> None:
+            pass
+
+        def create_network(self, flags: int) -> Any:
+            class Network:
+                refuse = _OldModule.refuse
+
+            return Network()
+
+    OnnxParser = _OldParser
+
+
+@pytest.mark.parametrize("refuse", [None, 1, -1])
+def test_the_older_supports_model_api_is_understood(
+    refuse: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ortcore_tensorrt import _module
+    from ortcore_tensorrt.provider import TensorrtExecutionProvider as P
+
+    monkeypatch.setattr(_OldModule, "refuse", refuse)
+    monkeypatch.setattr(P, "trt", property(lambda self: _OldModule))
+    p = P()
+    p.found = _module.Found("tensorrt", "10.3.0")
+    answers = p.query_model(onnx.load_from_string(with_unique()))
+    if refuse is None:
+        assert set(answers.values()) == {True}
+    elif refuse == 1:  # the error names node 1 (Unique)
+        assert answers["unique"] == (
+            "tensorrt 10.3.0's ONNX parser refuses: UNSUPPORTED_NODE: no importer"
+        )
+        assert answers["first"] is answers["second"] is True
+    else:  # an error that names no node refuses every node
+        assert len(set(answers.values())) == 1 and "no importer" in str(answers["first"])
+
+
+def test_min_subgraph_size_declines_small_groups(manager: Any) -> None:
+    from ortcore.inspection import inspect_partition
+
+    found = inspect_partition(
+        with_unique(),
+        providers=[("tensorrt", {"trt_min_subgraph_size": "2"}), "cpu"],
+        plugin_manager=manager,
+    )
+    where = {r.node: r for r in found.partition.nodes}
+    assert where["first"].provider == "CPUExecutionProvider"
+    assert "min_group_size=2" in where["first"].declined["TensorrtExecutionProvider"]
+    assert where["third"].provider == "TensorrtExecutionProvider"
+
+
+def test_light_resnet50_is_one_group_in_ortcore_inspect(
+    manager: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ortcore import cli, plugins
+
+    monkeypatch.setattr(plugins, "default_manager", lambda: manager)
+    monkeypatch.setattr(cli, "default_manager", lambda: manager, raising=False)
+    from ortcore import inspection
+
+    monkeypatch.setattr(inspection, "default_manager", lambda: manager)
+    assert cli.main(["inspect", str(RESNET50), "--providers", "tensorrt,cuda,cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing was compiled or run" in out
+    assert "groups: TensorrtExecutionProvider_fused_1 (" in out
+    assert (
+        "counts: TensorrtExecutionProvider=" in out
+        and "CPUExecutionProvider" not in out.split("counts:")[1]
+    )
+
+
+# -- engines: built by the real builder, kept in the cache ------------------------------
+
+
+def test_static_engine_is_built_at_session_creation_then_loaded_from_cache(
+    runnable: Any, tmp_path: Path
+) -> None:
+    sess = _session(runnable, mlp(batch=4), tmp_path)
+    p = sess._providers[0]
+    assert p.name == "TensorrtExecutionProvider" and p.builds == 1
+    assert _groups(sess.get_partition()) == {"TensorrtExecutionProvider_fused_1": 4}
+    entries = ortcore.cache.CompiledCache(tmp_path).scan("TensorrtExecutionProvider").entries
+    assert [e["kind"] for e in entries] == ["engine"]
+    assert entries[0]["provider_parts"]["engine_version"].startswith(("tensorrt", "tensorrt_rtx"))
+    assert entries[0]["provider_parts"]["engine_target"]  # the device's compute capability
+    again = _session(runnable, mlp(batch=4), tmp_path)
+    assert again._providers[0].builds == 0  # loaded, not built
+    other = _session(runnable, mlp(batch=4, seed=1), tmp_path)  # other weights: another engine
+    assert other._providers[0].builds == 1
+    assert len(ortcore.cache.CompiledCache(tmp_path).scan().entries) == 2
+
+
+def test_engine_cache_path_option_keeps_engines_without_a_session_cache(
+    runnable: Any, tmp_path: Path
+) -> None:
+    opts = {"trt_engine_cache_enable": "1", "trt_engine_cache_path": str(tmp_path / "eng")}
+    assert _session(runnable, mlp(batch=2), **opts)._providers[0].builds == 1
+    assert _session(runnable, mlp(batch=2), **opts)._providers[0].builds == 0
+    assert (tmp_path / "eng" / "TensorrtExecutionProvider").is_dir()
+
+
+def test_dynamic_batch_with_profile_options_is_built_once(runnable: Any, tmp_path: Path) -> None:
+    opts = {
+        "trt_profile_min_shapes": "x:1x16",
+        "trt_profile_opt_shapes": "x:8x16",
+        "trt_profile_max_shapes": "x:32x16",
+    }
+    assert _session(runnable, mlp(), tmp_path, **opts)._providers[0].builds == 1
+    assert _session(runnable, mlp(), tmp_path, **opts)._providers[0].builds == 0
+    widened = dict(opts, trt_profile_max_shapes="x:64x16")  # another profile: another engine
+    assert _session(runnable, mlp(), tmp_path, **widened)._providers[0].builds == 1
+
+
+def test_options_that_change_engines_change_the_key(runnable: Any, tmp_path: Path) -> None:
+    assert _session(runnable, mlp(batch=4), tmp_path)._providers[0].builds == 1
+    level = {"trt_builder_optimization_level": "2"}
+    assert _session(runnable, mlp(batch=4), tmp_path, **level)._providers[0].builds == 1
+    assert _session(runnable, mlp(batch=4), tmp_path, **level)._providers[0].builds == 0
+
+
+# -- the runtime path, against the stand-in runtime ------------------------------------
+
+
+def test_runs_match_cpu_and_rebuild_only_outside_the_profile(
+    fake: Any, runnable: Any, tmp_path: Path
+) -> None:
+    """The fake runtime (``fake_trt.py``) runs each plan's ONNX model on the CPU
+    provider; what is tested is the provider's side: binding by name, shapes,
+    buffers, copies, and when an engine is (re)built."""
+    model = mlp()
+    cpu = ortcore.InferenceSession(model, providers=["cpu"])
+    sess = _session(runnable, model, tmp_path)
+    assert fake.built == []  # dynamic batch, no profile options: built at the first run
+    for batch in (4, 4, 2, 8, 3):
+        x = np.random.default_rng(batch).standard_normal((batch, 16)).astype(np.float32)
+        (got,) = sess.run(None, {"x": x})
+        np.testing.assert_allclose(got, cpu.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+    # 4 (exact), then 2 (widened to 2..4), then 8 (widened to 2..8); 3 fits
+    assert [p.text() for p in fake.built] == [
+        "x:4x16/4x16/4x16",
+        "x:2x16/2x16/4x16",
+        "x:2x16/8x16/8x16",
+    ]
+    assert fake.memory.to_device_copies == 5 and fake.memory.to_host_copies == 5
+    sess2 = _session(runnable, model, tmp_path)
+    sess2.run(None, {"x": np.ones((4, 16), np.float32)})
+    assert len(fake.built) == 3  # the first shape's engine came from the cache
+    sess.close()  # frees the device buffers
+    sess2.close()
+    assert fake.memory.frees == fake.memory.allocs
+
+
+def test_a_cached_engine_tensorrt_refuses_is_built_again(
+    fake: Any, runnable: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = mlp(batch=2)
+    _session(runnable, model, tmp_path)
+    assert len(fake.built) == 1
+    (entry,) = (tmp_path / "TensorrtExecutionProvider").glob("*.bin")
+    entry.write_bytes(b"\0" * entry.stat().st_size)  # same size, not a plan
+    sess = _session(runnable, model, tmp_path)
+    assert len(fake.built) == 1  # the entry was found...
+    x = np.ones((2, 16), np.float32)
+    want = ortcore.InferenceSession(model, providers=["cpu"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-5)
+    assert len(fake.built) == 2  # ...refused by TensorRT, and built again
+    assert "could not be loaded; building it again" in caplog.text
+    assert entry.read_bytes().startswith(b"fake-plan")  # the entry was replaced
+
+
+def test_explicit_profile_refuses_shapes_outside_it(fake: Any, runnable: Any) -> None:
+    opts = {
+        "trt_profile_min_shapes": "x:1x16",
+        "trt_profile_opt_shapes": "x:2x16",
+        "trt_profile_max_shapes": "x:4x16",
+    }
+    sess = _session(runnable, mlp(), **opts)
+    assert len(fake.built) == 1  # built with the session
+    sess.run(None, {"x": np.ones((3, 16), np.float32)})
+    with pytest.raises(Exception, match=r"outside the trt_profile_\*_shapes range"):
+        sess.run(None, {"x": np.ones((5, 16), np.float32)})
+
+
+def test_each_thread_has_its_own_execution_context(fake: Any, runnable: Any) -> None:
+    model = mlp(batch=2)
+    sess = _session(runnable, model)
+    cpu = ortcore.InferenceSession(model, providers=["cpu"])
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        try:
+            for i in range(5):
+                x = np.full((2, 16), seed + i, np.float32)
+                (got,) = sess.run(None, {"x": x})
+                np.testing.assert_allclose(got, cpu.run(None, {"x": x})[0], rtol=1e-5)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert fake.contexts == 4 and fake.deserialized == 1
+
+
+def test_refused_node_runs_on_cpu_between_two_engines(fake: Any, runnable: Any) -> None:
+    sess = _session(runnable, with_unique())
+    x = np.array([3, -1, 2, 3, 0, 2, -5, 1], np.float32)
+    (got,) = sess.run(None, {"x": x})
+    want = 1 / (1 + np.exp(-np.unique(np.maximum(x, 0))))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert sorted(_groups(sess.get_partition()).values()) == [1, 2]
+
+
+@pytest.mark.gpu
+def test_light_resnet50_on_the_gpu_matches_cpu(manager: Any) -> None:
+    """On a machine with a GPU the provider is available: a real engine, run."""
+    entry = next(e for e in manager.entries() if e.name == "TensorrtExecutionProvider")
+    if not entry.available:
+        pytest.skip(str(entry.reason))
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    sess = _session(manager, str(RESNET50))
+    cpu = ortcore.InferenceSession(str(RESNET50), providers=["cpu"])
+    name = sess.get_inputs()[0].name
+    np.testing.assert_allclose(
+        sess.run(None, {name: x})[0], cpu.run(None, {name: x})[0], rtol=1e-3, atol=1e-4
+    )
+
+
+@pytest.mark.gpu
+def test_device_buffers_and_copies_round_trip_on_the_gpu() -> None:
+    """The driver-API path the runtime uses (``_cuda.CudaDriver``), on a real GPU."""
+    from ortcore_tensorrt._cuda import CudaDriver, probe
+
+    info = probe(0)
+    if isinstance(info, str):
+        pytest.skip(info)
+    cuda = CudaDriver(0)
+    stream = cuda.stream()
+    x = np.arange(1000, dtype=np.float32)
+    ptr = cuda.alloc(x.nbytes)
+    try:
+        cuda.to_device(ptr, x, stream)
+        back = np.empty_like(x)
+        cuda.to_host(back, ptr, stream)
+        cuda.synchronize(stream)
+    finally:
+        cuda.free(ptr)
+    np.testing.assert_array_equal(back, x)
