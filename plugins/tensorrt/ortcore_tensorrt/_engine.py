@@ -53,9 +53,15 @@ def parse_shapes(text: str, option: str) -> dict[str, Dims]:
 
 @dataclass(frozen=True)
 class Profile:
-    """``(name, min, opt, max)`` for each dynamic network input, by name."""
+    """``(name, min, opt, max)`` for each dynamic network input, by name.
+
+    For a shape tensor input (named in ``values``: an input whose values
+    are dims, e.g. the shape of a Reshape fed at run time) the triple bounds
+    its values, not its shape.
+    """
 
     shapes: tuple[tuple[str, Dims, Dims, Dims], ...] = ()
+    values: frozenset[str] = frozenset()
 
     def covers(self, feeds: Mapping[str, Dims]) -> bool:
         """Whether every input named here has a shape within its range."""
@@ -73,7 +79,10 @@ class Profile:
         def dims(d: Dims) -> str:
             return "x".join(map(str, d))
 
-        return ";".join(f"{n}:{dims(a)}/{dims(o)}/{dims(b)}" for n, a, o, b in self.shapes)
+        return ";".join(
+            f"{n}{'=' if n in self.values else ':'}{dims(a)}/{dims(o)}/{dims(b)}"
+            for n, a, o, b in self.shapes
+        )
 
 
 def grow(now: tuple[Dims, Dims, Dims] | None, shape: Dims) -> tuple[Dims, Dims, Dims]:
@@ -164,6 +173,13 @@ class Runner:
         names = [self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)]
         is_input = module.TensorIOMode.INPUT
         self.inputs = [n for n in names if self.engine.get_tensor_mode(n) == is_input]
+        # shape tensor inputs that TensorRT reads on the host: bound, not copied
+        host = getattr(getattr(module, "TensorLocation", None), "HOST", None)
+        self.host_inputs = {
+            n
+            for n in self.inputs
+            if host is not None and self.engine.get_tensor_location(n) == host
+        }
         known = set(names)
         missing = [n for n, _ in outputs if n not in known]
         if missing:
@@ -205,6 +221,9 @@ class Runner:
                         "(outside the engine's optimization profile)"
                     )
                 state.shapes[name] = value.shape
+            if name in self.host_inputs:
+                ctx.set_tensor_address(name, value.ctypes.data)
+                continue
             ptr = state.buffer(memory, name, value.nbytes)
             memory.to_device(ptr, value, stream)
             ctx.set_tensor_address(name, ptr)

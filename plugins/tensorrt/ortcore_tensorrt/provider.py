@@ -259,7 +259,8 @@ class TensorrtExecutionProvider(ep_sdk.BridgeExecutionProvider):
         """How many engines this provider built (not loaded from the cache)."""
         return self._builds
 
-    def _network_inputs(self, model: bytes) -> list[tuple[str, Dims]]:
+    def _network_inputs(self, model: bytes) -> list[tuple[str, Dims, bool]]:
+        """The parsed network's inputs: name, dims (-1: dynamic), whether a shape tensor."""
         trt = self.trt
         builder = trt.Builder(_module.logger(trt))
         network = builder.create_network(0)
@@ -272,7 +273,8 @@ class TensorrtExecutionProvider(ep_sdk.BridgeExecutionProvider):
         out = []
         for i in range(network.num_inputs):
             tensor = network.get_input(i)
-            out.append((str(tensor.name), tuple(int(d) for d in tensor.shape)))
+            dims = tuple(int(d) for d in tensor.shape)
+            out.append((str(tensor.name), dims, bool(getattr(tensor, "is_shape_tensor", False))))
         return out
 
     def plan(
@@ -316,7 +318,10 @@ class TensorrtExecutionProvider(ep_sdk.BridgeExecutionProvider):
         if profile.shapes:
             prof = builder.create_optimization_profile()
             for name, lo, opt, hi in profile.shapes:
-                prof.set_shape(name, lo, opt, hi)
+                if name in profile.values:
+                    prof.set_shape_input(name, lo, opt, hi)
+                else:
+                    prof.set_shape(name, lo, opt, hi)
             config.add_optimization_profile(prof)
         timing = self._timing_cache(config, store)
         plan = builder.build_serialized_network(network, config)
@@ -348,7 +353,7 @@ class _Engines:
         provider: TensorrtExecutionProvider,
         model: bytes,
         group: ep_sdk.FusedGroup,
-        network_inputs: Sequence[tuple[str, Dims]],
+        network_inputs: Sequence[tuple[str, Dims, bool]],
     ) -> None:
         self.provider = provider
         self.model = model
@@ -358,12 +363,26 @@ class _Engines:
             (v.name or "", np.dtype(v.dtype.numpy()) if v.dtype is not None else np.dtype("f4"))
             for v in group.outputs
         ]
-        self.dynamic = {name: dims for name, dims in network_inputs if any(d < 0 for d in dims)}
+        self.dynamic = {
+            name: dims
+            for name, dims, shape_tensor in network_inputs
+            if not shape_tensor and any(d < 0 for d in dims)
+        }
+        # shape tensor inputs (fed at run time, e.g. an overridable initializer
+        # holding a Reshape's shape): the profile bounds their values
+        self.values = frozenset(name for name, _, shape_tensor in network_inputs if shape_tensor)
+        defaults = {
+            v.name or "": _ints(v.const_value.numpy())
+            for v in group.inputs
+            if v.name in self.values and v.const_value is not None
+        }
         given = provider.profile_options
         self.fixed = [n for n in self.dynamic if n in given]
         self.profile: Profile | None = None
-        if all(n in given for n in self.dynamic):
-            self.profile = Profile(tuple((n, *given[n]) for n in sorted(self.dynamic)))
+        if all(n in given for n in self.dynamic) and all(n in defaults for n in self.values):
+            entries = [(n, *given[n]) for n in self.dynamic]
+            entries += [(n, d, d, d) for n, d in defaults.items()]
+            self.profile = Profile(tuple(sorted(entries)), self.values)
         self.plan: bytes | None = None
         self.cached = False  # whether plan came from the cache
         self.runner: Runner | None = None
@@ -405,15 +424,15 @@ class _Engines:
         given = self.provider.profile_options
         now = {n: (lo, opt, hi) for n, lo, opt, hi in (self.profile or Profile()).shapes}
         entries = []
-        for name in sorted(self.dynamic):
-            if name in given:
+        for name in sorted({*self.dynamic, *self.values}):
+            if name in given and name in self.dynamic:
                 entries.append((name, *given[name]))
                 continue
             shape = shapes.get(name)
             if shape is None:
                 raise ValueError(f"{self.provider.name}: group {self.group.name} got no {name!r}")
             entries.append((name, *grow(now.get(name), shape)))
-        return Profile(tuple(entries))
+        return Profile(tuple(entries), self.values)
 
     def _load(self, profile: Profile, plan: bytes, cached: bool) -> Runner:
         """The plan, deserialized; a cached plan TensorRT refuses (a corrupt
@@ -437,6 +456,7 @@ class _Engines:
     def run(self, inputs: Sequence[Any]) -> list[np.ndarray]:
         feeds = dict(zip(self.feeds, inputs))
         shapes = {n: tuple(np.shape(feeds[n])) for n in self.dynamic if n in feeds}
+        shapes.update({n: _ints(feeds[n]) for n in self.values if n in feeds})
         return self._runner(shapes).run(feeds)
 
     def close(self) -> None:
@@ -489,6 +509,11 @@ class _Store:
             log.warning(
                 "could not keep the %s of %s in %s", kind, self.group.name, self.cache.directory
             )
+
+
+def _ints(value: Any) -> Dims:
+    """A shape tensor's values."""
+    return tuple(int(x) for x in np.asarray(value).ravel())
 
 
 def _supports(parser: Any, data: bytes) -> tuple[bool, list[tuple[list[int], bool]]]:

@@ -34,7 +34,7 @@ _MAGIC = b"fake-plan\n"
 
 def fake_plan(model: bytes, profile: Any) -> bytes:
     """A plan the fake runtime can run: ``model`` for ``profile``."""
-    shapes = [[n, list(a), list(o), list(b)] for n, a, o, b in profile.shapes]
+    shapes = [[n, list(a), list(o), list(b), n in profile.values] for n, a, o, b in profile.shapes]
     return _MAGIC + json.dumps(shapes).encode() + b"\n" + model
 
 
@@ -123,7 +123,9 @@ class _Engine:
 
         self.module = module
         head, _, model = plan[len(_MAGIC) :].partition(b"\n")
-        self.profile = {n: (tuple(a), tuple(b)) for n, a, _, b in json.loads(head)}
+        entries = json.loads(head)
+        self.profile = {n: (tuple(a), tuple(b)) for n, a, _, b, value in entries if not value}
+        self.values = {n: (tuple(a), tuple(b)) for n, a, _, b, value in entries if value}
         proto = onnx.load_from_string(model)
         inits = {t.name for t in proto.graph.initializer}
         self.inputs = [i for i in proto.graph.input if i.name not in inits]
@@ -156,6 +158,11 @@ class _Engine:
                 return getattr(self.module.DataType, kinds[v.type.tensor_type.elem_type])
         raise KeyError(name)
 
+    def get_tensor_location(self, name: str) -> Any:
+        """Shape tensor inputs are read on the host, as TensorRT reads them."""
+        where = self.module.TensorLocation
+        return where.HOST if name in self.values else where.DEVICE
+
     def create_execution_context(self) -> Any:
         self.module.contexts += 1
         return _Context(self)
@@ -175,6 +182,8 @@ class _Context:
     def set_input_shape(self, name: str, shape: Any) -> bool:
         self._same_thread()
         shape = tuple(shape)
+        if name in self.engine.values:
+            return True  # its values are checked when they are read
         lo, hi = self.engine.profile.get(name, (shape, shape))
         if len(shape) != len(lo) or any(not a <= d <= b for d, a, b in zip(shape, lo, hi)):
             return False
@@ -198,7 +207,15 @@ class _Context:
                 shape = self.shapes[i.name] if i.name in self.shapes else _static(i)
                 size = int(np.prod(shape)) * dtype.itemsize
                 raw = (ctypes.c_char * size).from_address(self.addresses[i.name])
-                feeds[i.name] = np.frombuffer(raw, dtype, int(np.prod(shape))).reshape(shape).copy()
+                value = np.frombuffer(raw, dtype, int(np.prod(shape))).reshape(shape).copy()
+                if i.name in self.engine.values:
+                    lo, hi = self.engine.values[i.name]
+                    host = self.addresses[i.name] not in self.engine.module.memory.buffers
+                    assert host, f"shape tensor {i.name} bound to device memory"
+                    assert all(a <= v <= b for v, a, b in zip(value.tolist(), lo, hi)), (
+                        f"shape tensor {i.name} = {value.tolist()} outside {lo}..{hi}"
+                    )
+                feeds[i.name] = value
             names = [o.name for o in self.engine.outputs]
             self.results = dict(zip(names, self.engine.session.run(names, feeds)))
         return self.results

@@ -309,6 +309,67 @@ def test_static_engine_is_built_at_session_creation_then_loaded_from_cache(
     assert len(ortcore.cache.CompiledCache(tmp_path).scan().entries) == 2
 
 
+def test_light_resnet50_engine_bounds_its_shape_input(runnable: Any, tmp_path: Path) -> None:
+    """Its Reshape reads a shape from an initializer listed as a graph input,
+    which a run may feed: a shape tensor input, whose values the profile
+    bounds (the initializer's values until a run feeds others)."""
+    sess = _session(runnable, str(RESNET50), tmp_path)
+    assert sess._providers[0].builds == 1
+    (entry,) = ortcore.cache.CompiledCache(tmp_path).scan().entries
+    assert "OC2_DUMMY_1=1x2048/1x2048/1x2048" in entry["profile"]
+    assert _session(runnable, str(RESNET50), tmp_path)._providers[0].builds == 0
+
+
+def reshape_by_input() -> bytes:
+    """y = Relu(Reshape(x, shape)), ``shape`` an initializer a run may feed."""
+    shape = numpy_helper.from_array(np.array([4, 4], np.int64), "shape")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+            helper.make_node("Relu", ["r"], ["y"], name="relu"),
+        ],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8]),
+            helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [shape],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8  # initializers listed as inputs are overridable
+    return bytes(model.SerializeToString())
+
+
+def test_light_resnet50_runs_with_its_shape_input_on_the_host(fake: Any, runnable: Any) -> None:
+    sess = _session(runnable, str(RESNET50))
+    cpu = ortcore.InferenceSession(str(RESNET50), providers=["cpu"])
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    feeds = {"gpu_0/data_0": x}
+    np.testing.assert_allclose(sess.run(None, feeds)[0], cpu.run(None, feeds)[0], rtol=1e-4)
+    assert [p.text() for p in fake.built] == ["OC2_DUMMY_1=1x2048/1x2048/1x2048"]
+
+
+def test_a_fed_shape_tensor_rebuilds_outside_its_values(
+    fake: Any, runnable: Any, tmp_path: Path
+) -> None:
+    model = reshape_by_input()
+    sess = _session(runnable, model, tmp_path)
+    assert [p.text() for p in fake.built] == ["shape=4x4/4x4/4x4"]  # from the initializer
+    cpu = ortcore.InferenceSession(model, providers=["cpu"])
+    feeds: dict[str, np.ndarray] = {"x": np.arange(-8, 8, dtype=np.float32).reshape(2, 8)}
+    for shape in ([4, 4], [8, 2], [2, 8]):
+        feeds["shape"] = np.array(shape, np.int64)
+        (got,) = sess.run(None, feeds)
+        assert got.shape == tuple(shape)
+        np.testing.assert_array_equal(got, cpu.run(None, feeds)[0])
+    assert [p.text() for p in fake.built] == [
+        "shape=4x4/4x4/4x4",
+        "shape=4x2/8x2/8x4",
+        "shape=2x2/2x8/8x8",
+    ]
+
+
 def test_engine_cache_path_option_keeps_engines_without_a_session_cache(
     runnable: Any, tmp_path: Path
 ) -> None:
