@@ -370,6 +370,20 @@ def test_a_fed_shape_tensor_rebuilds_outside_its_values(
     ]
 
 
+LIGHT_ZOO = sorted((Path(onnx.__file__).parent / "backend/test/data/light").glob("*.onnx"))
+
+
+@pytest.mark.parametrize("path", LIGHT_ZOO, ids=[p.stem for p in LIGHT_ZOO])
+def test_light_zoo_model_is_one_group_and_builds(path: Path, runnable: Any) -> None:
+    """TensorRT takes each light zoo model whole and builds its engine."""
+    sess = _session(runnable, str(path))
+    assert sess.get_partition().counts() == {
+        "TensorrtExecutionProvider": len(sess.get_partition().nodes)
+    }
+    assert len(_groups(sess.get_partition())) == 1
+    assert sess._providers[0].builds == 1
+
+
 def test_engine_cache_path_option_keeps_engines_without_a_session_cache(
     runnable: Any, tmp_path: Path
 ) -> None:
