@@ -1,0 +1,27 @@
+"""The provider's CUDA kernels, as sources generated per op, element type and rank.
+
+See :mod:`ortcore_cuda.kernels.spec` for what a kernel is; every kernel here
+compiles with nvcc (sm_80, sm_90) and runs under the CPU emulation
+(:mod:`ortcore_cuda.emulator`).
+"""
+
+from __future__ import annotations
+
+from .elementwise import BINARY, UNARY, binary_kernel, unary_kernel
+from .rows import layernorm_kernel, reduce_kernel, softmax_kernel
+from .spec import DTYPES, Kernel
+
+__all__ = ["all_kernels"]
+
+
+def all_kernels() -> list[Kernel]:
+    """Every kernel the provider has, for compiling them all at once."""
+    from .elementwise import MAX_RANK
+
+    out: list[Kernel] = []
+    for dtype in DTYPES:
+        out += [unary_kernel(op, dtype) for op in UNARY]
+        out += [binary_kernel(op, dtype, r) for op in BINARY for r in range(1, MAX_RANK + 1)]
+        out += [softmax_kernel(dtype), softmax_kernel(dtype, log=True), layernorm_kernel(dtype)]
+        out += [reduce_kernel(op, dtype) for op in ("ReduceSum", "ReduceMean", "ReduceMax")]
+    return out

@@ -1,0 +1,237 @@
+"""Every kernel's own source, run under the CPU emulation of CUDA, against numpy;
+and every kernel compiled by nvcc for sm_80 and sm_90.
+
+These stand in for GPU runs on machines without a GPU: what runs is the
+kernel code the GPU would run (grid, blocks, threads, shared memory,
+barriers and warp shuffles emulated), not a re-implementation of it.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ortcore_cuda.emulator import EmulationError, Emulator, compiler
+from ortcore_cuda.kernels import all_kernels
+from ortcore_cuda.kernels.elementwise import BINARY, UNARY, broadcast_args
+from ortcore_cuda.kernels.rows import row_threads
+from ortcore_cuda.kernels.spec import translation_unit
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+NUMPY_UNARY = {
+    "Relu": lambda v: np.where(v < 0, 0, v),
+    "Sigmoid": lambda v: 1 / (1 + np.exp(-v)),
+    "Tanh": np.tanh,
+    "Exp": np.exp,
+    "Log": np.log,
+    "Neg": np.negative,
+    "Abs": np.abs,
+    "Sqrt": np.sqrt,
+    "Reciprocal": np.reciprocal,
+    "Erf": _erf,
+    "Sin": np.sin,
+    "Cos": np.cos,
+    "Floor": np.floor,
+    "Ceil": np.ceil,
+    "Softplus": lambda v: np.log1p(np.exp(v)),
+    "Gelu": lambda v: 0.5 * v * (1 + _erf(v / math.sqrt(2))),
+    "GeluTanh": lambda v: 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3))),
+}
+NUMPY_BINARY = {
+    "Add": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "Div": np.divide,
+    "Pow": np.power,
+    "Max": np.maximum,
+    "Min": np.minimum,
+    "PRelu": lambda u, v: np.where(u < 0, u * v, u),
+}
+NP = {"f32": np.float32, "f16": np.float16}
+TOL = {"f32": dict(rtol=2e-6, atol=1e-6), "f16": dict(rtol=2e-3, atol=2e-3)}
+
+
+@pytest.fixture(scope="module")
+def emu(tmp_path_factory: pytest.TempPathFactory) -> Emulator:
+    if compiler() is None:
+        pytest.skip("no C++ compiler for the emulation")
+    return Emulator(all_kernels(), tmp_path_factory.mktemp("emu"))
+
+
+def test_every_op_has_a_numpy_reference() -> None:
+    assert set(NUMPY_UNARY) == set(UNARY) and set(NUMPY_BINARY) == set(BINARY)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("op", sorted(UNARY))
+def test_unary(emu: Emulator, op: str, dtype: str) -> None:
+    rng = np.random.default_rng(len(op))
+    x = (rng.standard_normal(777) * 2).astype(NP[dtype])
+    if op in ("Log", "Sqrt"):
+        x = np.abs(x) + NP[dtype](0.1)
+    x[:3] = [0, -0.0, np.nan]
+    y = np.full_like(x, 7)
+    # 2 blocks of 128 threads for 777 elements: the grid-stride loop covers the rest
+    emu.launch(f"unary_{op.lower()}_{dtype}", 2, 128, x, y, x.size)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        want = NUMPY_UNARY[op](x.astype(np.float64)).astype(NP[dtype])
+    np.testing.assert_allclose(y[3:], want[3:], **TOL[dtype])
+    assert np.isnan(y[2])
+    np.testing.assert_array_equal(y[:2], want[:2])
+
+
+BROADCASTS = [
+    ((7,), (7,)),
+    ((3, 1, 5), (4, 1)),
+    ((2, 3, 4), ()),
+    ((1,), (2, 3, 1, 2)),
+    ((2, 1, 3, 1, 2, 1), (1, 2, 1, 3, 1, 2)),
+    ((), ()),
+]
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("op", sorted(BINARY))
+@pytest.mark.parametrize("shapes", BROADCASTS, ids=str)
+def test_binary_broadcasting(emu: Emulator, op: str, dtype: str, shapes: Any) -> None:
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(shapes[0]).astype(NP[dtype])
+    b = rng.standard_normal(shapes[1]).astype(NP[dtype])
+    if op == "Pow":
+        a = np.abs(a) + NP[dtype](0.5)
+    out, rank, s = broadcast_args(a.shape, b.shape)
+    y = np.empty(out, NP[dtype])
+    emu.launch(
+        f"binary_{op.lower()}_{dtype}_r{rank}",
+        1,
+        32,
+        np.ascontiguousarray(a),
+        np.ascontiguousarray(b),
+        y,
+        y.size,
+        s,
+    )
+    want = NUMPY_BINARY[op](a.astype(np.float64), b.astype(np.float64)).astype(NP[dtype])
+    np.testing.assert_allclose(y, want, **TOL[dtype])
+
+
+def test_max_and_min_propagate_nan_as_numpy(emu: Emulator) -> None:
+    a = np.array([np.nan, 1, 2], np.float32)
+    b = np.array([1, np.nan, 3], np.float32)
+    for op, ref in (("max", np.maximum), ("min", np.minimum)):
+        out, rank, s = broadcast_args(a.shape, b.shape)
+        y = np.empty(out, np.float32)
+        emu.launch(f"binary_{op}_f32_r{rank}", 1, 32, a, b, y, y.size, s)
+        np.testing.assert_array_equal(y, ref(a, b))
+
+
+def test_broadcast_args_refuse_what_numpy_refuses() -> None:
+    with pytest.raises(ValueError):
+        broadcast_args((2, 3), (4,))
+    with pytest.raises(ValueError, match="rank 7"):
+        broadcast_args((1,) * 7, (1,))
+
+
+ROWS = [(1, 1), (3, 5), (4, 32), (2, 256), (3, 1000), (70, 7)]
+
+
+def _launch_rows(emu: Emulator, name: str, x: np.ndarray, y: np.ndarray, *extra: Any) -> None:
+    rows, cols = x.shape
+    emu.launch(name, rows, row_threads(cols), x, *extra, y, rows, cols)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("shape", ROWS, ids=str)
+def test_softmax_rows(emu: Emulator, shape: tuple[int, int], log: bool, dtype: str) -> None:
+    x = (np.random.default_rng(shape[1]).standard_normal(shape) * 4).astype(NP[dtype])
+    y = np.empty_like(x)
+    rows, cols = shape
+    emu.launch(f"{'log' if log else ''}softmax_{dtype}", rows, row_threads(cols), x, y, rows, cols)
+    z = x.astype(np.float64) - x.max(axis=1, keepdims=True)
+    want = (
+        z - np.log(np.exp(z).sum(1, keepdims=True))
+        if log
+        else np.exp(z) / np.exp(z).sum(1, keepdims=True)
+    )
+    np.testing.assert_allclose(y, want.astype(NP[dtype]), **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("shape", ROWS, ids=str)
+def test_layernorm_rows(emu: Emulator, shape: tuple[int, int], dtype: str) -> None:
+    rng = np.random.default_rng(shape[0])
+    x = (rng.standard_normal(shape) + 3).astype(NP[dtype])
+    scale = rng.standard_normal(shape[1]).astype(NP[dtype])
+    bias = rng.standard_normal(shape[1]).astype(NP[dtype])
+    y = np.empty_like(x)
+    rows, cols = shape
+    emu.launch(f"layernorm_{dtype}", rows, row_threads(cols), x, scale, bias, y, rows, cols, 1e-5)
+    x64 = x.astype(np.float64)
+    mean = x64.mean(1, keepdims=True)
+    want = (x64 - mean) / np.sqrt(x64.var(1, keepdims=True) + 1e-5) * scale + bias
+    np.testing.assert_allclose(
+        y, want.astype(NP[dtype]), **{k: v * 10 for k, v in TOL[dtype].items()}
+    )
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax"])
+@pytest.mark.parametrize("shape", ROWS, ids=str)
+def test_reduce_last_axis(emu: Emulator, shape: tuple[int, int], op: str) -> None:
+    x = np.random.default_rng(9).standard_normal(shape).astype(np.float32)
+    y = np.empty(shape[0], np.float32)
+    rows, cols = shape
+    emu.launch(f"{op.lower()}_last_f32", rows, row_threads(cols), x, y, rows, cols)
+    ref = {"ReduceSum": np.sum, "ReduceMean": np.mean, "ReduceMax": np.max}[op]
+    np.testing.assert_allclose(y, ref(x.astype(np.float64), axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_a_block_of_one_warp_and_of_several(emu: Emulator) -> None:
+    """The block reduction is right whatever the block size (a power of two
+    from 32): the warp-shuffle path with one warp, and across 8."""
+    x = np.random.default_rng(1).standard_normal((2, 300)).astype(np.float32)
+    scale, bias = np.ones(300, np.float32), np.zeros(300, np.float32)
+    for threads in (32, 64, 256):
+        y = np.empty_like(x)
+        emu.launch("layernorm_f32", 2, threads, x, scale, bias, y, 2, 300, 0.0)
+        want = (x - x.mean(1, keepdims=True)) / x.std(1, keepdims=True)
+        np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+def test_bad_launches_are_refused(emu: Emulator) -> None:
+    x = np.zeros(4, np.float32)
+    with pytest.raises(EmulationError, match="no kernel"):
+        emu.launch("nope", 1, 1)
+    with pytest.raises(EmulationError, match="takes 3 arguments"):
+        emu.launch("unary_relu_f32", 1, 32, x)
+    with pytest.raises(EmulationError, match="C-contiguous"):
+        emu.launch("unary_relu_f32", 1, 32, x[::2], x, 2)
+    with pytest.raises(EmulationError, match="refused the launch"):
+        emu.launch("unary_relu_f32", 1, 2048, x, x, 4)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_every_kernel_compiles_with_nvcc(arch: str, tmp_path: Path) -> None:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("no nvcc on this machine")
+    source = tmp_path / "kernels.cu"
+    source.write_text(translation_unit(all_kernels()))
+    cubin = tmp_path / f"kernels.{arch}.cubin"
+    done = subprocess.run(
+        [nvcc, "--cubin", f"-arch={arch}", "-o", str(cubin), str(source)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    data = cubin.read_bytes()
+    for kernel in all_kernels():  # extern "C": pycuda finds them by these names
+        assert kernel.name.encode() + b"\0" in data
