@@ -235,3 +235,34 @@ def test_every_kernel_compiles_with_nvcc(arch: str, tmp_path: Path) -> None:
     data = cubin.read_bytes()
     for kernel in all_kernels():  # extern "C": pycuda finds them by these names
         assert kernel.name.encode() + b"\0" in data
+
+
+PERMS = [
+    ((5,), (0,)),
+    ((2, 3), (1, 0)),
+    ((2, 3, 4), (2, 0, 1)),
+    ((2, 1, 3, 2, 2, 3), (5, 3, 1, 0, 4, 2)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.int64])
+@pytest.mark.parametrize("case", PERMS, ids=str)
+def test_transpose_moves_elements_of_any_type(emu: Emulator, case: Any, dtype: Any) -> None:
+    from ortcore_cuda.kernels.elementwise import permute_args
+
+    shape, perm = case
+    x = np.arange(int(np.prod(shape))).reshape(shape).astype(dtype)
+    out, s = permute_args(shape, perm)
+    y = np.empty(out, dtype)
+    emu.launch(f"transpose_b{x.itemsize}_r{len(shape)}", 1, 64, x, y, y.size, s)
+    np.testing.assert_array_equal(y, x.transpose(perm))
+
+
+def test_cast_rounds_as_the_gpu(emu: Emulator) -> None:
+    x = np.array([1.0, 1 / 3, 65504, 65520, 1e-8, -2.5e-5, np.inf, np.nan], np.float32)
+    h = np.empty(x.shape, np.float16)
+    emu.launch("cast_f32_f16", 1, 32, x, h, x.size)
+    np.testing.assert_array_equal(h, x.astype(np.float16))  # round to nearest even, as cvt.rn
+    back = np.empty(x.shape, np.float32)
+    emu.launch("cast_f16_f32", 1, 32, h, back, x.size)
+    np.testing.assert_array_equal(back, h.astype(np.float32))

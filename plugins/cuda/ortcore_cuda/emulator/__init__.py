@@ -130,8 +130,9 @@ class Emulator:
     ) -> None:
         """Launch kernel ``name`` on ``grid`` x ``block`` threads, as
         ``kernel<<<grid, block>>>(args)``: numpy arrays pass as pointers to
-        their data, numpy records as the struct they hold, numbers as the
-        parameter's C type.
+        their data (an ``int`` for a pointer parameter is an address),
+        numpy records as the struct they hold, numbers as the parameter's C
+        type.
 
         Raises:
             EmulationError: an unknown kernel, wrong arguments, or a launch
@@ -145,8 +146,13 @@ class Emulator:
         slots: list[Any] = []
         for p, a in zip(kernel.params, args):
             if p.is_pointer:
+                if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
+                    slots.append(ctypes.c_void_p(int(a)))  # an address (emulated device memory)
+                    continue
                 if not isinstance(a, np.ndarray) or not a.flags.c_contiguous:
-                    raise EmulationError(f"{name}: {p.name} must be a C-contiguous numpy array")
+                    raise EmulationError(
+                        f"{name}: {p.name} must be an address or a C-contiguous numpy array"
+                    )
                 slots.append(ctypes.c_void_p(a.ctypes.data))
             elif kernel.struct(p.ctype) is not None:
                 record = np.ascontiguousarray(a, dtype=kernel.struct(p.ctype).dtype)  # type: ignore[union-attr]

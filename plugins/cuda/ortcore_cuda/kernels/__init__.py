@@ -7,7 +7,15 @@ compiles with nvcc (sm_80, sm_90) and runs under the CPU emulation
 
 from __future__ import annotations
 
-from .elementwise import BINARY, UNARY, binary_kernel, unary_kernel
+from .elementwise import (
+    BINARY,
+    UNARY,
+    WORDS,
+    binary_kernel,
+    cast_kernel,
+    transpose_kernel,
+    unary_kernel,
+)
 from .rows import layernorm_kernel, reduce_kernel, softmax_kernel
 from .spec import DTYPES, Kernel
 
@@ -24,4 +32,6 @@ def all_kernels() -> list[Kernel]:
         out += [binary_kernel(op, dtype, r) for op in BINARY for r in range(1, MAX_RANK + 1)]
         out += [softmax_kernel(dtype), softmax_kernel(dtype, log=True), layernorm_kernel(dtype)]
         out += [reduce_kernel(op, dtype) for op in ("ReduceSum", "ReduceMean", "ReduceMax")]
+    out += [transpose_kernel(size, r) for size in WORDS for r in range(1, MAX_RANK + 1)]
+    out += [cast_kernel(a, b) for a in DTYPES for b in DTYPES if a != b]
     return out

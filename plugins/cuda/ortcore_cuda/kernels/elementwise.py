@@ -26,8 +26,14 @@ __all__ = [
     "UNARY",
     "binary_kernel",
     "broadcast_args",
+    "cast_kernel",
+    "permute_args",
+    "transpose_kernel",
     "unary_kernel",
 ]
+
+WORDS = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
+"""Element sizes the data-movement kernels are generated for, and their C types."""
 
 UNARY: dict[str, str] = {
     "Relu": "v < 0.0f ? 0.0f : v",  # NaN stays NaN
@@ -156,3 +162,64 @@ def broadcast_args(a: Sequence[int], b: Sequence[int]) -> tuple[tuple[int, ...],
     zero = [0] * (MAX_RANK - rank)
     value = BCAST.pack(dims=dims + pad, sa=strides(a) + zero, sb=strides(b) + zero)
     return out, rank, value
+
+
+@cache
+def transpose_kernel(itemsize: int, rank: int) -> Kernel:
+    """``y = x`` permuted, for elements of ``itemsize`` bytes (any type):
+    output index -> input offset through the input's strides permuted
+    (``Bcast.dims``: the output's dims; ``Bcast.sa``: the input stride of
+    each output axis; see :func:`permute_args`)."""
+    if not 1 <= rank <= MAX_RANK:
+        raise ValueError(f"rank {rank} is outside 1..{MAX_RANK}")
+    word = WORDS[itemsize]
+    name = f"transpose_b{itemsize}_r{rank}"
+    steps = "\n".join(
+        f"        {{ i64 c = r % s.dims[{k}]; r /= s.dims[{k}]; ox += c * s.sa[{k}]; }}"
+        for k in reversed(range(rank))
+    )
+    source = f"""\
+extern "C" __global__ void {name}(const {word}* __restrict__ x, {word}* __restrict__ y,
+                                  i64 n, Bcast s) {{
+    {_LOOP} {{
+        i64 r = i, ox = 0;
+{steps}
+        y[i] = x[ox];
+    }}
+}}
+"""
+    params = (
+        Param(f"const {word}*", "x"),
+        Param(f"{word}*", "y"),
+        Param("i64", "n"),
+        Param("Bcast", "s"),
+    )
+    return Kernel(name, params, source, (BCAST,))
+
+
+def permute_args(shape: Sequence[int], perm: Sequence[int]) -> tuple[tuple[int, ...], np.ndarray]:
+    """The output shape of transposing ``shape`` by ``perm``, and the
+    ``Bcast`` argument of :func:`transpose_kernel` (a contiguous input)."""
+    rank = len(shape)
+    strides = [1] * rank
+    for k in reversed(range(rank - 1)):
+        strides[k] = strides[k + 1] * shape[k + 1]
+    out = tuple(shape[p] for p in perm)
+    pad = MAX_RANK - rank
+    value = BCAST.pack(
+        dims=list(out) + [1] * pad, sa=[strides[p] for p in perm] + [0] * pad, sb=[0] * MAX_RANK
+    )
+    return out, value
+
+
+@cache
+def cast_kernel(src: str, dst: str) -> Kernel:
+    """``y = (dst) x`` between float element types (``f32``, ``f16``)."""
+    a, b = DTYPES[src][0], DTYPES[dst][0]
+    name = f"cast_{src}_{dst}"
+    source = f"""\
+extern "C" __global__ void {name}(const {a}* __restrict__ x, {b}* __restrict__ y, i64 n) {{
+    {_LOOP} store_f(&y[i], load_f(x[i]));
+}}
+"""
+    return Kernel(name, (Param(f"const {a}*", "x"), Param(f"{b}*", "y"), Param("i64", "n")), source)

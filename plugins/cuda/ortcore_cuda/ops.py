@@ -1,0 +1,412 @@
+"""The provider's kernel registry: ONNX ops on :class:`~ortcore_cuda.tensor.CudaTensor` values.
+
+Each kernel builder reads the node's attributes once and returns a compute
+function that allocates its outputs from the provider's caching allocator
+and launches the generated kernels (:mod:`ortcore_cuda.kernels`) or a GEMM
+on the provider's stream. What a kernel does not cover (an axis other than
+the last, a third Max input) is declined at capability time by
+:func:`decline_reason`, with the reason, so the node goes to the next
+provider.
+
+Shape-only ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity) copy the
+buffer device to device under the new shape; their shape and axes inputs
+are read on the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnx_ir as ir
+from ep_sdk import GraphContext, KernelRegistry, NodeInfo
+
+from .kernels import elementwise as ew
+from .kernels import rows
+from .tensor import CudaTensor
+
+if TYPE_CHECKING:
+    from .provider import CUDAExecutionProvider
+
+__all__ = ["build_registry", "decline_reason"]
+
+FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16)
+_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
+MOVABLE = (
+    ir.DataType.FLOAT,
+    ir.DataType.FLOAT16,
+    ir.DataType.BFLOAT16,
+    ir.DataType.DOUBLE,
+    ir.DataType.INT8,
+    ir.DataType.UINT8,
+    ir.DataType.INT16,
+    ir.DataType.UINT16,
+    ir.DataType.INT32,
+    ir.DataType.UINT32,
+    ir.DataType.INT64,
+    ir.DataType.UINT64,
+    ir.DataType.BOOL,
+)
+"""Element types the data-movement ops (Transpose, Reshape, ...) take: they move bytes."""
+
+UNARY_SINCE = {
+    "Relu": 6,
+    "Sigmoid": 6,
+    "Tanh": 6,
+    "Exp": 6,
+    "Log": 6,
+    "Neg": 6,
+    "Abs": 6,
+    "Sqrt": 6,
+    "Reciprocal": 6,
+    "Floor": 6,
+    "Ceil": 6,
+    "Erf": 9,
+    "Sin": 7,
+    "Cos": 7,
+    "Softplus": 1,
+}
+BINARY_SINCE = {"Add": 7, "Sub": 7, "Mul": 7, "Div": 7, "Pow": 7, "Max": 8, "Min": 8, "PRelu": 7}
+
+
+def _p(info: NodeInfo) -> CUDAExecutionProvider:
+    provider = info.provider
+    assert provider is not None, "CUDA kernels are built by a session's provider"
+    return provider  # type: ignore[return-value]
+
+
+def _suffix(x: CudaTensor) -> str:
+    return _SUFFIX[x.dtype]
+
+
+def _grid(provider: CUDAExecutionProvider, n: int, threads: int = 256) -> tuple[int, int]:
+    """(grid, block) of a grid-stride loop over ``n`` elements."""
+    blocks = max(1, min(-(-n // threads), provider.max_grid))
+    return blocks, threads
+
+
+def _unary(op: str) -> Callable[[NodeInfo], Any]:
+    def build(info: NodeInfo) -> Any:
+        provider = _p(info)
+        name = op
+        if op == "Gelu" and info.attr("approximate", "none") == "tanh":
+            name = "GeluTanh"
+
+        def compute(x: CudaTensor) -> tuple[CudaTensor]:
+            y = provider.empty(x.shape, x.dtype)
+            if x.size:
+                grid, block = _grid(provider, x.size)
+                provider.launch(
+                    ew.unary_kernel(name, _suffix(x)), grid, block, x.ptr, y.ptr, x.size
+                )
+            return (y,)
+
+        return compute
+
+    return build
+
+
+def _binary(op: str) -> Callable[[NodeInfo], Any]:
+    def build(info: NodeInfo) -> Any:
+        provider = _p(info)
+
+        def compute(a: CudaTensor, b: CudaTensor) -> tuple[CudaTensor]:
+            if a.dtype != b.dtype:
+                raise TypeError(f"{info.describe()}: inputs of types {a.dtype} and {b.dtype}")
+            out, rank, s = ew.broadcast_args(a.shape, b.shape)
+            y = provider.empty(out, a.dtype)
+            if y.size:
+                grid, block = _grid(provider, y.size)
+                kernel = ew.binary_kernel(op, _suffix(a), rank)
+                provider.launch(kernel, grid, block, a.ptr, b.ptr, y.ptr, y.size, s)
+            return (y,)
+
+        return compute
+
+    return build
+
+
+def _rows_of(shape: Sequence[int], axis: int) -> tuple[int, int]:
+    rows = int(np.prod(shape[:axis], dtype=np.int64))
+    return rows, int(np.prod(shape[axis:], dtype=np.int64))
+
+
+def _softmax(log: bool) -> Callable[[NodeInfo], Any]:
+    def build(info: NodeInfo) -> Any:
+        provider = _p(info)
+        axis = int(info.attr("axis", -1 if info.opset >= 13 else 1))
+
+        def compute(x: CudaTensor) -> tuple[CudaTensor]:
+            a = axis + x.ndim if axis < 0 else axis
+            if info.opset >= 13 and a != x.ndim - 1:
+                raise NotImplementedError(f"{info.describe()}: only the last axis")
+            rows_, cols = _rows_of(x.shape, a)
+            y = provider.empty(x.shape, x.dtype)
+            if y.size:
+                kernel = rows.softmax_kernel(_suffix(x), log)
+                provider.launch(kernel, rows_, rows.row_threads(cols), x.ptr, y.ptr, rows_, cols)
+            return (y,)
+
+        return compute
+
+    return build
+
+
+def _layernorm(info: NodeInfo) -> Any:
+    provider = _p(info)
+    eps = float(info.attr("epsilon", 1e-5))
+
+    def compute(x: CudaTensor, scale: CudaTensor, bias: CudaTensor) -> tuple[CudaTensor]:
+        rows_, cols = _rows_of(x.shape, x.ndim - 1)
+        if scale.size != cols or bias.size != cols:
+            raise NotImplementedError(f"{info.describe()}: scale and bias of the last axis only")
+        y = provider.empty(x.shape, x.dtype)
+        if y.size:
+            kernel = rows.layernorm_kernel(_suffix(x))
+            provider.launch(
+                kernel,
+                rows_,
+                rows.row_threads(cols),
+                x.ptr,
+                scale.ptr,
+                bias.ptr,
+                y.ptr,
+                rows_,
+                cols,
+                eps,
+            )
+        return (y,)
+
+    return compute
+
+
+def _reduce(op: str) -> Callable[[NodeInfo], Any]:
+    def build(info: NodeInfo) -> Any:
+        provider = _p(info)
+        keep = bool(info.attr("keepdims", 1))
+
+        def compute(x: CudaTensor, *_axes: Any) -> tuple[CudaTensor]:
+            rows_, cols = _rows_of(x.shape, x.ndim - 1)
+            shape = (*x.shape[:-1], 1) if keep else x.shape[:-1]
+            y = provider.empty(shape, x.dtype)
+            if y.size:
+                kernel = rows.reduce_kernel(op, _suffix(x))
+                provider.launch(kernel, rows_, rows.row_threads(cols), x.ptr, y.ptr, rows_, cols)
+            return (y,)
+
+        return compute
+
+    return build
+
+
+def _matmul(info: NodeInfo) -> Any:
+    provider = _p(info)
+
+    def compute(a: CudaTensor, b: CudaTensor) -> tuple[CudaTensor]:
+        return (provider.matmul(a, b, info),)
+
+    return compute
+
+
+def _gemm(info: NodeInfo) -> Any:
+    provider = _p(info)
+    alpha, beta = float(info.attr("alpha", 1.0)), float(info.attr("beta", 1.0))
+    ta, tb = bool(info.attr("transA", 0)), bool(info.attr("transB", 0))
+
+    def compute(a: CudaTensor, b: CudaTensor, c: CudaTensor | None = None) -> tuple[CudaTensor]:
+        m, k = (a.shape[1], a.shape[0]) if ta else a.shape
+        k2, n = (b.shape[1], b.shape[0]) if tb else b.shape
+        if k != k2:
+            raise ValueError(f"{info.describe()}: op(A) is {m}x{k}, op(B) is {k2}x{n}")
+        y = provider.empty((m, n), a.dtype)
+        if c is not None and beta != 0.0:
+            provider.copy_broadcast(c, y)  # then y = alpha * A B + beta * y
+        provider.backend.gemm(
+            a.dtype, ta, tb, m, n, k, alpha, a.ptr, 0, b.ptr, 0,
+            beta if c is not None else 0.0, y.ptr, 0, 1, provider.stream,
+        )  # fmt: skip
+        return (y,)
+
+    return compute
+
+
+def _transpose(info: NodeInfo) -> Any:
+    provider = _p(info)
+    perm_attr = info.attr("perm")
+
+    def compute(x: CudaTensor) -> tuple[CudaTensor]:
+        perm = list(perm_attr) if perm_attr is not None else list(reversed(range(x.ndim)))
+        if x.ndim == 0:
+            return (provider.copy(x, x.shape),)
+        out, s = ew.permute_args(x.shape, perm)
+        y = provider.empty(out, x.dtype)
+        if y.size:
+            grid, block = _grid(provider, y.size)
+            kernel = ew.transpose_kernel(x.dtype.itemsize, x.ndim)
+            provider.launch(kernel, grid, block, x.ptr, y.ptr, y.size, s)
+        return (y,)
+
+    return compute
+
+
+def _cast(info: NodeInfo) -> Any:
+    provider = _p(info)
+    to = info.output_dtype(0)
+
+    def compute(x: CudaTensor) -> tuple[CudaTensor]:
+        if x.dtype == to:
+            return (provider.copy(x, x.shape),)
+        y = provider.empty(x.shape, to)
+        if y.size:
+            grid, block = _grid(provider, y.size)
+            kernel = ew.cast_kernel(_SUFFIX[x.dtype], _SUFFIX[np.dtype(to)])
+            provider.launch(kernel, grid, block, x.ptr, y.ptr, y.size)
+        return (y,)
+
+    return compute
+
+
+def _reshaped(shape_of: Callable[[CudaTensor, Sequence[Any]], Sequence[int]]) -> Any:
+    def build(info: NodeInfo) -> Any:
+        provider = _p(info)
+
+        def compute(x: CudaTensor, *rest: Any) -> tuple[CudaTensor]:
+            shape = tuple(int(d) for d in shape_of(x, (info, *rest)))
+            if int(np.prod(shape, dtype=np.int64)) != x.size:
+                raise ValueError(f"{info.describe()}: cannot make {x.shape} into {shape}")
+            return (provider.copy(x, shape),)
+
+        return compute
+
+    return build
+
+
+def _reshape_shape(x: CudaTensor, args: Sequence[Any]) -> list[int]:
+    info, shape = args[0], [int(d) for d in np.asarray(args[1]).reshape(-1)]
+    allow_zero = bool(info.attr("allowzero", 0))
+    out = [x.shape[i] if d == 0 and not allow_zero else d for i, d in enumerate(shape)]
+    if -1 in out:
+        known = int(np.prod([d for d in out if d != -1], dtype=np.int64))
+        out[out.index(-1)] = x.size // known if known else 0
+    return out
+
+
+def _flatten_shape(x: CudaTensor, args: Sequence[Any]) -> list[int]:
+    axis = int(args[0].attr("axis", 1))
+    axis = axis + x.ndim if axis < 0 else axis
+    return [
+        int(np.prod(x.shape[:axis], dtype=np.int64)),
+        int(np.prod(x.shape[axis:], dtype=np.int64)),
+    ]
+
+
+def _axes(x_rank: int, args: Sequence[Any]) -> list[int]:
+    info = args[0]
+    raw = args[1] if len(args) > 1 and args[1] is not None else info.attr("axes")
+    return sorted(int(a) + x_rank if int(a) < 0 else int(a) for a in np.asarray(raw).reshape(-1))
+
+
+def _squeeze_shape(x: CudaTensor, args: Sequence[Any]) -> list[int]:
+    has_axes = (len(args) > 1 and args[1] is not None) or args[0].attr("axes") is not None
+    axes = set(_axes(x.ndim, args)) if has_axes else {i for i, d in enumerate(x.shape) if d == 1}
+    return [d for i, d in enumerate(x.shape) if i not in axes]
+
+
+def _unsqueeze_shape(x: CudaTensor, args: Sequence[Any]) -> list[int]:
+    rank = x.ndim + len(np.asarray(args[1] if len(args) > 1 else args[0].attr("axes")).reshape(-1))
+    axes = set(_axes(rank, args))
+    it = iter(x.shape)
+    return [1 if i in axes else next(it) for i in range(rank)]
+
+
+def build_registry() -> KernelRegistry:
+    """Every kernel of the provider (see the module docstring)."""
+    reg = KernelRegistry()
+    floats: dict[str | int, tuple[ir.DataType, ...]] = {"T": FLOATS}
+    for op, since in UNARY_SINCE.items():
+        reg.kernel(op, since=since, types=floats)(_unary(op))
+    reg.kernel("Gelu", since=20, types=floats)(_unary("Gelu"))
+    for op, since in BINARY_SINCE.items():
+        types: dict[str | int, tuple[ir.DataType, ...]] = (
+            {0: FLOATS, 1: FLOATS} if op == "Pow" else floats
+        )
+        reg.kernel(op, since=since, types=types)(_binary(op))
+    for op, log in (("Softmax", False), ("LogSoftmax", True)):
+        reg.kernel(op, since=1, types=floats)(_softmax(log))
+    reg.kernel("LayerNormalization", since=17, types={0: FLOATS})(_layernorm)
+    for op in ("ReduceSum", "ReduceMean", "ReduceMax"):
+        axes_input = {"ReduceSum": 13}.get(op, 18)
+        reg.kernel(op, since=1, until=axes_input - 1, types=floats)(_reduce(op))
+        reg.kernel(op, since=axes_input, types=floats, input_memory={1: "host"})(_reduce(op))
+    reg.kernel("MatMul", since=1, types=floats)(_matmul)
+    reg.kernel("Gemm", since=7, types=floats)(_gemm)
+    reg.kernel("Transpose", since=1, types={"T": MOVABLE})(_transpose)
+    reg.kernel("Cast", since=6, types={0: FLOATS, "T2": FLOATS})(_cast)
+    move: dict[str | int, tuple[ir.DataType, ...]] = {"T": MOVABLE}
+    reg.kernel("Identity", since=1, types={"T": MOVABLE, "V": MOVABLE})(
+        _reshaped(lambda x, a: x.shape)
+    )
+    reg.kernel("Reshape", since=5, types=move, input_memory={1: "host"})(_reshaped(_reshape_shape))
+    reg.kernel("Flatten", since=1, types=move)(_reshaped(_flatten_shape))
+    reg.kernel("Squeeze", since=1, until=12, types=move)(_reshaped(_squeeze_shape))
+    reg.kernel("Squeeze", since=13, types=move, input_memory={1: "host"})(_reshaped(_squeeze_shape))
+    reg.kernel("Unsqueeze", since=1, until=12, types=move)(_reshaped(_unsqueeze_shape))
+    reg.kernel("Unsqueeze", since=13, types=move, input_memory={1: "host"})(
+        _reshaped(_unsqueeze_shape)
+    )
+    return reg
+
+
+def _rank(node: ir.Node, index: int = 0) -> int | None:
+    v = node.inputs[index] if index < len(node.inputs) else None
+    return len(v.shape) if v is not None and v.shape is not None else None
+
+
+def _const_ints(node: ir.Node, index: int) -> list[int] | None:
+    v = node.inputs[index] if index < len(node.inputs) else None
+    if v is None or v.const_value is None:
+        return None
+    return [int(a) for a in v.const_value.numpy().reshape(-1)]
+
+
+def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
+    """Why the provider's kernel for ``node`` does not cover it (an attribute
+    or a shape it does not handle), or ``None``."""
+    op = node.op_type
+    rank = _rank(node)
+    opset = graph.opsets.get(node.domain, 1)
+    if op in ("Max", "Min") and len(node.inputs) != 2:
+        return f"CUDA: {op} of {len(node.inputs)} inputs (the kernel takes 2)"
+    if op in BINARY_SINCE or op in ("Transpose",):
+        ranks = [_rank(node, i) for i in range(len(node.inputs))]
+        if any(r is None for r in ranks):
+            return f"CUDA: {op} of an input of unknown rank"
+        if max(r or 0 for r in ranks) > ew.MAX_RANK:
+            return f"CUDA: {op} of rank over {ew.MAX_RANK}"
+    if op in ("Softmax", "LogSoftmax") and opset >= 13:
+        axis = node.attributes.get("axis")
+        a = axis.as_int() if axis is not None else -1
+        if rank is None or (a != -1 and a != rank - 1):
+            return f"CUDA: {op} over an axis other than the last"
+    if op == "LayerNormalization":
+        axis = node.attributes.get("axis")
+        a = axis.as_int() if axis is not None else -1
+        if rank is None or (a != -1 and a != rank - 1):
+            return "CUDA: LayerNormalization over axes other than the last"
+        if len(node.inputs) < 3 or node.inputs[2] is None:
+            return "CUDA: LayerNormalization without a bias"
+        if len([o for o in node.outputs if o.uses() or o.is_graph_output()]) > 1:
+            return "CUDA: LayerNormalization's Mean and InvStdDev outputs"
+    if op in ("ReduceSum", "ReduceMean", "ReduceMax"):
+        attr = node.attributes.get("axes")
+        axes = attr.as_ints() if attr is not None else _const_ints(node, 1)
+        if rank is None or axes is None or [a % rank for a in axes] != [rank - 1]:
+            return f"CUDA: {op} over axes other than the last"
+        noop = node.attributes.get("noop_with_empty_axes")
+        if noop is not None and noop.as_int():
+            return f"CUDA: {op} with noop_with_empty_axes"
+    if op == "MatMul":
+        if rank is None or _rank(node, 1) is None or min(rank, _rank(node, 1) or 0) < 1:
+            return "CUDA: MatMul of inputs of unknown rank or of rank 0"
+    return None

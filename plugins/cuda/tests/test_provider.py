@@ -1,0 +1,305 @@
+"""The CUDA provider end to end on the CPU emulation (``ORTCORE_CUDA_EMULATE=1``):
+models run with device-resident values against the CPU provider, copies only
+where the partition changes device, IO binding on the device, declines with
+reasons, options, availability. The GPU backend itself runs only in the
+tests marked ``gpu``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import ortcore
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ortcore_cuda.emulator import compiler
+
+
+@pytest.fixture
+def emulated(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A plugin manager with the CUDA provider (on the emulation) and the CPU provider."""
+    if compiler() is None:
+        pytest.skip("no C++ compiler for the emulation")
+    monkeypatch.setenv("ORTCORE_CUDA_EMULATE", "1")
+    from ortcore.plugins import PluginManager
+
+    import ortcore_cuda.plugin
+
+    cpu = pytest.importorskip("ortcore_cpu.plugin")
+    pm = PluginManager(autoload=False)
+    pm.register_plugin(ortcore_cuda.plugin, name="ortcore_cuda")
+    pm.register_plugin(cpu, name="ortcore_cpu")
+    return pm
+
+
+def _sessions(manager: Any, model: bytes, **options: str) -> tuple[Any, Any]:
+    cuda = ortcore.InferenceSession(
+        model, providers=[("cuda", options), "cpu"], plugin_manager=manager
+    )
+    cpu = ortcore.InferenceSession(model, providers=["cpu"], plugin_manager=manager)
+    return cuda, cpu
+
+
+def _init(name: str, shape: tuple[int, ...], rng: Any, dtype: Any = np.float32) -> Any:
+    return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(dtype), name)
+
+
+def mlp(dtype: int = TensorProto.FLOAT) -> bytes:
+    np_type = np.float16 if dtype == TensorProto.FLOAT16 else np.float32
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"]),
+        helper.make_node("Add", ["h", "b1"], ["hb"]),
+        helper.make_node("Relu", ["hb"], ["r"]),
+        helper.make_node("Gemm", ["r", "w2", "b2"], ["g"], transB=1, alpha=0.5),
+        helper.make_node("Softmax", ["g"], ["y"], axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("x", dtype, ["N", 16])],
+        [helper.make_tensor_value_info("y", dtype, ["N", 10])],
+        [
+            _init("w1", (16, 32), rng, np_type),
+            _init("b1", (32,), rng, np_type),
+            _init("w2", (10, 32), rng, np_type),
+            _init("b2", (10,), rng, np_type),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def attention_block(seq: int = 8, hidden: int = 32, heads: int = 4) -> bytes:
+    """One BERT-style encoder layer as torch exports it (no fused ops)."""
+    rng = np.random.default_rng(1)
+    d = hidden // heads
+    inits = [
+        _init("wq", (hidden, hidden), rng),
+        _init("wk", (hidden, hidden), rng),
+        _init("wv", (hidden, hidden), rng),
+        _init("wo", (hidden, hidden), rng),
+        _init("w1", (hidden, 4 * hidden), rng),
+        _init("w2", (4 * hidden, hidden), rng),
+        _init("gamma", (hidden,), rng),
+        _init("beta", (hidden,), rng),
+        numpy_helper.from_array(np.array([0, seq, heads, d], np.int64), "heads_shape"),
+        numpy_helper.from_array(np.array([0, seq, hidden], np.int64), "merge_shape"),
+        numpy_helper.from_array(np.array(math.sqrt(d), np.float32), "scale"),
+        numpy_helper.from_array(np.array(math.sqrt(0.5), np.float32), "rsqrt2"),
+        numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "half"),
+    ]
+    n = helper.make_node
+    nodes = [
+        n("MatMul", ["x", "wq"], ["q0"]),
+        n("MatMul", ["x", "wk"], ["k0"]),
+        n("MatMul", ["x", "wv"], ["v0"]),
+        n("Reshape", ["q0", "heads_shape"], ["q1"]),
+        n("Reshape", ["k0", "heads_shape"], ["k1"]),
+        n("Reshape", ["v0", "heads_shape"], ["v1"]),
+        n("Transpose", ["q1"], ["q"], perm=[0, 2, 1, 3]),
+        n("Transpose", ["k1"], ["kt"], perm=[0, 2, 3, 1]),
+        n("Transpose", ["v1"], ["v"], perm=[0, 2, 1, 3]),
+        n("MatMul", ["q", "kt"], ["s0"]),
+        n("Div", ["s0", "scale"], ["s1"]),
+        n("Softmax", ["s1"], ["p"], axis=-1),
+        n("MatMul", ["p", "v"], ["c0"]),
+        n("Transpose", ["c0"], ["c1"], perm=[0, 2, 1, 3]),
+        n("Reshape", ["c1", "merge_shape"], ["c"]),
+        n("MatMul", ["c", "wo"], ["o"]),
+        n("Add", ["x", "o"], ["r1"]),
+        n("LayerNormalization", ["r1", "gamma", "beta"], ["ln"], axis=-1, epsilon=1e-5),
+        n("MatMul", ["ln", "w1"], ["f0"]),
+        n("Mul", ["f0", "rsqrt2"], ["f1"]),
+        n("Erf", ["f1"], ["f2"]),
+        n("Add", ["f2", "one"], ["f3"]),
+        n("Mul", ["f0", "f3"], ["f4"]),
+        n("Mul", ["f4", "half"], ["f5"]),
+        n("MatMul", ["f5", "w2"], ["f6"]),
+        n("Add", ["ln", "f6"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "layer",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", seq, hidden])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", seq, hidden])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+# -- options and availability ----------------------------------------------------------
+
+
+def test_options_are_checked() -> None:
+    from ortcore_cuda.provider import CUDAExecutionProvider as P
+
+    for key, value in {
+        "device_id": "gpu0",
+        "gpu_mem_limit": "-1",
+        "arena_extend_strategy": "kDouble",
+        "cudnn_conv_algo_search": "FAST",
+        "do_copy_in_default_stream": "yes",
+        "backend": "fpga",
+        "trt_fp16_enable": "1",
+    }.items():
+        with pytest.raises(ValueError, match=key):
+            P({key: value})
+    p = P({"device_id": "1", "gpu_mem_limit": "1048576", "backend": "emulator"})
+    assert p.device == __import__("ep_sdk").Device("cuda", 1) and p.mem_limit == 1 << 20
+
+
+def test_unavailable_without_pycuda_or_emulation_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ortcore_cuda import provider
+
+    monkeypatch.delenv("ORTCORE_CUDA_EMULATE", raising=False)
+    monkeypatch.setattr(provider.importlib.util, "find_spec", lambda name: None)
+    why = str(provider.CUDAExecutionProvider.unavailable_reason())
+    assert "pycuda is not installed" in why and "ORTCORE_CUDA_EMULATE=1" in why
+    monkeypatch.setenv("ORTCORE_CUDA_EMULATE", "1")
+    assert provider.CUDAExecutionProvider.unavailable_reason() is None
+    monkeypatch.setenv("CXX", "/no/such/compiler")
+    assert "no C++ compiler" in str(provider.CUDAExecutionProvider.unavailable_reason())
+
+
+# -- models on the device ------------------------------------------------------------------
+
+
+def test_mlp_runs_on_the_device_with_one_copy_each_way(emulated: Any) -> None:
+    cuda, cpu = _sessions(emulated, mlp())
+    part = cuda.get_partition()
+    assert part.counts() == {"CUDAExecutionProvider": len(part.nodes)}
+    assert sorted((c.op_type, c.name) for c in part.copies) == [
+        ("MemcpyFromHost", "x"),
+        ("MemcpyToHost", "y"),
+    ]
+    for batch in (1, 3):
+        x = np.random.default_rng(batch).standard_normal((batch, 16)).astype(np.float32)
+        np.testing.assert_allclose(
+            cuda.run(None, {"x": x})[0], cpu.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6
+        )
+
+
+def test_float16_mlp(emulated: Any) -> None:
+    cuda, cpu = _sessions(emulated, mlp(TensorProto.FLOAT16))
+    x = np.random.default_rng(0).standard_normal((4, 16)).astype(np.float16)
+    np.testing.assert_allclose(
+        cuda.run(None, {"x": x})[0].astype(np.float32),
+        cpu.run(None, {"x": x})[0].astype(np.float32),
+        rtol=5e-3,
+        atol=5e-3,
+    )
+
+
+def test_an_encoder_layer_runs_whole_on_the_device(emulated: Any) -> None:
+    so = ortcore.SessionOptions()
+    so.graph_optimization_level = ortcore.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    model = attention_block()
+    cuda = ortcore.InferenceSession(model, so, providers=["cuda", "cpu"], plugin_manager=emulated)
+    cpu = ortcore.InferenceSession(model, so, providers=["cpu"], plugin_manager=emulated)
+    part = cuda.get_partition()
+    on_cpu = [(r.op_type, r.declined) for r in part.nodes if r.provider != "CUDAExecutionProvider"]
+    assert not on_cpu
+    assert len(part.copies) == 2  # x in, y out
+    x = np.random.default_rng(2).standard_normal((2, 8, 32)).astype(np.float32)
+    np.testing.assert_allclose(
+        cuda.run(None, {"x": x})[0], cpu.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5
+    )
+
+
+def test_what_the_kernels_do_not_cover_runs_on_cpu_with_the_reason(emulated: Any) -> None:
+    nodes = [
+        helper.make_node("Softmax", ["x"], ["s"], axis=0),
+        helper.make_node("Max", ["s", "x", "x"], ["m"]),
+        helper.make_node("Relu", ["m"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    cuda, cpu = _sessions(emulated, model.SerializeToString())
+    where = {r.op_type: r for r in cuda.get_partition().nodes}
+    assert where["Softmax"].declined["CUDAExecutionProvider"] == (
+        "CUDA: Softmax over an axis other than the last"
+    )
+    assert "Max of 3 inputs" in where["Max"].declined["CUDAExecutionProvider"]
+    assert where["Relu"].provider == "CUDAExecutionProvider"
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    np.testing.assert_allclose(cuda.run(None, {"x": x})[0], cpu.run(None, {"x": x})[0], rtol=1e-6)
+
+
+def test_io_binding_keeps_inputs_and_outputs_on_the_device(emulated: Any, monkeypatch: Any) -> None:
+    from ortcore import plugins
+
+    monkeypatch.setattr(plugins, "default_manager", lambda: emulated)
+    from ortcore import ortvalue
+
+    monkeypatch.setattr(ortvalue, "_movers", {})
+    cuda, cpu = _sessions(emulated, mlp())
+    x = np.random.default_rng(5).standard_normal((2, 16)).astype(np.float32)
+    device_x = ortcore.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
+    assert device_x.device_name() == "cuda"
+    binding = cuda.io_binding()
+    binding.bind_ortvalue_input("x", device_x)
+    binding.bind_output("y", "cuda", 0)
+    from ortcore_cuda.provider import _backend
+
+    backend = _backend(True, 0)
+    cuda.run_with_iobinding(binding)  # plans the device-in, device-out variant (weights go up)
+    before = (backend.uploads, backend.downloads)
+    cuda.run_with_iobinding(binding)
+    assert (backend.uploads, backend.downloads) == before  # no copy either way
+    (y,) = binding.get_outputs()
+    assert y.device_name() == "cuda"
+    np.testing.assert_allclose(y.numpy(), cpu.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
+def test_device_memory_is_reused_across_runs(emulated: Any) -> None:
+    cuda, _ = _sessions(emulated, mlp())
+    x = np.ones((2, 16), np.float32)
+    cuda.run(None, {"x": x})
+    p = cuda._providers[0]
+    raw = p.arena.raw_allocs
+    for _ in range(3):
+        cuda.run(None, {"x": x})
+    assert p.arena.raw_allocs == raw  # every intermediate came from the cache
+    assert p.arena.in_use <= p.arena.held
+
+
+def test_gpu_mem_limit_is_enforced_with_a_clear_error(emulated: Any) -> None:
+    cuda, _ = _sessions(emulated, mlp(), gpu_mem_limit="16384")  # the weights fit
+    cuda.run(None, {"x": np.ones((2, 16), np.float32)})
+    with pytest.raises(Exception, match="would pass gpu_mem_limit=16384"):
+        cuda.run(None, {"x": np.ones((256, 16), np.float32)})
+    cuda.run(None, {"x": np.ones((2, 16), np.float32)})  # the session goes on
+
+
+@pytest.mark.gpu
+def test_mlp_on_the_gpu_matches_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ORTCORE_CUDA_EMULATE", raising=False)
+    from ortcore_cuda.provider import gpu_unavailable_reason
+
+    why = gpu_unavailable_reason()
+    if why:
+        pytest.skip(why)
+    from ortcore.plugins import PluginManager
+
+    import ortcore_cuda.plugin
+
+    pm = PluginManager(autoload=False)
+    pm.register_plugin(ortcore_cuda.plugin, name="ortcore_cuda")
+    pm.register_plugin(pytest.importorskip("ortcore_cpu.plugin"), name="ortcore_cpu")
+    for model in (mlp(), attention_block()):
+        cuda, cpu = _sessions(pm, model)
+        shape = (2, 16) if model == mlp() else (2, 8, 32)
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(
+            cuda.run(None, {"x": x})[0], cpu.run(None, {"x": x})[0], rtol=1e-3, atol=1e-4
+        )
