@@ -374,6 +374,9 @@ def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
     """Why the provider's kernel for ``node`` does not cover it (an attribute
     or a shape it does not handle), or ``None``."""
     op = node.op_type
+    for v in (*node.inputs, *node.outputs):
+        if v is not None and v.type is not None and not isinstance(v.type, ir.TensorType):
+            return f"CUDA: {op} of a {type(v.type).__name__} (device values are tensors)"
     rank = _rank(node)
     opset = graph.opsets.get(node.domain, 1)
     if op in ("Max", "Min") and len(node.inputs) != 2:
