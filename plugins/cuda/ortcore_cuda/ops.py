@@ -23,7 +23,7 @@ import onnx_ir as ir
 from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
 from .kernels import elementwise as ew
-from .kernels import rows
+from .kernels import nn, rows
 from .tensor import CudaTensor
 
 if TYPE_CHECKING:
@@ -223,9 +223,23 @@ def _gemm(info: NodeInfo) -> Any:
         if c is not None and beta != 0.0:
             provider.copy_broadcast(c, y)  # then y = alpha * A B + beta * y
         provider.backend.gemm(
-            a.dtype, ta, tb, m, n, k, alpha, a.ptr, 0, b.ptr, 0,
-            beta if c is not None else 0.0, y.ptr, 0, 1, provider.stream,
-        )  # fmt: skip
+            a.dtype,
+            ta,
+            tb,
+            m,
+            n,
+            k,
+            alpha,
+            a.ptr,
+            0,
+            b.ptr,
+            0,
+            beta if c is not None else 0.0,
+            y.ptr,
+            0,
+            1,
+            provider.stream,
+        )
         return (y,)
 
     return compute
@@ -320,6 +334,428 @@ def _unsqueeze_shape(x: CudaTensor, args: Sequence[Any]) -> list[int]:
     return [1 if i in axes else next(it) for i in range(rank)]
 
 
+def _spatial(info: NodeInfo, x: CudaTensor, kernel: Sequence[int]) -> dict[str, int]:
+    """Output size, strides, pads and dilations of a 1-D or 2-D window op on
+    ``x`` (NCW or NCHW), as NCHW: 1-D runs as height 1."""
+    dims = list(x.shape[2:])
+    k = list(kernel)
+    strides = list(info.attr("strides") or [1] * len(k))
+    dilations = list(info.attr("dilations") or [1] * len(k))
+    pads = list(info.attr("pads") or [0] * (2 * len(k)))
+    auto = info.attr("auto_pad", "NOTSET")
+    ceil = bool(info.attr("ceil_mode", 0))
+    out = []
+    for i, d in enumerate(dims):
+        span = (k[i] - 1) * dilations[i] + 1
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            o = -(-d // strides[i])
+            total = max((o - 1) * strides[i] + span - d, 0)
+            first = total // 2 if auto == "SAME_UPPER" else total - total // 2
+            pads[i], pads[i + len(k)] = first, total - first
+        elif auto == "VALID":
+            pads[i] = pads[i + len(k)] = 0
+        padded = d + pads[i] + pads[i + len(k)] - span
+        o = (-(-padded // strides[i]) if ceil else padded // strides[i]) + 1
+        if ceil and (o - 1) * strides[i] >= d + pads[i]:
+            o -= 1  # the last window must start inside the input or its left pad
+        out.append(o)
+    if len(dims) == 1:  # 1-D as 2-D of height 1
+        dims, k, out = [1, *dims], [1, *k], [1, *out]
+        strides, dilations, pads = [1, *strides], [1, *dilations], [0, pads[0], 0, pads[1]]
+    return {
+        "h": dims[0],
+        "w": dims[1],
+        "kh": k[0],
+        "kw": k[1],
+        "oh": out[0],
+        "ow": out[1],
+        "sh": strides[0],
+        "sw": strides[1],
+        "ph": pads[0],
+        "pw": pads[1],
+        "dh": dilations[0],
+        "dw": dilations[1],
+    }
+
+
+def _conv(info: NodeInfo) -> Any:
+    provider = _p(info)
+    groups = int(info.attr("group", 1))
+
+    def compute(x: CudaTensor, w: CudaTensor, b: CudaTensor | None = None) -> tuple[CudaTensor]:
+        n, c = x.shape[0], x.shape[1]
+        m = w.shape[0]
+        a = _spatial(info, x, info.attr("kernel_shape") or w.shape[2:])
+        y = provider.empty((n, m, *([a["oh"], a["ow"]] if x.ndim == 4 else [a["ow"]])), x.dtype)
+        plane = a["oh"] * a["ow"]
+        k = (c // groups) * a["kh"] * a["kw"]
+        if y.size:
+            cols = provider.empty((groups * k * plane,), x.dtype)
+            args = nn.CONV_ARGS.pack(c=c, **a)
+            kernel = nn.im2col_kernel(_suffix(x))
+            item = x.dtype.itemsize
+            for i in range(n):
+                grid, block = _grid(provider, cols.size)
+                image = x.ptr + i * c * a["h"] * a["w"] * item
+                provider.launch(kernel, grid, block, image, cols.ptr, cols.size, args)
+                mg = m // groups
+                provider.backend.gemm(
+                    x.dtype,
+                    False,
+                    False,
+                    mg,
+                    plane,
+                    k,
+                    1.0,
+                    w.ptr,
+                    mg * k,
+                    cols.ptr,
+                    k * plane,
+                    0.0,
+                    y.ptr + i * m * plane * item,
+                    mg * plane,
+                    groups,
+                    provider.stream,
+                )
+            if b is not None:
+                provider.add_inplace(y, b, (m, *[1] * (y.ndim - 2)))
+        return (y,)
+
+    return compute
+
+
+def _pool(kind: str) -> Callable[[NodeInfo], Any]:
+    def build(info: NodeInfo) -> Any:
+        provider = _p(info)
+        count_pads = int(info.attr("count_include_pad", 0))
+
+        def compute(x: CudaTensor) -> tuple[CudaTensor]:
+            a = _spatial(info, x, info.attr("kernel_shape"))
+            spatial = [a["oh"], a["ow"]] if x.ndim == 4 else [a["ow"]]
+            y = provider.empty((*x.shape[:2], *spatial), x.dtype)
+            if y.size:
+                args = nn.POOL_ARGS.pack(count_pads=count_pads, **a)
+                grid, block = _grid(provider, y.size)
+                kernel = nn.pool_kernel(kind, _suffix(x))
+                provider.launch(kernel, grid, block, x.ptr, y.ptr, y.size, args)
+            return (y,)
+
+        return compute
+
+    return build
+
+
+def _global_pool(op: str) -> Callable[[NodeInfo], Any]:
+    def build(info: NodeInfo) -> Any:
+        provider = _p(info)
+
+        def compute(x: CudaTensor) -> tuple[CudaTensor]:
+            rows_ = x.shape[0] * x.shape[1]
+            cols = int(np.prod(x.shape[2:], dtype=np.int64))
+            y = provider.empty((*x.shape[:2], *[1] * (x.ndim - 2)), x.dtype)
+            if y.size:
+                kernel = rows.reduce_kernel(op, _suffix(x))
+                provider.launch(kernel, rows_, rows.row_threads(cols), x.ptr, y.ptr, rows_, cols)
+            return (y,)
+
+        return compute
+
+    return build
+
+
+def _batchnorm(info: NodeInfo) -> Any:
+    provider = _p(info)
+    eps = float(info.attr("epsilon", 1e-5))
+
+    def compute(
+        x: CudaTensor, scale: CudaTensor, bias: CudaTensor, mean: CudaTensor, var: CudaTensor
+    ) -> tuple[CudaTensor]:
+        y = provider.empty(x.shape, x.dtype)
+        if y.size:
+            channels = x.shape[1] if x.ndim > 1 else 1
+            inner = int(np.prod(x.shape[2:], dtype=np.int64))
+            grid, block = _grid(provider, y.size)
+            provider.launch(
+                nn.batchnorm_kernel(_suffix(x)),
+                grid,
+                block,
+                x.ptr,
+                scale.ptr,
+                bias.ptr,
+                mean.ptr,
+                var.ptr,
+                y.ptr,
+                y.size,
+                channels,
+                inner,
+                eps,
+            )
+        return (y,)
+
+    return compute
+
+
+def _concat(info: NodeInfo) -> Any:
+    provider = _p(info)
+    axis_attr = int(info.attr("axis"))
+
+    def compute(*xs: CudaTensor) -> tuple[CudaTensor]:
+        first = xs[0]
+        axis = axis_attr + first.ndim if axis_attr < 0 else axis_attr
+        shape = list(first.shape)
+        shape[axis] = sum(x.shape[axis] for x in xs)
+        y = provider.empty(shape, first.dtype)
+        out_strides = ew.contiguous(shape)
+        at = 0
+        for x in xs:
+            if x.size:
+                offset = at * out_strides[axis] * x.dtype.itemsize
+                provider.strided_copy(
+                    x.ptr,
+                    y.ptr + offset,
+                    x.shape,
+                    ew.contiguous(x.shape),
+                    out_strides,
+                    x.dtype.itemsize,
+                )
+            at += x.shape[axis]
+        return (y,)
+
+    return compute
+
+
+def _slices(
+    x: CudaTensor, starts: Any, ends: Any, axes: Any, steps: Any
+) -> tuple[list[int], list[int], int]:
+    """Output dims, source strides and source element offset of a Slice."""
+    shape = list(x.shape)
+    strides = ew.contiguous(shape)
+    rank = len(shape)
+    axes_l = [
+        int(a) + rank if int(a) < 0 else int(a)
+        for a in (axes if axes is not None else range(len(starts)))
+    ]
+    steps_l = [int(s) for s in (steps if steps is not None else [1] * len(axes_l))]
+    dims, src, offset = list(shape), list(strides), 0
+    for a, b, e, st in zip(axes_l, starts, ends, steps_l):
+        if st == 0:
+            raise ValueError("Slice: a step of 0")
+        lo, hi, step = slice(int(b), int(e), st).indices(shape[a])
+        count = len(range(lo, hi, step))
+        dims[a], src[a] = count, strides[a] * step
+        if count:
+            offset += lo * strides[a]
+    return dims, src, offset
+
+
+def _slice(info: NodeInfo) -> Any:
+    provider = _p(info)
+
+    def compute(
+        x: CudaTensor, starts: Any = None, ends: Any = None, axes: Any = None, steps: Any = None
+    ) -> tuple[CudaTensor]:
+        if info.opset < 10:
+            starts, ends, axes = info.attr("starts"), info.attr("ends"), info.attr("axes")
+        dims, src, offset = _slices(
+            x,
+            np.asarray(starts).reshape(-1),
+            np.asarray(ends).reshape(-1),
+            None if axes is None else np.asarray(axes).reshape(-1),
+            None if steps is None else np.asarray(steps).reshape(-1),
+        )
+        y = provider.empty(dims, x.dtype)
+        if y.size:
+            item = x.dtype.itemsize
+            provider.strided_copy(
+                x.ptr + offset * item, y.ptr, dims, src, ew.contiguous(dims), item
+            )
+        return (y,)
+
+    return compute
+
+
+def _split(info: NodeInfo) -> Any:
+    provider = _p(info)
+    axis_attr = int(info.attr("axis", 0))
+    outputs = info.num_outputs
+
+    def compute(x: CudaTensor, split: Any = None) -> tuple[CudaTensor, ...]:
+        axis = axis_attr + x.ndim if axis_attr < 0 else axis_attr
+        sizes = split if split is not None else info.attr("split")
+        length = x.shape[axis]
+        if sizes is None:
+            part = -(-length // outputs)
+            sizes = [min(part, length - part * i) for i in range(outputs)]
+        sizes = [int(v) for v in np.asarray(sizes).reshape(-1)]
+        strides = ew.contiguous(x.shape)
+        out: list[CudaTensor] = []
+        at = 0
+        for size in sizes:
+            dims = list(x.shape)
+            dims[axis] = size
+            y = provider.empty(dims, x.dtype)
+            if y.size:
+                item = x.dtype.itemsize
+                provider.strided_copy(
+                    x.ptr + at * strides[axis] * item,
+                    y.ptr,
+                    dims,
+                    strides,
+                    ew.contiguous(dims),
+                    item,
+                )
+            out.append(y)
+            at += size
+        return tuple(out)
+
+    return compute
+
+
+def _expand(info: NodeInfo) -> Any:
+    provider = _p(info)
+
+    def compute(x: CudaTensor, shape: Any) -> tuple[CudaTensor]:
+        out = tuple(
+            np.broadcast_shapes(x.shape, tuple(int(d) for d in np.asarray(shape).reshape(-1)))
+        )
+        y = provider.empty(out, x.dtype)
+        provider.copy_broadcast(x, y)
+        return (y,)
+
+    return compute
+
+
+def _pad(info: NodeInfo) -> Any:
+    provider = _p(info)
+
+    def compute(
+        x: CudaTensor, pads: Any = None, value: Any = None, axes: Any = None
+    ) -> tuple[CudaTensor]:
+        if info.opset < 11:
+            pads, value = info.attr("pads"), info.attr("value", 0.0)
+        p = [int(v) for v in np.asarray(pads).reshape(-1)]
+        rank = x.ndim
+        axes_l = (
+            [int(a) + rank if int(a) < 0 else int(a) for a in np.asarray(axes).reshape(-1)]
+            if axes is not None
+            else list(range(rank))
+        )
+        before, after = [0] * rank, [0] * rank
+        for i, a in enumerate(axes_l):
+            before[a], after[a] = p[i], p[i + len(axes_l)]
+        if min(before + after) < 0:
+            raise NotImplementedError(f"{info.describe()}: negative pads")
+        fill = (
+            float(np.asarray(value).reshape(-1)[0]) if value is not None and np.size(value) else 0.0
+        )
+        dims = [d + b + e for d, b, e in zip(x.shape, before, after)]
+        y = provider.empty(dims, x.dtype)
+        if y.size:
+            grid, block = _grid(provider, y.size)
+            provider.launch(ew.fill_kernel(_suffix(x)), grid, block, y.ptr, y.size, fill)
+        if x.size:
+            out_strides = ew.contiguous(dims)
+            offset = sum(b * s for b, s in zip(before, out_strides)) * x.dtype.itemsize
+            provider.strided_copy(
+                x.ptr,
+                y.ptr + offset,
+                x.shape,
+                ew.contiguous(x.shape),
+                out_strides,
+                x.dtype.itemsize,
+            )
+        return (y,)
+
+    return compute
+
+
+def _gather(info: NodeInfo) -> Any:
+    provider = _p(info)
+    axis_attr = int(info.attr("axis", 0))
+
+    def compute(x: CudaTensor, indices: Any) -> tuple[CudaTensor]:
+        axis = axis_attr + x.ndim if axis_attr < 0 else axis_attr
+        idx = np.asarray(indices).astype(np.int64)
+        length = x.shape[axis]
+        if idx.size and (idx.min() < -length or idx.max() >= length):
+            raise IndexError(f"{info.describe()}: indices must be within [{-length}, {length - 1}]")
+        idx = np.where(idx < 0, idx + length, idx)
+        shape = (*x.shape[:axis], *idx.shape, *x.shape[axis + 1 :])
+        y = provider.empty(shape, x.dtype)
+        if y.size:
+            device_idx = provider.from_host(idx.reshape(-1))
+            inner = int(np.prod(x.shape[axis + 1 :], dtype=np.int64))
+            grid, block = _grid(provider, y.size)
+            provider.launch(
+                ew.gather_kernel(x.dtype.itemsize),
+                grid,
+                block,
+                x.ptr,
+                device_idx.ptr,
+                y.ptr,
+                y.size,
+                idx.size,
+                length,
+                inner,
+            )
+        return (y,)
+
+    return compute
+
+
+def _where(info: NodeInfo) -> Any:
+    provider = _p(info)
+
+    def compute(cond: CudaTensor, a: CudaTensor, b: CudaTensor) -> tuple[CudaTensor]:
+        out, rank, s = ew.where_args(cond.shape, a.shape, b.shape)
+        y = provider.empty(out, a.dtype)
+        if y.size:
+            grid, block = _grid(provider, y.size)
+            kernel = ew.where_kernel(a.dtype.itemsize, rank)
+            provider.launch(kernel, grid, block, cond.ptr, a.ptr, b.ptr, y.ptr, y.size, s)
+        return (y,)
+
+    return compute
+
+
+def _compare(op: str) -> Callable[[NodeInfo], Any]:
+    def build(info: NodeInfo) -> Any:
+        provider = _p(info)
+
+        def compute(a: CudaTensor, b: CudaTensor) -> tuple[CudaTensor]:
+            out, rank, s = ew.broadcast_args(a.shape, b.shape)
+            y = provider.empty(out, np.bool_)
+            if y.size:
+                grid, block = _grid(provider, y.size)
+                kernel = ew.binary_kernel(op, _suffix(a), rank)
+                provider.launch(kernel, grid, block, a.ptr, b.ptr, y.ptr, y.size, s)
+            return (y,)
+
+        return compute
+
+    return build
+
+
+def _clip(info: NodeInfo) -> Any:
+    provider = _p(info)
+
+    def compute(x: CudaTensor, lo: Any = None, hi: Any = None) -> tuple[CudaTensor]:
+        if info.opset < 11:
+            low, high = float(info.attr("min", -np.inf)), float(info.attr("max", np.inf))
+        else:
+            low = float(np.asarray(lo).reshape(-1)[0]) if lo is not None else -np.inf
+            high = float(np.asarray(hi).reshape(-1)[0]) if hi is not None else np.inf
+        y = provider.empty(x.shape, x.dtype)
+        if y.size:
+            grid, block = _grid(provider, y.size)
+            provider.launch(
+                ew.clip_kernel(_suffix(x)), grid, block, x.ptr, y.ptr, y.size, low, high
+            )
+        return (y,)
+
+    return compute
+
+
 def build_registry() -> KernelRegistry:
     """Every kernel of the provider (see the module docstring)."""
     reg = KernelRegistry()
@@ -355,6 +791,33 @@ def build_registry() -> KernelRegistry:
     reg.kernel("Unsqueeze", since=13, types=move, input_memory={1: "host"})(
         _reshaped(_unsqueeze_shape)
     )
+    reg.kernel("Conv", since=1, types=floats)(_conv)
+    reg.kernel("MaxPool", since=1, types={"T": FLOATS})(_pool("max"))
+    reg.kernel("AveragePool", since=1, types=floats)(_pool("avg"))
+    reg.kernel("GlobalAveragePool", since=1, types=floats)(_global_pool("ReduceMean"))
+    reg.kernel("GlobalMaxPool", since=1, types=floats)(_global_pool("ReduceMax"))
+    reg.kernel("BatchNormalization", since=9, types={0: FLOATS, 1: FLOATS, 3: FLOATS})(_batchnorm)
+    reg.kernel("Concat", since=4, types=move)(_concat)
+    reg.kernel("Slice", since=1, until=9, types=move)(_slice)
+    host_rest = {i: "host" for i in range(1, 5)}
+    reg.kernel("Slice", since=10, types=move, input_memory=host_rest)(_slice)
+    reg.kernel("Split", since=2, until=12, types=move)(_split)
+    reg.kernel("Split", since=13, types=move, input_memory={1: "host"})(_split)
+    reg.kernel("Expand", since=8, types=move, input_memory={1: "host"})(_expand)
+    reg.kernel("Pad", since=2, until=10, types=floats)(_pad)
+    reg.kernel("Pad", since=11, types=floats, input_memory={1: "host", 2: "host", 3: "host"})(_pad)
+    reg.kernel("Gather", since=1, types={"T": MOVABLE}, input_memory={1: "host"})(_gather)
+    reg.kernel("Where", since=9, types={"T": MOVABLE})(_where)
+    for op, since in (
+        ("Equal", 11),
+        ("Less", 9),
+        ("Greater", 9),
+        ("LessOrEqual", 12),
+        ("GreaterOrEqual", 12),
+    ):
+        reg.kernel(op, since=since, types=floats)(_compare(op))
+    reg.kernel("Clip", since=6, until=10, types=floats)(_clip)
+    reg.kernel("Clip", since=11, types=floats, input_memory={1: "host", 2: "host"})(_clip)
     return reg
 
 
@@ -409,6 +872,40 @@ def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
         noop = node.attributes.get("noop_with_empty_axes")
         if noop is not None and noop.as_int():
             return f"CUDA: {op} with noop_with_empty_axes"
+    if op == "Conv" or op in ("MaxPool", "AveragePool"):
+        if rank not in (3, 4):
+            return f"CUDA: {op} of rank {rank} (1-D and 2-D only)"
+        if op == "MaxPool":
+            if len(node.outputs) > 1 and (
+                node.outputs[1].uses() or node.outputs[1].is_graph_output()
+            ):
+                return "CUDA: MaxPool's Indices output"
+            order = node.attributes.get("storage_order")
+            if order is not None and order.as_int():
+                return "CUDA: MaxPool with storage_order"
+    if op in ("GlobalAveragePool", "GlobalMaxPool") and (rank or 0) < 3:
+        return f"CUDA: {op} of rank {rank}"
+    if op == "BatchNormalization":
+        mode = node.attributes.get("training_mode")
+        if (mode is not None and mode.as_int()) or len(
+            [o for o in node.outputs if o.uses() or o.is_graph_output()]
+        ) > 1:
+            return "CUDA: BatchNormalization in training mode"
+        if rank is None or rank < 2:
+            return "CUDA: BatchNormalization of rank under 2"
+    if op == "Pad":
+        mode = node.attributes.get("mode")
+        if mode is not None and mode.as_string() != "constant":
+            return f"CUDA: Pad mode {mode.as_string()}"
+        pads = node.attributes.get("pads")
+        values = pads.as_ints() if pads is not None else _const_ints(node, 1)
+        if values is None or min(values, default=0) < 0:
+            return "CUDA: Pad with negative or unknown pads"
+    if op in ("Concat", "Slice", "Split", "Expand", "Where", "Gather", "Pad"):
+        if rank is None or rank > ew.MAX_RANK or rank == 0:
+            return f"CUDA: {op} of rank {rank}"
+        if op == "Where" and any((_rank(node, i) or 0) > ew.MAX_RANK for i in range(3)):
+            return f"CUDA: Where of rank over {ew.MAX_RANK}"
     if op == "MatMul":
         if rank is None or _rank(node, 1) is None or min(rank, _rank(node, 1) or 0) < 1:
             return "CUDA: MatMul of inputs of unknown rank or of rank 0"

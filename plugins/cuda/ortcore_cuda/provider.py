@@ -46,6 +46,7 @@ EMULATE_ENV = "ORTCORE_CUDA_EMULATE"
 """``1``: the provider is available without a GPU and runs on the CPU emulation."""
 
 _MIN_CC = (6, 0)
+_SUFFIXES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
 _SEARCH = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
 _KINDS = ("auto", "gpu", "emulator")
 
@@ -189,6 +190,36 @@ class CUDAExecutionProvider(ep_sdk.ExecutionProvider):
             grid = max(1, min(-(-out.size // 256), self.max_grid))
             self.launch(kernel, grid, 256, x.ptr, out.ptr, out.size, s)
 
+    def strided_copy(
+        self,
+        src: int,
+        dst: int,
+        dims: Sequence[int],
+        src_strides: Sequence[int],
+        dst_strides: Sequence[int],
+        itemsize: int,
+    ) -> None:
+        """For each index ``c`` of ``dims``: ``dst[c . dst_strides] = src[c . src_strides]``
+        (elements of ``itemsize`` bytes, addresses in bytes)."""
+        count = int(np.prod(dims, dtype=np.int64))
+        if not count:
+            return
+        if not dims:
+            dims, src_strides, dst_strides = [1], [0], [0]
+        kernel = ew.transpose_kernel(itemsize, len(dims))
+        grid = max(1, min(-(-count // 256), self.max_grid))
+        args = ew.copy_args(dims, src_strides, dst_strides)
+        self.launch(kernel, grid, 256, src, dst, count, args)
+
+    def add_inplace(self, y: CudaTensor, b: CudaTensor, shape: Sequence[int]) -> None:
+        """``y += b`` with ``b`` viewed as ``shape`` and broadcast to ``y``."""
+        out, rank, s = ew.broadcast_args(y.shape, tuple(shape))
+        if out != y.shape:
+            raise ValueError(f"{tuple(shape)} does not broadcast to {y.shape}")
+        kernel = ew.binary_kernel("Add", _SUFFIXES[y.dtype], rank)
+        grid = max(1, min(-(-y.size // 256), self.max_grid))
+        self.launch(kernel, grid, 256, y.ptr, b.ptr, y.ptr, y.size, s)
+
     def matmul(self, a: CudaTensor, b: CudaTensor, info: Any = None) -> CudaTensor:
         """numpy's ``matmul`` of two device tensors (batch dims broadcast):
         one GEMM when ``b`` is a matrix (batch folded into rows) or when the
@@ -239,10 +270,23 @@ class CUDAExecutionProvider(ep_sdk.ExecutionProvider):
             item = t.itemsize
             for i, (x, y) in enumerate(zip(pa.reshape(-1), pb.reshape(-1))):
                 gemm(
-                    t, False, False, m, n, k, 1.0,
-                    a.ptr + int(x) * m * k * item, 0, b.ptr + int(y) * k * n * item, 0,
-                    0.0, out.ptr + i * m * n * item, 0, 1, s,
-                )  # fmt: skip
+                    t,
+                    False,
+                    False,
+                    m,
+                    n,
+                    k,
+                    1.0,
+                    a.ptr + int(x) * m * k * item,
+                    0,
+                    b.ptr + int(y) * k * n * item,
+                    0,
+                    0.0,
+                    out.ptr + i * m * n * item,
+                    0,
+                    1,
+                    s,
+                )
         shape = out.shape
         if a.ndim == 1:
             shape = shape[:-2] + shape[-1:]

@@ -303,3 +303,148 @@ def test_mlp_on_the_gpu_matches_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
         np.testing.assert_allclose(
             cuda.run(None, {"x": x})[0], cpu.run(None, {"x": x})[0], rtol=1e-3, atol=1e-4
         )
+
+
+def small_cnn() -> bytes:
+    """Conv (pads, strides, groups, dilations), BatchNormalization, pools,
+    Concat, GlobalAveragePool, Flatten, Gemm: the light zoo's ops."""
+    rng = np.random.default_rng(3)
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        n("BatchNormalization", ["c1", "g", "be", "mu", "var"], ["bn"], epsilon=1e-3),
+        n("Relu", ["bn"], ["r1"]),
+        n("MaxPool", ["r1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        n("Conv", ["p1", "w2"], ["c2"], group=4, pads=[1, 1, 1, 1], dilations=[1, 1]),
+        n("Conv", ["p1", "w3"], ["c3"], auto_pad="SAME_UPPER", dilations=[2, 2]),
+        n("Concat", ["c2", "c3"], ["cat"], axis=1),
+        n(
+            "AveragePool",
+            ["cat"],
+            ["p2"],
+            kernel_shape=[2, 2],
+            strides=[1, 1],
+            pads=[0, 0, 1, 1],
+            count_include_pad=0,
+        ),
+        n("GlobalAveragePool", ["p2"], ["gap"]),
+        n("Flatten", ["gap"], ["f"]),
+        n("Gemm", ["f", "wf", "bf"], ["y"], transB=1),
+    ]
+    inits = [
+        _init("w1", (8, 3, 3, 3), rng),
+        _init("b1", (8,), rng),
+        _init("g", (8,), rng),
+        _init("be", (8,), rng),
+        _init("mu", (8,), rng),
+        numpy_helper.from_array(rng.uniform(0.5, 2, 8).astype(np.float32), "var"),
+        _init("w2", (8, 2, 3, 3), rng),
+        _init("w3", (4, 8, 3, 3), rng),
+        _init("wf", (5, 12), rng),
+        _init("bf", (5,), rng),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 17, 15])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_a_small_cnn_runs_whole_on_the_device(emulated: Any) -> None:
+    so = ortcore.SessionOptions()
+    so.graph_optimization_level = ortcore.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep BN
+    model = small_cnn()
+    cuda = ortcore.InferenceSession(model, so, providers=["cuda", "cpu"], plugin_manager=emulated)
+    cpu = ortcore.InferenceSession(model, so, providers=["cpu"], plugin_manager=emulated)
+    assert cuda.get_partition().counts() == {"CUDAExecutionProvider": 11}
+    x = np.random.default_rng(4).standard_normal((2, 3, 17, 15)).astype(np.float32)
+    np.testing.assert_allclose(
+        cuda.run(None, {"x": x})[0], cpu.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5
+    )
+
+
+def data_movement() -> bytes:
+    """Slice (negative step), Split, Expand, Pad, Gather (negative index),
+    Where, Less, Clip, Transpose of int64."""
+    n = helper.make_node
+
+    def ints(name: str, values: list[int]) -> Any:
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
+    nodes = [
+        n("Slice", ["x", "st", "en", "ax", "sp"], ["s"]),
+        n("Split", ["x", "parts"], ["a", "b"], axis=1),
+        n("Expand", ["a", "eshape"], ["e"]),
+        n("Pad", ["b", "pads", "pv"], ["p"]),
+        n("Gather", ["x", "idx"], ["g"], axis=1),
+        n("Less", ["x", "zero"], ["m"]),
+        n("Where", ["m", "x", "g2"], ["w"]),
+        n("Clip", ["w", "lo", "hi"], ["c"]),
+        n("Transpose", ["i64"], ["t"], perm=[1, 0]),
+    ]
+    inits = [
+        ints("st", [3, -1]),
+        ints("en", [0, -100]),
+        ints("ax", [1, 0]),
+        ints("sp", [-1, -2]),
+        ints("parts", [2, 4]),
+        ints("eshape", [2, 3, 2]),
+        ints("pads", [1, 0, 0, 2]),
+        numpy_helper.from_array(np.array(-7.0, np.float32), "pv"),
+        ints("idx", [5, -1, 0]),
+        numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+        numpy_helper.from_array(np.full((3, 6), 0.5, np.float32), "g2"),
+        numpy_helper.from_array(np.array(-0.3, np.float32), "lo"),
+        numpy_helper.from_array(np.array(0.4, np.float32), "hi"),
+        ints("i64", [1, 2, 3, 4, 5, 6]),
+    ]
+    inits[-1] = numpy_helper.from_array(np.arange(6, dtype=np.int64).reshape(2, 3), "i64")
+    out = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes,
+        "moves",
+        [out("x", TensorProto.FLOAT, [3, 6])],
+        [
+            out(name, TensorProto.INT64 if name == "t" else TensorProto.FLOAT, None)
+            for name in ("s", "e", "p", "g", "c", "t")
+        ],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()
+
+
+def test_data_movement_ops_on_the_device(emulated: Any) -> None:
+    so = ortcore.SessionOptions()
+    so.graph_optimization_level = ortcore.GraphOptimizationLevel.ORT_DISABLE_ALL
+    model = data_movement()
+    cuda = ortcore.InferenceSession(model, so, providers=["cuda", "cpu"], plugin_manager=emulated)
+    cpu = ortcore.InferenceSession(model, so, providers=["cpu"], plugin_manager=emulated)
+    part = cuda.get_partition()
+    assert part.counts() == {"CUDAExecutionProvider": len(part.nodes)}, [
+        (r.op_type, r.declined) for r in part.nodes if r.provider != "CUDAExecutionProvider"
+    ]
+    x = np.random.default_rng(6).standard_normal((3, 6)).astype(np.float32)
+    for got, want in zip(cuda.run(None, {"x": x}), cpu.run(None, {"x": x})):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_gather_refuses_indices_out_of_range(emulated: Any) -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["x", "i"], ["y"])],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [3]),
+            helper.make_tensor_value_info("i", TensorProto.INT64, [1]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    cuda, _ = _sessions(emulated, model.SerializeToString())
+    x = np.arange(3, dtype=np.float32)
+    assert cuda.run(None, {"x": x, "i": np.array([-3])})[0].tolist() == [0.0]
+    with pytest.raises(Exception, match=r"within \[-3, 2\]"):
+        cuda.run(None, {"x": x, "i": np.array([3])})

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 from .elementwise import (
     BINARY,
+    COMPARE,
     UNARY,
     WORDS,
     binary_kernel,
     cast_kernel,
+    clip_kernel,
+    fill_kernel,
+    gather_kernel,
     transpose_kernel,
     unary_kernel,
+    where_kernel,
 )
+from .nn import batchnorm_kernel, im2col_kernel, pool_kernel
 from .rows import layernorm_kernel, reduce_kernel, softmax_kernel
 from .spec import DTYPES, Kernel
 
@@ -29,9 +35,17 @@ def all_kernels() -> list[Kernel]:
     out: list[Kernel] = []
     for dtype in DTYPES:
         out += [unary_kernel(op, dtype) for op in UNARY]
-        out += [binary_kernel(op, dtype, r) for op in BINARY for r in range(1, MAX_RANK + 1)]
+        out += [
+            binary_kernel(op, dtype, r)
+            for op in (*BINARY, *COMPARE)
+            for r in range(1, MAX_RANK + 1)
+        ]
+        out += [clip_kernel(dtype), fill_kernel(dtype), im2col_kernel(dtype)]
+        out += [pool_kernel(kind, dtype) for kind in ("max", "avg")] + [batchnorm_kernel(dtype)]
         out += [softmax_kernel(dtype), softmax_kernel(dtype, log=True), layernorm_kernel(dtype)]
         out += [reduce_kernel(op, dtype) for op in ("ReduceSum", "ReduceMean", "ReduceMax")]
     out += [transpose_kernel(size, r) for size in WORDS for r in range(1, MAX_RANK + 1)]
+    out += [where_kernel(size, r) for size in WORDS for r in range(1, MAX_RANK + 1)]
+    out += [gather_kernel(size) for size in WORDS]
     out += [cast_kernel(a, b) for a in DTYPES for b in DTYPES if a != b]
     return out

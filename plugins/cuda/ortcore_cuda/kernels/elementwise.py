@@ -27,7 +27,13 @@ __all__ = [
     "binary_kernel",
     "broadcast_args",
     "cast_kernel",
+    "clip_kernel",
+    "contiguous",
+    "copy_args",
+    "fill_kernel",
+    "gather_kernel",
     "permute_args",
+    "where_kernel",
     "transpose_kernel",
     "unary_kernel",
 ]
@@ -102,6 +108,16 @@ extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __rest
     return Kernel(name, params, source)
 
 
+COMPARE: dict[str, str] = {
+    "Equal": "u == v",
+    "Less": "u < v",
+    "Greater": "u > v",
+    "LessOrEqual": "u <= v",
+    "GreaterOrEqual": "u >= v",
+}
+"""Comparisons: the float expression of ``u`` and ``v``; the output is bool."""
+
+
 @cache
 def binary_kernel(op: str, dtype: str, rank: int) -> Kernel:
     """The broadcasting kernel of binary ``op`` for ``dtype`` and output rank
@@ -109,6 +125,10 @@ def binary_kernel(op: str, dtype: str, rank: int) -> Kernel:
     if not 1 <= rank <= MAX_RANK:
         raise ValueError(f"rank {rank} is outside 1..{MAX_RANK}")
     ctype = DTYPES[dtype][0]
+    compare = op in COMPARE
+    out = "unsigned char" if compare else ctype
+    expr = f"(unsigned char)({COMPARE[op]})" if compare else BINARY[op]
+    store = "y[i] = " + expr + ";" if compare else f"store_f(&y[i], {expr});"
     name = f"binary_{op.lower()}_{dtype}_r{rank}"
     steps = "\n".join(
         f"        {{ i64 c = r % s.dims[{k}]; r /= s.dims[{k}]; "
@@ -117,19 +137,19 @@ def binary_kernel(op: str, dtype: str, rank: int) -> Kernel:
     )
     source = f"""\
 extern "C" __global__ void {name}(const {ctype}* __restrict__ a, const {ctype}* __restrict__ b,
-                       {ctype}* __restrict__ y, i64 n, Bcast s) {{
+                       {out}* __restrict__ y, i64 n, Bcast s) {{
     {_LOOP} {{
         i64 r = i, oa = 0, ob = 0;
 {steps}
         float u = load_f(a[oa]), v = load_f(b[ob]);
-        store_f(&y[i], {BINARY[op]});
+        {store}
     }}
 }}
 """
     params = (
         Param(f"const {ctype}*", "a"),
         Param(f"const {ctype}*", "b"),
-        Param(f"{ctype}*", "y"),
+        Param(f"{out}*", "y"),
         Param("i64", "n"),
         Param("Bcast", "s"),
     )
@@ -166,25 +186,28 @@ def broadcast_args(a: Sequence[int], b: Sequence[int]) -> tuple[tuple[int, ...],
 
 @cache
 def transpose_kernel(itemsize: int, rank: int) -> Kernel:
-    """``y = x`` permuted, for elements of ``itemsize`` bytes (any type):
-    output index -> input offset through the input's strides permuted
-    (``Bcast.dims``: the output's dims; ``Bcast.sa``: the input stride of
-    each output axis; see :func:`permute_args`)."""
+    """A strided copy of elements of ``itemsize`` bytes (any type): for each
+    index of the iteration space ``Bcast.dims``, ``y[sum(c * sb)] = x[sum(c * sa)]``.
+    A transpose (:func:`permute_args`), a broadcast (``sa`` 0 along
+    broadcast axes), a slice (``sa`` times the steps, ``x`` offset to the
+    starts) or a concatenation's part (``sb`` the output's strides, ``y``
+    offset to the part) are all this kernel."""
     if not 1 <= rank <= MAX_RANK:
         raise ValueError(f"rank {rank} is outside 1..{MAX_RANK}")
     word = WORDS[itemsize]
     name = f"transpose_b{itemsize}_r{rank}"
     steps = "\n".join(
-        f"        {{ i64 c = r % s.dims[{k}]; r /= s.dims[{k}]; ox += c * s.sa[{k}]; }}"
+        f"        {{ i64 c = r % s.dims[{k}]; r /= s.dims[{k}]; "
+        f"ox += c * s.sa[{k}]; oy += c * s.sb[{k}]; }}"
         for k in reversed(range(rank))
     )
     source = f"""\
 extern "C" __global__ void {name}(const {word}* __restrict__ x, {word}* __restrict__ y,
                                   i64 n, Bcast s) {{
     {_LOOP} {{
-        i64 r = i, ox = 0;
+        i64 r = i, ox = 0, oy = 0;
 {steps}
-        y[i] = x[ox];
+        y[oy] = x[ox];
     }}
 }}
 """
@@ -207,9 +230,30 @@ def permute_args(shape: Sequence[int], perm: Sequence[int]) -> tuple[tuple[int, 
     out = tuple(shape[p] for p in perm)
     pad = MAX_RANK - rank
     value = BCAST.pack(
-        dims=list(out) + [1] * pad, sa=[strides[p] for p in perm] + [0] * pad, sb=[0] * MAX_RANK
+        dims=list(out) + [1] * pad,
+        sa=[strides[p] for p in perm] + [0] * pad,
+        sb=contiguous(out) + [0] * pad,
     )
     return out, value
+
+
+def contiguous(shape: Sequence[int]) -> list[int]:
+    """Element strides of a C-contiguous tensor of ``shape``."""
+    strides = [1] * len(shape)
+    for k in reversed(range(len(shape) - 1)):
+        strides[k] = strides[k + 1] * int(shape[k + 1])
+    return strides
+
+
+def copy_args(dims: Sequence[int], src: Sequence[int], dst: Sequence[int]) -> np.ndarray:
+    """The ``Bcast`` argument of a strided copy over ``dims`` with source
+    strides ``src`` and destination strides ``dst``."""
+    pad = MAX_RANK - len(dims)
+    return BCAST.pack(
+        dims=[int(d) for d in dims] + [1] * pad,
+        sa=[int(v) for v in src] + [0] * pad,
+        sb=[int(v) for v in dst] + [0] * pad,
+    )
 
 
 @cache
@@ -223,3 +267,135 @@ extern "C" __global__ void {name}(const {a}* __restrict__ x, {b}* __restrict__ y
 }}
 """
     return Kernel(name, (Param(f"const {a}*", "x"), Param(f"{b}*", "y"), Param("i64", "n")), source)
+
+
+@cache
+def clip_kernel(dtype: str) -> Kernel:
+    """``y = min(max(x, lo), hi)`` (NaN stays NaN)."""
+    ctype = DTYPES[dtype][0]
+    name = f"clip_{dtype}"
+    source = f"""\
+extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __restrict__ y, i64 n,
+                                  float lo, float hi) {{
+    {_LOOP} {{
+        float v = load_f(x[i]);
+        store_f(&y[i], v < lo ? lo : (v > hi ? hi : v));
+    }}
+}}
+"""
+    params = (
+        Param(f"const {ctype}*", "x"),
+        Param(f"{ctype}*", "y"),
+        Param("i64", "n"),
+        Param("float", "lo"),
+        Param("float", "hi"),
+    )
+    return Kernel(name, params, source)
+
+
+@cache
+def fill_kernel(dtype: str) -> Kernel:
+    """``y[i] = value``."""
+    ctype = DTYPES[dtype][0]
+    name = f"fill_{dtype}"
+    source = f"""\
+extern "C" __global__ void {name}({ctype}* __restrict__ y, i64 n, float value) {{
+    {_LOOP} store_f(&y[i], value);
+}}
+"""
+    return Kernel(
+        name, (Param(f"{ctype}*", "y"), Param("i64", "n"), Param("float", "value")), source
+    )
+
+
+@cache
+def gather_kernel(itemsize: int) -> Kernel:
+    """Gather along an axis: ``y[o, j, r] = x[o, idx[j], r]`` (``idx`` int64,
+    already checked and made non-negative on the host)."""
+    word = WORDS[itemsize]
+    name = f"gather_b{itemsize}"
+    source = f"""\
+extern "C" __global__ void {name}(const {word}* __restrict__ x, const i64* __restrict__ idx,
+                                  {word}* __restrict__ y, i64 n, i64 count, i64 axis_len,
+                                  i64 inner) {{
+    {_LOOP} {{
+        i64 r = i % inner, j = (i / inner) % count, o = i / (inner * count);
+        y[i] = x[(o * axis_len + idx[j]) * inner + r];
+    }}
+}}
+"""
+    params = (
+        Param(f"const {word}*", "x"),
+        Param("const i64*", "idx"),
+        Param(f"{word}*", "y"),
+        Param("i64", "n"),
+        Param("i64", "count"),
+        Param("i64", "axis_len"),
+        Param("i64", "inner"),
+    )
+    return Kernel(name, params, source)
+
+
+WHERE = StructType(
+    "Where",
+    f"struct Where {{ i64 dims[{MAX_RANK}]; i64 sc[{MAX_RANK}]; i64 sa[{MAX_RANK}]; "
+    f"i64 sb[{MAX_RANK}]; }};",
+    np.dtype([(f, "<i8", (MAX_RANK,)) for f in ("dims", "sc", "sa", "sb")]),
+)
+
+
+@cache
+def where_kernel(itemsize: int, rank: int) -> Kernel:
+    """``y = cond ? a : b`` with numpy broadcasting of the three (any element type)."""
+    word = WORDS[itemsize]
+    name = f"where_b{itemsize}_r{rank}"
+    steps = "\n".join(
+        f"        {{ i64 c = r % s.dims[{k}]; r /= s.dims[{k}]; "
+        f"oc += c * s.sc[{k}]; oa += c * s.sa[{k}]; ob += c * s.sb[{k}]; }}"
+        for k in reversed(range(rank))
+    )
+    source = f"""\
+extern "C" __global__ void {name}(const unsigned char* __restrict__ cond,
+                                  const {word}* __restrict__ a, const {word}* __restrict__ b,
+                                  {word}* __restrict__ y, i64 n, Where s) {{
+    {_LOOP} {{
+        i64 r = i, oc = 0, oa = 0, ob = 0;
+{steps}
+        y[i] = cond[oc] ? a[oa] : b[ob];
+    }}
+}}
+"""
+    params = (
+        Param("const unsigned char*", "cond"),
+        Param(f"const {word}*", "a"),
+        Param(f"const {word}*", "b"),
+        Param(f"{word}*", "y"),
+        Param("i64", "n"),
+        Param("Where", "s"),
+    )
+    return Kernel(name, params, source, (WHERE,))
+
+
+def where_args(
+    cond: Sequence[int], a: Sequence[int], b: Sequence[int]
+) -> tuple[tuple[int, ...], int, np.ndarray]:
+    """Output shape, rank and ``Where`` argument of broadcasting three shapes."""
+    out = tuple(np.broadcast_shapes(tuple(cond), tuple(a), tuple(b)))
+    rank = max(len(out), 1)
+    if rank > MAX_RANK:
+        raise ValueError(f"Where output of rank {rank}: the kernels go to {MAX_RANK}")
+    dims = list(out) if out else [1]
+
+    def strides(shape: Sequence[int]) -> list[int]:
+        padded = [1] * (rank - len(shape)) + list(shape)
+        full = contiguous(padded)
+        return [0 if padded[k] == 1 and dims[k] != 1 else full[k] for k in range(rank)]
+
+    pad = MAX_RANK - rank
+    value = WHERE.pack(
+        dims=dims + [1] * pad,
+        sc=strides(cond) + [0] * pad,
+        sa=strides(a) + [0] * pad,
+        sb=strides(b) + [0] * pad,
+    )
+    return out, rank, value

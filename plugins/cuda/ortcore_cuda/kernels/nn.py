@@ -1,0 +1,150 @@
+"""Kernels of the convolutional ops: im2col for Conv, 2-D pooling, BatchNormalization.
+
+* ``im2col_<dtype>(x, cols, n, ConvArgs a)``: one image's columns, every
+  group at once, laid out ``(groups, C/groups * kh * kw, oh * ow)``, so that
+  the convolution is one strided-batched GEMM over the groups
+  (``W[g] @ cols[g]``). Padding reads as zero.
+* ``maxpool_<dtype>`` / ``avgpool_<dtype>(x, y, n, PoolArgs a)``: one thread
+  per output element over its window (dilations, pads; an average counts the
+  pads or not).
+* ``batchnorm_<dtype>(x, scale, bias, mean, var, y, n, channels, inner, eps)``:
+  inference-mode BatchNormalization, the channel of element ``i`` being
+  ``(i / inner) % channels``.
+
+1-D problems run as 2-D ones of height 1.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+
+from .elementwise import _LOOP
+from .spec import DTYPES, Kernel, Param, StructType
+
+__all__ = ["CONV_ARGS", "POOL_ARGS", "batchnorm_kernel", "im2col_kernel", "pool_kernel"]
+
+_CONV_FIELDS = ("c", "h", "w", "kh", "kw", "oh", "ow", "sh", "sw", "ph", "pw", "dh", "dw")
+CONV_ARGS = StructType(
+    "ConvArgs",
+    "struct ConvArgs { i64 " + ", ".join(_CONV_FIELDS) + "; };",
+    np.dtype([(f, "<i8") for f in _CONV_FIELDS]),
+)
+"""Channels (all groups), input height/width, kernel, output, strides, pads, dilations."""
+
+_POOL_FIELDS = (*_CONV_FIELDS[1:], "count_pads")
+POOL_ARGS = StructType(
+    "PoolArgs",
+    "struct PoolArgs { i64 " + ", ".join(_POOL_FIELDS) + "; };",
+    np.dtype([(f, "<i8") for f in _POOL_FIELDS]),
+)
+"""As :data:`CONV_ARGS` without channels, and whether an average counts pads."""
+
+
+@cache
+def im2col_kernel(dtype: str) -> Kernel:
+    """The columns of one image (see the module docstring)."""
+    ctype = DTYPES[dtype][0]
+    name = f"im2col_{dtype}"
+    source = f"""\
+extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __restrict__ cols,
+                                  i64 n, ConvArgs a) {{
+    {_LOOP} {{
+        i64 plane = a.oh * a.ow, pos = i % plane, row = i / plane;
+        i64 oy = pos / a.ow, ox = pos % a.ow;
+        i64 ch = row / (a.kh * a.kw), k = row % (a.kh * a.kw);
+        i64 iy = oy * a.sh - a.ph + (k / a.kw) * a.dh;
+        i64 ix = ox * a.sw - a.pw + (k % a.kw) * a.dw;
+        bool inside = iy >= 0 && iy < a.h && ix >= 0 && ix < a.w;
+        store_f(&cols[i], inside ? load_f(x[(ch * a.h + iy) * a.w + ix]) : 0.0f);
+    }}
+}}
+"""
+    params = (
+        Param(f"const {ctype}*", "x"),
+        Param(f"{ctype}*", "cols"),
+        Param("i64", "n"),
+        Param("ConvArgs", "a"),
+    )
+    return Kernel(name, params, source, (CONV_ARGS,))
+
+
+@cache
+def pool_kernel(kind: str, dtype: str) -> Kernel:
+    """2-D max (``kind="max"``) or average (``"avg"``) pooling, one thread an output element."""
+    ctype = DTYPES[dtype][0]
+    name = f"{kind}pool_{dtype}"
+    if kind == "max":
+        init, step, result = "-INFINITY", "acc = (v != v || v > acc) ? v : acc;", "acc"
+    else:
+        init, step, result = (
+            "0.0f",
+            "acc += v;",
+            "acc / (float)(a.count_pads ? a.kh * a.kw : count)",
+        )
+    source = f"""\
+extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __restrict__ y,
+                                  i64 n, PoolArgs a) {{
+    {_LOOP} {{
+        i64 plane = a.oh * a.ow, pos = i % plane, img = i / plane;
+        i64 oy = pos / a.ow, ox = pos % a.ow;
+        const {ctype}* src = x + img * a.h * a.w;
+        float acc = {init};
+        i64 count = 0;
+        for (i64 ky = 0; ky < a.kh; ky++) {{
+            i64 iy = oy * a.sh - a.ph + ky * a.dh;
+            if (iy < 0 || iy >= a.h) continue;
+            for (i64 kx = 0; kx < a.kw; kx++) {{
+                i64 ix = ox * a.sw - a.pw + kx * a.dw;
+                if (ix < 0 || ix >= a.w) continue;
+                float v = load_f(src[iy * a.w + ix]);
+                {step}
+                count++;
+            }}
+        }}
+        store_f(&y[i], {result});
+    }}
+}}
+"""
+    params = (
+        Param(f"const {ctype}*", "x"),
+        Param(f"{ctype}*", "y"),
+        Param("i64", "n"),
+        Param("PoolArgs", "a"),
+    )
+    return Kernel(name, params, source, (POOL_ARGS,))
+
+
+@cache
+def batchnorm_kernel(dtype: str) -> Kernel:
+    """Inference-mode BatchNormalization (see the module docstring)."""
+    ctype = DTYPES[dtype][0]
+    name = f"batchnorm_{dtype}"
+    source = f"""\
+extern "C" __global__ void {name}(const {ctype}* __restrict__ x,
+                                  const {ctype}* __restrict__ scale,
+                                  const {ctype}* __restrict__ bias,
+                                  const {ctype}* __restrict__ mean,
+                                  const {ctype}* __restrict__ var, {ctype}* __restrict__ y, i64 n,
+                                  i64 channels, i64 inner, float epsilon) {{
+    {_LOOP} {{
+        i64 c = (i / inner) % channels;
+        float g = load_f(scale[c]) * rsqrtf(load_f(var[c]) + epsilon);
+        store_f(&y[i], (load_f(x[i]) - load_f(mean[c])) * g + load_f(bias[c]));
+    }}
+}}
+"""
+    params = (
+        Param(f"const {ctype}*", "x"),
+        Param(f"const {ctype}*", "scale"),
+        Param(f"const {ctype}*", "bias"),
+        Param(f"const {ctype}*", "mean"),
+        Param(f"const {ctype}*", "var"),
+        Param(f"{ctype}*", "y"),
+        Param("i64", "n"),
+        Param("i64", "channels"),
+        Param("i64", "inner"),
+        Param("float", "epsilon"),
+    )
+    return Kernel(name, params, source)
