@@ -111,7 +111,7 @@ def _binary(op: str) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
         provider = _p(info)
 
-        def compute(a: CudaTensor, b: CudaTensor) -> tuple[CudaTensor]:
+        def pair(a: CudaTensor, b: CudaTensor) -> CudaTensor:
             if a.dtype != b.dtype:
                 raise TypeError(f"{info.describe()}: inputs of types {a.dtype} and {b.dtype}")
             out, rank, s = ew.broadcast_args(a.shape, b.shape)
@@ -120,11 +120,49 @@ def _binary(op: str) -> Callable[[NodeInfo], Any]:
                 grid, block = _grid(provider, y.size)
                 kernel = ew.binary_kernel(op, _suffix(a), rank)
                 provider.launch(kernel, grid, block, a.ptr, b.ptr, y.ptr, y.size, s)
-            return (y,)
+            return y
+
+        def compute(*xs: CudaTensor) -> tuple[CudaTensor]:
+            if len(xs) == 1:  # Sum, Max, Min of one input
+                return (provider.copy(xs[0], xs[0].shape),)
+            acc = pair(xs[0], xs[1])
+            for x in xs[2:]:  # variadic Sum, Max, Min: folded pairwise, broadcasting
+                acc = pair(acc, x)
+            return (acc,)
 
         return compute
 
     return build
+
+
+def _lrn(info: NodeInfo) -> Any:
+    provider = _p(info)
+    size = int(info.attr("size"))
+    alpha, beta = float(info.attr("alpha", 1e-4)), float(info.attr("beta", 0.75))
+    bias = float(info.attr("bias", 1.0))
+
+    def compute(x: CudaTensor) -> tuple[CudaTensor]:
+        y = provider.empty(x.shape, x.dtype)
+        if y.size:
+            inner = int(np.prod(x.shape[2:], dtype=np.int64))
+            grid, block = _grid(provider, y.size)
+            provider.launch(
+                nn.lrn_kernel(_suffix(x)),
+                grid,
+                block,
+                x.ptr,
+                y.ptr,
+                y.size,
+                x.shape[1],
+                inner,
+                size,
+                alpha,
+                beta,
+                bias,
+            )
+        return (y,)
+
+    return compute
 
 
 def _rows_of(shape: Sequence[int], axis: int) -> tuple[int, int]:
@@ -768,6 +806,8 @@ def build_registry() -> KernelRegistry:
             {0: FLOATS, 1: FLOATS} if op == "Pow" else floats
         )
         reg.kernel(op, since=since, types=types)(_binary(op))
+    reg.kernel("Sum", since=8, types=floats)(_binary("Add"))
+    reg.kernel("LRN", since=1, types=floats)(_lrn)
     for op, log in (("Softmax", False), ("LogSoftmax", True)):
         reg.kernel(op, since=1, types=floats)(_softmax(log))
     reg.kernel("LayerNormalization", since=17, types={0: FLOATS})(_layernorm)
@@ -842,9 +882,7 @@ def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
             return f"CUDA: {op} of a {type(v.type).__name__} (device values are tensors)"
     rank = _rank(node)
     opset = graph.opsets.get(node.domain, 1)
-    if op in ("Max", "Min") and len(node.inputs) != 2:
-        return f"CUDA: {op} of {len(node.inputs)} inputs (the kernel takes 2)"
-    if op in BINARY_SINCE or op in ("Transpose",):
+    if op in BINARY_SINCE or op in ("Transpose", "Sum"):
         ranks = [_rank(node, i) for i in range(len(node.inputs))]
         if any(r is None for r in ranks):
             return f"CUDA: {op} of an input of unknown rank"
@@ -883,6 +921,8 @@ def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
             order = node.attributes.get("storage_order")
             if order is not None and order.as_int():
                 return "CUDA: MaxPool with storage_order"
+    if op == "LRN" and (rank or 0) < 3:
+        return f"CUDA: LRN of rank {rank}"
     if op in ("GlobalAveragePool", "GlobalMaxPool") and (rank or 0) < 3:
         return f"CUDA: {op} of rank {rank}"
     if op == "BatchNormalization":

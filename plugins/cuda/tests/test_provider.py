@@ -7,6 +7,7 @@ tests marked ``gpu``."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -215,13 +216,15 @@ def test_what_the_kernels_do_not_cover_runs_on_cpu_with_the_reason(emulated: Any
     nodes = [
         helper.make_node("Softmax", ["x"], ["s"], axis=0),
         helper.make_node("Max", ["s", "x", "x"], ["m"]),
-        helper.make_node("Relu", ["m"], ["y"]),
+        helper.make_node("ReduceSum", ["m", "axes"], ["r"], keepdims=1),
+        helper.make_node("Relu", ["r"], ["y"]),
     ]
     graph = helper.make_graph(
         nodes,
         "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        [numpy_helper.from_array(np.array([0], np.int64), "axes")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     cuda, cpu = _sessions(emulated, model.SerializeToString())
@@ -229,7 +232,10 @@ def test_what_the_kernels_do_not_cover_runs_on_cpu_with_the_reason(emulated: Any
     assert where["Softmax"].declined["CUDAExecutionProvider"] == (
         "CUDA: Softmax over an axis other than the last"
     )
-    assert "Max of 3 inputs" in where["Max"].declined["CUDAExecutionProvider"]
+    assert where["Max"].provider == "CUDAExecutionProvider"  # 3 inputs, folded pairwise
+    assert where["ReduceSum"].declined["CUDAExecutionProvider"] == (
+        "CUDA: ReduceSum over axes other than the last"
+    )
     assert where["Relu"].provider == "CUDAExecutionProvider"
     x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
     np.testing.assert_allclose(cuda.run(None, {"x": x})[0], cpu.run(None, {"x": x})[0], rtol=1e-6)
@@ -317,7 +323,9 @@ def small_cnn() -> bytes:
         n("MaxPool", ["r1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
         n("Conv", ["p1", "w2"], ["c2"], group=4, pads=[1, 1, 1, 1], dilations=[1, 1]),
         n("Conv", ["p1", "w3"], ["c3"], auto_pad="SAME_UPPER", dilations=[2, 2]),
-        n("Concat", ["c2", "c3"], ["cat"], axis=1),
+        n("Concat", ["c2", "c3"], ["cat0"], axis=1),
+        n("LRN", ["cat0"], ["lrn"], size=3, alpha=1e-2, beta=0.75, bias=2.0),
+        n("Sum", ["lrn", "cat0", "lrn"], ["cat"]),
         n(
             "AveragePool",
             ["cat"],
@@ -359,7 +367,7 @@ def test_a_small_cnn_runs_whole_on_the_device(emulated: Any) -> None:
     model = small_cnn()
     cuda = ortcore.InferenceSession(model, so, providers=["cuda", "cpu"], plugin_manager=emulated)
     cpu = ortcore.InferenceSession(model, so, providers=["cpu"], plugin_manager=emulated)
-    assert cuda.get_partition().counts() == {"CUDAExecutionProvider": 11}
+    assert cuda.get_partition().counts() == {"CUDAExecutionProvider": 13}
     x = np.random.default_rng(4).standard_normal((2, 3, 17, 15)).astype(np.float32)
     np.testing.assert_allclose(
         cuda.run(None, {"x": x})[0], cpu.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5
@@ -448,3 +456,22 @@ def test_gather_refuses_indices_out_of_range(emulated: Any) -> None:
     assert cuda.run(None, {"x": x, "i": np.array([-3])})[0].tolist() == [0.0]
     with pytest.raises(Exception, match=r"within \[-3, 2\]"):
         cuda.run(None, {"x": x, "i": np.array([3])})
+
+
+LIGHT = Path(__import__("onnx").__file__).parent / "backend/test/data/light"
+
+
+@pytest.mark.parametrize("name", ["light_resnet50", "light_inception_v1", "light_bvlc_alexnet"])
+def test_light_zoo_model_runs_whole_on_the_device(emulated: Any, name: str) -> None:
+    """Every node on the device (Conv, BatchNorm folded, pools, LRN, Sum,
+    Concat, Gemm, Softmax), one copy in and one out, results as the CPU's."""
+    path = str(LIGHT / f"{name}.onnx")
+    cuda, cpu = _sessions(emulated, path)
+    part = cuda.get_partition()
+    assert part.counts() == {"CUDAExecutionProvider": len(part.nodes)}
+    assert len(part.copies) == 2
+    inp = cuda.get_inputs()[0]
+    x = np.random.default_rng(0).standard_normal(inp.shape).astype(np.float32)
+    np.testing.assert_allclose(
+        cuda.run(None, {inp.name: x})[0], cpu.run(None, {inp.name: x})[0], rtol=1e-3, atol=1e-5
+    )

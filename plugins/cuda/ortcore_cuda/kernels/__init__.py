@@ -21,7 +21,7 @@ from .elementwise import (
     unary_kernel,
     where_kernel,
 )
-from .nn import batchnorm_kernel, im2col_kernel, pool_kernel
+from .nn import batchnorm_kernel, im2col_kernel, lrn_kernel, pool_kernel
 from .rows import layernorm_kernel, reduce_kernel, softmax_kernel
 from .spec import DTYPES, Kernel
 
@@ -42,6 +42,7 @@ def all_kernels() -> list[Kernel]:
         ]
         out += [clip_kernel(dtype), fill_kernel(dtype), im2col_kernel(dtype)]
         out += [pool_kernel(kind, dtype) for kind in ("max", "avg")] + [batchnorm_kernel(dtype)]
+        out += [lrn_kernel(dtype)]
         out += [softmax_kernel(dtype), softmax_kernel(dtype, log=True), layernorm_kernel(dtype)]
         out += [reduce_kernel(op, dtype) for op in ("ReduceSum", "ReduceMean", "ReduceMax")]
     out += [transpose_kernel(size, r) for size in WORDS for r in range(1, MAX_RANK + 1)]

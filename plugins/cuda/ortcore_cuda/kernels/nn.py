@@ -23,7 +23,14 @@ import numpy as np
 from .elementwise import _LOOP
 from .spec import DTYPES, Kernel, Param, StructType
 
-__all__ = ["CONV_ARGS", "POOL_ARGS", "batchnorm_kernel", "im2col_kernel", "pool_kernel"]
+__all__ = [
+    "CONV_ARGS",
+    "POOL_ARGS",
+    "batchnorm_kernel",
+    "im2col_kernel",
+    "lrn_kernel",
+    "pool_kernel",
+]
 
 _CONV_FIELDS = ("c", "h", "w", "kh", "kw", "oh", "ow", "sh", "sw", "ph", "pw", "dh", "dw")
 CONV_ARGS = StructType(
@@ -146,5 +153,42 @@ extern "C" __global__ void {name}(const {ctype}* __restrict__ x,
         Param("i64", "channels"),
         Param("i64", "inner"),
         Param("float", "epsilon"),
+    )
+    return Kernel(name, params, source)
+
+
+@cache
+def lrn_kernel(dtype: str) -> Kernel:
+    """LocalResponseNormalization across channels:
+    ``y = x / (bias + alpha / size * sum(x[c'] ** 2)) ** beta`` over the
+    ``size`` channels around ``c`` (``(size - 1) // 2`` before, the rest after)."""
+    ctype = DTYPES[dtype][0]
+    name = f"lrn_{dtype}"
+    source = f"""\
+extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __restrict__ y, i64 n,
+                                  i64 channels, i64 inner, i64 size, float alpha, float beta,
+                                  float bias) {{
+    {_LOOP} {{
+        i64 r = i % inner, c = (i / inner) % channels, img = i / (inner * channels);
+        i64 lo = c - (size - 1) / 2, hi = c + size / 2;
+        float sq = 0.0f;
+        for (i64 k = lo < 0 ? 0 : lo; k <= hi && k < channels; k++) {{
+            float v = load_f(x[(img * channels + k) * inner + r]);
+            sq += v * v;
+        }}
+        store_f(&y[i], load_f(x[i]) / powf(bias + alpha / (float)size * sq, beta));
+    }}
+}}
+"""
+    params = (
+        Param(f"const {ctype}*", "x"),
+        Param(f"{ctype}*", "y"),
+        Param("i64", "n"),
+        Param("i64", "channels"),
+        Param("i64", "inner"),
+        Param("i64", "size"),
+        Param("float", "alpha"),
+        Param("float", "beta"),
+        Param("float", "bias"),
     )
     return Kernel(name, params, source)
