@@ -302,19 +302,68 @@ def _transpose(info: NodeInfo) -> Any:
     return compute
 
 
+_CASTS = {t: suffix for suffix, (_, t) in ew.CAST_TYPES.items()}
+CASTABLE = (
+    ir.DataType.FLOAT,
+    ir.DataType.FLOAT16,
+    ir.DataType.INT64,
+    ir.DataType.INT32,
+    ir.DataType.BOOL,
+)
+
+
 def _cast(info: NodeInfo) -> Any:
     provider = _p(info)
-    to = info.output_dtype(0)
+    to = np.dtype(info.output_dtype(0))
 
-    def compute(x: CudaTensor) -> tuple[CudaTensor]:
+    def compute(x: CudaTensor, *_like: Any) -> tuple[CudaTensor]:
         if x.dtype == to:
             return (provider.copy(x, x.shape),)
         y = provider.empty(x.shape, to)
         if y.size:
             grid, block = _grid(provider, y.size)
-            kernel = ew.cast_kernel(_SUFFIX[x.dtype], _SUFFIX[np.dtype(to)])
+            kernel = ew.cast_kernel(_CASTS[x.dtype], _CASTS[to])
             provider.launch(kernel, grid, block, x.ptr, y.ptr, y.size)
         return (y,)
+
+    return compute
+
+
+def _not(info: NodeInfo) -> Any:
+    provider = _p(info)
+
+    def compute(x: CudaTensor) -> tuple[CudaTensor]:
+        y = provider.empty(x.shape, x.dtype)
+        if y.size:
+            grid, block = _grid(provider, y.size)
+            provider.launch(ew.not_kernel(), grid, block, x.ptr, y.ptr, y.size)
+        return (y,)
+
+    return compute
+
+
+def _trilu(info: NodeInfo) -> Any:
+    provider = _p(info)
+    upper = int(info.attr("upper", 1))
+
+    def compute(x: CudaTensor, k: Any = None) -> tuple[CudaTensor]:
+        shift = int(np.asarray(k).reshape(-1)[0]) if k is not None else 0
+        y = provider.empty(x.shape, x.dtype)
+        if y.size:
+            grid, block = _grid(provider, y.size)
+            kernel = ew.trilu_kernel(x.dtype.itemsize)
+            rows_, cols = x.shape[-2], x.shape[-1]
+            provider.launch(kernel, grid, block, x.ptr, y.ptr, y.size, rows_, cols, shift, upper)
+        return (y,)
+
+    return compute
+
+
+def _shape(info: NodeInfo) -> Any:
+    start, end = info.attr("start", 0), info.attr("end")
+
+    def compute(x: CudaTensor) -> tuple[np.ndarray]:
+        return (np.array(x.shape[slice(start, end)], np.int64),)  # metadata: no copy
 
     return compute
 
@@ -818,7 +867,11 @@ def build_registry() -> KernelRegistry:
     reg.kernel("MatMul", since=1, types=floats)(_matmul)
     reg.kernel("Gemm", since=7, types=floats)(_gemm)
     reg.kernel("Transpose", since=1, types={"T": MOVABLE})(_transpose)
-    reg.kernel("Cast", since=6, types={0: FLOATS, "T2": FLOATS})(_cast)
+    reg.kernel("Cast", since=6, types={0: CASTABLE, "T2": CASTABLE})(_cast)
+    reg.kernel("CastLike", since=15, types={0: CASTABLE, 1: CASTABLE})(_cast)
+    reg.kernel("Not", since=1, types={"T": (ir.DataType.BOOL,)})(_not)
+    reg.kernel("Trilu", since=14, types={"T": MOVABLE}, input_memory={1: "host"})(_trilu)
+    reg.kernel("Shape", since=1, types={"T": MOVABLE}, output_memory={0: "host"})(_shape)
     move: dict[str | int, tuple[ir.DataType, ...]] = {"T": MOVABLE}
     reg.kernel("Identity", since=1, types={"T": MOVABLE, "V": MOVABLE})(
         _reshaped(lambda x, a: x.shape)
@@ -882,6 +935,15 @@ def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
             return f"CUDA: {op} of a {type(v.type).__name__} (device values are tensors)"
     rank = _rank(node)
     opset = graph.opsets.get(node.domain, 1)
+    first = node.inputs[0] if node.inputs else None
+    if (
+        op != "Shape"
+        and first is not None
+        and first.dtype in (ir.DataType.INT64, ir.DataType.INT32)
+        and rank is not None
+        and rank <= 1
+    ):
+        return "CUDA: shape arithmetic (a small integer tensor) stays on the host"
     if op in BINARY_SINCE or op in ("Transpose", "Sum"):
         ranks = [_rank(node, i) for i in range(len(node.inputs))]
         if any(r is None for r in ranks):
@@ -941,8 +1003,10 @@ def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
         values = pads.as_ints() if pads is not None else _const_ints(node, 1)
         if values is None or min(values, default=0) < 0:
             return "CUDA: Pad with negative or unknown pads"
+    if op == "Trilu" and (rank or 0) < 2:
+        return f"CUDA: Trilu of rank {rank}"
     if op in ("Concat", "Slice", "Split", "Expand", "Where", "Gather", "Pad"):
-        if rank is None or rank > ew.MAX_RANK or rank == 0:
+        if rank is None or rank > ew.MAX_RANK or (rank == 0 and op != "Expand"):
             return f"CUDA: {op} of rank {rank}"
         if op == "Where" and any((_rank(node, i) or 0) > ew.MAX_RANK for i in range(3)):
             return f"CUDA: Where of rank over {ew.MAX_RANK}"

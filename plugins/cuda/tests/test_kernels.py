@@ -266,3 +266,31 @@ def test_cast_rounds_as_the_gpu(emu: Emulator) -> None:
     back = np.empty(x.shape, np.float32)
     emu.launch("cast_f16_f32", 1, 32, h, back, x.size)
     np.testing.assert_array_equal(back, h.astype(np.float32))
+
+
+@pytest.mark.parametrize("src", ["f32", "f16", "i64", "i32", "b"])
+@pytest.mark.parametrize("dst", ["f32", "f16", "i64", "i32", "b"])
+def test_cast_between_every_pair(emu: Emulator, src: str, dst: str) -> None:
+    from ortcore_cuda.kernels.elementwise import CAST_TYPES
+
+    if src == dst:
+        return
+    values = np.array([0, 1, -2, 3.75, -0.5, 100, 7, -9.25, 2048, 0.125])
+    a = CAST_TYPES[src][1]
+    x = (values != 0) if a == np.bool_ else values.astype(a)
+    y = np.empty(x.shape, CAST_TYPES[dst][1])
+    emu.launch(f"cast_{src}_{dst}", 1, 32, np.ascontiguousarray(x), y, x.size)
+    np.testing.assert_array_equal(y, x.astype(CAST_TYPES[dst][1]))
+
+
+def test_not_and_trilu(emu: Emulator) -> None:
+    b = np.array([True, False, True])
+    y = np.empty_like(b)
+    emu.launch("logical_not", 1, 32, b, y, b.size)
+    np.testing.assert_array_equal(y, ~b)
+    x = np.arange(2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5)
+    for upper, k in ((1, 0), (0, 0), (1, 2), (0, -1)):
+        out = np.empty_like(x)
+        emu.launch("trilu_b4", 1, 32, x, out, x.size, 3, 5, k, upper)
+        want = np.triu(x, k) if upper else np.tril(x, k)
+        np.testing.assert_array_equal(out, want)

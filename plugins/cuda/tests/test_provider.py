@@ -475,3 +475,62 @@ def test_light_zoo_model_runs_whole_on_the_device(emulated: Any, name: str) -> N
     np.testing.assert_allclose(
         cuda.run(None, {inp.name: x})[0], cpu.run(None, {inp.name: x})[0], rtol=1e-3, atol=1e-5
     )
+
+
+def test_shape_arithmetic_stays_on_the_host_without_copies(emulated: Any) -> None:
+    """Shape reads a device tensor's dims (no copy); the small int64 tensors
+    computed from them stay on the CPU, where Reshape reads its shape; Cast
+    and Trilu, Not, Where of an exported causal mask run on the device."""
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["x"], ["shape"]),
+        n("Gather", ["shape", "zero"], ["batch"], axis=0),
+        n("Unsqueeze", ["batch", "axes"], ["b1"]),
+        n("Concat", ["b1", "minus1"], ["target"], axis=0),
+        n("Reshape", ["x", "target"], ["flat"]),
+        n("Cast", ["mask"], ["maskf"], to=TensorProto.FLOAT),
+        n("Trilu", ["ones"], ["tri"], upper=0),
+        n("Cast", ["tri"], ["trib"], to=TensorProto.BOOL),
+        n("Not", ["trib"], ["hide"]),
+        n("Where", ["hide", "neg", "maskf"], ["scores"]),
+        n("Relu", ["flat"], ["y"]),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array(0, np.int64), "zero"),
+        numpy_helper.from_array(np.array([0], np.int64), "axes"),
+        numpy_helper.from_array(np.array([-1], np.int64), "minus1"),
+        numpy_helper.from_array(np.ones((4, 4), np.float32), "ones"),
+        numpy_helper.from_array(np.array(-1e4, np.float32), "neg"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 4, 2]),
+            helper.make_tensor_value_info("mask", TensorProto.INT64, ["B", 1, 4]),
+        ],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+            helper.make_tensor_value_info("scores", TensorProto.FLOAT, None),
+        ],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    so = ortcore.SessionOptions()
+    so.graph_optimization_level = ortcore.GraphOptimizationLevel.ORT_DISABLE_ALL
+    data = model.SerializeToString()
+    cuda = ortcore.InferenceSession(data, so, providers=["cuda", "cpu"], plugin_manager=emulated)
+    cpu = ortcore.InferenceSession(data, so, providers=["cpu"], plugin_manager=emulated)
+    part = cuda.get_partition()
+    on_cpu = {r.op_type for r in part.nodes if r.provider == "CPUExecutionProvider"}
+    assert on_cpu == {"Gather", "Unsqueeze", "Concat"}
+    reason = next(r for r in part.nodes if r.op_type == "Concat").declined
+    assert "shape arithmetic" in reason["CUDAExecutionProvider"]
+    # x and mask in, y and scores out: nothing crosses for the shape
+    assert sorted(c.name for c in part.copies) == ["mask", "scores", "x", "y"]
+    feeds = {
+        "x": np.random.default_rng(0).standard_normal((3, 4, 2)).astype(np.float32),
+        "mask": np.array([[[1, 1, 0, 0]], [[1, 0, 1, 0]], [[0, 0, 0, 1]]], np.int64),
+    }
+    for got, want in zip(cuda.run(None, feeds), cpu.run(None, feeds)):
+        np.testing.assert_array_equal(got, want)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .elementwise import (
     BINARY,
+    CAST_TYPES,
     COMPARE,
     UNARY,
     WORDS,
@@ -17,7 +18,9 @@ from .elementwise import (
     clip_kernel,
     fill_kernel,
     gather_kernel,
+    not_kernel,
     transpose_kernel,
+    trilu_kernel,
     unary_kernel,
     where_kernel,
 )
@@ -48,5 +51,6 @@ def all_kernels() -> list[Kernel]:
     out += [transpose_kernel(size, r) for size in WORDS for r in range(1, MAX_RANK + 1)]
     out += [where_kernel(size, r) for size in WORDS for r in range(1, MAX_RANK + 1)]
     out += [gather_kernel(size) for size in WORDS]
-    out += [cast_kernel(a, b) for a in DTYPES for b in DTYPES if a != b]
+    out += [cast_kernel(a, b) for a in CAST_TYPES for b in CAST_TYPES if a != b]
+    out += [not_kernel()] + [trilu_kernel(size) for size in WORDS]
     return out

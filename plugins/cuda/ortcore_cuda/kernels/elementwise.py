@@ -32,7 +32,9 @@ __all__ = [
     "copy_args",
     "fill_kernel",
     "gather_kernel",
+    "not_kernel",
     "permute_args",
+    "trilu_kernel",
     "where_kernel",
     "transpose_kernel",
     "unary_kernel",
@@ -256,17 +258,83 @@ def copy_args(dims: Sequence[int], src: Sequence[int], dst: Sequence[int]) -> np
     )
 
 
+CAST_TYPES = {
+    "f32": ("float", np.dtype(np.float32)),
+    "f16": ("__half", np.dtype(np.float16)),
+    "i64": ("long long", np.dtype(np.int64)),
+    "i32": ("int", np.dtype(np.int32)),
+    "b": ("unsigned char", np.dtype(np.bool_)),
+}
+"""Element types Cast converts between: suffix -> (C type, numpy dtype)."""
+
+
 @cache
 def cast_kernel(src: str, dst: str) -> Kernel:
-    """``y = (dst) x`` between float element types (``f32``, ``f16``)."""
-    a, b = DTYPES[src][0], DTYPES[dst][0]
+    """``y = (dst) x`` between the types of :data:`CAST_TYPES`: floats through
+    float (float16 rounds to nearest even), integers directly, float to
+    integer truncating toward zero, anything to bool as ``x != 0``."""
+    a, b = CAST_TYPES[src][0], CAST_TYPES[dst][0]
+    floats = ("f32", "f16")
+    if dst == "b":
+        body = (
+            "y[i] = (unsigned char)("
+            + ("load_f(x[i]) != 0.0f" if src in floats else "x[i] != 0")
+            + ");"
+        )
+    elif dst in floats:
+        value = "load_f(x[i])" if src in floats else "(float)x[i]"
+        body = f"store_f(&y[i], {value});"
+    else:
+        value = f"({b})load_f(x[i])" if src in floats else f"({b})x[i]"
+        body = f"y[i] = {value};"
     name = f"cast_{src}_{dst}"
     source = f"""\
 extern "C" __global__ void {name}(const {a}* __restrict__ x, {b}* __restrict__ y, i64 n) {{
-    {_LOOP} store_f(&y[i], load_f(x[i]));
+    {_LOOP} {body}
 }}
 """
     return Kernel(name, (Param(f"const {a}*", "x"), Param(f"{b}*", "y"), Param("i64", "n")), source)
+
+
+@cache
+def not_kernel() -> Kernel:
+    """Logical Not of bools."""
+    source = f"""\
+extern "C" __global__ void logical_not(const unsigned char* __restrict__ x,
+                                       unsigned char* __restrict__ y, i64 n) {{
+    {_LOOP} y[i] = (unsigned char)!x[i];
+}}
+"""
+    params = (Param("const unsigned char*", "x"), Param("unsigned char*", "y"), Param("i64", "n"))
+    return Kernel("logical_not", params, source)
+
+
+@cache
+def trilu_kernel(itemsize: int) -> Kernel:
+    """Trilu of the last two axes (``rows x cols`` matrices): keep
+    ``col - row >= k`` (upper) or ``col - row <= k`` (lower), else zero."""
+    word = WORDS[itemsize]
+    name = f"trilu_b{itemsize}"
+    source = f"""\
+extern "C" __global__ void {name}(const {word}* __restrict__ x, {word}* __restrict__ y, i64 n,
+                                  i64 rows, i64 cols, i64 k, int upper) {{
+    {_LOOP} {{
+        i64 c = i % cols, r = (i / cols) % rows;
+        bool keep = upper ? (c - r >= k) : (c - r <= k);
+        y[i] = keep ? x[i] : ({word})0;
+    }}
+}}
+"""
+    params = (
+        Param(f"const {word}*", "x"),
+        Param(f"{word}*", "y"),
+        Param("i64", "n"),
+        Param("i64", "rows"),
+        Param("i64", "cols"),
+        Param("i64", "k"),
+        Param("int", "upper"),
+    )
+    return Kernel(name, params, source)
 
 
 @cache
