@@ -106,34 +106,34 @@ class _Builder:
         return self.one("Mul", [half, t])
 
     def heads(self, x: str, seq: int) -> str:
-        shape = self.const("shape", np.array([1, seq, HEADS, HIDDEN // HEADS], np.int64))
+        shape = self.const("shape", np.array([0, seq, HEADS, HIDDEN // HEADS], np.int64))
         return self.one("Transpose", [self.one("Reshape", [x, shape])], perm=[0, 2, 1, 3])
 
     def attention(self, q: str, k: str, v: str, mask: str, seq: int) -> str:
         q, v = self.heads(q, seq), self.heads(v, seq)
-        shape = self.const("shape", np.array([1, seq, HEADS, HIDDEN // HEADS], np.int64))
+        shape = self.const("shape", np.array([0, seq, HEADS, HIDDEN // HEADS], np.int64))
         kt = self.one("Transpose", [self.one("Reshape", [k, shape])], perm=[0, 2, 3, 1])
         scores = self.one("MatMul", [q, kt])
         scale = self.const("scale", np.array(math.sqrt(HIDDEN // HEADS), np.float32))
         scores = self.one("Add", [self.one("Div", [scores, scale]), mask])
         ctx = self.one("MatMul", [self.one("Softmax", [scores], axis=-1), v])
         ctx = self.one("Transpose", [ctx], perm=[0, 2, 1, 3])
-        back = self.const("shape", np.array([1, seq, HIDDEN], np.int64))
+        back = self.const("shape", np.array([0, seq, HIDDEN], np.int64))
         return self.one("Reshape", [ctx, back])
 
 
-def _model(b: _Builder, output: str, seq: int, name: str) -> onnx.ModelProto:
+def _model(b: _Builder, output: str, seq: int, name: str, batch: int = 1) -> onnx.ModelProto:
     graph = helper.make_graph(
         b.nodes,
         name,
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, seq, HIDDEN])],
-        [helper.make_tensor_value_info(output, TensorProto.FLOAT, [1, seq, HIDDEN])],
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, seq, HIDDEN])],
+        [helper.make_tensor_value_info(output, TensorProto.FLOAT, [batch, seq, HIDDEN])],
         b.inits,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def bert(seq: int = 128, layers: int = 12, gelu: str = "erf") -> onnx.ModelProto:
+def bert(seq: int = 128, layers: int = 12, gelu: str = "erf", batch: int = 1) -> onnx.ModelProto:
     """A BERT-base-shaped encoder (post-LayerNorm, padding mask of zeros)."""
     b = _Builder(0, gelu)
     mask = b.const("mask", np.zeros((1, 1, 1, seq), np.float32))
@@ -144,7 +144,7 @@ def bert(seq: int = 128, layers: int = 12, gelu: str = "erf") -> onnx.ModelProto
         x = b.layer_norm(b.one("Add", [x, attn]))
         ffn = b.linear(b.gelu(b.linear(x, HIDDEN, FFN)), FFN, HIDDEN)
         x = b.layer_norm(b.one("Add", [x, ffn]))
-    return _model(b, b.one("Identity", [x]), seq, "bert")
+    return _model(b, b.one("Identity", [x]), seq, "bert", batch)
 
 
 def gpt2(seq: int = 128, layers: int = 12, gelu: str = "erf") -> onnx.ModelProto:
