@@ -66,7 +66,33 @@ UNARY_SINCE = {
     "Sin": 7,
     "Cos": 7,
     "Softplus": 1,
+    "Sign": 9,
+    "Round": 11,
+    "HardSwish": 14,
+    "Mish": 18,
+    "Softsign": 1,
+    "Tan": 7,
+    "Asin": 7,
+    "Acos": 7,
+    "Atan": 7,
+    "Sinh": 9,
+    "Cosh": 9,
+    "Asinh": 9,
+    "Acosh": 9,
+    "Atanh": 9,
 }
+PARAM_SINCE: dict[str, tuple[int, str, float, str, float]] = {
+    "LeakyRelu": (6, "alpha", 0.01, "", 0.0),
+    "Elu": (6, "alpha", 1.0, "", 0.0),
+    "Selu": (6, "alpha", 1.67326319217681884765625, "gamma", 1.05070102214813232421875),
+    "Celu": (12, "alpha", 1.0, "", 0.0),
+    "HardSigmoid": (6, "alpha", 0.2, "beta", 0.5),
+    "ThresholdedRelu": (10, "alpha", 1.0, "", 0.0),
+    "Shrink": (9, "bias", 0.0, "lambd", 0.5),
+}
+"""Unary ops with attributes: since, the attributes passed as alpha and beta, with defaults."""
+INT_TYPES = (ir.DataType.INT32, ir.DataType.INT64)
+_ISUFFIX = {np.dtype(np.int32): "i32", np.dtype(np.int64): "i64", np.dtype(np.bool_): "b"}
 BINARY_SINCE = {"Add": 7, "Sub": 7, "Mul": 7, "Div": 7, "Pow": 7, "Max": 8, "Min": 8, "PRelu": 7}
 
 
@@ -105,6 +131,66 @@ def _unary(op: str) -> Callable[[NodeInfo], Any]:
         return compute
 
     return build
+
+
+def _param_unary(op: str) -> Callable[[NodeInfo], Any]:
+    def build(info: NodeInfo) -> Any:
+        provider = _p(info)
+        _, a_name, a_default, b_name, b_default = PARAM_SINCE[op]
+        alpha = float(info.attr(a_name, a_default))
+        beta = float(info.attr(b_name, b_default)) if b_name else 0.0
+
+        def compute(x: CudaTensor) -> tuple[CudaTensor]:
+            y = provider.empty(x.shape, x.dtype)
+            if x.size:
+                grid, block = _grid(provider, x.size)
+                kernel = ew.param_kernel(op, _suffix(x))
+                provider.launch(kernel, grid, block, x.ptr, y.ptr, x.size, alpha, beta)
+            return (y,)
+
+        return compute
+
+    return build
+
+
+def _int_binary(op: str) -> Callable[[NodeInfo], Any]:
+    def build(info: NodeInfo) -> Any:
+        provider = _p(info)
+        name = "FMod" if op == "Mod" and int(info.attr("fmod", 0)) else op
+        compare = op in ew.COMPARE
+
+        def compute(a: CudaTensor, b: CudaTensor) -> tuple[CudaTensor]:
+            out, rank, s = ew.broadcast_args(a.shape, b.shape)
+            y = provider.empty(out, np.bool_ if compare else a.dtype)
+            if y.size:
+                grid, block = _grid(provider, y.size)
+                kernel = ew.int_binary_kernel(name, _ISUFFIX[a.dtype], rank)
+                provider.launch(kernel, grid, block, a.ptr, b.ptr, y.ptr, y.size, s)
+            return (y,)
+
+        return compute
+
+    return build
+
+
+def _moved_last(
+    provider: CUDAExecutionProvider, x: CudaTensor, axes: Sequence[int]
+) -> tuple[CudaTensor, int, int]:
+    """``x`` with ``axes`` moved last (a transposed copy when they are not
+    already), and its rows and columns (the kept and the moved elements)."""
+    rest = [i for i in range(x.ndim) if i not in axes]
+    perm = rest + list(axes)
+    rows_ = int(np.prod([x.shape[i] for i in rest], dtype=np.int64))
+    cols = int(np.prod([x.shape[i] for i in axes], dtype=np.int64))
+    if perm == list(range(x.ndim)) or x.size == 0:
+        return x, rows_, cols
+    out, s = ew.permute_args(x.shape, perm)
+    moved = provider.empty(out, x.dtype)
+    grid, block = _grid(provider, moved.size)
+    provider.launch(
+        ew.transpose_kernel(x.dtype.itemsize, x.ndim), grid, block, x.ptr, moved.ptr, moved.size, s
+    )
+    return moved, rows_, cols
 
 
 def _binary(op: str) -> Callable[[NodeInfo], Any]:
@@ -177,12 +263,33 @@ def _softmax(log: bool) -> Callable[[NodeInfo], Any]:
 
         def compute(x: CudaTensor) -> tuple[CudaTensor]:
             a = axis + x.ndim if axis < 0 else axis
-            if info.opset >= 13 and a != x.ndim - 1:
-                raise NotImplementedError(f"{info.describe()}: only the last axis")
+            kernel = rows.softmax_kernel(_suffix(x), log)
+            if info.opset >= 13 and a != x.ndim - 1:  # the axis moved last, and back
+                moved, rows_, cols = _moved_last(provider, x, [a])
+                z = provider.empty(moved.shape, x.dtype)
+                if z.size:
+                    provider.launch(
+                        kernel, rows_, rows.row_threads(cols), moved.ptr, z.ptr, rows_, cols
+                    )
+                back = list(range(x.ndim - 1))
+                back.insert(a, x.ndim - 1)
+                out, s = ew.permute_args(z.shape, back)
+                y = provider.empty(out, x.dtype)
+                if y.size:
+                    grid, block = _grid(provider, y.size)
+                    provider.launch(
+                        ew.transpose_kernel(x.dtype.itemsize, x.ndim),
+                        grid,
+                        block,
+                        z.ptr,
+                        y.ptr,
+                        y.size,
+                        s,
+                    )
+                return (y,)
             rows_, cols = _rows_of(x.shape, a)
             y = provider.empty(x.shape, x.dtype)
             if y.size:
-                kernel = rows.softmax_kernel(_suffix(x), log)
                 provider.launch(kernel, rows_, rows.row_threads(cols), x.ptr, y.ptr, rows_, cols)
             return (y,)
 
@@ -223,14 +330,55 @@ def _reduce(op: str) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
         provider = _p(info)
         keep = bool(info.attr("keepdims", 1))
+        noop = bool(info.attr("noop_with_empty_axes", 0))
 
-        def compute(x: CudaTensor, *_axes: Any) -> tuple[CudaTensor]:
-            rows_, cols = _rows_of(x.shape, x.ndim - 1)
-            shape = (*x.shape[:-1], 1) if keep else x.shape[:-1]
+        def compute(x: CudaTensor, axes_in: Any = None) -> tuple[CudaTensor]:
+            raw = axes_in if axes_in is not None else info.attr("axes")
+            axes = (
+                sorted({int(a) % x.ndim for a in np.asarray(raw).reshape(-1)})
+                if (raw is not None and np.size(raw) and x.ndim)
+                else []
+            )
+            if not axes:
+                if noop:
+                    return (provider.copy(x, x.shape),)
+                axes = list(range(x.ndim))
+            shape = [1 if i in axes else d for i, d in enumerate(x.shape)]
+            if not keep:
+                shape = [d for i, d in enumerate(x.shape) if i not in axes]
             y = provider.empty(shape, x.dtype)
+            moved, rows_, cols = _moved_last(provider, x, axes)
             if y.size:
                 kernel = rows.reduce_kernel(op, _suffix(x))
-                provider.launch(kernel, rows_, rows.row_threads(cols), x.ptr, y.ptr, rows_, cols)
+                provider.launch(
+                    kernel, rows_, rows.row_threads(cols), moved.ptr, y.ptr, rows_, cols
+                )
+            return (y,)
+
+        return compute
+
+    return build
+
+
+def _arg(op: str) -> Callable[[NodeInfo], Any]:
+    def build(info: NodeInfo) -> Any:
+        provider = _p(info)
+        keep = bool(info.attr("keepdims", 1))
+        last = int(info.attr("select_last_index", 0))
+        axis_attr = int(info.attr("axis", 0))
+
+        def compute(x: CudaTensor) -> tuple[CudaTensor]:
+            axis = axis_attr % x.ndim
+            shape = [1 if i == axis else d for i, d in enumerate(x.shape)]
+            if not keep:
+                shape.pop(axis)
+            y = provider.empty(shape, np.int64)
+            moved, rows_, cols = _moved_last(provider, x, [axis])
+            if y.size:
+                kernel = rows.arg_kernel(op, _suffix(x))
+                provider.launch(
+                    kernel, rows_, rows.row_threads(cols), moved.ptr, y.ptr, rows_, cols, last
+                )
             return (y,)
 
         return compute
@@ -857,13 +1005,39 @@ def build_registry() -> KernelRegistry:
         reg.kernel(op, since=since, types=types)(_binary(op))
     reg.kernel("Sum", since=8, types=floats)(_binary("Add"))
     reg.kernel("LRN", since=1, types=floats)(_lrn)
+    for op, (since, *_rest) in PARAM_SINCE.items():
+        reg.kernel(op, since=since, types=floats)(_param_unary(op))
+    ints: dict[str | int, tuple[ir.DataType, ...]] = {"T": INT_TYPES}
+    for op, since in (
+        ("Add", 7),
+        ("Sub", 7),
+        ("Mul", 7),
+        ("Div", 7),
+        ("Max", 12),
+        ("Min", 12),
+        ("Mod", 10),
+        ("Equal", 11),
+        ("Less", 9),
+        ("Greater", 9),
+        ("LessOrEqual", 12),
+        ("GreaterOrEqual", 12),
+    ):
+        reg.kernel(op, since=since, types=ints)(_int_binary(op))
+    for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor"):
+        reg.kernel(op, since=18, types=ints)(_int_binary(op))
+    bools: dict[str | int, tuple[ir.DataType, ...]] = {"T": (ir.DataType.BOOL,)}
+    for op in ("And", "Or", "Xor"):
+        reg.kernel(op, since=7, types=bools)(_int_binary(op))
+    reg.kernel("Equal", since=11, types=bools)(_int_binary("Xor"))
     for op, log in (("Softmax", False), ("LogSoftmax", True)):
         reg.kernel(op, since=1, types=floats)(_softmax(log))
     reg.kernel("LayerNormalization", since=17, types={0: FLOATS})(_layernorm)
-    for op in ("ReduceSum", "ReduceMean", "ReduceMax"):
+    for op in (*rows.REDUCTIONS, "ReduceLogSumExp"):
         axes_input = {"ReduceSum": 13}.get(op, 18)
         reg.kernel(op, since=1, until=axes_input - 1, types=floats)(_reduce(op))
         reg.kernel(op, since=axes_input, types=floats, input_memory={1: "host"})(_reduce(op))
+    for op in ("ArgMax", "ArgMin"):
+        reg.kernel(op, since=1, types=floats)(_arg(op))
     reg.kernel("MatMul", since=1, types=floats)(_matmul)
     reg.kernel("Gemm", since=7, types=floats)(_gemm)
     reg.kernel("Transpose", since=1, types={"T": MOVABLE})(_transpose)
@@ -934,7 +1108,6 @@ def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
         if v is not None and v.type is not None and not isinstance(v.type, ir.TensorType):
             return f"CUDA: {op} of a {type(v.type).__name__} (device values are tensors)"
     rank = _rank(node)
-    opset = graph.opsets.get(node.domain, 1)
     first = node.inputs[0] if node.inputs else None
     if (
         op != "Shape"
@@ -950,11 +1123,8 @@ def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
             return f"CUDA: {op} of an input of unknown rank"
         if max(r or 0 for r in ranks) > ew.MAX_RANK:
             return f"CUDA: {op} of rank over {ew.MAX_RANK}"
-    if op in ("Softmax", "LogSoftmax") and opset >= 13:
-        axis = node.attributes.get("axis")
-        a = axis.as_int() if axis is not None else -1
-        if rank is None or (a != -1 and a != rank - 1):
-            return f"CUDA: {op} over an axis other than the last"
+    if op in ("Softmax", "LogSoftmax", "ArgMax", "ArgMin") and (rank or 0) > ew.MAX_RANK:
+        return f"CUDA: {op} of rank over {ew.MAX_RANK}"
     if op == "LayerNormalization":
         axis = node.attributes.get("axis")
         a = axis.as_int() if axis is not None else -1
@@ -964,14 +1134,8 @@ def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
             return "CUDA: LayerNormalization without a bias"
         if len([o for o in node.outputs if o.uses() or o.is_graph_output()]) > 1:
             return "CUDA: LayerNormalization's Mean and InvStdDev outputs"
-    if op in ("ReduceSum", "ReduceMean", "ReduceMax"):
-        attr = node.attributes.get("axes")
-        axes = attr.as_ints() if attr is not None else _const_ints(node, 1)
-        if rank is None or axes is None or [a % rank for a in axes] != [rank - 1]:
-            return f"CUDA: {op} over axes other than the last"
-        noop = node.attributes.get("noop_with_empty_axes")
-        if noop is not None and noop.as_int():
-            return f"CUDA: {op} with noop_with_empty_axes"
+    if op.startswith("Reduce") and (rank is None or rank > ew.MAX_RANK):
+        return f"CUDA: {op} of rank {rank}"
     if op == "Conv" or op in ("MaxPool", "AveragePool"):
         if rank not in (3, 4):
             return f"CUDA: {op} of rank {rank} (1-D and 2-D only)"

@@ -41,6 +41,20 @@ NUMPY_UNARY = {
     "Floor": np.floor,
     "Ceil": np.ceil,
     "Softplus": lambda v: np.log1p(np.exp(v)),
+    "Sign": np.sign,
+    "Round": np.round,  # half to even
+    "HardSwish": lambda v: v * np.clip(v / 6 + 0.5, 0, 1),
+    "Mish": lambda v: v * np.tanh(np.log1p(np.exp(v))),
+    "Softsign": lambda v: v / (1 + np.abs(v)),
+    "Tan": np.tan,
+    "Asin": np.arcsin,
+    "Acos": np.arccos,
+    "Atan": np.arctan,
+    "Sinh": np.sinh,
+    "Cosh": np.cosh,
+    "Asinh": np.arcsinh,
+    "Acosh": np.arccosh,
+    "Atanh": np.arctanh,
     "Gelu": lambda v: 0.5 * v * (1 + _erf(v / math.sqrt(2))),
     "GeluTanh": lambda v: 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3))),
 }
@@ -76,6 +90,12 @@ def test_unary(emu: Emulator, op: str, dtype: str) -> None:
     x = (rng.standard_normal(777) * 2).astype(NP[dtype])
     if op in ("Log", "Sqrt"):
         x = np.abs(x) + NP[dtype](0.1)
+    if op in ("Asin", "Acos", "Atanh"):
+        x = np.tanh(x).astype(NP[dtype]) * NP[dtype](0.99)
+    if op == "Acosh":
+        x = np.abs(x) + NP[dtype](1)
+    if op == "Round":
+        x[3:9] = [0.5, 1.5, 2.5, -0.5, -1.5, 2.4999]
     x[:3] = [0, -0.0, np.nan]
     y = np.full_like(x, 7)
     # 2 blocks of 128 threads for 777 elements: the grid-stride loop covers the rest
@@ -294,3 +314,104 @@ def test_not_and_trilu(emu: Emulator) -> None:
         emu.launch("trilu_b4", 1, 32, x, out, x.size, 3, 5, k, upper)
         want = np.triu(x, k) if upper else np.tril(x, k)
         np.testing.assert_array_equal(out, want)
+
+
+NUMPY_PARAM = {
+    "LeakyRelu": lambda v, a, b: np.where(v < 0, a * v, v),
+    "Elu": lambda v, a, b: np.where(v < 0, a * (np.exp(v) - 1), v),
+    "Selu": lambda v, a, b: np.where(v <= 0, b * (a * np.exp(v) - a), b * v),
+    "Celu": lambda v, a, b: np.maximum(0, v) + np.minimum(0, a * (np.exp(v / a) - 1)),
+    "HardSigmoid": lambda v, a, b: np.clip(a * v + b, 0, 1),
+    "ThresholdedRelu": lambda v, a, b: np.where(v > a, v, 0),
+    "Shrink": lambda v, a, b: np.where(v < -b, v + a, np.where(v > b, v - a, 0)),
+}
+
+
+@pytest.mark.parametrize("op", sorted(NUMPY_PARAM))
+def test_unary_with_attributes(emu: Emulator, op: str) -> None:
+    from ortcore_cuda.kernels.elementwise import PARAM_UNARY
+
+    assert set(PARAM_UNARY) == set(NUMPY_PARAM)
+    x = np.random.default_rng(2).standard_normal(300).astype(np.float32) * 3
+    y = np.empty_like(x)
+    emu.launch(f"unary_{op.lower()}_f32", 2, 64, x, y, x.size, 0.7, 1.3)
+    want = NUMPY_PARAM[op](x.astype(np.float64), 0.7, 1.3)
+    np.testing.assert_allclose(y, want.astype(np.float32), rtol=2e-6, atol=1e-6)
+
+
+INT_NUMPY = {
+    "Add": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "Div": lambda u, v: np.where(v == 0, 0, np.trunc(u / np.where(v == 0, 1, v))),
+    "Max": np.maximum,
+    "Min": np.minimum,
+    "Mod": lambda u, v: np.where(v == 0, 0, np.mod(u, np.where(v == 0, 1, v))),
+    "FMod": lambda u, v: np.where(v == 0, 0, np.fmod(u, np.where(v == 0, 1, v))),
+    "BitwiseAnd": np.bitwise_and,
+    "BitwiseOr": np.bitwise_or,
+    "BitwiseXor": np.bitwise_xor,
+    "Equal": np.equal,
+    "Less": np.less,
+    "Greater": np.greater,
+    "LessOrEqual": np.less_equal,
+    "GreaterOrEqual": np.greater_equal,
+}
+
+
+@pytest.mark.parametrize("dtype", ["i32", "i64"])
+@pytest.mark.parametrize("op", sorted(INT_NUMPY))
+def test_integer_binary(emu: Emulator, op: str, dtype: str) -> None:
+    t = np.int32 if dtype == "i32" else np.int64
+    rng = np.random.default_rng(3)
+    a = rng.integers(-20, 20, (4, 1, 5)).astype(t)
+    b = rng.integers(-6, 6, (3, 1)).astype(t)
+    out, rank, s = broadcast_args(a.shape, b.shape)
+    compare = op in ("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual")
+    y = np.empty(out, np.bool_ if compare else t)
+    emu.launch(f"ibinary_{op.lower()}_{dtype}_r{rank}", 1, 64, a, b, y, y.size, s)
+    np.testing.assert_array_equal(y, INT_NUMPY[op](a, b).astype(y.dtype))
+
+
+@pytest.mark.parametrize("op", ["And", "Or", "Xor"])
+def test_bool_binary(emu: Emulator, op: str) -> None:
+    a = np.array([[True, False, True, False]])
+    b = np.array([[True], [False]])
+    out, rank, s = broadcast_args(a.shape, b.shape)
+    y = np.empty(out, np.bool_)
+    emu.launch(f"ibinary_{op.lower()}_b_r{rank}", 1, 32, a, b, y, y.size, s)
+    ref = {"And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor}[op]
+    np.testing.assert_array_equal(y, ref(a, b))
+
+
+MORE_REDUCE = {
+    "ReduceMin": lambda x: x.min(1),
+    "ReduceProd": lambda x: x.prod(1),
+    "ReduceL1": lambda x: np.abs(x).sum(1),
+    "ReduceL2": lambda x: np.sqrt((x * x).sum(1)),
+    "ReduceSumSquare": lambda x: (x * x).sum(1),
+    "ReduceLogSum": lambda x: np.log(x.sum(1)),
+    "ReduceLogSumExp": lambda x: np.log(np.exp(x).sum(1)),
+}
+
+
+@pytest.mark.parametrize("op", sorted(MORE_REDUCE))
+@pytest.mark.parametrize("shape", [(3, 5), (2, 300), (1, 1)], ids=str)
+def test_more_reductions(emu: Emulator, op: str, shape: tuple[int, int]) -> None:
+    x = np.random.default_rng(4).uniform(0.5, 1.5, shape).astype(np.float32)
+    y = np.empty(shape[0], np.float32)
+    emu.launch(f"{op.lower()}_last_f32", shape[0], row_threads(shape[1]), x, y, *shape)
+    np.testing.assert_allclose(y, MORE_REDUCE[op](x.astype(np.float64)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [0, 1])
+def test_arg_reductions_break_ties_as_asked(emu: Emulator, op: str, last: int) -> None:
+    x = np.random.default_rng(5).integers(0, 4, (6, 300)).astype(np.float32)  # many ties
+    x[5, 7] = np.nan
+    y = np.empty(6, np.int64)
+    emu.launch(f"{op.lower()}_last_f32", 6, 256, x, y, 6, 300, last)
+    ref = np.argmax if op == "ArgMax" else np.argmin
+    want = ref(x, 1) if not last else x.shape[1] - 1 - ref(x[:, ::-1], 1)
+    np.testing.assert_array_equal(y[:5], want[:5])
+    assert y[5] == 7  # NaN wins, as numpy

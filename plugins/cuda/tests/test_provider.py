@@ -214,29 +214,30 @@ def test_an_encoder_layer_runs_whole_on_the_device(emulated: Any) -> None:
 
 def test_what_the_kernels_do_not_cover_runs_on_cpu_with_the_reason(emulated: Any) -> None:
     nodes = [
-        helper.make_node("Softmax", ["x"], ["s"], axis=0),
-        helper.make_node("Max", ["s", "x", "x"], ["m"]),
-        helper.make_node("ReduceSum", ["m", "axes"], ["r"], keepdims=1),
-        helper.make_node("Relu", ["r"], ["y"]),
+        helper.make_node("Softmax", ["x"], ["s"], axis=0),  # moved last and back
+        helper.make_node("Max", ["s", "x", "x"], ["m"]),  # 3 inputs, folded pairwise
+        helper.make_node("Pad", ["m", "pads"], ["p"], mode="reflect"),
+        helper.make_node("ReduceSum", ["p", "axes"], ["r"], keepdims=1),  # not the last axis
+        helper.make_node("Hardmax", ["r"], ["h"]),
+        helper.make_node("Relu", ["h"], ["y"]),
     ]
     graph = helper.make_graph(
         nodes,
         "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
-        [numpy_helper.from_array(np.array([0], np.int64), "axes")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6])],
+        [
+            numpy_helper.from_array(np.array([0], np.int64), "axes"),
+            numpy_helper.from_array(np.array([0, 1, 0, 1], np.int64), "pads"),
+        ],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     cuda, cpu = _sessions(emulated, model.SerializeToString())
     where = {r.op_type: r for r in cuda.get_partition().nodes}
-    assert where["Softmax"].declined["CUDAExecutionProvider"] == (
-        "CUDA: Softmax over an axis other than the last"
-    )
-    assert where["Max"].provider == "CUDAExecutionProvider"  # 3 inputs, folded pairwise
-    assert where["ReduceSum"].declined["CUDAExecutionProvider"] == (
-        "CUDA: ReduceSum over axes other than the last"
-    )
-    assert where["Relu"].provider == "CUDAExecutionProvider"
+    for op in ("Softmax", "Max", "ReduceSum", "Relu"):
+        assert where[op].provider == "CUDAExecutionProvider", op
+    assert where["Pad"].declined["CUDAExecutionProvider"] == "CUDA: Pad mode reflect"
+    assert "no kernel for Hardmax" in where["Hardmax"].declined["CUDAExecutionProvider"]
     x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
     np.testing.assert_allclose(cuda.run(None, {"x": x})[0], cpu.run(None, {"x": x})[0], rtol=1e-6)
 

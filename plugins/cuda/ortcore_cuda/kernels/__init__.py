@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from .elementwise import (
     BINARY,
+    BOOL_BINARY,
     CAST_TYPES,
     COMPARE,
+    INT_BINARY,
+    INTS,
+    PARAM_UNARY,
     UNARY,
     WORDS,
     binary_kernel,
@@ -18,14 +22,16 @@ from .elementwise import (
     clip_kernel,
     fill_kernel,
     gather_kernel,
+    int_binary_kernel,
     not_kernel,
+    param_kernel,
     transpose_kernel,
     trilu_kernel,
     unary_kernel,
     where_kernel,
 )
 from .nn import batchnorm_kernel, im2col_kernel, lrn_kernel, pool_kernel
-from .rows import layernorm_kernel, reduce_kernel, softmax_kernel
+from .rows import REDUCTIONS, arg_kernel, layernorm_kernel, reduce_kernel, softmax_kernel
 from .spec import DTYPES, Kernel
 
 __all__ = ["all_kernels"]
@@ -47,10 +53,19 @@ def all_kernels() -> list[Kernel]:
         out += [pool_kernel(kind, dtype) for kind in ("max", "avg")] + [batchnorm_kernel(dtype)]
         out += [lrn_kernel(dtype)]
         out += [softmax_kernel(dtype), softmax_kernel(dtype, log=True), layernorm_kernel(dtype)]
-        out += [reduce_kernel(op, dtype) for op in ("ReduceSum", "ReduceMean", "ReduceMax")]
+        out += [reduce_kernel(op, dtype) for op in (*REDUCTIONS, "ReduceLogSumExp")]
+        out += [arg_kernel(op, dtype) for op in ("ArgMax", "ArgMin")]
+        out += [param_kernel(op, dtype) for op in PARAM_UNARY]
     out += [transpose_kernel(size, r) for size in WORDS for r in range(1, MAX_RANK + 1)]
     out += [where_kernel(size, r) for size in WORDS for r in range(1, MAX_RANK + 1)]
     out += [gather_kernel(size) for size in WORDS]
     out += [cast_kernel(a, b) for a in CAST_TYPES for b in CAST_TYPES if a != b]
     out += [not_kernel()] + [trilu_kernel(size) for size in WORDS]
+    out += [
+        int_binary_kernel(op, t, r)
+        for t in INTS
+        for op in (*INT_BINARY, *COMPARE)
+        for r in range(1, MAX_RANK + 1)
+    ]
+    out += [int_binary_kernel(op, "b", r) for op in BOOL_BINARY for r in range(1, MAX_RANK + 1)]
     return out

@@ -32,7 +32,9 @@ __all__ = [
     "copy_args",
     "fill_kernel",
     "gather_kernel",
+    "int_binary_kernel",
     "not_kernel",
+    "param_kernel",
     "permute_args",
     "trilu_kernel",
     "where_kernel",
@@ -59,6 +61,20 @@ UNARY: dict[str, str] = {
     "Floor": "floorf(v)",
     "Ceil": "ceilf(v)",
     "Softplus": "v > 20.0f ? v : log1pf(expf(v))",
+    "Sign": "v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v)",
+    "Round": "rintf(v)",  # half to even, as ONNX
+    "HardSwish": "v * fmaxf(0.0f, fminf(1.0f, v / 6.0f + 0.5f))",
+    "Mish": "v * tanhf(v > 20.0f ? v : log1pf(expf(v)))",
+    "Softsign": "v / (1.0f + fabsf(v))",
+    "Tan": "tanf(v)",
+    "Asin": "asinf(v)",
+    "Acos": "acosf(v)",
+    "Atan": "atanf(v)",
+    "Sinh": "sinhf(v)",
+    "Cosh": "coshf(v)",
+    "Asinh": "asinhf(v)",
+    "Acosh": "acoshf(v)",
+    "Atanh": "atanhf(v)",
     "Gelu": "0.5f * v * (1.0f + erff(v * 0.70710678118654752f))",
     "GeluTanh": "0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)))",
 }
@@ -108,6 +124,102 @@ extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __rest
 """
     params = (Param(f"const {ctype}*", "x"), Param(f"{ctype}*", "y"), Param("i64", "n"))
     return Kernel(name, params, source)
+
+
+PARAM_UNARY: dict[str, str] = {
+    "LeakyRelu": "v < 0.0f ? alpha * v : v",
+    "Elu": "v < 0.0f ? alpha * (expf(v) - 1.0f) : v",
+    "Selu": "v <= 0.0f ? beta * (alpha * expf(v) - alpha) : beta * v",
+    "Celu": "fmaxf(0.0f, v) + fminf(0.0f, alpha * (expf(v / alpha) - 1.0f))",
+    "HardSigmoid": "fmaxf(0.0f, fminf(1.0f, alpha * v + beta))",
+    "ThresholdedRelu": "v > alpha ? v : 0.0f",
+    "Shrink": "v < -beta ? v + alpha : (v > beta ? v - alpha : 0.0f)",  # alpha: bias, beta: lambd
+}
+"""Unary ops with attributes: the float expression of ``v``, ``alpha`` and ``beta``."""
+
+
+@cache
+def param_kernel(op: str, dtype: str) -> Kernel:
+    """The kernel of ``op`` (a key of :data:`PARAM_UNARY`) with its two attributes."""
+    ctype = DTYPES[dtype][0]
+    name = f"unary_{op.lower()}_{dtype}"
+    source = f"""\
+extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __restrict__ y, i64 n,
+                                  float alpha, float beta) {{
+    {_LOOP} {{
+        float v = load_f(x[i]);
+        store_f(&y[i], {PARAM_UNARY[op]});
+    }}
+}}
+"""
+    params = (
+        Param(f"const {ctype}*", "x"),
+        Param(f"{ctype}*", "y"),
+        Param("i64", "n"),
+        Param("float", "alpha"),
+        Param("float", "beta"),
+    )
+    return Kernel(name, params, source)
+
+
+INTS = {"i32": ("int", np.dtype(np.int32)), "i64": ("long long", np.dtype(np.int64))}
+"""Integer element types of the integer binary kernels."""
+
+INT_BINARY: dict[str, str] = {
+    "Add": "u + v",
+    "Sub": "u - v",
+    "Mul": "u * v",
+    "Div": "v == 0 ? 0 : u / v",  # truncates toward zero, as onnxruntime; 0 for a zero divisor
+    "Max": "u > v ? u : v",
+    "Min": "u < v ? u : v",
+    "Mod": "v == 0 ? 0 : ((u % v != 0 && ((u % v < 0) != (v < 0))) ? u % v + v : u % v)",
+    "FMod": "v == 0 ? 0 : u % v",
+    "BitwiseAnd": "u & v",
+    "BitwiseOr": "u | v",
+    "BitwiseXor": "u ^ v",
+}
+"""Integer binary ops: the C expression of ``u`` and ``v`` (Mod: the divisor's sign, as Python)."""
+
+BOOL_BINARY = {"And": "u && v", "Or": "u || v", "Xor": "(u != 0) != (v != 0)"}
+
+
+@cache
+def int_binary_kernel(op: str, dtype: str, rank: int) -> Kernel:
+    """Broadcasting integer (``i32``, ``i64``) or bool (``b``) binary ops,
+    comparisons included (bool output)."""
+    if dtype == "b":
+        ctype, expr, out = "unsigned char", f"(unsigned char)({BOOL_BINARY[op]})", "unsigned char"
+    else:
+        ctype = INTS[dtype][0]
+        if op in COMPARE:
+            expr, out = f"(unsigned char)({COMPARE[op]})", "unsigned char"
+        else:
+            expr, out = f"({ctype})({INT_BINARY[op]})", ctype
+    name = f"ibinary_{op.lower()}_{dtype}_r{rank}"
+    steps = "\n".join(
+        f"        {{ i64 c = r % s.dims[{k}]; r /= s.dims[{k}]; "
+        f"oa += c * s.sa[{k}]; ob += c * s.sb[{k}]; }}"
+        for k in reversed(range(rank))
+    )
+    source = f"""\
+extern "C" __global__ void {name}(const {ctype}* __restrict__ a, const {ctype}* __restrict__ b,
+                                  {out}* __restrict__ y, i64 n, Bcast s) {{
+    {_LOOP} {{
+        i64 r = i, oa = 0, ob = 0;
+{steps}
+        {ctype} u = a[oa], v = b[ob];
+        y[i] = {expr};
+    }}
+}}
+"""
+    params = (
+        Param(f"const {ctype}*", "a"),
+        Param(f"const {ctype}*", "b"),
+        Param(f"{out}*", "y"),
+        Param("i64", "n"),
+        Param("Bcast", "s"),
+    )
+    return Kernel(name, params, source, (BCAST,))
 
 
 COMPARE: dict[str, str] = {

@@ -17,7 +17,10 @@ from functools import cache
 from .spec import DTYPES, Kernel, Param, Snippet
 
 __all__ = [
+    "ARG_TREE",
     "BLOCK_REDUCE",
+    "REDUCTIONS",
+    "arg_kernel",
     "MAX_THREADS",
     "WARP_REDUCE",
     "layernorm_kernel",
@@ -31,7 +34,7 @@ MAX_THREADS = 256
 TREE = Snippet(
     "tree_reduce",
     f"""\
-// The block's combined value of v (op: 0 sum, 1 max) through shared memory;
+// The block's combined value of v (op: 0 sum, 1 max, 2 min, 3 product) through shared memory;
 // every thread of the block calls it; blockDim.x a power of two <= {MAX_THREADS}.
 __device__ float tree_reduce(float v, int op) {{
     __shared__ float slots[{MAX_THREADS}];
@@ -40,7 +43,11 @@ __device__ float tree_reduce(float v, int op) {{
     for (int s = blockDim.x / 2; s > 0; s >>= 1) {{
         if (threadIdx.x < s) {{
             float o = slots[threadIdx.x + s];
-            slots[threadIdx.x] = op == 0 ? slots[threadIdx.x] + o : fmaxf(slots[threadIdx.x], o);
+            float m = slots[threadIdx.x];
+            slots[threadIdx.x] = op == 0 ? m + o
+                : op == 1 ? ((m != m || m > o) ? m : o)
+                : op == 2 ? ((m != m || m < o) ? m : o)
+                : m * o;
         }}
         __syncthreads();
     }}
@@ -125,25 +132,56 @@ extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __rest
     return Kernel(name, params, source, (TREE,))
 
 
-REDUCTIONS = {"ReduceSum": ("0.0f", "acc + v", 0), "ReduceMax": ("-INFINITY", "fmaxf(acc, v)", 1)}
+REDUCTIONS: dict[str, tuple[str, str, int, str]] = {
+    "ReduceSum": ("0.0f", "v", 0, "acc"),
+    "ReduceMean": ("0.0f", "v", 0, "acc / (float)cols"),
+    "ReduceMax": ("-INFINITY", "v", 1, "acc"),
+    "ReduceMin": ("INFINITY", "v", 2, "acc"),
+    "ReduceProd": ("1.0f", "v", 3, "acc"),
+    "ReduceL1": ("0.0f", "fabsf(v)", 0, "acc"),
+    "ReduceL2": ("0.0f", "v * v", 0, "sqrtf(acc)"),
+    "ReduceSumSquare": ("0.0f", "v * v", 0, "acc"),
+    "ReduceLogSum": ("0.0f", "v", 0, "logf(acc)"),
+}
+"""Row reductions: initial value, what each element adds, how values combine
+(:data:`TREE`'s op), and the result from the combined ``acc``."""
+
+_FOLD = {
+    0: "acc + t",
+    1: "(acc != acc || acc > t) ? acc : t",
+    2: "(acc != acc || acc < t) ? acc : t",
+    3: "acc * t",
+}
 
 
 @cache
 def reduce_kernel(op: str, dtype: str) -> Kernel:
-    """ReduceSum, ReduceMean or ReduceMax over the last axis: ``y[row]``."""
+    """A reduction of each row (the reduced axes, moved last): ``y[row]``
+    (a key of :data:`REDUCTIONS`, or ReduceLogSumExp: the row's max, then
+    the log of the sum of ``exp(v - max)``, plus the max)."""
     ctype = DTYPES[dtype][0]
-    base = "ReduceSum" if op == "ReduceMean" else op
-    init, step, combine = REDUCTIONS[base]
     name = f"{op.lower()}_last_{dtype}"
-    scale = " / (float)cols" if op == "ReduceMean" else ""
+    if op == "ReduceLogSumExp":
+        body = f"""\
+    float m = -INFINITY;
+    {_ROW} m = fmaxf(m, load_f(xr[j]));
+    m = tree_reduce(m, 1);
+    float acc = 0.0f;
+    {_ROW} acc += expf(load_f(xr[j]) - m);
+    acc = tree_reduce(acc, 0);
+    if (threadIdx.x == 0) store_f(&y[blockIdx.x], m == -INFINITY ? m : logf(acc) + m);"""
+    else:
+        init, pre, combine, post = REDUCTIONS[op]
+        body = f"""\
+    float acc = {init};
+    {_ROW} {{ float v = load_f(xr[j]); float t = {pre}; acc = {_FOLD[combine]}; }}
+    acc = tree_reduce(acc, {combine});
+    if (threadIdx.x == 0) store_f(&y[blockIdx.x], {post});"""
     source = f"""\
 extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __restrict__ y,
                                   i64 rows, i64 cols) {{
     const {ctype}* xr = x + (i64)blockIdx.x * cols;
-    float acc = {init};
-    {_ROW} {{ float v = load_f(xr[j]); acc = {step}; }}
-    acc = tree_reduce(acc, {combine});
-    if (threadIdx.x == 0) store_f(&y[blockIdx.x], acc{scale});
+{body}
 }}
 """
     params = (
@@ -153,6 +191,70 @@ extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __rest
         Param("i64", "cols"),
     )
     return Kernel(name, params, source, (TREE,))
+
+
+ARG_TREE = Snippet(
+    "arg_reduce",
+    f"""\
+// The block's best (value, index): largest (sign 1) or smallest (sign -1);
+// ties go to the first index, or the last when last != 0; NaN wins, as numpy.
+__device__ void arg_reduce(float *v, i64 *k, float sign, int last) {{
+    __shared__ float vals[{MAX_THREADS}];
+    __shared__ i64 idx[{MAX_THREADS}];
+    vals[threadIdx.x] = *v;
+    idx[threadIdx.x] = *k;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {{
+        if (threadIdx.x < s) {{
+            float a = vals[threadIdx.x], b = vals[threadIdx.x + s];
+            i64 ia = idx[threadIdx.x], ib = idx[threadIdx.x + s];
+            bool take = ib >= 0 && (ia < 0 || (b != b && a == a)
+                || (a == a && b == b && (sign * b > sign * a
+                    || (b == a && (last ? ib > ia : ib < ia)))));
+            if (a != a && b != b && (last ? ib > ia : ib < ia)) take = true;
+            if (take) {{ vals[threadIdx.x] = b; idx[threadIdx.x] = ib; }}
+        }}
+        __syncthreads();
+    }}
+    *v = vals[0];
+    *k = idx[0];
+    __syncthreads();
+}}
+""",
+)
+
+
+@cache
+def arg_kernel(op: str, dtype: str) -> Kernel:
+    """ArgMax or ArgMin of each row: ``y[row]`` (int64)."""
+    ctype = DTYPES[dtype][0]
+    name = f"{op.lower()}_last_{dtype}"
+    sign = "1.0f" if op == "ArgMax" else "-1.0f"
+    source = f"""\
+extern "C" __global__ void {name}(const {ctype}* __restrict__ x, i64* __restrict__ y,
+                                  i64 rows, i64 cols, int last) {{
+    const {ctype}* xr = x + (i64)blockIdx.x * cols;
+    float best = 0.0f;
+    i64 at = -1;
+    {_ROW} {{
+        float v = load_f(xr[j]);
+        bool take = at < 0 || (v != v && best == best)
+            || (best == best && v == v && ({sign} * v > {sign} * best || (v == best && last)));
+        if (best != best && v != v && last) take = true;
+        if (take) {{ best = v; at = j; }}
+    }}
+    arg_reduce(&best, &at, {sign}, last);
+    if (threadIdx.x == 0) y[blockIdx.x] = at < 0 ? 0 : at;
+}}
+"""
+    params = (
+        Param(f"const {ctype}*", "x"),
+        Param("i64*", "y"),
+        Param("i64", "rows"),
+        Param("i64", "cols"),
+        Param("int", "last"),
+    )
+    return Kernel(name, params, source, (ARG_TREE,))
 
 
 @cache
