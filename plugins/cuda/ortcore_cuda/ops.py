@@ -92,8 +92,27 @@ PARAM_SINCE: dict[str, tuple[int, str, float, str, float]] = {
 }
 """Unary ops with attributes: since, the attributes passed as alpha and beta, with defaults."""
 INT_TYPES = (ir.DataType.INT32, ir.DataType.INT64)
+
 _ISUFFIX = {np.dtype(np.int32): "i32", np.dtype(np.int64): "i64", np.dtype(np.bool_): "b"}
 BINARY_SINCE = {"Add": 7, "Sub": 7, "Mul": 7, "Div": 7, "Pow": 7, "Max": 8, "Min": 8, "PRelu": 7}
+BROADCASTING = {
+    *BINARY_SINCE,
+    "Sum",
+    "Transpose",
+    "Mod",
+    "BitwiseAnd",
+    "BitwiseOr",
+    "BitwiseXor",
+    "And",
+    "Or",
+    "Xor",
+    "Equal",
+    "Less",
+    "Greater",
+    "LessOrEqual",
+    "GreaterOrEqual",
+}
+"""Ops whose kernels index by rank (up to ``MAX_RANK``)."""
 
 
 def _p(info: NodeInfo) -> CUDAExecutionProvider:
@@ -1117,7 +1136,7 @@ def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
         and rank <= 1
     ):
         return "CUDA: shape arithmetic (a small integer tensor) stays on the host"
-    if op in BINARY_SINCE or op in ("Transpose", "Sum"):
+    if op in BROADCASTING:
         ranks = [_rank(node, i) for i in range(len(node.inputs))]
         if any(r is None for r in ranks):
             return f"CUDA: {op} of an input of unknown rank"

@@ -451,7 +451,7 @@ extern "C" __global__ void {name}(const {word}* __restrict__ x, {word}* __restri
 
 @cache
 def clip_kernel(dtype: str) -> Kernel:
-    """``y = min(max(x, lo), hi)`` (NaN stays NaN)."""
+    """``y = min(max(x, lo), hi)``: NaN stays NaN, and ``lo > hi`` gives ``hi``, as ONNX."""
     ctype = DTYPES[dtype][0]
     name = f"clip_{dtype}"
     source = f"""\
@@ -459,7 +459,7 @@ extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __rest
                                   float lo, float hi) {{
     {_LOOP} {{
         float v = load_f(x[i]);
-        store_f(&y[i], v < lo ? lo : (v > hi ? hi : v));
+        store_f(&y[i], v != v ? v : fminf(fmaxf(v, lo), hi));  // min > max gives max
     }}
 }}
 """
