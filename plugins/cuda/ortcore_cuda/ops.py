@@ -473,8 +473,15 @@ _CASTS = {t: suffix for suffix, (_, t) in ew.CAST_TYPES.items()}
 CASTABLE = (
     ir.DataType.FLOAT,
     ir.DataType.FLOAT16,
+    ir.DataType.DOUBLE,
     ir.DataType.INT64,
     ir.DataType.INT32,
+    ir.DataType.INT16,
+    ir.DataType.INT8,
+    ir.DataType.UINT64,
+    ir.DataType.UINT32,
+    ir.DataType.UINT16,
+    ir.DataType.UINT8,
     ir.DataType.BOOL,
 )
 

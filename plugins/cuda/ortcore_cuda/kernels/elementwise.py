@@ -373,8 +373,15 @@ def copy_args(dims: Sequence[int], src: Sequence[int], dst: Sequence[int]) -> np
 CAST_TYPES = {
     "f32": ("float", np.dtype(np.float32)),
     "f16": ("__half", np.dtype(np.float16)),
+    "f64": ("double", np.dtype(np.float64)),
     "i64": ("long long", np.dtype(np.int64)),
     "i32": ("int", np.dtype(np.int32)),
+    "i16": ("short", np.dtype(np.int16)),
+    "i8": ("signed char", np.dtype(np.int8)),
+    "u64": ("unsigned long long", np.dtype(np.uint64)),
+    "u32": ("unsigned int", np.dtype(np.uint32)),
+    "u16": ("unsigned short", np.dtype(np.uint16)),
+    "u8": ("unsigned char", np.dtype(np.uint8)),
     "b": ("unsigned char", np.dtype(np.bool_)),
 }
 """Element types Cast converts between: suffix -> (C type, numpy dtype)."""
