@@ -205,9 +205,9 @@ def _table(rows: Sequence[Sequence[str]]) -> None:
             print("  ".join("-" * w for w in widths))
 
 
-def _session(ns: argparse.Namespace, model: Path, profile_prefix: str = "") -> Any:
+def _session_args(ns: argparse.Namespace, profile_prefix: str = "") -> tuple[Any, Any]:
+    """The session options and providers the model arguments ask for."""
     from .options import GraphOptimizationLevel, SessionOptions
-    from .session import InferenceSession
 
     so = SessionOptions()
     if profile_prefix:
@@ -223,6 +223,13 @@ def _session(ns: argparse.Namespace, model: Path, profile_prefix: str = "") -> A
                 "--provider-option needs --providers: the options go to the first provider listed"
             )
         providers[0] = (providers[0], dict(ns.provider_options))
+    return so, providers
+
+
+def _session(ns: argparse.Namespace, model: Path, profile_prefix: str = "") -> Any:
+    from .session import InferenceSession
+
+    so, providers = _session_args(ns, profile_prefix)
     return InferenceSession(str(model), so, providers=providers)
 
 
@@ -278,20 +285,9 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
     """Show where each node would run: the model is partitioned, not
     compiled or run, so providers installed but unable to run here are asked too."""
     from .inspection import inspect_partition
-    from .options import GraphOptimizationLevel, SessionOptions
 
     model = resolve_model(ns.model)
-    so = SessionOptions()
-    so.intra_op_num_threads = ns.threads
-    if ns.no_optimize:
-        so.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
-    providers: list[Any] | None = ns.providers.split(",") if ns.providers else None
-    if ns.provider_options:
-        if not providers:
-            raise InvalidArgument(
-                "--provider-option needs --providers: the options go to the first provider listed"
-            )
-        providers[0] = (providers[0], dict(ns.provider_options))
+    so, providers = _session_args(ns)
     found = inspect_partition(str(model), so, providers)
     part = found.partition
     if ns.format == "json":

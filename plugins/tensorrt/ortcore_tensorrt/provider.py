@@ -259,8 +259,13 @@ class TensorrtExecutionProvider(ep_sdk.BridgeExecutionProvider):
         """How many engines this provider built (not loaded from the cache)."""
         return self._builds
 
-    def _network_inputs(self, model: bytes) -> list[tuple[str, Dims, bool]]:
-        """The parsed network's inputs: name, dims (-1: dynamic), whether a shape tensor."""
+    def _parse(self, model: bytes) -> tuple[Any, Any, Any]:
+        """A builder, the group's parsed network and its parser (keep the
+        parser as long as the network is used).
+
+        Raises:
+            RuntimeError: the parser refuses the group (its errors in the message).
+        """
         trt = self.trt
         builder = trt.Builder(_module.logger(trt))
         network = builder.create_network(0)
@@ -270,6 +275,11 @@ class TensorrtExecutionProvider(ep_sdk.BridgeExecutionProvider):
                 _error_text(self.found, parser.get_error(i)) for i in range(parser.num_errors)
             ]
             raise RuntimeError(f"{self.found} cannot parse the group: {'; '.join(errors)}")
+        return builder, network, parser
+
+    def _network_inputs(self, model: bytes) -> list[tuple[str, Dims, bool]]:
+        """The parsed network's inputs: name, dims (-1: dynamic), whether a shape tensor."""
+        _, network, _parser = self._parse(model)
         out = []
         for i in range(network.num_inputs):
             tensor = network.get_input(i)
@@ -298,14 +308,7 @@ class TensorrtExecutionProvider(ep_sdk.BridgeExecutionProvider):
 
     def _build_plan(self, model: bytes, profile: Profile, store: _Store | None) -> bytes:
         trt = self.trt
-        builder = trt.Builder(_module.logger(trt))
-        network = builder.create_network(0)
-        parser = trt.OnnxParser(network, _module.logger(trt))
-        if not parser.parse(model):
-            errors = [
-                _error_text(self.found, parser.get_error(i)) for i in range(parser.num_errors)
-            ]
-            raise RuntimeError(f"{self.found} cannot parse the group: {'; '.join(errors)}")
+        builder, network, _parser = self._parse(model)
         config = builder.create_builder_config()
         if self.workspace:
             config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, self.workspace)

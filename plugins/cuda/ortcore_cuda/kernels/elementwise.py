@@ -103,6 +103,18 @@ BCAST = StructType(
 )
 """The output's dims and both inputs' element strides (0 where broadcast)."""
 
+
+def _coords(rank: int, *offsets: tuple[str, str]) -> str:
+    """The unrolled loop that splits the flat index ``r`` into its ``rank``
+    coordinates (innermost last, over ``s.dims``) and adds each times the
+    stride field to its offset variable: ``("oa", "sa")`` gives ``oa += c * s.sa[k]``."""
+    adds = " ".join(f"{var} += c * s.{field}[{{k}}];" for var, field in offsets)
+    return "\n".join(
+        f"        {{ i64 c = r % s.dims[{k}]; r /= s.dims[{k}]; " + adds.format(k=k) + " }"
+        for k in reversed(range(rank))
+    )
+
+
 _LOOP = (
     "for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; "
     "i += (i64)gridDim.x * blockDim.x)"
@@ -196,11 +208,7 @@ def int_binary_kernel(op: str, dtype: str, rank: int) -> Kernel:
         else:
             expr, out = f"({ctype})({INT_BINARY[op]})", ctype
     name = f"ibinary_{op.lower()}_{dtype}_r{rank}"
-    steps = "\n".join(
-        f"        {{ i64 c = r % s.dims[{k}]; r /= s.dims[{k}]; "
-        f"oa += c * s.sa[{k}]; ob += c * s.sb[{k}]; }}"
-        for k in reversed(range(rank))
-    )
+    steps = _coords(rank, ("oa", "sa"), ("ob", "sb"))
     source = f"""\
 extern "C" __global__ void {name}(const {ctype}* __restrict__ a, const {ctype}* __restrict__ b,
                                   {out}* __restrict__ y, i64 n, Bcast s) {{
@@ -244,11 +252,7 @@ def binary_kernel(op: str, dtype: str, rank: int) -> Kernel:
     expr = f"(unsigned char)({COMPARE[op]})" if compare else BINARY[op]
     store = "y[i] = " + expr + ";" if compare else f"store_f(&y[i], {expr});"
     name = f"binary_{op.lower()}_{dtype}_r{rank}"
-    steps = "\n".join(
-        f"        {{ i64 c = r % s.dims[{k}]; r /= s.dims[{k}]; "
-        f"oa += c * s.sa[{k}]; ob += c * s.sb[{k}]; }}"
-        for k in reversed(range(rank))
-    )
+    steps = _coords(rank, ("oa", "sa"), ("ob", "sb"))
     source = f"""\
 extern "C" __global__ void {name}(const {ctype}* __restrict__ a, const {ctype}* __restrict__ b,
                        {out}* __restrict__ y, i64 n, Bcast s) {{
@@ -310,11 +314,7 @@ def transpose_kernel(itemsize: int, rank: int) -> Kernel:
         raise ValueError(f"rank {rank} is outside 1..{MAX_RANK}")
     word = WORDS[itemsize]
     name = f"transpose_b{itemsize}_r{rank}"
-    steps = "\n".join(
-        f"        {{ i64 c = r % s.dims[{k}]; r /= s.dims[{k}]; "
-        f"ox += c * s.sa[{k}]; oy += c * s.sb[{k}]; }}"
-        for k in reversed(range(rank))
-    )
+    steps = _coords(rank, ("ox", "sa"), ("oy", "sb"))
     source = f"""\
 extern "C" __global__ void {name}(const {word}* __restrict__ x, {word}* __restrict__ y,
                                   i64 n, Bcast s) {{
@@ -536,11 +536,7 @@ def where_kernel(itemsize: int, rank: int) -> Kernel:
     """``y = cond ? a : b`` with numpy broadcasting of the three (any element type)."""
     word = WORDS[itemsize]
     name = f"where_b{itemsize}_r{rank}"
-    steps = "\n".join(
-        f"        {{ i64 c = r % s.dims[{k}]; r /= s.dims[{k}]; "
-        f"oc += c * s.sc[{k}]; oa += c * s.sa[{k}]; ob += c * s.sb[{k}]; }}"
-        for k in reversed(range(rank))
-    )
+    steps = _coords(rank, ("oc", "sc"), ("oa", "sa"), ("ob", "sb"))
     source = f"""\
 extern "C" __global__ void {name}(const unsigned char* __restrict__ cond,
                                   const {word}* __restrict__ a, const {word}* __restrict__ b,
