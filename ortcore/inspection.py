@@ -35,7 +35,7 @@ from .loading import (
     tensor_limit,
 )
 from .model import MAP_TYPES_KEY
-from .nodeinfo import node_reads
+from .nodeinfo import node_reads, registry_of
 from .optimizer import optimize
 from .options import GraphOptimizationLevel, SessionOptions
 from .partition import assignment_of, partition_model
@@ -99,9 +99,12 @@ def inspect_partition(
         manager, providers, provider_options, options, custom_ops, unavailable=unavailable
     )
     try:
-        why = {}
+        why: dict[str, str] = {}
         for p in created:
-            reason = type(p).unavailable_reason()
+            try:
+                reason = type(p).unavailable_reason()
+            except Exception as exc:  # the plugin's fault: say so, ask it all the same
+                reason = f"unavailable_reason() raised {exc!r}"
             if reason:
                 why[p.name] = reason
         apply_initializers(model, options.initializers)
@@ -122,19 +125,21 @@ def inspect_partition(
         opsets = dict(model.opset_imports)
         partition_model(model, created, opsets)  # keeps what optimize() recorded
         records = _records(model.graph, "", {})
-        copies = _copies(model.graph, created)
+        copies = _copies(model.graph, created, opsets)
         part = Partition(tuple(p.name for p in created), tuple(records), tuple(copies))
         return Inspection(part, why, args_in, args_out)
     finally:
         close_all(created)
 
 
-def _copies(graph: ir.Graph, providers: Sequence[ExecutionProvider]) -> list[StepInfo]:
+def _copies(
+    graph: ir.Graph, providers: Sequence[ExecutionProvider], opsets: Mapping[str, int]
+) -> list[StepInfo]:
     """The copies between devices the planner would insert in the main graph:
     where a node reads a value that lives on another device (inputs and
-    constants live on the host, outputs go back to it). A kernel that leaves
-    an output on the host is not known without building it: such copies are
-    counted as the partition places them."""
+    constants live on the host, outputs go back to it), as the kernels'
+    registrations place their inputs and outputs (an input or output a
+    kernel declares ``"host"``); nothing is built."""
     by_device: dict[Device, ExecutionProvider] = {}
     for p in providers:
         by_device.setdefault(p.device, p)
@@ -158,12 +163,22 @@ def _copies(graph: ir.Graph, providers: Sequence[ExecutionProvider]) -> list[Ste
         a = assignment_of(node)
         if a is None:
             continue
+        device = a.provider.device
         members = set(a.claim.nodes) if a.claim is not None else set()
+        found = None
+        if a.claim is None and not device.is_host:
+            registry = registry_of(a.provider)
+            found = registry.lookup_node(node, opsets) if registry is not None else None
+        host_in = getattr(found, "input_memory", {})
+        host_out = getattr(found, "output_memory", {})
+        for i, v in enumerate(node.inputs):
+            if v is not None and v.producer() not in members:
+                read(v, HOST_DEVICE if host_in.get(i) == "host" else device)
         for v in node_reads(node):
-            if v.producer() not in members:
-                read(v, a.provider.device)
-        for v in node.outputs:
-            home[v] = a.provider.device
+            if v not in node.inputs and v.producer() not in members:
+                read(v, device)  # outer values a subgraph reads
+        for i, v in enumerate(node.outputs):
+            home[v] = HOST_DEVICE if host_out.get(i) == "host" else device
     for v in graph.outputs:
         read(v, HOST_DEVICE)
     return out

@@ -529,6 +529,15 @@ def test_shape_arithmetic_stays_on_the_host_without_copies(emulated: Any) -> Non
     assert "shape arithmetic" in reason["CUDAExecutionProvider"]
     # x and mask in, y and scores out: nothing crosses for the shape
     assert sorted(c.name for c in part.copies) == ["mask", "scores", "x", "y"]
+    from ortcore.inspection import inspect_partition  # says the same without building
+
+    found = inspect_partition(data, so, ["cuda", "cpu"], plugin_manager=emulated)
+    assert sorted((c.op_type, c.name) for c in found.partition.copies) == sorted(
+        (c.op_type, c.name) for c in part.copies
+    )
+    assert [(r.op_type, r.provider) for r in found.partition.nodes] == [
+        (r.op_type, r.provider) for r in part.nodes
+    ]
     feeds = {
         "x": np.random.default_rng(0).standard_normal((3, 4, 2)).astype(np.float32),
         "mask": np.array([[[1, 1, 0, 0]], [[1, 0, 1, 0]], [[0, 0, 0, 1]]], np.int64),
