@@ -116,6 +116,7 @@ class EmulatedBackend:
         self.uploads = self.downloads = self.copies = 0
 
     def alloc(self, nbytes: int) -> int:
+        """See :meth:`Backend.alloc`."""
         buf = np.empty(max(int(nbytes), 1), np.uint8)
         ptr = int(buf.ctypes.data)
         with self._lock:
@@ -124,14 +125,17 @@ class EmulatedBackend:
         return ptr
 
     def free(self, ptr: int) -> None:
+        """See :meth:`Backend.free`."""
         with self._lock:
             del self.buffers[ptr]
             self.frees += 1
 
     def stream(self) -> int:
+        """See :meth:`Backend.stream`."""
         return next(self._streams)
 
     def synchronize(self, stream: int) -> None:
+        """See :meth:`Backend.synchronize`."""
         pass  # every call below is complete when it returns
 
     def _check(self, ptr: int, nbytes: int, what: str) -> None:
@@ -144,16 +148,19 @@ class EmulatedBackend:
         raise RuntimeError(f"{what}: {nbytes} bytes at {ptr:#x} are not in device memory")
 
     def upload(self, ptr: int, array: np.ndarray, stream: int) -> None:
+        """See :meth:`Backend.upload`."""
         self._check(ptr, array.nbytes, "upload")
         ctypes.memmove(ptr, array.ctypes.data, array.nbytes)
         self.uploads += 1
 
     def download(self, array: np.ndarray, ptr: int, stream: int) -> None:
+        """See :meth:`Backend.download`."""
         self._check(ptr, array.nbytes, "download")
         ctypes.memmove(array.ctypes.data, ptr, array.nbytes)
         self.downloads += 1
 
     def copy(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        """See :meth:`Backend.copy`."""
         self._check(src, nbytes, "copy from")
         self._check(dst, nbytes, "copy to")
         ctypes.memmove(dst, src, nbytes)
@@ -162,6 +169,7 @@ class EmulatedBackend:
     def launch(
         self, kernel: Kernel, grid: int, block: int, args: Sequence[Any], stream: int
     ) -> None:
+        """See :meth:`Backend.launch`."""
         self.launches += 1
         _emulator().launch(kernel.name, grid, block, *args)
 
@@ -189,6 +197,7 @@ class EmulatedBackend:
         batch: int,
         stream: int,
     ) -> None:
+        """See :meth:`Backend.gemm`."""
         self.gemms += 1
         dtype = np.dtype(dtype)
         for i in range(batch):

@@ -125,12 +125,6 @@ def _suffix(x: CudaTensor) -> str:
     return _SUFFIX[x.dtype]
 
 
-def _grid(provider: CUDAExecutionProvider, n: int, threads: int = 256) -> tuple[int, int]:
-    """(grid, block) of a grid-stride loop over ``n`` elements."""
-    blocks = max(1, min(-(-n // threads), provider.max_grid))
-    return blocks, threads
-
-
 def _unary(op: str) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
         provider = _p(info)
@@ -141,9 +135,8 @@ def _unary(op: str) -> Callable[[NodeInfo], Any]:
         def compute(x: CudaTensor) -> tuple[CudaTensor]:
             y = provider.empty(x.shape, x.dtype)
             if x.size:
-                grid, block = _grid(provider, x.size)
-                provider.launch(
-                    ew.unary_kernel(name, _suffix(x)), grid, block, x.ptr, y.ptr, x.size
+                provider.launch_over(
+                    ew.unary_kernel(name, _suffix(x)), x.size, x.ptr, y.ptr, x.size
                 )
             return (y,)
 
@@ -162,9 +155,8 @@ def _param_unary(op: str) -> Callable[[NodeInfo], Any]:
         def compute(x: CudaTensor) -> tuple[CudaTensor]:
             y = provider.empty(x.shape, x.dtype)
             if x.size:
-                grid, block = _grid(provider, x.size)
                 kernel = ew.param_kernel(op, _suffix(x))
-                provider.launch(kernel, grid, block, x.ptr, y.ptr, x.size, alpha, beta)
+                provider.launch_over(kernel, x.size, x.ptr, y.ptr, x.size, alpha, beta)
             return (y,)
 
         return compute
@@ -182,9 +174,8 @@ def _int_binary(op: str) -> Callable[[NodeInfo], Any]:
             out, rank, s = ew.broadcast_args(a.shape, b.shape)
             y = provider.empty(out, np.bool_ if compare else a.dtype)
             if y.size:
-                grid, block = _grid(provider, y.size)
                 kernel = ew.int_binary_kernel(name, _ISUFFIX[a.dtype], rank)
-                provider.launch(kernel, grid, block, a.ptr, b.ptr, y.ptr, y.size, s)
+                provider.launch_over(kernel, y.size, a.ptr, b.ptr, y.ptr, y.size, s)
             return (y,)
 
         return compute
@@ -203,13 +194,7 @@ def _moved_last(
     cols = int(np.prod([x.shape[i] for i in axes], dtype=np.int64))
     if perm == list(range(x.ndim)) or x.size == 0:
         return x, rows_, cols
-    out, s = ew.permute_args(x.shape, perm)
-    moved = provider.empty(out, x.dtype)
-    grid, block = _grid(provider, moved.size)
-    provider.launch(
-        ew.transpose_kernel(x.dtype.itemsize, x.ndim), grid, block, x.ptr, moved.ptr, moved.size, s
-    )
-    return moved, rows_, cols
+    return provider.transpose(x, perm), rows_, cols
 
 
 def _binary(op: str) -> Callable[[NodeInfo], Any]:
@@ -222,9 +207,8 @@ def _binary(op: str) -> Callable[[NodeInfo], Any]:
             out, rank, s = ew.broadcast_args(a.shape, b.shape)
             y = provider.empty(out, a.dtype)
             if y.size:
-                grid, block = _grid(provider, y.size)
                 kernel = ew.binary_kernel(op, _suffix(a), rank)
-                provider.launch(kernel, grid, block, a.ptr, b.ptr, y.ptr, y.size, s)
+                provider.launch_over(kernel, y.size, a.ptr, b.ptr, y.ptr, y.size, s)
             return y
 
         def compute(*xs: CudaTensor) -> tuple[CudaTensor]:
@@ -250,11 +234,9 @@ def _lrn(info: NodeInfo) -> Any:
         y = provider.empty(x.shape, x.dtype)
         if y.size:
             inner = int(np.prod(x.shape[2:], dtype=np.int64))
-            grid, block = _grid(provider, y.size)
-            provider.launch(
+            provider.launch_over(
                 nn.lrn_kernel(_suffix(x)),
-                grid,
-                block,
+                y.size,
                 x.ptr,
                 y.ptr,
                 y.size,
@@ -292,19 +274,7 @@ def _softmax(log: bool) -> Callable[[NodeInfo], Any]:
                     )
                 back = list(range(x.ndim - 1))
                 back.insert(a, x.ndim - 1)
-                out, s = ew.permute_args(z.shape, back)
-                y = provider.empty(out, x.dtype)
-                if y.size:
-                    grid, block = _grid(provider, y.size)
-                    provider.launch(
-                        ew.transpose_kernel(x.dtype.itemsize, x.ndim),
-                        grid,
-                        block,
-                        z.ptr,
-                        y.ptr,
-                        y.size,
-                        s,
-                    )
+                y = provider.transpose(z, back)
                 return (y,)
             rows_, cols = _rows_of(x.shape, a)
             y = provider.empty(x.shape, x.dtype)
@@ -456,15 +426,7 @@ def _transpose(info: NodeInfo) -> Any:
 
     def compute(x: CudaTensor) -> tuple[CudaTensor]:
         perm = list(perm_attr) if perm_attr is not None else list(reversed(range(x.ndim)))
-        if x.ndim == 0:
-            return (provider.copy(x, x.shape),)
-        out, s = ew.permute_args(x.shape, perm)
-        y = provider.empty(out, x.dtype)
-        if y.size:
-            grid, block = _grid(provider, y.size)
-            kernel = ew.transpose_kernel(x.dtype.itemsize, x.ndim)
-            provider.launch(kernel, grid, block, x.ptr, y.ptr, y.size, s)
-        return (y,)
+        return (provider.transpose(x, perm),)
 
     return compute
 
@@ -495,9 +457,8 @@ def _cast(info: NodeInfo) -> Any:
             return (provider.copy(x, x.shape),)
         y = provider.empty(x.shape, to)
         if y.size:
-            grid, block = _grid(provider, y.size)
             kernel = ew.cast_kernel(_CASTS[x.dtype], _CASTS[to])
-            provider.launch(kernel, grid, block, x.ptr, y.ptr, y.size)
+            provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size)
         return (y,)
 
     return compute
@@ -509,8 +470,7 @@ def _not(info: NodeInfo) -> Any:
     def compute(x: CudaTensor) -> tuple[CudaTensor]:
         y = provider.empty(x.shape, x.dtype)
         if y.size:
-            grid, block = _grid(provider, y.size)
-            provider.launch(ew.not_kernel(), grid, block, x.ptr, y.ptr, y.size)
+            provider.launch_over(ew.not_kernel(), y.size, x.ptr, y.ptr, y.size)
         return (y,)
 
     return compute
@@ -524,10 +484,9 @@ def _trilu(info: NodeInfo) -> Any:
         shift = int(np.asarray(k).reshape(-1)[0]) if k is not None else 0
         y = provider.empty(x.shape, x.dtype)
         if y.size:
-            grid, block = _grid(provider, y.size)
             kernel = ew.trilu_kernel(x.dtype.itemsize)
             rows_, cols = x.shape[-2], x.shape[-1]
-            provider.launch(kernel, grid, block, x.ptr, y.ptr, y.size, rows_, cols, shift, upper)
+            provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, rows_, cols, shift, upper)
         return (y,)
 
     return compute
@@ -656,9 +615,8 @@ def _conv(info: NodeInfo) -> Any:
             kernel = nn.im2col_kernel(_suffix(x))
             item = x.dtype.itemsize
             for i in range(n):
-                grid, block = _grid(provider, cols.size)
                 image = x.ptr + i * c * a["h"] * a["w"] * item
-                provider.launch(kernel, grid, block, image, cols.ptr, cols.size, args)
+                provider.launch_over(kernel, cols.size, image, cols.ptr, cols.size, args)
                 mg = m // groups
                 provider.backend.gemm(
                     x.dtype,
@@ -696,9 +654,8 @@ def _pool(kind: str) -> Callable[[NodeInfo], Any]:
             y = provider.empty((*x.shape[:2], *spatial), x.dtype)
             if y.size:
                 args = nn.POOL_ARGS.pack(count_pads=count_pads, **a)
-                grid, block = _grid(provider, y.size)
                 kernel = nn.pool_kernel(kind, _suffix(x))
-                provider.launch(kernel, grid, block, x.ptr, y.ptr, y.size, args)
+                provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, args)
             return (y,)
 
         return compute
@@ -735,11 +692,9 @@ def _batchnorm(info: NodeInfo) -> Any:
         if y.size:
             channels = x.shape[1] if x.ndim > 1 else 1
             inner = int(np.prod(x.shape[2:], dtype=np.int64))
-            grid, block = _grid(provider, y.size)
-            provider.launch(
+            provider.launch_over(
                 nn.batchnorm_kernel(_suffix(x)),
-                grid,
-                block,
+                y.size,
                 x.ptr,
                 scale.ptr,
                 bias.ptr,
@@ -912,8 +867,7 @@ def _pad(info: NodeInfo) -> Any:
         dims = [d + b + e for d, b, e in zip(x.shape, before, after)]
         y = provider.empty(dims, x.dtype)
         if y.size:
-            grid, block = _grid(provider, y.size)
-            provider.launch(ew.fill_kernel(_suffix(x)), grid, block, y.ptr, y.size, fill)
+            provider.launch_over(ew.fill_kernel(_suffix(x)), y.size, y.ptr, y.size, fill)
         if x.size:
             out_strides = ew.contiguous(dims)
             offset = sum(b * s for b, s in zip(before, out_strides)) * x.dtype.itemsize
@@ -946,11 +900,9 @@ def _gather(info: NodeInfo) -> Any:
         if y.size:
             device_idx = provider.from_host(idx.reshape(-1))
             inner = int(np.prod(x.shape[axis + 1 :], dtype=np.int64))
-            grid, block = _grid(provider, y.size)
-            provider.launch(
+            provider.launch_over(
                 ew.gather_kernel(x.dtype.itemsize),
-                grid,
-                block,
+                y.size,
                 x.ptr,
                 device_idx.ptr,
                 y.ptr,
@@ -971,9 +923,8 @@ def _where(info: NodeInfo) -> Any:
         out, rank, s = ew.where_args(cond.shape, a.shape, b.shape)
         y = provider.empty(out, a.dtype)
         if y.size:
-            grid, block = _grid(provider, y.size)
             kernel = ew.where_kernel(a.dtype.itemsize, rank)
-            provider.launch(kernel, grid, block, cond.ptr, a.ptr, b.ptr, y.ptr, y.size, s)
+            provider.launch_over(kernel, y.size, cond.ptr, a.ptr, b.ptr, y.ptr, y.size, s)
         return (y,)
 
     return compute
@@ -987,9 +938,8 @@ def _compare(op: str) -> Callable[[NodeInfo], Any]:
             out, rank, s = ew.broadcast_args(a.shape, b.shape)
             y = provider.empty(out, np.bool_)
             if y.size:
-                grid, block = _grid(provider, y.size)
                 kernel = ew.binary_kernel(op, _suffix(a), rank)
-                provider.launch(kernel, grid, block, a.ptr, b.ptr, y.ptr, y.size, s)
+                provider.launch_over(kernel, y.size, a.ptr, b.ptr, y.ptr, y.size, s)
             return (y,)
 
         return compute
@@ -1008,9 +958,8 @@ def _clip(info: NodeInfo) -> Any:
             high = float(np.asarray(hi).reshape(-1)[0]) if hi is not None else np.inf
         y = provider.empty(x.shape, x.dtype)
         if y.size:
-            grid, block = _grid(provider, y.size)
-            provider.launch(
-                ew.clip_kernel(_suffix(x)), grid, block, x.ptr, y.ptr, y.size, low, high
+            provider.launch_over(
+                ew.clip_kernel(_suffix(x)), y.size, x.ptr, y.ptr, y.size, low, high
             )
         return (y,)
 

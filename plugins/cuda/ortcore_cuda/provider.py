@@ -173,6 +173,12 @@ class CUDAExecutionProvider(ep_sdk.ExecutionProvider):
         """``kernel<<<grid, block, 0, stream>>>(args)``."""
         self.backend.launch(kernel, grid, block, args, self.stream)
 
+    def launch_over(self, kernel: Kernel, n: int, *args: Any, threads: int = 256) -> None:
+        """Launch a grid-stride ``kernel`` over ``n`` elements: blocks of
+        ``threads``, as many as cover ``n``, at most :attr:`max_grid`."""
+        grid = max(1, min(-(-n // threads), self.max_grid))
+        self.backend.launch(kernel, grid, threads, args, self.stream)
+
     def copy(self, x: CudaTensor, shape: Sequence[int]) -> CudaTensor:
         """A device copy of ``x`` under ``shape`` (as many elements)."""
         y = self.empty(shape, x.dtype)
@@ -187,8 +193,7 @@ class CUDAExecutionProvider(ep_sdk.ExecutionProvider):
             raise ValueError(f"{x.shape} does not broadcast to {out.shape}")
         if out.size:
             kernel = ew.transpose_kernel(x.dtype.itemsize, rank)
-            grid = max(1, min(-(-out.size // 256), self.max_grid))
-            self.launch(kernel, grid, 256, x.ptr, out.ptr, out.size, s)
+            self.launch_over(kernel, out.size, x.ptr, out.ptr, out.size, s)
 
     def strided_copy(
         self,
@@ -207,9 +212,19 @@ class CUDAExecutionProvider(ep_sdk.ExecutionProvider):
         if not dims:
             dims, src_strides, dst_strides = [1], [0], [0]
         kernel = ew.transpose_kernel(itemsize, len(dims))
-        grid = max(1, min(-(-count // 256), self.max_grid))
         args = ew.copy_args(dims, src_strides, dst_strides)
-        self.launch(kernel, grid, 256, src, dst, count, args)
+        self.launch_over(kernel, count, src, dst, count, args)
+
+    def transpose(self, x: CudaTensor, perm: Sequence[int]) -> CudaTensor:
+        """``x`` with its axes permuted by ``perm``, as a new device tensor."""
+        if x.ndim == 0:
+            return self.copy(x, x.shape)
+        out, s = ew.permute_args(x.shape, perm)
+        y = self.empty(out, x.dtype)
+        if y.size:
+            kernel = ew.transpose_kernel(x.dtype.itemsize, x.ndim)
+            self.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, s)
+        return y
 
     def add_inplace(self, y: CudaTensor, b: CudaTensor, shape: Sequence[int]) -> None:
         """``y += b`` with ``b`` viewed as ``shape`` and broadcast to ``y``."""
@@ -217,8 +232,7 @@ class CUDAExecutionProvider(ep_sdk.ExecutionProvider):
         if out != y.shape:
             raise ValueError(f"{tuple(shape)} does not broadcast to {y.shape}")
         kernel = ew.binary_kernel("Add", _SUFFIXES[y.dtype], rank)
-        grid = max(1, min(-(-y.size // 256), self.max_grid))
-        self.launch(kernel, grid, 256, y.ptr, b.ptr, y.ptr, y.size, s)
+        self.launch_over(kernel, y.size, y.ptr, b.ptr, y.ptr, y.size, s)
 
     def matmul(self, a: CudaTensor, b: CudaTensor, info: Any = None) -> CudaTensor:
         """numpy's ``matmul`` of two device tensors (batch dims broadcast):

@@ -101,19 +101,23 @@ class PyCudaBackend:
         lib.cublasGemmStridedBatchedEx.restype = ctypes.c_int
 
     def alloc(self, nbytes: int) -> int:
+        """See :meth:`ortcore_cuda.backend.Backend.alloc`."""
         allocation = self.drv.mem_alloc(max(int(nbytes), 1))
         self._allocations[int(allocation)] = allocation
         return int(allocation)
 
     def free(self, ptr: int) -> None:
+        """See :meth:`ortcore_cuda.backend.Backend.free`."""
         self._allocations.pop(ptr).free()
 
     def stream(self) -> int:
+        """See :meth:`ortcore_cuda.backend.Backend.stream`."""
         s = self.drv.Stream()
         self._streams[int(s.handle)] = s
         return int(s.handle)
 
     def synchronize(self, stream: int) -> None:
+        """See :meth:`ortcore_cuda.backend.Backend.synchronize`."""
         s = self._streams[stream]
         if s is None:
             self.drv.Context.synchronize()
@@ -121,17 +125,21 @@ class PyCudaBackend:
             s.synchronize()
 
     def upload(self, ptr: int, array: np.ndarray, stream: int) -> None:
+        """See :meth:`ortcore_cuda.backend.Backend.upload`."""
         self.drv.memcpy_htod_async(ptr, array, self._streams[stream])
 
     def download(self, array: np.ndarray, ptr: int, stream: int) -> None:
+        """See :meth:`ortcore_cuda.backend.Backend.download`."""
         self.drv.memcpy_dtoh_async(array, ptr, self._streams[stream])
 
     def copy(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        """See :meth:`ortcore_cuda.backend.Backend.copy`."""
         self.drv.memcpy_dtod_async(dst, src, nbytes, self._streams[stream])
 
     def launch(
         self, kernel: Kernel, grid: int, block: int, args: Sequence[Any], stream: int
     ) -> None:
+        """See :meth:`ortcore_cuda.backend.Backend.launch`."""
         fn = self._functions.get(kernel.name)
         if fn is None:
             fn = self._functions[kernel.name] = self.module.get_function(kernel.name)
@@ -168,6 +176,7 @@ class PyCudaBackend:
         batch: int,
         stream: int,
     ) -> None:
+        """See :meth:`ortcore_cuda.backend.Backend.gemm`."""
         # Row-major C (m x n) = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
         lib, t = self._cublas, _CUDA_R[np.dtype(dtype)]
         lib.cublasSetStream_v2(self._handle, ctypes.c_void_p(stream or None))
