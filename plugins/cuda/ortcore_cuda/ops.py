@@ -15,7 +15,9 @@ are read on the host.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,7 +31,14 @@ from .tensor import CudaTensor
 if TYPE_CHECKING:
     from .provider import CUDAExecutionProvider
 
-__all__ = ["build_registry", "decline_reason"]
+__all__ = ["FAMILIES", "build_registry", "decline_reason"]
+
+FAMILIES = ("ops_attention", "ops_image", "ops_losses", "ops_norm")
+"""Modules of further op families, each with ``register(reg)`` and ``decline(node, graph)``."""
+
+
+def _families() -> list[ModuleType]:
+    return [importlib.import_module(f".{m}", __package__) for m in FAMILIES]
 
 FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16)
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
@@ -1060,6 +1069,8 @@ def build_registry() -> KernelRegistry:
         reg.kernel(op, since=since, types=floats)(_compare(op))
     reg.kernel("Clip", since=6, until=10, types=floats)(_clip)
     reg.kernel("Clip", since=11, types=floats, input_memory={1: "host", 2: "host"})(_clip)
+    for family in _families():
+        family.register(reg)
     return reg
 
 
@@ -1152,4 +1163,8 @@ def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
     if op == "MatMul":
         if rank is None or _rank(node, 1) is None or min(rank, _rank(node, 1) or 0) < 1:
             return "CUDA: MatMul of inputs of unknown rank or of rank 0"
+    for family in _families():
+        why = family.decline(node, graph)
+        if why is not None:
+            return why
     return None

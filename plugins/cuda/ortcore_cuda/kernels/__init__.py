@@ -7,6 +7,7 @@ compiles with nvcc (sm_80, sm_90) and runs under the CPU emulation
 
 from __future__ import annotations
 
+from . import attention, image, losses, norm
 from .elementwise import (
     BINARY,
     BOOL_BINARY,
@@ -68,4 +69,6 @@ def all_kernels() -> list[Kernel]:
         for r in range(1, MAX_RANK + 1)
     ]
     out += [int_binary_kernel(op, "b", r) for op in BOOL_BINARY for r in range(1, MAX_RANK + 1)]
+    for family in (attention, image, losses, norm):
+        out += family.all_kernels()
     return out
