@@ -176,16 +176,25 @@ class GraphContext:
         graph: the whole (sub)graph, for reading; never mutate it.
         nodes: the nodes still free, in topological order.
         opsets: opset version per domain.
+        fallback: names of the providers after this one in the session's
+            list, which are offered the nodes it leaves (empty: none). A
+            provider may leave work another does better (a GPU provider
+            leaves shape arithmetic to a CPU provider) only when there is one.
     """
 
-    __slots__ = ("graph", "nodes", "opsets")
+    __slots__ = ("fallback", "graph", "nodes", "opsets")
 
     def __init__(
-        self, graph: ir.Graph, nodes: Sequence[ir.Node], opsets: Mapping[str, int]
+        self,
+        graph: ir.Graph,
+        nodes: Sequence[ir.Node],
+        opsets: Mapping[str, int],
+        fallback: Sequence[str] = (),
     ) -> None:
         self.graph = graph
         self.nodes = list(nodes)
         self.opsets = dict(opsets)
+        self.fallback = tuple(fallback)
 
     def opset(self, domain: str) -> int:
         """Return the model's opset version for ``domain`` (``ai.onnx`` is ``""``)."""

@@ -191,7 +191,8 @@ def partition_graph(
     for index, provider in enumerate(providers):
         if not free:
             break
-        ctx = GraphContext(graph, [n for n in order if n in free], opsets)
+        later = [p.name for p in providers[index + 1 :]]
+        ctx = GraphContext(graph, [n for n in order if n in free], opsets, later)
         try:
             cap = provider.get_capability(ctx)
         except Exception as exc:

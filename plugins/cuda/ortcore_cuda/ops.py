@@ -33,15 +33,18 @@ if TYPE_CHECKING:
 
 __all__ = ["FAMILIES", "build_registry", "decline_reason"]
 
-FAMILIES = ("ops_attention", "ops_image", "ops_losses", "ops_norm")
+FAMILIES = ("ops_attention", "ops_cast", "ops_image", "ops_losses", "ops_norm")
 """Modules of further op families, each with ``register(reg)`` and ``decline(node, graph)``."""
 
 
 def _families() -> list[ModuleType]:
     return [importlib.import_module(f".{m}", __package__) for m in FAMILIES]
 
+
 FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16)
-_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
+FLOATS64 = (*FLOATS, ir.DataType.DOUBLE)
+"""Element types of the kernels generated for float64 too (elementwise, rows)."""
+_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.float64): "f64"}
 MOVABLE = (
     ir.DataType.FLOAT,
     ir.DataType.FLOAT16,
@@ -100,9 +103,11 @@ PARAM_SINCE: dict[str, tuple[int, str, float, str, float]] = {
     "Shrink": (9, "bias", 0.0, "lambd", 0.5),
 }
 """Unary ops with attributes: since, the attributes passed as alpha and beta, with defaults."""
-INT_TYPES = (ir.DataType.INT32, ir.DataType.INT64)
+SIGNED = (ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64)
+UNSIGNED = (ir.DataType.UINT8, ir.DataType.UINT16, ir.DataType.UINT32, ir.DataType.UINT64)
+INT_TYPES = SIGNED + UNSIGNED
 
-_ISUFFIX = {np.dtype(np.int32): "i32", np.dtype(np.int64): "i64", np.dtype(np.bool_): "b"}
+_ISUFFIX = {dtype: suffix for suffix, (_, dtype) in ew.INTS.items()} | {np.dtype(np.bool_): "b"}
 BINARY_SINCE = {"Add": 7, "Sub": 7, "Mul": 7, "Div": 7, "Pow": 7, "Max": 8, "Min": 8, "PRelu": 7}
 BROADCASTING = {
     *BINARY_SINCE,
@@ -177,14 +182,40 @@ def _int_binary(op: str) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
         provider = _p(info)
         name = "FMod" if op == "Mod" and int(info.attr("fmod", 0)) else op
+        if op == "BitShift":
+            name = "BitShiftLeft" if info.attr("direction") == "LEFT" else "BitShiftRight"
         compare = op in ew.COMPARE
 
-        def compute(a: CudaTensor, b: CudaTensor) -> tuple[CudaTensor]:
+        def pair(a: CudaTensor, b: CudaTensor) -> CudaTensor:
             out, rank, s = ew.broadcast_args(a.shape, b.shape)
             y = provider.empty(out, np.bool_ if compare else a.dtype)
             if y.size:
                 kernel = ew.int_binary_kernel(name, _ISUFFIX[a.dtype], rank)
                 provider.launch_over(kernel, y.size, a.ptr, b.ptr, y.ptr, y.size, s)
+            return y
+
+        def compute(*xs: CudaTensor) -> tuple[CudaTensor]:
+            if len(xs) == 1:  # Max, Min of one input
+                return (provider.copy(xs[0], xs[0].shape),)
+            acc = pair(xs[0], xs[1])
+            for x in xs[2:]:
+                acc = pair(acc, x)
+            return (acc,)
+
+        return compute
+
+    return build
+
+
+def _int_unary(op: str) -> Callable[[NodeInfo], Any]:
+    def build(info: NodeInfo) -> Any:
+        provider = _p(info)
+
+        def compute(x: CudaTensor) -> tuple[CudaTensor]:
+            y = provider.empty(x.shape, x.dtype)
+            if x.size:
+                kernel = ew.int_unary_kernel(op, _ISUFFIX[x.dtype])
+                provider.launch_over(kernel, x.size, x.ptr, y.ptr, x.size)
             return (y,)
 
         return compute
@@ -209,6 +240,7 @@ def _moved_last(
 def _binary(op: str) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
         provider = _p(info)
+        name = "FMod" if op == "Mod" and int(info.attr("fmod", 0)) else op
 
         def pair(a: CudaTensor, b: CudaTensor) -> CudaTensor:
             if a.dtype != b.dtype:
@@ -216,7 +248,7 @@ def _binary(op: str) -> Callable[[NodeInfo], Any]:
             out, rank, s = ew.broadcast_args(a.shape, b.shape)
             y = provider.empty(out, a.dtype)
             if y.size:
-                kernel = ew.binary_kernel(op, _suffix(a), rank)
+                kernel = ew.binary_kernel(name, _suffix(a), rank)
                 provider.launch_over(kernel, y.size, a.ptr, b.ptr, y.ptr, y.size, s)
             return y
 
@@ -975,22 +1007,121 @@ def _clip(info: NodeInfo) -> Any:
     return compute
 
 
+_CONSTANT_ATTRS: dict[str, Any] = {
+    "value_float": np.float32,
+    "value_floats": np.float32,
+    "value_int": np.int64,
+    "value_ints": np.int64,
+}
+
+
+def _constant(info: NodeInfo) -> Any:
+    """The ``value`` attribute's tensor, uploaded once; each run gets a device copy."""
+    provider = _p(info)
+    value: np.ndarray | None = None
+    for name, v in info.attrs.items():
+        if name == "value" and v is not None:
+            value = np.asarray(v)
+        elif name in _CONSTANT_ATTRS and v is not None:
+            value = np.array(v, dtype=_CONSTANT_ATTRS[name])
+    if value is None:
+        raise ValueError(f"{info.describe()}: Constant has no value attribute the kernel takes")
+    uploaded: list[CudaTensor] = []
+
+    def compute() -> tuple[CudaTensor]:
+        if not uploaded:
+            uploaded.append(provider.from_host(value))
+        return (provider.copy(uploaded[0], uploaded[0].shape),)
+
+    return compute
+
+
+def _fill_bits(provider: CUDAExecutionProvider, y: CudaTensor, value: np.ndarray) -> None:
+    """Fill ``y`` with ``value`` (one element of its type) by its bits."""
+    if y.size:
+        bits = int.from_bytes(value.astype(y.dtype).tobytes(), "little")
+        provider.launch_over(ew.fill_word_kernel(y.dtype.itemsize), y.size, y.ptr, y.size, bits)
+
+
+def _constant_of_shape(info: NodeInfo) -> Any:
+    provider = _p(info)
+    value = info.attr("value")
+    fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)[:1]
+
+    def compute(shape: np.ndarray) -> tuple[CudaTensor]:
+        dims = [int(d) for d in np.asarray(shape).reshape(-1)]
+        if any(d < 0 for d in dims):
+            raise ValueError(f"{info.describe()}: negative dimension in shape {dims}")
+        y = provider.empty(dims, fill.dtype)
+        _fill_bits(provider, y, fill)
+        return (y,)
+
+    return compute
+
+
+def _size(info: NodeInfo) -> Any:
+    def compute(x: CudaTensor) -> tuple[np.ndarray]:
+        return (np.array(x.size, np.int64),)  # metadata: no copy
+
+    return compute
+
+
+_RANGE_SUFFIX = {
+    np.dtype(np.float32): "f32",
+    np.dtype(np.float64): "f64",
+    np.dtype(np.int16): "i16",
+    np.dtype(np.int32): "i32",
+    np.dtype(np.int64): "i64",
+}
+
+
+def _range(info: NodeInfo) -> Any:
+    provider = _p(info)
+
+    def compute(start: Any, limit: Any, delta: Any) -> tuple[CudaTensor]:
+        a, b, d = (np.asarray(v).reshape(-1)[0] for v in (start, limit, delta))
+        dtype = np.asarray(start).dtype
+        if d == 0:
+            raise ValueError(f"{info.describe()}: delta is 0")
+        n = max(int(np.ceil((b - a) / d)), 0)  # ONNX's number of elements
+        y = provider.empty([n], dtype)
+        if n:
+            integer = dtype.kind in "iu"
+            first, step = (int(a), int(d)) if integer else (float(a), float(d))
+            kernel = ew.range_kernel(_RANGE_SUFFIX[dtype])
+            provider.launch_over(kernel, n, y.ptr, n, first, step)
+        return (y,)
+
+    return compute
+
+
 def build_registry() -> KernelRegistry:
     """Every kernel of the provider (see the module docstring)."""
     reg = KernelRegistry()
     floats: dict[str | int, tuple[ir.DataType, ...]] = {"T": FLOATS}
+    wide: dict[str | int, tuple[ir.DataType, ...]] = {"T": FLOATS64}
     for op, since in UNARY_SINCE.items():
-        reg.kernel(op, since=since, types=floats)(_unary(op))
-    reg.kernel("Gelu", since=20, types=floats)(_unary("Gelu"))
+        reg.kernel(op, since=since, types=wide)(_unary(op))
+    reg.kernel("Gelu", since=20, types=wide)(_unary("Gelu"))
     for op, since in BINARY_SINCE.items():
         types: dict[str | int, tuple[ir.DataType, ...]] = (
-            {0: FLOATS, 1: FLOATS} if op == "Pow" else floats
+            {0: FLOATS64, 1: FLOATS64} if op == "Pow" else wide
         )
         reg.kernel(op, since=since, types=types)(_binary(op))
-    reg.kernel("Sum", since=8, types=floats)(_binary("Add"))
+    reg.kernel("Sum", since=8, types=wide)(_binary("Add"))
     reg.kernel("LRN", since=1, types=floats)(_lrn)
     for op, (since, *_rest) in PARAM_SINCE.items():
-        reg.kernel(op, since=since, types=floats)(_param_unary(op))
+        reg.kernel(op, since=since, types=wide)(_param_unary(op))
+    for op, since, types in (
+        ("Abs", 6, INT_TYPES),
+        ("Neg", 6, SIGNED),
+        ("Sign", 9, INT_TYPES),
+        ("Relu", 14, SIGNED),
+        ("BitwiseNot", 18, INT_TYPES),
+    ):
+        reg.kernel(op, since=since, types={"T": types})(_int_unary(op))
+    reg.kernel("BitShift", since=11, types={"T": INT_TYPES})(_int_binary("BitShift"))
+    reg.kernel("Mod", since=10, types=wide)(_binary("Mod"))
     ints: dict[str | int, tuple[ir.DataType, ...]] = {"T": INT_TYPES}
     for op, since in (
         ("Add", 7),
@@ -1014,14 +1145,14 @@ def build_registry() -> KernelRegistry:
         reg.kernel(op, since=7, types=bools)(_int_binary(op))
     reg.kernel("Equal", since=11, types=bools)(_int_binary("Xor"))
     for op, log in (("Softmax", False), ("LogSoftmax", True)):
-        reg.kernel(op, since=1, types=floats)(_softmax(log))
+        reg.kernel(op, since=1, types=wide)(_softmax(log))
     reg.kernel("LayerNormalization", since=17, types={0: FLOATS})(_layernorm)
     for op in (*rows.REDUCTIONS, "ReduceLogSumExp"):
         axes_input = {"ReduceSum": 13}.get(op, 18)
-        reg.kernel(op, since=1, until=axes_input - 1, types=floats)(_reduce(op))
-        reg.kernel(op, since=axes_input, types=floats, input_memory={1: "host"})(_reduce(op))
+        reg.kernel(op, since=1, until=axes_input - 1, types=wide)(_reduce(op))
+        reg.kernel(op, since=axes_input, types=wide, input_memory={1: "host"})(_reduce(op))
     for op in ("ArgMax", "ArgMin"):
-        reg.kernel(op, since=1, types=floats)(_arg(op))
+        reg.kernel(op, since=1, types=wide)(_arg(op))
     reg.kernel("MatMul", since=1, types=floats)(_matmul)
     reg.kernel("Gemm", since=7, types=floats)(_gemm)
     reg.kernel("Transpose", since=1, types={"T": MOVABLE})(_transpose)
@@ -1066,9 +1197,24 @@ def build_registry() -> KernelRegistry:
         ("LessOrEqual", 12),
         ("GreaterOrEqual", 12),
     ):
-        reg.kernel(op, since=since, types=floats)(_compare(op))
-    reg.kernel("Clip", since=6, until=10, types=floats)(_clip)
-    reg.kernel("Clip", since=11, types=floats, input_memory={1: "host", 2: "host"})(_clip)
+        reg.kernel(op, since=since, types=wide)(_compare(op))
+    reg.kernel("Clip", since=6, until=10, types=wide)(_clip)
+    reg.kernel("Clip", since=11, types=wide, input_memory={1: "host", 2: "host"})(_clip)
+    reg.kernel("Constant", since=1, types={"T": MOVABLE})(_constant)
+    reg.kernel("ConstantOfShape", since=9, types={"T2": MOVABLE}, input_memory={0: "host"})(
+        _constant_of_shape
+    )
+    reg.kernel("Size", since=1, types={"T": MOVABLE}, output_memory={0: "host"})(_size)
+    range_types = (
+        ir.DataType.FLOAT,
+        ir.DataType.DOUBLE,
+        ir.DataType.INT16,
+        ir.DataType.INT32,
+        ir.DataType.INT64,
+    )
+    reg.kernel(
+        "Range", since=11, types={"T": range_types}, input_memory={0: "host", 1: "host", 2: "host"}
+    )(_range)
     for family in _families():
         family.register(reg)
     return reg
@@ -1086,6 +1232,24 @@ def _const_ints(node: ir.Node, index: int) -> list[int] | None:
     return [int(a) for a in v.const_value.numpy().reshape(-1)]
 
 
+def _small_int(v: ir.Value | None) -> bool:
+    return (
+        v is not None
+        and v.dtype in (ir.DataType.INT64, ir.DataType.INT32)
+        and v.shape is not None
+        and len(v.shape) <= 1
+    )
+
+
+def _shape_arithmetic(node: ir.Node) -> bool:
+    """Whether ``node`` computes on small integer tensors (shapes, axes,
+    indices made from ``Shape``): its data input is one, or it makes one
+    from nothing (Constant, ConstantOfShape, Range)."""
+    if node.op_type in ("Constant", "ConstantOfShape", "Range"):
+        return _small_int(node.outputs[0])
+    return node.op_type != "Shape" and bool(node.inputs) and _small_int(node.inputs[0])
+
+
 def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
     """Why the provider's kernel for ``node`` does not cover it (an attribute
     or a shape it does not handle), or ``None``."""
@@ -1094,15 +1258,11 @@ def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
         if v is not None and v.type is not None and not isinstance(v.type, ir.TensorType):
             return f"CUDA: {op} of a {type(v.type).__name__} (device values are tensors)"
     rank = _rank(node)
-    first = node.inputs[0] if node.inputs else None
-    if (
-        op != "Shape"
-        and first is not None
-        and first.dtype in (ir.DataType.INT64, ir.DataType.INT32)
-        and rank is not None
-        and rank <= 1
-    ):
-        return "CUDA: shape arithmetic (a small integer tensor) stays on the host"
+    if graph.fallback and _shape_arithmetic(node):
+        return (
+            "CUDA: shape arithmetic (a small integer tensor) is left to "
+            f"{graph.fallback[0]}, to stay on the host"
+        )
     if op in BROADCASTING:
         ranks = [_rank(node, i) for i in range(len(node.inputs))]
         if any(r is None for r in ranks):
@@ -1160,6 +1320,8 @@ def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
             return f"CUDA: {op} of rank {rank}"
         if op == "Where" and any((_rank(node, i) or 0) > ew.MAX_RANK for i in range(3)):
             return f"CUDA: Where of rank over {ew.MAX_RANK}"
+    if op == "Pow" and len({v.dtype for v in node.inputs if v is not None}) > 1:
+        return "CUDA: Pow of a base and an exponent of different element types"
     if op == "MatMul":
         if rank is None or _rank(node, 1) is None or min(rank, _rank(node, 1) or 0) < 1:
             return "CUDA: MatMul of inputs of unknown rank or of rank 0"

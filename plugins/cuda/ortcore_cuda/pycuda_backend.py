@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .kernels import all_kernels
-from .kernels.spec import Kernel, translation_unit
+from .kernels.spec import SCALARS, Kernel, translation_unit
 
 __all__ = ["PyCudaBackend", "cublas_unavailable_reason"]
 
@@ -149,12 +149,8 @@ class PyCudaBackend:
                 packed.append(np.uintp(a))
             elif kernel.struct(p.ctype) is not None:
                 packed.append(np.asarray(a)[()])  # a numpy record: passed by value
-            elif p.ctype in ("i64", "long long"):
-                packed.append(np.int64(a))
-            elif p.ctype == "float":
-                packed.append(np.float32(a))
             else:
-                packed.append(np.int32(a))
+                packed.append(SCALARS[p.ctype].type(a))
         fn(*packed, block=(int(block), 1, 1), grid=(int(grid), 1), stream=self._streams[stream])
 
     def gemm(

@@ -19,7 +19,7 @@ import pytest
 
 from ortcore_cuda.emulator import EmulationError, Emulator, compiler
 from ortcore_cuda.kernels import all_kernels
-from ortcore_cuda.kernels.elementwise import BINARY, UNARY, broadcast_args
+from ortcore_cuda.kernels.elementwise import BINARY, INTS, UNARY, broadcast_args
 from ortcore_cuda.kernels.rows import row_threads
 from ortcore_cuda.kernels.spec import translation_unit
 
@@ -67,9 +67,15 @@ NUMPY_BINARY = {
     "Max": np.maximum,
     "Min": np.minimum,
     "PRelu": lambda u, v: np.where(u < 0, u * v, u),
+    "Mod": np.mod,
+    "FMod": np.fmod,
 }
-NP = {"f32": np.float32, "f16": np.float16}
-TOL = {"f32": dict(rtol=2e-6, atol=1e-6), "f16": dict(rtol=2e-3, atol=2e-3)}
+NP = {"f32": np.float32, "f16": np.float16, "f64": np.float64}
+TOL = {
+    "f32": dict(rtol=2e-6, atol=1e-6),
+    "f16": dict(rtol=2e-3, atol=2e-3),
+    "f64": dict(rtol=1e-13, atol=1e-14),  # computed in double: far beyond float's 1e-7
+}
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +89,7 @@ def test_every_op_has_a_numpy_reference() -> None:
     assert set(NUMPY_UNARY) == set(UNARY) and set(NUMPY_BINARY) == set(BINARY)
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "f64"])
 @pytest.mark.parametrize("op", sorted(UNARY))
 def test_unary(emu: Emulator, op: str, dtype: str) -> None:
     rng = np.random.default_rng(len(op))
@@ -117,7 +123,7 @@ BROADCASTS = [
 ]
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "f64"])
 @pytest.mark.parametrize("op", sorted(BINARY))
 @pytest.mark.parametrize("shapes", BROADCASTS, ids=str)
 def test_binary_broadcasting(emu: Emulator, op: str, dtype: str, shapes: Any) -> None:
@@ -167,7 +173,7 @@ def _launch_rows(emu: Emulator, name: str, x: np.ndarray, y: np.ndarray, *extra:
     emu.launch(name, rows, row_threads(cols), x, *extra, y, rows, cols)
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "f64"])
 @pytest.mark.parametrize("log", [False, True])
 @pytest.mark.parametrize("shape", ROWS, ids=str)
 def test_softmax_rows(emu: Emulator, shape: tuple[int, int], log: bool, dtype: str) -> None:
@@ -184,7 +190,7 @@ def test_softmax_rows(emu: Emulator, shape: tuple[int, int], log: bool, dtype: s
     np.testing.assert_allclose(y, want.astype(NP[dtype]), **TOL[dtype])
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "f64"])
 @pytest.mark.parametrize("shape", ROWS, ids=str)
 def test_layernorm_rows(emu: Emulator, shape: tuple[int, int], dtype: str) -> None:
     rng = np.random.default_rng(shape[0])
@@ -364,18 +370,65 @@ INT_NUMPY = {
 }
 
 
-@pytest.mark.parametrize("dtype", ["i32", "i64"])
+@pytest.mark.parametrize("dtype", ["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"])
 @pytest.mark.parametrize("op", sorted(INT_NUMPY))
 def test_integer_binary(emu: Emulator, op: str, dtype: str) -> None:
-    t = np.int32 if dtype == "i32" else np.int64
+    t = INTS[dtype][1]
     rng = np.random.default_rng(3)
-    a = rng.integers(-20, 20, (4, 1, 5)).astype(t)
-    b = rng.integers(-6, 6, (3, 1)).astype(t)
+    low = 0 if t.kind == "u" else -20  # unsigned: no wrapped negatives (numpy's Div goes by float)
+    a = rng.integers(low, 20, (4, 1, 5)).astype(t)
+    b = rng.integers(low // 3, 6, (3, 1)).astype(t)
     out, rank, s = broadcast_args(a.shape, b.shape)
     compare = op in ("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual")
     y = np.empty(out, np.bool_ if compare else t)
     emu.launch(f"ibinary_{op.lower()}_{dtype}_r{rank}", 1, 64, a, b, y, y.size, s)
     np.testing.assert_array_equal(y, INT_NUMPY[op](a, b).astype(y.dtype))
+
+
+INT_UNARY_NUMPY = {
+    "Abs": np.abs,
+    "Neg": np.negative,
+    "Sign": np.sign,
+    "Relu": lambda u: np.maximum(u, 0),
+    "BitwiseNot": np.invert,
+}
+
+
+@pytest.mark.parametrize("dtype", ["i8", "i16", "i32", "i64", "u8", "u64"])
+@pytest.mark.parametrize("op", sorted(INT_UNARY_NUMPY))
+def test_integer_unary(emu: Emulator, op: str, dtype: str) -> None:
+    t = INTS[dtype][1]
+    info = np.iinfo(t)
+    values = [info.min, info.min + 1, -3, -1, 0, 1, 7, info.max]
+    x = np.array([v for v in values if info.min <= v <= info.max], t)  # Abs, Neg of min wrap
+    y = np.empty_like(x)
+    emu.launch(f"iunary_{op.lower()}_{dtype}", 1, 32, x, y, x.size)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(y, INT_UNARY_NUMPY[op](x).astype(t))
+
+
+@pytest.mark.parametrize("dtype", ["i8", "i32", "u8", "u64"])
+@pytest.mark.parametrize("direction", ["Left", "Right"])
+def test_bit_shifts_by_any_amount(emu: Emulator, dtype: str, direction: str) -> None:
+    t = INTS[dtype][1]
+    bits = 8 * t.itemsize
+    x = np.array([1, 5, 100, -1, -128, 77], np.int64).astype(t)[:, None]
+    v = np.array([-1, 0, 1, 3, bits - 1, bits, bits + 2], np.int64).astype(t)[None, :]
+    out, rank, s = broadcast_args(x.shape, v.shape)
+    y = np.empty(out, t)
+    emu.launch(f"ibinary_bitshift{direction.lower()}_{dtype}_r{rank}", 1, 64, x, v, y, y.size, s)
+    shift = v.astype(np.int64)
+    inside = (shift >= 0) & (shift < bits)
+    safe = np.where(inside, shift, 0)
+    x, safe, inside = np.broadcast_arrays(x, safe, inside)
+    if direction == "Left":
+        u = x.view(f"u{t.itemsize}")
+        want = (u << safe.astype(u.dtype)).view(t)
+        want[~inside] = 0
+    else:
+        want = x >> safe.astype(t)
+        want[~inside] = np.where(x < 0, np.array(-1).astype(t), np.zeros((), t))[~inside]
+    np.testing.assert_array_equal(y, want)
 
 
 @pytest.mark.parametrize("op", ["And", "Or", "Xor"])

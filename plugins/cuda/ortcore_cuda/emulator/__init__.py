@@ -29,19 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from ..kernels.spec import Kernel, translation_unit
+from ..kernels.spec import SCALARS, Kernel, translation_unit
 
 __all__ = ["EmulationError", "Emulator", "compiler"]
 
 HERE = Path(__file__).resolve().parent
-_SCALARS = {
-    "i64": ctypes.c_int64,
-    "long long": ctypes.c_int64,
-    "int": ctypes.c_int32,
-    "unsigned": ctypes.c_uint32,
-    "float": ctypes.c_float,
-    "double": ctypes.c_double,
-}
+_SCALARS = {c: np.ctypeslib.as_ctypes_type(t) for c, t in SCALARS.items()}
 
 
 class EmulationError(RuntimeError):

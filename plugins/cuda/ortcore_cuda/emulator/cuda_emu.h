@@ -67,6 +67,7 @@ template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int m, int 
 }
 
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 static inline float __fdividef(float a, float b) { return a / b; }
 template <typename T> static inline T __ldg(const T *p) { return *p; }
 

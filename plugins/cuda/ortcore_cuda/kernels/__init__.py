@@ -7,25 +7,30 @@ compiles with nvcc (sm_80, sm_90) and runs under the CPU emulation
 
 from __future__ import annotations
 
-from . import attention, image, losses, norm
+from . import attention, cast, image, losses, norm
 from .elementwise import (
     BINARY,
     BOOL_BINARY,
     CAST_TYPES,
     COMPARE,
     INT_BINARY,
+    INT_UNARY,
     INTS,
     PARAM_UNARY,
+    RANGE_TYPES,
     UNARY,
     WORDS,
     binary_kernel,
     cast_kernel,
     clip_kernel,
     fill_kernel,
+    fill_word_kernel,
     gather_kernel,
     int_binary_kernel,
+    int_unary_kernel,
     not_kernel,
     param_kernel,
+    range_kernel,
     transpose_kernel,
     trilu_kernel,
     unary_kernel,
@@ -59,7 +64,8 @@ def all_kernels() -> list[Kernel]:
         out += [param_kernel(op, dtype) for op in PARAM_UNARY]
     out += [transpose_kernel(size, r) for size in WORDS for r in range(1, MAX_RANK + 1)]
     out += [where_kernel(size, r) for size in WORDS for r in range(1, MAX_RANK + 1)]
-    out += [gather_kernel(size) for size in WORDS]
+    out += [gather_kernel(size) for size in WORDS] + [fill_word_kernel(size) for size in WORDS]
+    out += [range_kernel(t) for t in RANGE_TYPES]
     out += [cast_kernel(a, b) for a in CAST_TYPES for b in CAST_TYPES if a != b]
     out += [not_kernel()] + [trilu_kernel(size) for size in WORDS]
     out += [
@@ -68,7 +74,8 @@ def all_kernels() -> list[Kernel]:
         for op in (*INT_BINARY, *COMPARE)
         for r in range(1, MAX_RANK + 1)
     ]
+    out += [int_unary_kernel(op, t) for t in INTS for op in INT_UNARY]
     out += [int_binary_kernel(op, "b", r) for op in BOOL_BINARY for r in range(1, MAX_RANK + 1)]
-    for family in (attention, image, losses, norm):
+    for family in (attention, cast, image, losses, norm):
         out += family.all_kernels()
     return out

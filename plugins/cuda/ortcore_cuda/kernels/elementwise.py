@@ -17,7 +17,7 @@ from functools import cache
 
 import numpy as np
 
-from .spec import DTYPES, Kernel, Param, StructType
+from .spec import DTYPES, Kernel, Param, StructType, floating
 
 __all__ = [
     "BINARY",
@@ -31,8 +31,11 @@ __all__ = [
     "contiguous",
     "copy_args",
     "fill_kernel",
+    "fill_word_kernel",
+    "range_kernel",
     "gather_kernel",
     "int_binary_kernel",
+    "int_unary_kernel",
     "not_kernel",
     "param_kernel",
     "permute_args",
@@ -89,6 +92,8 @@ BINARY: dict[str, str] = {
     "Max": "(u != u || u > v) ? u : v",  # NaN in either propagates, as numpy.maximum
     "Min": "(u != u || u < v) ? u : v",
     "PRelu": "u < 0.0f ? u * v : u",
+    "Mod": "pymodf(u, v)",
+    "FMod": "fmodf(u, v)",
 }
 """Binary ops: the float expression of ``u`` (first input) and ``v``."""
 
@@ -122,6 +127,7 @@ _LOOP = (
 
 
 @cache
+@floating
 def unary_kernel(op: str, dtype: str) -> Kernel:
     """The kernel of unary ``op`` (a key of :data:`UNARY`) for ``dtype`` (``f32``, ``f16``)."""
     ctype = DTYPES[dtype][0]
@@ -151,6 +157,7 @@ PARAM_UNARY: dict[str, str] = {
 
 
 @cache
+@floating
 def param_kernel(op: str, dtype: str) -> Kernel:
     """The kernel of ``op`` (a key of :data:`PARAM_UNARY`) with its two attributes."""
     ctype = DTYPES[dtype][0]
@@ -174,8 +181,17 @@ extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __rest
     return Kernel(name, params, source)
 
 
-INTS = {"i32": ("int", np.dtype(np.int32)), "i64": ("long long", np.dtype(np.int64))}
-"""Integer element types of the integer binary kernels."""
+INTS = {
+    "i8": ("signed char", np.dtype(np.int8)),
+    "i16": ("short", np.dtype(np.int16)),
+    "i32": ("int", np.dtype(np.int32)),
+    "i64": ("long long", np.dtype(np.int64)),
+    "u8": ("unsigned char", np.dtype(np.uint8)),
+    "u16": ("unsigned short", np.dtype(np.uint16)),
+    "u32": ("unsigned int", np.dtype(np.uint32)),
+    "u64": ("unsigned long long", np.dtype(np.uint64)),
+}
+"""Integer element types of the integer kernels: suffix -> (C type, numpy dtype)."""
 
 INT_BINARY: dict[str, str] = {
     "Add": "u + v",
@@ -189,10 +205,40 @@ INT_BINARY: dict[str, str] = {
     "BitwiseAnd": "u & v",
     "BitwiseOr": "u | v",
     "BitwiseXor": "u ^ v",
+    # shifts by a negative amount or the width or more: the sign extension alone, as ONNX
+    "BitShiftLeft": "(v < 0 || v >= 8 * (int)sizeof(u)) ? 0 : (unsigned long long)u << v",
+    "BitShiftRight": "(v < 0 || v >= 8 * (int)sizeof(u)) ? (u < 0 ? -1 : 0) : u >> v",
 }
 """Integer binary ops: the C expression of ``u`` and ``v`` (Mod: the divisor's sign, as Python)."""
 
 BOOL_BINARY = {"And": "u && v", "Or": "u || v", "Xor": "(u != 0) != (v != 0)"}
+
+INT_UNARY: dict[str, str] = {
+    "Abs": "u < 0 ? -u : u",
+    "Neg": "-u",
+    "Sign": "(u > 0) - (u < 0)",
+    "Relu": "u < 0 ? 0 : u",
+    "BitwiseNot": "~u",
+}
+"""Integer unary ops: the C expression of ``u`` (wrapping as the type does)."""
+
+
+@cache
+def int_unary_kernel(op: str, dtype: str) -> Kernel:
+    """The kernel of integer unary ``op`` (a key of :data:`INT_UNARY`) for ``dtype`` (of
+    :data:`INTS`)."""
+    ctype = INTS[dtype][0]
+    name = f"iunary_{op.lower()}_{dtype}"
+    source = f"""\
+extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __restrict__ y, i64 n) {{
+    {_LOOP} {{
+        {ctype} u = x[i];
+        y[i] = ({ctype})({INT_UNARY[op]});
+    }}
+}}
+"""
+    params = (Param(f"const {ctype}*", "x"), Param(f"{ctype}*", "y"), Param("i64", "n"))
+    return Kernel(name, params, source)
 
 
 @cache
@@ -241,6 +287,7 @@ COMPARE: dict[str, str] = {
 
 
 @cache
+@floating
 def binary_kernel(op: str, dtype: str, rank: int) -> Kernel:
     """The broadcasting kernel of binary ``op`` for ``dtype`` and output rank
     ``rank`` (1 to :data:`MAX_RANK`)."""
@@ -457,6 +504,7 @@ extern "C" __global__ void {name}(const {word}* __restrict__ x, {word}* __restri
 
 
 @cache
+@floating
 def clip_kernel(dtype: str) -> Kernel:
     """``y = min(max(x, lo), hi)``: NaN stays NaN, and ``lo > hi`` gives ``hi``, as ONNX."""
     ctype = DTYPES[dtype][0]
@@ -481,6 +529,7 @@ extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __rest
 
 
 @cache
+@floating
 def fill_kernel(dtype: str) -> Kernel:
     """``y[i] = value``."""
     ctype = DTYPES[dtype][0]
@@ -493,6 +542,41 @@ extern "C" __global__ void {name}({ctype}* __restrict__ y, i64 n, float value) {
     return Kernel(
         name, (Param(f"{ctype}*", "y"), Param("i64", "n"), Param("float", "value")), source
     )
+
+
+@cache
+def fill_word_kernel(itemsize: int) -> Kernel:
+    """``y[i] = bits``: any element type of ``itemsize`` bytes, its value given as its bits."""
+    word = WORDS[itemsize]
+    name = f"fill_b{itemsize}"
+    source = f"""\
+extern "C" __global__ void {name}({word}* __restrict__ y, i64 n, unsigned long long bits) {{
+    {_LOOP} y[i] = ({word})bits;
+}}
+"""
+    params = (Param(f"{word}*", "y"), Param("i64", "n"), Param("unsigned long long", "bits"))
+    return Kernel(name, params, source)
+
+
+RANGE_TYPES = ("f32", "f64", "i16", "i32", "i64")
+"""Element types of :func:`range_kernel` (those of ONNX's Range)."""
+
+
+@cache
+def range_kernel(dtype: str) -> Kernel:
+    """``y[i] = start + i * delta`` (of :data:`RANGE_TYPES`): floats computed
+    in double and rounded once, integers in 64 bits."""
+    ctype = CAST_TYPES[dtype][0]
+    integer = dtype.startswith("i")
+    arg = "i64" if integer else "double"
+    name = f"range_{dtype}"
+    source = f"""\
+extern "C" __global__ void {name}({ctype}* __restrict__ y, i64 n, {arg} start, {arg} delta) {{
+    {_LOOP} y[i] = ({ctype})(start + ({arg})i * delta);
+}}
+"""
+    params = (Param(f"{ctype}*", "y"), Param("i64", "n"), Param(arg, "start"), Param(arg, "delta"))
+    return Kernel(name, params, source)
 
 
 @cache

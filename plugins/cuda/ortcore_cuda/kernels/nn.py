@@ -21,7 +21,7 @@ from functools import cache
 import numpy as np
 
 from .elementwise import _LOOP
-from .spec import DTYPES, Kernel, Param, StructType
+from .spec import DTYPES, Kernel, Param, StructType, floating
 
 __all__ = [
     "CONV_ARGS",
@@ -50,6 +50,7 @@ POOL_ARGS = StructType(
 
 
 @cache
+@floating
 def im2col_kernel(dtype: str) -> Kernel:
     """The columns of one image (see the module docstring)."""
     ctype = DTYPES[dtype][0]
@@ -78,6 +79,7 @@ extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __rest
 
 
 @cache
+@floating
 def pool_kernel(kind: str, dtype: str) -> Kernel:
     """2-D max (``kind="max"``) or average (``"avg"``) pooling, one thread an output element."""
     ctype = DTYPES[dtype][0]
@@ -124,6 +126,7 @@ extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __rest
 
 
 @cache
+@floating
 def batchnorm_kernel(dtype: str) -> Kernel:
     """Inference-mode BatchNormalization (see the module docstring)."""
     ctype = DTYPES[dtype][0]
@@ -158,6 +161,7 @@ extern "C" __global__ void {name}(const {ctype}* __restrict__ x,
 
 
 @cache
+@floating
 def lrn_kernel(dtype: str) -> Kernel:
     """LocalResponseNormalization across channels:
     ``y = x / (bias + alpha / size * sum(x[c'] ** 2)) ** beta`` over the

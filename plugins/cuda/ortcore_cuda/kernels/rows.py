@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from .spec import DTYPES, Kernel, Param, Snippet
+from .spec import DTYPES, Kernel, Param, Snippet, floating
 
 __all__ = [
     "ARG_TREE",
@@ -104,6 +104,7 @@ _ROW = "for (i64 j = threadIdx.x; j < cols; j += blockDim.x)"
 
 
 @cache
+@floating
 def softmax_kernel(dtype: str, log: bool = False) -> Kernel:
     """Softmax (or LogSoftmax) over the last axis of a ``rows x cols`` tensor."""
     ctype = DTYPES[dtype][0]
@@ -155,6 +156,7 @@ _FOLD = {
 
 
 @cache
+@floating
 def reduce_kernel(op: str, dtype: str) -> Kernel:
     """A reduction of each row (the reduced axes, moved last): ``y[row]``
     (a key of :data:`REDUCTIONS`, or ReduceLogSumExp: the row's max, then
@@ -225,6 +227,7 @@ __device__ void arg_reduce(float *v, i64 *k, float sign, int last) {{
 
 
 @cache
+@floating
 def arg_kernel(op: str, dtype: str) -> Kernel:
     """ArgMax or ArgMin of each row: ``y[row]`` (int64)."""
     ctype = DTYPES[dtype][0]
@@ -258,6 +261,7 @@ extern "C" __global__ void {name}(const {ctype}* __restrict__ x, i64* __restrict
 
 
 @cache
+@floating
 def layernorm_kernel(dtype: str) -> Kernel:
     """LayerNormalization over the last axis: ``(x - mean) / sqrt(var + eps) * scale + bias``
     (two passes over the row: the mean, then the variance around it)."""
