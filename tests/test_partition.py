@@ -56,10 +56,12 @@ def test_order_of_providers_decides() -> None:
 
 def test_providers_asked_in_priority_order_with_free_nodes_only() -> None:
     asked: list[tuple[str, list[str]]] = []
+    fallbacks: list[tuple[str, ...]] = []
 
     class Recorder(ExecutionProvider):
         def get_capability(self, graph: GraphContext) -> Capability:
             asked.append((self.name, [n.op_type for n in graph.nodes]))
+            fallbacks.append(graph.fallback)
             take = [n for n in graph.nodes if n.op_type in self.takes]
             return Capability(
                 claims=[Claim.node(n) for n in take],
@@ -92,6 +94,12 @@ def test_providers_asked_in_priority_order_with_free_nodes_only() -> None:
         ("FirstExecutionProvider", ["Add", "Neg", "Relu", "Mul"]),
         ("SecondExecutionProvider", ["Add", "Relu", "Mul"]),
         ("ThirdExecutionProvider", ["Mul"]),
+    ]
+    # each is told who is offered what it leaves: the providers after it
+    assert fallbacks == [
+        ("SecondExecutionProvider", "ThirdExecutionProvider"),
+        ("ThirdExecutionProvider",),
+        (),
     ]
     records = {r.node: r for r in sess.get_partition().nodes}
     assert records["n3_Mul"].provider == "ThirdExecutionProvider"
