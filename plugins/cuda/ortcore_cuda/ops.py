@@ -329,13 +329,29 @@ def _softmax(log: bool) -> Callable[[NodeInfo], Any]:
 
 
 def _layernorm(info: NodeInfo) -> Any:
+    """The last axis with a bias and Y alone (transformers' case) by the
+    one-pass row kernel; any other axis, no bias, the Mean and InvStdDev
+    outputs by :func:`ortcore_cuda.ops_norm.layer_normalization`."""
+    from .ops_norm import layer_normalization
+
     provider = _p(info)
     eps = float(info.attr("epsilon", 1e-5))
+    axis = int(info.attr("axis", -1))
+    general = layer_normalization(info)
 
-    def compute(x: CudaTensor, scale: CudaTensor, bias: CudaTensor) -> tuple[CudaTensor]:
+    def compute(
+        x: CudaTensor, scale: CudaTensor, bias: CudaTensor | None = None
+    ) -> tuple[CudaTensor, ...]:
         rows_, cols = _rows_of(x.shape, x.ndim - 1)
-        if scale.size != cols or bias.size != cols:
-            raise NotImplementedError(f"{info.describe()}: scale and bias of the last axis only")
+        last = axis in (-1, x.ndim - 1)
+        if (
+            info.num_outputs > 1
+            or bias is None
+            or not last
+            or scale.size != cols
+            or bias.size != cols
+        ):
+            return general(x, scale, bias)
         y = provider.empty(x.shape, x.dtype)
         if y.size:
             kernel = rows.layernorm_kernel(_suffix(x))
@@ -1271,15 +1287,6 @@ def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
             return f"CUDA: {op} of rank over {ew.MAX_RANK}"
     if op in ("Softmax", "LogSoftmax", "ArgMax", "ArgMin") and (rank or 0) > ew.MAX_RANK:
         return f"CUDA: {op} of rank over {ew.MAX_RANK}"
-    if op == "LayerNormalization":
-        axis = node.attributes.get("axis")
-        a = axis.as_int() if axis is not None else -1
-        if rank is None or (a != -1 and a != rank - 1):
-            return "CUDA: LayerNormalization over axes other than the last"
-        if len(node.inputs) < 3 or node.inputs[2] is None:
-            return "CUDA: LayerNormalization without a bias"
-        if len([o for o in node.outputs if o.uses() or o.is_graph_output()]) > 1:
-            return "CUDA: LayerNormalization's Mean and InvStdDev outputs"
     if op.startswith("Reduce") and (rank is None or rank > ew.MAX_RANK):
         return f"CUDA: {op} of rank {rank}"
     if op == "Conv" or op in ("MaxPool", "AveragePool"):
