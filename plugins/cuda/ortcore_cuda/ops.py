@@ -16,6 +16,7 @@ are read on the host.
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -660,19 +661,29 @@ def _conv(info: NodeInfo) -> Any:
     groups = int(info.attr("group", 1))
 
     def compute(x: CudaTensor, w: CudaTensor, b: CudaTensor | None = None) -> tuple[CudaTensor]:
+        from . import ops_image
+        from .kernels import image
+
         n, c = x.shape[0], x.shape[1]
         m = w.shape[0]
-        a = _spatial(info, x, info.attr("kernel_shape") or w.shape[2:])
-        y = provider.empty((n, m, *([a["oh"], a["ow"]] if x.ndim == 4 else [a["ow"]])), x.dtype)
-        plane = a["oh"] * a["ow"]
-        k = (c // groups) * a["kh"] * a["kw"]
-        if y.size:
-            cols = provider.empty((groups * k * plane,), x.dtype)
+        window = list(info.attr("kernel_shape") or w.shape[2:])
+        if x.ndim == 5:  # 3-D: the N-D im2col, same column layout
+            spatial, args = ops_image.window_args(info, x, window)
+            kernel = image.im2col_nd_kernel(_suffix(x))
+        else:
+            a = _spatial(info, x, window)
+            spatial = [a["oh"], a["ow"]] if x.ndim == 4 else [a["ow"]]
             args = nn.CONV_ARGS.pack(c=c, **a)
             kernel = nn.im2col_kernel(_suffix(x))
+        y = provider.empty((n, m, *spatial), x.dtype)
+        plane = math.prod(spatial)
+        k = (c // groups) * math.prod(window)
+        if y.size:
+            cols = provider.empty((groups * k * plane,), x.dtype)
             item = x.dtype.itemsize
+            image_size = math.prod(x.shape[1:])
             for i in range(n):
-                image = x.ptr + i * c * a["h"] * a["w"] * item
+                image = x.ptr + i * image_size * item
                 provider.launch_over(kernel, cols.size, image, cols.ptr, cols.size, args)
                 mg = m // groups
                 provider.backend.gemm(
@@ -706,6 +717,16 @@ def _pool(kind: str) -> Callable[[NodeInfo], Any]:
         count_pads = int(info.attr("count_include_pad", 0))
 
         def compute(x: CudaTensor) -> tuple[CudaTensor]:
+            if x.ndim == 5:  # 3-D: the N-D window kernel
+                from . import ops_image
+                from .kernels import image
+
+                spatial, args = ops_image.window_args(info, x, info.attr("kernel_shape"))
+                y = provider.empty((*x.shape[:2], *spatial), x.dtype)
+                if y.size:
+                    kernel = image.pool_nd_kernel(kind, _suffix(x))
+                    provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, args, count_pads)
+                return (y,)
             a = _spatial(info, x, info.attr("kernel_shape"))
             spatial = [a["oh"], a["ow"]] if x.ndim == 4 else [a["ow"]]
             y = provider.empty((*x.shape[:2], *spatial), x.dtype)
@@ -900,6 +921,7 @@ def _expand(info: NodeInfo) -> Any:
 
 def _pad(info: NodeInfo) -> Any:
     provider = _p(info)
+    mode = str(info.attr("mode", "constant"))
 
     def compute(
         x: CudaTensor, pads: Any = None, value: Any = None, axes: Any = None
@@ -913,29 +935,28 @@ def _pad(info: NodeInfo) -> Any:
             if axes is not None
             else list(range(rank))
         )
+        if len(p) != 2 * len(axes_l):
+            raise ValueError(f"{info.describe()}: {len(p)} pads for {len(axes_l)} axes")
         before, after = [0] * rank, [0] * rank
         for i, a in enumerate(axes_l):
             before[a], after[a] = p[i], p[i + len(axes_l)]
-        if min(before + after) < 0:
-            raise NotImplementedError(f"{info.describe()}: negative pads")
-        fill = (
-            float(np.asarray(value).reshape(-1)[0]) if value is not None and np.size(value) else 0.0
-        )
         dims = [d + b + e for d, b, e in zip(x.shape, before, after)]
+        if rank > ew.MAX_RANK:
+            raise ValueError(f"{info.describe()}: rank {rank} (the kernel goes to {ew.MAX_RANK})")
+        if min(dims, default=0) < 0:
+            raise ValueError(f"{info.describe()}: pads {p} crop {list(x.shape)} below nothing")
+        if mode != "constant" and x.size == 0 and math.prod(dims):
+            raise ValueError(f"{info.describe()}: {mode} padding of an empty tensor")
+        fill = np.asarray(value if value is not None and np.size(value) else 0).reshape(-1)[:1]
+        bits = int.from_bytes(fill.astype(x.dtype).tobytes(), "little")
         y = provider.empty(dims, x.dtype)
         if y.size:
-            provider.launch_over(ew.fill_kernel(_suffix(x)), y.size, y.ptr, y.size, fill)
-        if x.size:
-            out_strides = ew.contiguous(dims)
-            offset = sum(b * s for b, s in zip(before, out_strides)) * x.dtype.itemsize
-            provider.strided_copy(
-                x.ptr,
-                y.ptr + offset,
-                x.shape,
-                ew.contiguous(x.shape),
-                out_strides,
-                x.dtype.itemsize,
+            pad = [0] * (ew.MAX_RANK - rank)
+            args = ew.PAD_ARGS.pack(
+                rank=rank, out=dims + pad, **{"in": list(x.shape) + pad}, before=before + pad
             )
+            kernel = ew.pad_kernel(x.dtype.itemsize, mode)
+            provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, args, bits)
         return (y,)
 
     return compute
@@ -1128,14 +1149,14 @@ def build_registry() -> KernelRegistry:
     reg.kernel("LRN", since=1, types=floats)(_lrn)
     for op, (since, *_rest) in PARAM_SINCE.items():
         reg.kernel(op, since=since, types=wide)(_param_unary(op))
-    for op, since, types in (
+    for op, since, allowed in (
         ("Abs", 6, INT_TYPES),
         ("Neg", 6, SIGNED),
         ("Sign", 9, INT_TYPES),
         ("Relu", 14, SIGNED),
         ("BitwiseNot", 18, INT_TYPES),
     ):
-        reg.kernel(op, since=since, types={"T": types})(_int_unary(op))
+        reg.kernel(op, since=since, types={"T": allowed})(_int_unary(op))
     reg.kernel("BitShift", since=11, types={"T": INT_TYPES})(_int_binary("BitShift"))
     reg.kernel("Mod", since=10, types=wide)(_binary("Mod"))
     ints: dict[str | int, tuple[ir.DataType, ...]] = {"T": INT_TYPES}
@@ -1170,7 +1191,7 @@ def build_registry() -> KernelRegistry:
     for op in ("ArgMax", "ArgMin"):
         reg.kernel(op, since=1, types=wide)(_arg(op))
     reg.kernel("MatMul", since=1, types=floats)(_matmul)
-    reg.kernel("Gemm", since=7, types=floats)(_gemm)
+    reg.kernel("Gemm", since=6, types=floats)(_gemm)  # 6: C broadcasts (the kernel always may)
     reg.kernel("Transpose", since=1, types={"T": MOVABLE})(_transpose)
     reg.kernel("Cast", since=6, types={0: CASTABLE, "T2": CASTABLE})(_cast)
     reg.kernel("CastLike", since=15, types={0: CASTABLE, 1: CASTABLE})(_cast)
@@ -1194,7 +1215,7 @@ def build_registry() -> KernelRegistry:
     reg.kernel("AveragePool", since=1, types=floats)(_pool("avg"))
     reg.kernel("GlobalAveragePool", since=1, types=floats)(_global_pool("ReduceMean"))
     reg.kernel("GlobalMaxPool", since=1, types=floats)(_global_pool("ReduceMax"))
-    reg.kernel("BatchNormalization", since=9, types={0: FLOATS, 1: FLOATS, 3: FLOATS})(_batchnorm)
+    reg.kernel("BatchNormalization", since=6, types={0: FLOATS, 1: FLOATS, 3: FLOATS})(_batchnorm)
     reg.kernel("Concat", since=4, types=move)(_concat)
     reg.kernel("Slice", since=1, until=9, types=move)(_slice)
     host_rest = {i: "host" for i in range(1, 5)}
@@ -1202,8 +1223,8 @@ def build_registry() -> KernelRegistry:
     reg.kernel("Split", since=2, until=12, types=move)(_split)
     reg.kernel("Split", since=13, types=move, input_memory={1: "host"})(_split)
     reg.kernel("Expand", since=8, types=move, input_memory={1: "host"})(_expand)
-    reg.kernel("Pad", since=2, until=10, types=floats)(_pad)
-    reg.kernel("Pad", since=11, types=floats, input_memory={1: "host", 2: "host", 3: "host"})(_pad)
+    reg.kernel("Pad", since=2, until=10, types=move)(_pad)
+    reg.kernel("Pad", since=11, types=move, input_memory={1: "host", 2: "host", 3: "host"})(_pad)
     reg.kernel("Gather", since=1, types={"T": MOVABLE}, input_memory={1: "host"})(_gather)
     reg.kernel("Where", since=9, types={"T": MOVABLE})(_where)
     for op, since in (
@@ -1281,17 +1302,15 @@ def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
         )
     if op in BROADCASTING:
         ranks = [_rank(node, i) for i in range(len(node.inputs))]
-        if any(r is None for r in ranks):
-            return f"CUDA: {op} of an input of unknown rank"
-        if max(r or 0 for r in ranks) > ew.MAX_RANK:
+        if max(r or 0 for r in ranks) > ew.MAX_RANK:  # an unknown rank is checked at run time
             return f"CUDA: {op} of rank over {ew.MAX_RANK}"
     if op in ("Softmax", "LogSoftmax", "ArgMax", "ArgMin") and (rank or 0) > ew.MAX_RANK:
         return f"CUDA: {op} of rank over {ew.MAX_RANK}"
     if op.startswith("Reduce") and (rank is None or rank > ew.MAX_RANK):
         return f"CUDA: {op} of rank {rank}"
     if op == "Conv" or op in ("MaxPool", "AveragePool"):
-        if rank not in (3, 4):
-            return f"CUDA: {op} of rank {rank} (1-D and 2-D only)"
+        if rank not in (3, 4, 5):
+            return f"CUDA: {op} of rank {rank} (1-D to 3-D only)"
         if op == "MaxPool":
             if len(node.outputs) > 1 and (
                 node.outputs[1].uses() or node.outputs[1].is_graph_output()
@@ -1312,18 +1331,18 @@ def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
             return "CUDA: BatchNormalization in training mode"
         if rank is None or rank < 2:
             return "CUDA: BatchNormalization of rank under 2"
+        spatial = node.attributes.get("spatial")  # opsets 6 to 8
+        if spatial is not None and not spatial.as_int():
+            return "CUDA: BatchNormalization with spatial=0 (a scale per element)"
     if op == "Pad":
         mode = node.attributes.get("mode")
-        if mode is not None and mode.as_string() != "constant":
+        if mode is not None and mode.as_string() not in ew.PAD_MODES:
             return f"CUDA: Pad mode {mode.as_string()}"
-        pads = node.attributes.get("pads")
-        values = pads.as_ints() if pads is not None else _const_ints(node, 1)
-        if values is None or min(values, default=0) < 0:
-            return "CUDA: Pad with negative or unknown pads"
     if op == "Trilu" and (rank or 0) < 2:
         return f"CUDA: Trilu of rank {rank}"
     if op in ("Concat", "Slice", "Split", "Expand", "Where", "Gather", "Pad"):
-        if rank is None or rank > ew.MAX_RANK or (rank == 0 and op != "Expand"):
+        # an unknown rank is checked when the kernel runs
+        if rank is not None and (rank > ew.MAX_RANK or (rank == 0 and op != "Expand")):
             return f"CUDA: {op} of rank {rank}"
         if op == "Where" and any((_rank(node, i) or 0) > ew.MAX_RANK for i in range(3)):
             return f"CUDA: Where of rank over {ew.MAX_RANK}"

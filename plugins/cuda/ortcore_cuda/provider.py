@@ -315,7 +315,7 @@ class CUDAExecutionProvider(ep_sdk.ExecutionProvider):
     def from_host(self, array: np.ndarray) -> CudaTensor:
         """Copy a numpy array to the device (on the provider's stream)."""
         host = np.ascontiguousarray(array)
-        x = self.empty(host.shape, host.dtype)
+        x = self.empty(np.shape(array), host.dtype)  # ascontiguousarray makes a 0-d array 1-d
         if host.nbytes:
             self.backend.upload(x.ptr, host, self.stream)
             self.backend.synchronize(self.stream)  # the host array may go away after this

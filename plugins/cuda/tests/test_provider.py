@@ -218,7 +218,8 @@ def test_what_the_kernels_do_not_cover_runs_on_cpu_with_the_reason(emulated: Any
         helper.make_node("Max", ["s", "x", "x"], ["m"]),  # 3 inputs, folded pairwise
         helper.make_node("Pad", ["m", "pads"], ["p"], mode="reflect"),
         helper.make_node("ReduceSum", ["p", "axes"], ["r"], keepdims=1),  # not the last axis
-        helper.make_node("Relu", ["r"], ["y"]),
+        helper.make_node("Einsum", ["r", "r", "r"], ["l"], equation="ij,ij,ij->ij"),
+        helper.make_node("Relu", ["l"], ["y"]),
     ]
     graph = helper.make_graph(
         nodes,
@@ -233,9 +234,10 @@ def test_what_the_kernels_do_not_cover_runs_on_cpu_with_the_reason(emulated: Any
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     cuda, cpu = _sessions(emulated, model.SerializeToString())
     where = {r.op_type: r for r in cuda.get_partition().nodes}
-    for op in ("Softmax", "Max", "ReduceSum", "Relu"):
+    for op in ("Softmax", "Max", "Pad", "ReduceSum", "Relu"):
         assert where[op].provider == "CUDAExecutionProvider", op
-    assert where["Pad"].declined["CUDAExecutionProvider"] == "CUDA: Pad mode reflect"
+    assert where["Einsum"].provider == "CPUExecutionProvider"
+    assert "Einsum of 3 operands" in where["Einsum"].declined["CUDAExecutionProvider"]
     x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
     np.testing.assert_allclose(cuda.run(None, {"x": x})[0], cpu.run(None, {"x": x})[0], rtol=1e-6)
 

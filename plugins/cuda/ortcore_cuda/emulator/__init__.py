@@ -34,7 +34,15 @@ from ..kernels.spec import SCALARS, Kernel, translation_unit
 __all__ = ["EmulationError", "Emulator", "compiler"]
 
 HERE = Path(__file__).resolve().parent
-_SCALARS = {c: np.ctypeslib.as_ctypes_type(t) for c, t in SCALARS.items()}
+_CTYPES: dict[str, Any] = {
+    "int32": ctypes.c_int32,
+    "int64": ctypes.c_int64,
+    "uint32": ctypes.c_uint32,
+    "uint64": ctypes.c_uint64,
+    "float32": ctypes.c_float,
+    "float64": ctypes.c_double,
+}
+_SCALARS = {c: _CTYPES[t.name] for c, t in SCALARS.items()}
 
 
 class EmulationError(RuntimeError):

@@ -16,6 +16,7 @@ from .elementwise import (
     INT_BINARY,
     INT_UNARY,
     INTS,
+    PAD_MODES,
     PARAM_UNARY,
     RANGE_TYPES,
     UNARY,
@@ -29,6 +30,7 @@ from .elementwise import (
     int_binary_kernel,
     int_unary_kernel,
     not_kernel,
+    pad_kernel,
     param_kernel,
     range_kernel,
     transpose_kernel,
@@ -66,6 +68,7 @@ def all_kernels() -> list[Kernel]:
     out += [where_kernel(size, r) for size in WORDS for r in range(1, MAX_RANK + 1)]
     out += [gather_kernel(size) for size in WORDS] + [fill_word_kernel(size) for size in WORDS]
     out += [range_kernel(t) for t in RANGE_TYPES]
+    out += [pad_kernel(size, mode) for size in WORDS for mode in PAD_MODES]
     out += [cast_kernel(a, b) for a in CAST_TYPES for b in CAST_TYPES if a != b]
     out += [not_kernel()] + [trilu_kernel(size) for size in WORDS]
     out += [

@@ -37,6 +37,7 @@ __all__ = [
     "int_binary_kernel",
     "int_unary_kernel",
     "not_kernel",
+    "pad_kernel",
     "param_kernel",
     "permute_args",
     "trilu_kernel",
@@ -577,6 +578,67 @@ extern "C" __global__ void {name}({ctype}* __restrict__ y, i64 n, {arg} start, {
 """
     params = (Param(f"{ctype}*", "y"), Param("i64", "n"), Param(arg, "start"), Param(arg, "delta"))
     return Kernel(name, params, source)
+
+
+PAD_ARGS = StructType(
+    "PadArgs",
+    f"struct PadArgs {{ i64 rank; i64 out[{MAX_RANK}]; i64 in[{MAX_RANK}]; "
+    f"i64 before[{MAX_RANK}]; }};",
+    np.dtype(
+        [
+            ("rank", "<i8"),
+            ("out", "<i8", (MAX_RANK,)),
+            ("in", "<i8", (MAX_RANK,)),
+            ("before", "<i8", (MAX_RANK,)),
+        ]
+    ),
+)
+"""Pad's output and input dims and the pads before each axis (negative: cropped)."""
+
+PAD_MODES = {
+    "constant": "if (c < 0 || c >= d) { outside = true; break; }",
+    "edge": "c = c < 0 ? 0 : (c >= d ? d - 1 : c);",
+    "reflect": (
+        "if (d == 1) c = 0; else { i64 p = 2 * (d - 1); c = ((c % p) + p) % p; "
+        "if (c >= d) c = p - c; }"
+    ),
+    "wrap": "c = ((c % d) + d) % d;",
+}
+"""Pad's modes: how a coordinate ``c`` outside ``[0, d)`` maps into the input."""
+
+
+@cache
+def pad_kernel(itemsize: int, mode: str) -> Kernel:
+    """Pad (any element type of ``itemsize`` bytes) in ``mode`` (a key of
+    :data:`PAD_MODES`): one thread an output element, its input coordinate
+    per axis its own minus the pads before (``bits``: the constant)."""
+    word = WORDS[itemsize]
+    name = f"pad_{mode}_b{itemsize}"
+    source = f"""\
+extern "C" __global__ void {name}(const {word}* __restrict__ x, {word}* __restrict__ y, i64 n,
+                                  PadArgs a, unsigned long long bits) {{
+    {_LOOP} {{
+        i64 r = i, src = 0, stride = 1;
+        bool outside = false;
+        for (i64 k = a.rank - 1; k >= 0; k--) {{
+            i64 d = a.in[k], c = r % a.out[k] - a.before[k];
+            r /= a.out[k];
+            {PAD_MODES[mode]}
+            src += c * stride;
+            stride *= d;
+        }}
+        y[i] = outside ? ({word})bits : x[src];
+    }}
+}}
+"""
+    params = (
+        Param(f"const {word}*", "x"),
+        Param(f"{word}*", "y"),
+        Param("i64", "n"),
+        Param("PadArgs", "a"),
+        Param("unsigned long long", "bits"),
+    )
+    return Kernel(name, params, source, (PAD_ARGS,))
 
 
 @cache

@@ -18,7 +18,7 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -68,7 +68,7 @@ DTYPES = {
 numpy dtype). float16 computes in float; float64 kernels are the float
 ones :func:`widen`-ed to compute in double."""
 
-SCALARS = {
+SCALARS: dict[str, np.dtype[Any]] = {
     "i64": np.dtype(np.int64),
     "long long": np.dtype(np.int64),
     "int": np.dtype(np.int32),
@@ -168,9 +168,7 @@ def widen(kernel: Kernel) -> Kernel:
     parameters and the helpers it needs (renamed, so a translation unit can
     hold both; C++ overloads the helpers' functions by type)."""
     needs = tuple(
-        s
-        if isinstance(s, StructType)
-        else Snippet(f"{s.name}@f64", _widened(s.definition))
+        s if isinstance(s, StructType) else Snippet(f"{s.name}@f64", _widened(s.definition))
         for s in kernel.needs
     )
     params = tuple(replace(p, ctype=_widened(p.ctype)) for p in kernel.params)
