@@ -945,7 +945,7 @@ def _pad(info: NodeInfo) -> Any:
             raise ValueError(f"{info.describe()}: rank {rank} (the kernel goes to {ew.MAX_RANK})")
         if min(dims, default=0) < 0:
             raise ValueError(f"{info.describe()}: pads {p} crop {list(x.shape)} below nothing")
-        if mode != "constant" and x.size == 0 and math.prod(dims):
+        if mode != "constant" and x.size == 0 and 0 not in dims:
             raise ValueError(f"{info.describe()}: {mode} padding of an empty tensor")
         fill = np.asarray(value if value is not None and np.size(value) else 0).reshape(-1)[:1]
         bits = int.from_bytes(fill.astype(x.dtype).tobytes(), "little")
