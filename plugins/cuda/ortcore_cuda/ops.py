@@ -940,21 +940,15 @@ def _pad(info: NodeInfo) -> Any:
         before, after = [0] * rank, [0] * rank
         for i, a in enumerate(axes_l):
             before[a], after[a] = p[i], p[i + len(axes_l)]
-        dims = [d + b + e for d, b, e in zip(x.shape, before, after)]
-        if rank > ew.MAX_RANK:
-            raise ValueError(f"{info.describe()}: rank {rank} (the kernel goes to {ew.MAX_RANK})")
+        dims, kept, args = ew.pad_args(x.shape, before, after)
         if min(dims, default=0) < 0:
             raise ValueError(f"{info.describe()}: pads {p} crop {list(x.shape)} below nothing")
-        if mode != "constant" and x.size == 0 and 0 not in dims:
-            raise ValueError(f"{info.describe()}: {mode} padding of an empty tensor")
+        if mode != "constant" and kept == 0 and 0 not in dims:
+            raise ValueError(f"{info.describe()}: {mode} padding of nothing (pads {p})")
         fill = np.asarray(value if value is not None and np.size(value) else 0).reshape(-1)[:1]
         bits = int.from_bytes(fill.astype(x.dtype).tobytes(), "little")
         y = provider.empty(dims, x.dtype)
         if y.size:
-            pad = [0] * (ew.MAX_RANK - rank)
-            args = ew.PAD_ARGS.pack(
-                rank=rank, out=dims + pad, **{"in": list(x.shape) + pad}, before=before + pad
-            )
             kernel = ew.pad_kernel(x.dtype.itemsize, mode)
             provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, args, bits)
         return (y,)

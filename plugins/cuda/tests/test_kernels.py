@@ -473,3 +473,19 @@ def test_arg_reductions_break_ties_as_asked(emu: Emulator, op: str, last: int) -
     want = ref(x, 1) if not last else x.shape[1] - 1 - ref(x[:, ::-1], 1)
     np.testing.assert_array_equal(y[:5], want[:5])
     assert y[5] == 7  # NaN wins, as numpy
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "wrap"])
+def test_pad_in_every_mode_with_cropping(emu: Emulator, mode: str) -> None:
+    from ortcore_cuda.kernels.elementwise import pad_args
+
+    x = np.arange(4 * 6, dtype=np.int16).reshape(4, 6)
+    dims, kept, args = pad_args(x.shape, [2, -1], [-1, 3])  # crop, then pad what is kept
+    assert kept == 3 * 5
+    kw = {"constant_values": -7} if mode == "constant" else {}
+    want = np.pad(x[:-1, 1:], [(2, 0), (0, 3)], mode=mode, **kw)  # type: ignore[call-overload]
+    assert dims == list(want.shape)
+    y = np.empty(want.shape, np.int16)
+    bits = int.from_bytes(np.int16(-7).tobytes(), "little")
+    emu.launch(f"pad_{mode}_b2", 2, 32, x, y, y.size, args, bits)
+    np.testing.assert_array_equal(y, want)

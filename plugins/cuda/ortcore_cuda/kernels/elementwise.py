@@ -37,6 +37,7 @@ __all__ = [
     "int_binary_kernel",
     "int_unary_kernel",
     "not_kernel",
+    "pad_args",
     "pad_kernel",
     "param_kernel",
     "permute_args",
@@ -580,20 +581,39 @@ extern "C" __global__ void {name}({ctype}* __restrict__ y, i64 n, {arg} start, {
     return Kernel(name, params, source)
 
 
+_PAD_FIELDS = ("out", "in", "before", "lo", "len")
 PAD_ARGS = StructType(
     "PadArgs",
-    f"struct PadArgs {{ i64 rank; i64 out[{MAX_RANK}]; i64 in[{MAX_RANK}]; "
-    f"i64 before[{MAX_RANK}]; }};",
-    np.dtype(
-        [
-            ("rank", "<i8"),
-            ("out", "<i8", (MAX_RANK,)),
-            ("in", "<i8", (MAX_RANK,)),
-            ("before", "<i8", (MAX_RANK,)),
-        ]
-    ),
+    "struct PadArgs { i64 rank; " + " ".join(f"i64 {f}[{MAX_RANK}];" for f in _PAD_FIELDS) + " };",
+    np.dtype([("rank", "<i8")] + [(f, "<i8", (MAX_RANK,)) for f in _PAD_FIELDS]),
 )
-"""Pad's output and input dims and the pads before each axis (negative: cropped)."""
+"""Pad's output and input dims, and per axis the pads before the kept part
+(at least 0), where the kept part starts (negative pads crop) and its length."""
+
+
+def pad_args(
+    shape: Sequence[int], before: Sequence[int], after: Sequence[int]
+) -> tuple[list[int], int, np.ndarray]:
+    """The output dims of padding ``shape`` by ``before`` and ``after`` per
+    axis (negative: cropped, then the rest padded), the number of elements
+    kept of the input, and the ``PadArgs`` of :func:`pad_kernel`."""
+    rank = len(shape)
+    if rank > MAX_RANK:
+        raise ValueError(f"Pad of rank {rank}: the kernels go to {MAX_RANK}")
+    dims = [d + b + e for d, b, e in zip(shape, before, after)]
+    lo = [max(-b, 0) for b in before]
+    kept = [d - s - max(-e, 0) for d, s, e in zip(shape, lo, after)]
+    pad = [0] * (MAX_RANK - rank)
+    args = PAD_ARGS.pack(
+        rank=rank,
+        out=dims + pad,
+        before=[max(b, 0) for b in before] + pad,
+        lo=lo + pad,
+        len=kept + pad,
+        **{"in": list(shape) + pad},
+    )
+    return dims, int(np.prod(kept)) if min(kept, default=1) > 0 else 0, args
+
 
 PAD_MODES = {
     "constant": "if (c < 0 || c >= d) { outside = true; break; }",
@@ -610,8 +630,9 @@ PAD_MODES = {
 @cache
 def pad_kernel(itemsize: int, mode: str) -> Kernel:
     """Pad (any element type of ``itemsize`` bytes) in ``mode`` (a key of
-    :data:`PAD_MODES`): one thread an output element, its input coordinate
-    per axis its own minus the pads before (``bits``: the constant)."""
+    :data:`PAD_MODES`): one thread an output element, its coordinate in the
+    kept part of the input (what negative pads leave) per axis its own minus
+    the pads before, mapped into it by the mode (``bits``: the constant)."""
     word = WORDS[itemsize]
     name = f"pad_{mode}_b{itemsize}"
     source = f"""\
@@ -621,11 +642,11 @@ extern "C" __global__ void {name}(const {word}* __restrict__ x, {word}* __restri
         i64 r = i, src = 0, stride = 1;
         bool outside = false;
         for (i64 k = a.rank - 1; k >= 0; k--) {{
-            i64 d = a.in[k], c = r % a.out[k] - a.before[k];
+            i64 d = a.len[k], c = r % a.out[k] - a.before[k];
             r /= a.out[k];
             {PAD_MODES[mode]}
-            src += c * stride;
-            stride *= d;
+            src += (c + a.lo[k]) * stride;
+            stride *= a.in[k];
         }}
         y[i] = outside ? ({word})bits : x[src];
     }}
