@@ -102,6 +102,7 @@ PARAM_SINCE: dict[str, tuple[int, str, float, str, float]] = {
     "HardSigmoid": (6, "alpha", 0.2, "beta", 0.5),
     "ThresholdedRelu": (10, "alpha", 1.0, "", 0.0),
     "Shrink": (9, "bias", 0.0, "lambd", 0.5),
+    "Swish": (24, "alpha", 1.0, "", 0.0),
 }
 """Unary ops with attributes: since, the attributes passed as alpha and beta, with defaults."""
 SIGNED = (ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64)

@@ -335,6 +335,7 @@ NUMPY_PARAM = {
     "HardSigmoid": lambda v, a, b: np.clip(a * v + b, 0, 1),
     "ThresholdedRelu": lambda v, a, b: np.where(v > a, v, 0),
     "Shrink": lambda v, a, b: np.where(v < -b, v + a, np.where(v > b, v - a, 0)),
+    "Swish": lambda v, a, b: v / (1 + np.exp(-a * v)),
 }
 
 

@@ -154,6 +154,7 @@ PARAM_UNARY: dict[str, str] = {
     "HardSigmoid": "fmaxf(0.0f, fminf(1.0f, alpha * v + beta))",
     "ThresholdedRelu": "v > alpha ? v : 0.0f",
     "Shrink": "v < -beta ? v + alpha : (v > beta ? v - alpha : 0.0f)",  # alpha: bias, beta: lambd
+    "Swish": "v / (1.0f + expf(-alpha * v))",
 }
 """Unary ops with attributes: the float expression of ``v``, ``alpha`` and ``beta``."""
 
