@@ -56,6 +56,11 @@ class CudaTensor:
         """Number of dimensions."""
         return len(self.shape)
 
+    def wait(self) -> None:
+        """Block until the work queued so far on the stream of the provider
+        that made this tensor is done (before another stream reads it)."""
+        self._provider.backend.synchronize(self._provider.stream)
+
     def numpy(self) -> np.ndarray:
         """A host copy."""
         return self._provider.to_host(self)

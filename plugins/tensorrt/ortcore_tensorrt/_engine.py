@@ -151,6 +151,8 @@ class Runner:
         plan: the serialized engine.
         memory: device memory and copies (:class:`ortcore_tensorrt._cuda.CudaDriver`).
         outputs: the group's output names and numpy types, in order.
+        device: the CUDA provider whose device tensors the engine reads and
+            writes in place (``None``: numpy values, copied in and out).
     """
 
     def __init__(
@@ -159,9 +161,11 @@ class Runner:
         plan: bytes,
         memory: Memory,
         outputs: Sequence[tuple[str, np.dtype]],
+        device: Any = None,
     ) -> None:
         self.module = module
         self.memory = memory
+        self.device = device
         memory.activate()
         self.runtime = module.Runtime(logger(module))
         self.engine = self.runtime.deserialize_cuda_engine(plan)
@@ -203,16 +207,33 @@ class Runner:
                 self._states.append(state)
         return state
 
-    def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    def run(self, feeds: Mapping[str, Any]) -> list[Any]:
         """Run on ``feeds`` (by input name; names the engine dropped are
-        ignored); the group's outputs in order, as their ONNX types."""
+        ignored); the group's outputs in order, as their ONNX types: numpy
+        arrays, or with ``device`` its tensors (inputs read where they are,
+        outputs written into new ones; a value whose type the engine changes,
+        or a shape tensor, goes by the host)."""
         state = self._state()
         memory, ctx, stream = self.memory, state.context, state.stream
         memory.activate()
         staged = []  # keeps the host copies alive until the stream is synchronized
         for name in self.inputs:
-            value = np.asarray(feeds[name])
-            value = np.ascontiguousarray(value, dtype=self.types[name])
+            value = feeds[name]
+            if not isinstance(value, np.ndarray) and hasattr(value, "ptr"):  # a device tensor
+                if name not in self.host_inputs and value.dtype == self.types[name]:
+                    value.wait()  # the work that made it, on its provider's stream
+                    staged.append(value)
+                    if state.shapes.get(name) != value.shape:
+                        if not ctx.set_input_shape(name, value.shape):
+                            raise ValueError(
+                                f"TensorRT refused shape {value.shape} for input {name!r} "
+                                "(outside the engine's optimization profile)"
+                            )
+                        state.shapes[name] = value.shape
+                    ctx.set_tensor_address(name, value.ptr)
+                    continue
+                value = self.device.to_host(value)
+            value = np.ascontiguousarray(np.asarray(value), dtype=self.types[name])
             staged.append(value)
             if state.shapes.get(name) != value.shape:
                 if not ctx.set_input_shape(name, value.shape):
@@ -227,24 +248,34 @@ class Runner:
             ptr = state.buffer(memory, name, value.nbytes)
             memory.to_device(ptr, value, stream)
             ctx.set_tensor_address(name, ptr)
-        results = []
-        for name, _ in self.outputs:
+        results: list[Any] = []
+        for name, onnx_type in self.outputs:
             shape = tuple(int(d) for d in ctx.get_tensor_shape(name))
             if any(d < 0 for d in shape):
                 raise RuntimeError(
                     f"output {name!r} has a data-dependent shape {shape}, which this "
                     "provider does not run"
                 )
-            out = np.empty(shape, self.types[name])
-            ctx.set_tensor_address(name, state.buffer(memory, name, out.nbytes))
+            if self.device is not None and self.types[name] == onnx_type:
+                out = self.device.empty(shape, onnx_type)  # written in place
+                ctx.set_tensor_address(
+                    name, out.ptr if out.nbytes else state.buffer(memory, name, 1)
+                )
+            else:
+                out = np.empty(shape, self.types[name])
+                ctx.set_tensor_address(name, state.buffer(memory, name, out.nbytes))
             results.append(out)
         if not ctx.execute_async_v3(stream):
             raise RuntimeError("TensorRT's execute_async_v3 failed (see its log)")
         for (name, _), out in zip(self.outputs, results):
-            memory.to_host(out, state.buffers[name][0], stream)
+            if isinstance(out, np.ndarray):
+                memory.to_host(out, state.buffers[name][0], stream)
         memory.synchronize(stream)
         del staged
-        return [r if r.dtype == t else r.astype(t) for r, (_, t) in zip(results, self.outputs)]
+        done = [r if r.dtype == t else r.astype(t) for r, (_, t) in zip(results, self.outputs)]
+        if self.device is not None:  # every output on the device
+            done = [r if not isinstance(r, np.ndarray) else self.device.from_host(r) for r in done]
+        return done
 
     def close(self) -> None:
         """Free every thread's device buffers."""

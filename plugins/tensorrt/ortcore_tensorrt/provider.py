@@ -23,7 +23,12 @@
   on another. ``ortcore cache list`` shows them.
 * Run: values reach the GPU by host copies on the provider's stream
   (:mod:`ortcore_tensorrt._cuda`), with one execution context per thread
-  (:class:`ortcore_tensorrt._engine.Runner`).
+  (:class:`ortcore_tensorrt._engine.Runner`). Where ``ortcore-cuda`` is
+  installed and can run (option ``trt_cuda_tensors``, ``auto`` by default),
+  the provider's device is the CUDA provider's (``cuda:<device_id>``) and
+  its values are that provider's device tensors: an engine reads its inputs
+  where CUDA kernels left them and writes its outputs into tensors of the
+  CUDA provider's allocator, so nothing crosses the host between the two.
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ class TensorrtExecutionProvider(ep_sdk.BridgeExecutionProvider):
         "trt_profile_min_shapes": "",
         "trt_profile_opt_shapes": "",
         "trt_profile_max_shapes": "",
+        "trt_cuda_tensors": "auto",
     }
 
     # The core's compiled-artifact cache would store what serialize() returns once
@@ -139,6 +145,52 @@ class TensorrtExecutionProvider(ep_sdk.BridgeExecutionProvider):
         self._builds = 0
         self._engines: list[_Engines] = []
         self._lock = threading.Lock()
+        self.cuda = self._cuda_provider(o["trt_cuda_tensors"])
+        if self.cuda is not None:
+            self.device = self.cuda.device
+
+    def _cuda_provider(self, choice: str) -> Any:
+        """The CUDA provider whose device tensors this one shares (``None``:
+        values go by host copies), per option ``trt_cuda_tensors``: ``auto``
+        (when ``ortcore-cuda`` is installed and can run), ``1`` (or refuse),
+        ``0``."""
+        if choice not in ("auto", "0", "1"):
+            raise ep_sdk.ProviderOptionError(
+                f"{self.name}: trt_cuda_tensors must be auto, 0 or 1, got {choice!r}"
+            )
+        if choice == "0":
+            return None
+        try:
+            from ortcore_cuda.provider import CUDAExecutionProvider
+        except ImportError:
+            why: str | None = "ortcore-cuda is not installed"
+        else:
+            why = CUDAExecutionProvider.unavailable_reason()
+        if why is not None:
+            if choice == "1":
+                raise ep_sdk.ProviderOptionError(
+                    f"{self.name}: trt_cuda_tensors=1, but the CUDA provider cannot run: {why}"
+                )
+            return None
+        return CUDAExecutionProvider({"device_id": str(self.device_id)}, self.config)
+
+    def to_host(self, value: Any) -> np.ndarray:
+        """A device tensor copied to the host (the CUDA provider's, when shared)."""
+        if self.cuda is not None:
+            return self.cuda.to_host(value)  # type: ignore[no-any-return]
+        return super().to_host(value)
+
+    def from_host(self, array: np.ndarray) -> Any:
+        """A numpy array on this provider's device (the CUDA provider's, when shared)."""
+        if self.cuda is not None:
+            return self.cuda.from_host(array)
+        return super().from_host(array)
+
+    def allocator(self) -> ep_sdk.Allocator:
+        """The CUDA provider's allocator when tensors are shared, else the host's."""
+        if self.cuda is not None:
+            return self.cuda.allocator()  # type: ignore[no-any-return]
+        return super().allocator()
 
     # -- availability ----------------------------------------------------------------
 
@@ -243,8 +295,9 @@ class TensorrtExecutionProvider(ep_sdk.BridgeExecutionProvider):
             engines.plan, engines.cached = self.plan(engines, engines.profile)
         return engines
 
-    def run(self, engine: Any, inputs: Sequence[Any]) -> list[np.ndarray]:
-        """Run the group's engine (built or rebuilt for these shapes if need be)."""
+    def run(self, engine: Any, inputs: Sequence[Any]) -> list[Any]:
+        """Run the group's engine (built or rebuilt for these shapes if need be):
+        numpy values, or the CUDA provider's device tensors when shared."""
         return engine.run(inputs)  # type: ignore[no-any-return]
 
     def close(self) -> None:
@@ -253,6 +306,8 @@ class TensorrtExecutionProvider(ep_sdk.BridgeExecutionProvider):
             engines, self._engines = self._engines, []
         for e in engines:
             e.close()
+        if self.cuda is not None:
+            self.cuda.close()
 
     @property
     def builds(self) -> int:
@@ -442,7 +497,7 @@ class _Engines:
         entry, another build of TensorRT) is built again and its entry
         replaced: a bad cache entry costs a build, never the session."""
         try:
-            return Runner(self.provider.trt, plan, self.provider.memory, self.outputs)
+            return self._new_runner(plan)
         except Exception:
             if not cached:
                 raise
@@ -454,10 +509,17 @@ class _Engines:
             )
         plan, _ = self.provider.plan(self, profile, fresh=True)
         self.plan = plan
-        return Runner(self.provider.trt, plan, self.provider.memory, self.outputs)
+        return self._new_runner(plan)
 
-    def run(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+    def _new_runner(self, plan: bytes) -> Runner:
+        p = self.provider
+        return Runner(p.trt, plan, p.memory, self.outputs, device=p.cuda)
+
+    def run(self, inputs: Sequence[Any]) -> list[Any]:
         feeds = dict(zip(self.feeds, inputs))
+        cuda = self.provider.cuda
+        if cuda is not None:  # shape tensors are read on the host
+            feeds.update({n: cuda.to_host(feeds[n]) for n in self.values if n in feeds})
         shapes = {n: tuple(np.shape(feeds[n])) for n in self.dynamic if n in feeds}
         shapes.update({n: _ints(feeds[n]) for n in self.values if n in feeds})
         return self._runner(shapes).run(feeds)

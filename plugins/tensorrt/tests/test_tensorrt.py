@@ -543,3 +543,93 @@ def test_device_buffers_and_copies_round_trip_on_the_gpu() -> None:
     finally:
         cuda.free(ptr)
     np.testing.assert_array_equal(back, x)
+
+
+# -- device tensors shared with the CUDA provider ----------------------------------------
+
+
+@pytest.mark.parametrize("share", ["auto", "0"])
+def test_engines_read_and_write_the_cuda_providers_tensors_in_place(
+    fake: Any, runnable: Any, monkeypatch: pytest.MonkeyPatch, share: str
+) -> None:
+    """With ortcore-cuda able to run (here on its CPU emulation), the
+    provider's device is the CUDA provider's: a CUDA kernel's output feeds an
+    engine, and an engine's output a CUDA kernel, in device memory, with no
+    copy through the host between them."""
+    pytest.importorskip("ortcore_cuda")
+    import ortcore_cuda.plugin
+
+    from ortcore_tensorrt.provider import TensorrtExecutionProvider as P
+
+    monkeypatch.setenv("ORTCORE_CUDA_EMULATE", "1")
+    runnable.register_plugin(ortcore_cuda.plugin, name="ortcore_cuda")
+    # the parser is asked about Sigmoid as about anything; this refusal puts it on CUDA
+    monkeypatch.setattr(
+        P,
+        "supports_node",
+        lambda self, node, graph: node.op_type != "Sigmoid" or "refused for the test",
+    )
+    rng = np.random.default_rng(3)
+    w1 = numpy_helper.from_array(rng.standard_normal((16, 32)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((32, 4)).astype(np.float32), "w2")
+    n = helper.make_node
+    nodes = [
+        n("MatMul", ["x", "w1"], ["h"], name="mm1"),
+        n("Relu", ["h"], ["r"], name="relu"),
+        n("Sigmoid", ["r"], ["s"], name="sigmoid"),
+        n("MatMul", ["s", "w2"], ["y"], name="mm2"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+        [w1, w2],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = ortcore.InferenceSession(
+        model.SerializeToString(),
+        providers=[("tensorrt", {"trt_cuda_tensors": share}), "cuda", "cpu"],
+        plugin_manager=runnable,
+    )
+    part = sess.get_partition()
+    where = {r.node: r.provider for r in part.nodes}
+    assert where["sigmoid"] == "CUDAExecutionProvider"
+    assert {where["mm1"], where["relu"], where["mm2"]} == {"TensorrtExecutionProvider"}
+    if share == "auto":  # in and out, nothing between
+        assert sorted(c.name for c in part.copies) == ["x", "y"]
+    else:  # the engines' values on the host: Sigmoid's input and output cross
+        assert sorted(c.name for c in part.copies) == ["r", "s"]
+    x = rng.standard_normal((3, 16)).astype(np.float32)
+    for _ in range(2):
+        (got,) = sess.run(None, {"x": x})
+        want = (1 / (1 + np.exp(-np.maximum(x @ _array(w1), 0)))) @ _array(w2)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    memory = fake.memory
+    staged = memory.to_device_copies + memory.to_host_copies
+    assert staged == 0 if share == "auto" else staged == 8  # 2 engines x (1 in + 1 out) x 2 runs
+
+
+def _array(t: Any) -> np.ndarray:
+    return numpy_helper.to_array(t)
+
+
+def test_cuda_tensors_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ortcore_tensorrt.provider import TensorrtExecutionProvider as P
+
+    with pytest.raises(ortcore.ProviderOptionError, match="trt_cuda_tensors must be"):
+        P({"trt_cuda_tensors": "sometimes"})
+    assert P({"trt_cuda_tensors": "0"}).device.is_host
+    monkeypatch.delenv("ORTCORE_CUDA_EMULATE", raising=False)
+    try:
+        import ortcore_cuda  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        from ortcore_cuda.provider import CUDAExecutionProvider
+
+        if CUDAExecutionProvider.unavailable_reason() is None:
+            pytest.skip("the CUDA provider can run here")
+    assert P().device.is_host  # auto: no CUDA provider to share with
+    with pytest.raises(ortcore.ProviderOptionError, match="trt_cuda_tensors=1"):
+        P({"trt_cuda_tensors": "1"})
