@@ -657,6 +657,10 @@ def _spatial(info: NodeInfo, x: CudaTensor, kernel: Sequence[int]) -> dict[str, 
     }
 
 
+_COLS_BYTES = 256 << 20
+"""Most bytes of im2col columns a Conv lays out at once (images are batched within it)."""
+
+
 def _conv(info: NodeInfo) -> Any:
     provider = _p(info)
     groups = int(info.attr("group", 1))
@@ -680,31 +684,30 @@ def _conv(info: NodeInfo) -> Any:
         plane = math.prod(spatial)
         k = (c // groups) * math.prod(window)
         if y.size:
-            cols = provider.empty((groups * k * plane,), x.dtype)
             item = x.dtype.itemsize
+            per = groups * k * plane  # one image's columns
+            # the 2-D kernel lays out several images' columns at once (within a budget)
+            chunk = 1 if x.ndim == 5 else max(1, min(n, _COLS_BYTES // (per * item)))
+            cols = provider.empty((chunk * per,), x.dtype)
             image_size = math.prod(x.shape[1:])
-            for i in range(n):
-                image = x.ptr + i * image_size * item
-                provider.launch_over(kernel, cols.size, image, cols.ptr, cols.size, args)
-                mg = m // groups
-                provider.backend.gemm(
-                    x.dtype,
-                    False,
-                    False,
-                    mg,
-                    plane,
-                    k,
-                    1.0,
-                    w.ptr,
-                    mg * k,
-                    cols.ptr,
-                    k * plane,
-                    0.0,
-                    y.ptr + i * m * plane * item,
-                    mg * plane,
-                    groups,
-                    provider.stream,
-                )
+            mg = m // groups
+            for first in range(0, n, chunk):
+                count = min(chunk, n - first)
+                image = x.ptr + first * image_size * item
+                provider.launch_over(kernel, count * per, image, cols.ptr, count * per, args)
+                out = y.ptr + first * m * plane * item
+                if groups == 1:  # one GEMM for the images: W (stride 0) @ cols[i]
+                    provider.backend.gemm(
+                        x.dtype, False, False, m, plane, k, 1.0, w.ptr, 0, cols.ptr,
+                        per, 0.0, out, m * plane, count, provider.stream,
+                    )  # fmt: skip
+                    continue
+                for j in range(count):  # per image, one GEMM for its groups: W[g] @ cols[g]
+                    provider.backend.gemm(
+                        x.dtype, False, False, mg, plane, k, 1.0, w.ptr, mg * k,
+                        cols.ptr + j * per * item, k * plane, 0.0,
+                        out + j * m * plane * item, mg * plane, groups, provider.stream,
+                    )  # fmt: skip
             if b is not None:
                 provider.add_inplace(y, b, (m, *[1] * (y.ndim - 2)))
         return (y,)

@@ -362,14 +362,23 @@ def small_cnn() -> bytes:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
-def test_a_small_cnn_runs_whole_on_the_device(emulated: Any) -> None:
+@pytest.mark.parametrize("budget", [None, 12000])
+def test_a_small_cnn_runs_whole_on_the_device(
+    emulated: Any, monkeypatch: pytest.MonkeyPatch, budget: int | None
+) -> None:
+    """Conv lays out the columns of all the images at once, or (a smaller
+    budget) of as many as fit, the last batch of them shorter."""
+    if budget is not None:
+        from ortcore_cuda import ops
+
+        monkeypatch.setattr(ops, "_COLS_BYTES", budget)  # the first Conv 1 image, the others 2
     so = ortcore.SessionOptions()
     so.graph_optimization_level = ortcore.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep BN
     model = small_cnn()
     cuda = ortcore.InferenceSession(model, so, providers=["cuda", "cpu"], plugin_manager=emulated)
     cpu = ortcore.InferenceSession(model, so, providers=["cpu"], plugin_manager=emulated)
     assert cuda.get_partition().counts() == {"CUDAExecutionProvider": 13}
-    x = np.random.default_rng(4).standard_normal((2, 3, 17, 15)).astype(np.float32)
+    x = np.random.default_rng(4).standard_normal((3, 3, 17, 15)).astype(np.float32)
     np.testing.assert_allclose(
         cuda.run(None, {"x": x})[0], cpu.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5
     )

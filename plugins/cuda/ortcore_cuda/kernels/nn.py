@@ -1,9 +1,11 @@
 """Kernels of the convolutional ops: im2col for Conv, 2-D pooling, BatchNormalization.
 
-* ``im2col_<dtype>(x, cols, n, ConvArgs a)``: one image's columns, every
-  group at once, laid out ``(groups, C/groups * kh * kw, oh * ow)``, so that
-  the convolution is one strided-batched GEMM over the groups
-  (``W[g] @ cols[g]``). Padding reads as zero.
+* ``im2col_<dtype>(x, cols, n, ConvArgs a)``: the columns of ``n / (C * kh
+  * kw * oh * ow)`` images, each image's every group at once, laid out
+  ``(groups, C/groups * kh * kw, oh * ow)``, so that the convolution is one
+  strided-batched GEMM over the images (one group: ``W @ cols[i]``, ``W``'s
+  stride 0) or over each image's groups (``W[g] @ cols[g]``). Padding reads
+  as zero.
 * ``maxpool_<dtype>`` / ``avgpool_<dtype>(x, y, n, PoolArgs a)``: one thread
   per output element over its window (dilations, pads; an average counts the
   pads or not).
@@ -59,9 +61,10 @@ def im2col_kernel(dtype: str) -> Kernel:
 extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __restrict__ cols,
                                   i64 n, ConvArgs a) {{
     {_LOOP} {{
-        i64 plane = a.oh * a.ow, pos = i % plane, row = i / plane;
+        i64 plane = a.oh * a.ow, per = a.c * a.kh * a.kw * plane;
+        i64 img = i / per, j = i % per, pos = j % plane, row = j / plane;
         i64 oy = pos / a.ow, ox = pos % a.ow;
-        i64 ch = row / (a.kh * a.kw), k = row % (a.kh * a.kw);
+        i64 ch = img * a.c + row / (a.kh * a.kw), k = row % (a.kh * a.kw);
         i64 iy = oy * a.sh - a.ph + (k / a.kw) * a.dh;
         i64 ix = ox * a.sw - a.pw + (k % a.kw) * a.dw;
         bool inside = iy >= 0 && iy < a.h && ix >= 0 && ix < a.w;
