@@ -34,7 +34,16 @@ if TYPE_CHECKING:
 
 __all__ = ["FAMILIES", "build_registry", "decline_reason"]
 
-FAMILIES = ("ops_attention", "ops_cast", "ops_image", "ops_losses", "ops_norm")
+FAMILIES = (
+    "ops_attention",
+    "ops_cast",
+    "ops_image",
+    "ops_losses",
+    "ops_misc",
+    "ops_norm",
+    "ops_quant",
+    "ops_recurrent",
+)
 """Modules of further op families, each with ``register(reg)`` and ``decline(node, graph)``."""
 
 

@@ -7,7 +7,7 @@ compiles with nvcc (sm_80, sm_90) and runs under the CPU emulation
 
 from __future__ import annotations
 
-from . import attention, cast, image, losses, norm
+from . import attention, cast, image, losses, misc, norm, quant, recurrent
 from .elementwise import (
     BINARY,
     BOOL_BINARY,
@@ -79,6 +79,6 @@ def all_kernels() -> list[Kernel]:
     ]
     out += [int_unary_kernel(op, t) for t in INTS for op in INT_UNARY]
     out += [int_binary_kernel(op, "b", r) for op in BOOL_BINARY for r in range(1, MAX_RANK + 1)]
-    for family in (attention, cast, image, losses, norm):
+    for family in (attention, cast, image, losses, misc, norm, quant, recurrent):
         out += family.all_kernels()
     return out
