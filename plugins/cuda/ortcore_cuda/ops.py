@@ -252,6 +252,7 @@ def _binary(op: str) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
         provider = _p(info)
         name = "FMod" if op == "Mod" and int(info.attr("fmod", 0)) else op
+        mixed = _pow_mixed(info) if op == "Pow" else None  # a float32 base, a float64 exponent
 
         def pair(a: CudaTensor, b: CudaTensor) -> CudaTensor:
             if a.dtype != b.dtype:
@@ -266,6 +267,8 @@ def _binary(op: str) -> Callable[[NodeInfo], Any]:
         def compute(*xs: CudaTensor) -> tuple[CudaTensor]:
             if len(xs) == 1:  # Sum, Max, Min of one input
                 return (provider.copy(xs[0], xs[0].shape),)
+            if mixed is not None and xs[0].dtype != xs[1].dtype:
+                return mixed(*xs)  # type: ignore[no-any-return]
             acc = pair(xs[0], xs[1])
             for x in xs[2:]:  # variadic Sum, Max, Min: folded pairwise, broadcasting
                 acc = pair(acc, x)
@@ -274,6 +277,30 @@ def _binary(op: str) -> Callable[[NodeInfo], Any]:
         return compute
 
     return build
+
+
+def _pow_mixed(info: NodeInfo) -> Any:
+    """Pow of a base and an exponent of different types (computed in double)."""
+    provider = _p(info)
+
+    def compute(a: CudaTensor, b: CudaTensor) -> tuple[CudaTensor]:
+        out = np.broadcast_shapes(a.shape, b.shape)
+        if len(out) > ew.MAX_RANK:
+            raise ValueError(f"{info.describe()}: rank {len(out)} (the kernel goes to 6)")
+        pad = (1,) * ew.MAX_RANK
+        _, _, s = ew.broadcast_args(
+            (pad + a.shape)[-ew.MAX_RANK :], (pad + b.shape)[-ew.MAX_RANK :]
+        )
+        y = provider.empty(out, a.dtype)
+        if y.size:
+            kernel = ew.pow_kernel(_CAST_SUFFIX[a.dtype], _CAST_SUFFIX[b.dtype])
+            provider.launch_over(kernel, y.size, a.ptr, b.ptr, y.ptr, y.size, s)
+        return (y,)
+
+    return compute
+
+
+_CAST_SUFFIX = {dtype: suffix for suffix, (_, dtype) in ew.CAST_TYPES.items() if suffix != "b"}
 
 
 def _lrn(info: NodeInfo) -> Any:
@@ -1139,6 +1166,27 @@ def _range(info: NodeInfo) -> Any:
     return compute
 
 
+def _int_clip(info: NodeInfo) -> Any:
+    provider = _p(info)
+
+    def compute(x: CudaTensor, lo: Any = None, hi: Any = None) -> tuple[CudaTensor]:
+        limits = np.iinfo(x.dtype)
+        bounds = [
+            np.asarray(v, x.dtype).reshape(-1)[:1] if v is not None and np.size(v) else None
+            for v in (lo, hi)
+        ]
+        low = bounds[0] if bounds[0] is not None else np.array([limits.min], x.dtype)
+        high = bounds[1] if bounds[1] is not None else np.array([limits.max], x.dtype)
+        y = provider.empty(x.shape, x.dtype)
+        if y.size:
+            bits = [int.from_bytes(v.tobytes(), "little") for v in (low, high)]
+            kernel = ew.int_clip_kernel(_ISUFFIX[x.dtype])
+            provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, *bits)
+        return (y,)
+
+    return compute
+
+
 def build_registry() -> KernelRegistry:
     """Every kernel of the provider (see the module docstring)."""
     reg = KernelRegistry()
@@ -1148,10 +1196,11 @@ def build_registry() -> KernelRegistry:
         reg.kernel(op, since=since, types=wide)(_unary(op))
     reg.kernel("Gelu", since=20, types=wide)(_unary("Gelu"))
     for op, since in BINARY_SINCE.items():
-        types: dict[str | int, tuple[ir.DataType, ...]] = (
-            {0: FLOATS64, 1: FLOATS64} if op == "Pow" else wide
-        )
+        types = {"T": FLOATS64, "T1": FLOATS64} if op == "Pow" else wide
         reg.kernel(op, since=since, types=types)(_binary(op))
+    int_base = (ir.DataType.INT32, ir.DataType.INT64)
+    reg.kernel("Pow", since=12, types={"T": int_base, "T1": (*FLOATS64, *INT_TYPES)})(_pow_mixed)
+    reg.kernel("Pow", since=12, types={"T": FLOATS64, "T1": INT_TYPES})(_pow_mixed)
     reg.kernel("Sum", since=8, types=wide)(_binary("Add"))
     reg.kernel("LRN", since=1, types=floats)(_lrn)
     for op, (since, *_rest) in PARAM_SINCE.items():
@@ -1244,6 +1293,9 @@ def build_registry() -> KernelRegistry:
         reg.kernel(op, since=since, types=wide)(_compare(op))
     reg.kernel("Clip", since=6, until=10, types=wide)(_clip)
     reg.kernel("Clip", since=11, types=wide, input_memory={1: "host", 2: "host"})(_clip)
+    reg.kernel("Clip", since=12, types={"T": INT_TYPES}, input_memory={1: "host", 2: "host"})(
+        _int_clip
+    )
     reg.kernel("Constant", since=1, types={"T": MOVABLE})(_constant)
     reg.kernel("ConstantOfShape", since=9, types={"T2": MOVABLE}, input_memory={0: "host"})(
         _constant_of_shape
@@ -1353,8 +1405,6 @@ def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
             return f"CUDA: {op} of rank {rank}"
         if op == "Where" and any((_rank(node, i) or 0) > ew.MAX_RANK for i in range(3)):
             return f"CUDA: Where of rank over {ew.MAX_RANK}"
-    if op == "Pow" and len({v.dtype for v in node.inputs if v is not None}) > 1:
-        return "CUDA: Pow of a base and an exponent of different element types"
     if op == "MatMul":
         if rank is None or _rank(node, 1) is None or min(rank, _rank(node, 1) or 0) < 1:
             return "CUDA: MatMul of inputs of unknown rank or of rank 0"

@@ -490,3 +490,27 @@ def test_pad_in_every_mode_with_cropping(emu: Emulator, mode: str) -> None:
     bits = int.from_bytes(np.int16(-7).tobytes(), "little")
     emu.launch(f"pad_{mode}_b2", 2, 32, x, y, y.size, args, bits)
     np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize(("base", "exponent"), [("f32", "i64"), ("i32", "f32"), ("i64", "u8")])
+def test_pow_of_mixed_types(emu: Emulator, base: str, exponent: str) -> None:
+    from ortcore_cuda.kernels.elementwise import CAST_TYPES, MAX_RANK
+
+    a = np.array([[1, 2, 3], [4, 5, 6]]).astype(CAST_TYPES[base][1])
+    e = np.array([0, 1, 3]).astype(CAST_TYPES[exponent][1])
+    _, _, s = broadcast_args((1,) * (MAX_RANK - 2) + a.shape, (1,) * (MAX_RANK - 1) + e.shape)
+    y = np.empty_like(a)
+    emu.launch(f"pow_{base}_{exponent}", 1, 32, a, e, y, y.size, s)
+    want = np.power(a.astype(np.float64), e.astype(np.float64)).astype(a.dtype)
+    np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("dtype", ["i8", "u8", "i64", "u64"])
+def test_integer_clip(emu: Emulator, dtype: str) -> None:
+    t = INTS[dtype][1]
+    info = np.iinfo(t)
+    x = np.array([info.min, 0, 3, 9, info.max], t)
+    y = np.empty_like(x)
+    lo, hi = (int.from_bytes(np.array([v], t).tobytes(), "little") for v in (2, 8))
+    emu.launch(f"iclip_{dtype}", 1, 32, x, y, x.size, lo, hi)
+    np.testing.assert_array_equal(y, np.clip(x, t.type(2), t.type(8)))

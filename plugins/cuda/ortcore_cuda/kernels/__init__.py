@@ -18,6 +18,8 @@ from .elementwise import (
     INTS,
     PAD_MODES,
     PARAM_UNARY,
+    POW_BASES,
+    POW_EXPONENTS,
     RANGE_TYPES,
     UNARY,
     WORDS,
@@ -28,10 +30,12 @@ from .elementwise import (
     fill_word_kernel,
     gather_kernel,
     int_binary_kernel,
+    int_clip_kernel,
     int_unary_kernel,
     not_kernel,
     pad_kernel,
     param_kernel,
+    pow_kernel,
     range_kernel,
     transpose_kernel,
     trilu_kernel,
@@ -69,6 +73,8 @@ def all_kernels() -> list[Kernel]:
     out += [gather_kernel(size) for size in WORDS] + [fill_word_kernel(size) for size in WORDS]
     out += [range_kernel(t) for t in RANGE_TYPES]
     out += [pad_kernel(size, mode) for size in WORDS for mode in PAD_MODES]
+    out += [pow_kernel(a, b) for a in POW_BASES for b in POW_EXPONENTS]
+    out += [int_clip_kernel(t) for t in INTS]
     out += [cast_kernel(a, b) for a in CAST_TYPES for b in CAST_TYPES if a != b]
     out += [not_kernel()] + [trilu_kernel(size) for size in WORDS]
     out += [

@@ -17,7 +17,7 @@ from functools import cache
 
 import numpy as np
 
-from .spec import DTYPES, Kernel, Param, StructType, floating
+from .spec import DTYPES, Kernel, Param, Snippet, StructType, floating
 
 __all__ = [
     "BINARY",
@@ -35,10 +35,12 @@ __all__ = [
     "range_kernel",
     "gather_kernel",
     "int_binary_kernel",
+    "int_clip_kernel",
     "int_unary_kernel",
     "not_kernel",
     "pad_args",
     "pad_kernel",
+    "pow_kernel",
     "param_kernel",
     "permute_args",
     "trilu_kernel",
@@ -545,6 +547,76 @@ extern "C" __global__ void {name}({ctype}* __restrict__ y, i64 n, float value) {
     return Kernel(
         name, (Param(f"{ctype}*", "y"), Param("i64", "n"), Param("float", "value")), source
     )
+
+
+TO_DOUBLE = Snippet(
+    "to_double",
+    """\
+__device__ __forceinline__ double to_double(__half v) { return (double)__half2float(v); }
+template <typename T> __device__ __forceinline__ double to_double(T v) { return (double)v; }
+__device__ __forceinline__ void store_double(__half *p, double v) { *p = __float2half((float)v); }
+template <typename T> __device__ __forceinline__ void store_double(T *p, double v) { *p = (T)v; }
+""",
+)
+"""Any element type to double and back (float16 through float)."""
+
+POW_BASES = ("f16", "f32", "f64", "i32", "i64")
+POW_EXPONENTS = ("f16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
+"""Element types of :func:`pow_kernel`'s base (also the output's) and exponent."""
+
+
+@cache
+def pow_kernel(base: str, exponent: str) -> Kernel:
+    """Pow of a base and an exponent of any two types (broadcast at rank
+    :data:`MAX_RANK`): computed in double, the result converted to the
+    base's type (an integer truncated, as ONNX's reference)."""
+    a, b = CAST_TYPES[base][0], CAST_TYPES[exponent][0]
+    name = f"pow_{base}_{exponent}"
+    steps = _coords(MAX_RANK, ("oa", "sa"), ("ob", "sb"))
+    source = f"""\
+extern "C" __global__ void {name}(const {a}* __restrict__ x, const {b}* __restrict__ e,
+                                  {a}* __restrict__ y, i64 n, Bcast s) {{
+    {_LOOP} {{
+        i64 r = i, oa = 0, ob = 0;
+{steps}
+        store_double(&y[i], pow(to_double(x[oa]), to_double(e[ob])));
+    }}
+}}
+"""
+    params = (
+        Param(f"const {a}*", "x"),
+        Param(f"const {b}*", "e"),
+        Param(f"{a}*", "y"),
+        Param("i64", "n"),
+        Param("Bcast", "s"),
+    )
+    return Kernel(name, params, source, (BCAST, TO_DOUBLE))
+
+
+@cache
+def int_clip_kernel(dtype: str) -> Kernel:
+    """Clip of an integer type (of :data:`INTS`): the bounds given as their bits."""
+    ctype = INTS[dtype][0]
+    name = f"iclip_{dtype}"
+    source = f"""\
+extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __restrict__ y, i64 n,
+                                  unsigned long long lo_bits, unsigned long long hi_bits) {{
+    {ctype} lo = ({ctype})lo_bits, hi = ({ctype})hi_bits;
+    {_LOOP} {{
+        {ctype} v = x[i];
+        y[i] = v < lo ? lo : (v > hi ? hi : v);
+        if (lo > hi) y[i] = hi;  // min > max gives max, as ONNX
+    }}
+}}
+"""
+    params = (
+        Param(f"const {ctype}*", "x"),
+        Param(f"{ctype}*", "y"),
+        Param("i64", "n"),
+        Param("unsigned long long", "lo_bits"),
+        Param("unsigned long long", "hi_bits"),
+    )
+    return Kernel(name, params, source)
 
 
 @cache
