@@ -1196,7 +1196,9 @@ def build_registry() -> KernelRegistry:
         reg.kernel(op, since=since, types=wide)(_unary(op))
     reg.kernel("Gelu", since=20, types=wide)(_unary("Gelu"))
     for op, since in BINARY_SINCE.items():
-        types = {"T": FLOATS64, "T1": FLOATS64} if op == "Pow" else wide
+        types: dict[str | int, tuple[ir.DataType, ...]] = (
+            {"T": FLOATS64, "T1": FLOATS64} if op == "Pow" else wide
+        )
         reg.kernel(op, since=since, types=types)(_binary(op))
     int_base = (ir.DataType.INT32, ir.DataType.INT64)
     reg.kernel("Pow", since=12, types={"T": int_base, "T1": (*FLOATS64, *INT_TYPES)})(_pow_mixed)
