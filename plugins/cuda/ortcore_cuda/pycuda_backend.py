@@ -3,8 +3,10 @@
 Never imported unless the provider runs on a GPU. Everything runs in the
 device's primary context (shared with cuBLAS, torch and CuPy), on streams
 the provider creates; the kernels (:func:`ortcore_cuda.kernels.all_kernels`)
-are compiled once per device architecture by nvcc through pycuda, whose
-compiler cache keeps the cubin across processes.
+are compiled once per device architecture by nvcc through pycuda, in
+:data:`CHUNKS` translation units compiled side by side (one nvcc process
+each: a single unit of thousands of kernels takes minutes), whose compiler
+cache keeps the cubins across processes.
 
 .. warning:: No GPU was available while this was written: this module has
    run only as far as ``import`` and ``unavailable_reason`` on machines
@@ -17,6 +19,7 @@ import ctypes
 import glob
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from typing import Any
 
@@ -25,7 +28,17 @@ import numpy as np
 from .kernels import all_kernels
 from .kernels.spec import SCALARS, Kernel, translation_unit
 
-__all__ = ["PyCudaBackend", "cublas_unavailable_reason"]
+__all__ = ["CHUNKS", "PyCudaBackend", "chunks", "cublas_unavailable_reason"]
+
+CHUNKS = 16
+"""Translation units the kernels are compiled in, side by side."""
+
+
+def chunks(kernels: Sequence[Kernel], count: int = CHUNKS) -> list[list[Kernel]]:
+    """``kernels`` in at most ``count`` consecutive runs of near-equal length."""
+    size = -(-len(kernels) // max(count, 1)) or 1
+    return [list(kernels[i : i + size]) for i in range(0, len(kernels), size)]
+
 
 _CUDA_R = {np.dtype(np.float32): 0, np.dtype(np.float16): 2}  # cudaDataType
 _COMPUTE_32F = 68  # CUBLAS_COMPUTE_32F
@@ -77,7 +90,7 @@ class PyCudaBackend:
 
     def __init__(self, ordinal: int) -> None:
         import pycuda.driver as drv
-        from pycuda.compiler import SourceModule
+        from pycuda.compiler import compile as nvcc
 
         self.drv = drv
         drv.init()
@@ -85,9 +98,13 @@ class PyCudaBackend:
         self.context = self.device.retain_primary_context()
         self.context.push()
         major, minor = self.device.compute_capability()
-        self.module = SourceModule(
-            translation_unit(all_kernels()), no_extern_c=True, arch=f"sm_{major}{minor}"
-        )
+        arch = f"sm_{major}{minor}"
+        parts = chunks(all_kernels())
+        sources = [translation_unit(part) for part in parts]
+        with ThreadPoolExecutor(max_workers=min(len(parts), os.cpu_count() or 1)) as pool:
+            cubins = list(pool.map(lambda src: nvcc(src, no_extern_c=True, arch=arch), sources))
+        self.modules = [drv.module_from_buffer(cubin) for cubin in cubins]
+        self._home = {k.name: i for i, part in enumerate(parts) for k in part}
         self._functions: dict[str, Any] = {}
         self._allocations: dict[int, Any] = {}
         self._streams: dict[int, Any] = {0: None}
@@ -142,7 +159,8 @@ class PyCudaBackend:
         """See :meth:`ortcore_cuda.backend.Backend.launch`."""
         fn = self._functions.get(kernel.name)
         if fn is None:
-            fn = self._functions[kernel.name] = self.module.get_function(kernel.name)
+            module = self.modules[self._home[kernel.name]]
+            fn = self._functions[kernel.name] = module.get_function(kernel.name)
         packed: list[Any] = []
         for p, a in zip(kernel.params, args):
             if p.is_pointer:

@@ -202,23 +202,6 @@ def test_kernel_refuses_pairs_of_standard_types() -> None:
 # -- the provider on the emulation ----------------------------------------------------
 
 
-@pytest.fixture
-def emulated(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """A plugin manager with the CUDA provider (on the emulation) and the CPU provider."""
-    if compiler() is None:
-        pytest.skip("no C++ compiler for the emulation")
-    monkeypatch.setenv("ORTCORE_CUDA_EMULATE", "1")
-    from ortcore.plugins import PluginManager
-
-    import ortcore_cuda.plugin
-
-    cpu = pytest.importorskip("ortcore_cpu.plugin")
-    pm = PluginManager(autoload=False)
-    pm.register_plugin(ortcore_cuda.plugin, name="ortcore_cuda")
-    pm.register_plugin(cpu, name="ortcore_cpu")
-    return pm
-
-
 ONNX_TYPE = {
     "f32": TensorProto.FLOAT,
     "f16": TensorProto.FLOAT16,

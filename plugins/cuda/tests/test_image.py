@@ -421,22 +421,6 @@ def test_conv_transpose_plan() -> None:
 # -- the provider end to end ------------------------------------------------------------------
 
 
-@pytest.fixture
-def emulated(monkeypatch: pytest.MonkeyPatch) -> Any:
-    if compiler() is None:
-        pytest.skip("no C++ compiler for the emulation")
-    monkeypatch.setenv("ORTCORE_CUDA_EMULATE", "1")
-    from ortcore.plugins import PluginManager
-
-    import ortcore_cuda.plugin
-
-    cpu = pytest.importorskip("ortcore_cpu.plugin")
-    pm = PluginManager(autoload=False)
-    pm.register_plugin(ortcore_cuda.plugin, name="ortcore_cuda")
-    pm.register_plugin(cpu, name="ortcore_cpu")
-    return pm
-
-
 def _check(
     manager: Any,
     nodes: list[Any],

@@ -407,22 +407,6 @@ def test_indexing_ops(provider: Any) -> None:
 # -- through a session, with the registry and declines ---------------------------------
 
 
-@pytest.fixture
-def emulated(monkeypatch: pytest.MonkeyPatch) -> Any:
-    if compiler() is None:
-        pytest.skip("no C++ compiler for the emulation")
-    monkeypatch.setenv("ORTCORE_CUDA_EMULATE", "1")
-    from ortcore.plugins import PluginManager
-
-    import ortcore_cuda.plugin
-
-    cpu = pytest.importorskip("ortcore_cpu.plugin")
-    pm = PluginManager(autoload=False)
-    pm.register_plugin(ortcore_cuda.plugin, name="ortcore_cuda")
-    pm.register_plugin(cpu, name="ortcore_cpu")
-    return pm
-
-
 def test_a_model_runs_on_the_device(emulated: Any) -> None:
     rng = np.random.default_rng(14)
     n = helper.make_node

@@ -15,25 +15,6 @@ import ortcore
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ortcore_cuda.emulator import compiler
-
-
-@pytest.fixture
-def emulated(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """A plugin manager with the CUDA provider (on the emulation) and the CPU provider."""
-    if compiler() is None:
-        pytest.skip("no C++ compiler for the emulation")
-    monkeypatch.setenv("ORTCORE_CUDA_EMULATE", "1")
-    from ortcore.plugins import PluginManager
-
-    import ortcore_cuda.plugin
-
-    cpu = pytest.importorskip("ortcore_cpu.plugin")
-    pm = PluginManager(autoload=False)
-    pm.register_plugin(ortcore_cuda.plugin, name="ortcore_cuda")
-    pm.register_plugin(cpu, name="ortcore_cpu")
-    return pm
-
 
 def _sessions(manager: Any, model: bytes, **options: str) -> tuple[Any, Any]:
     cuda = ortcore.InferenceSession(
