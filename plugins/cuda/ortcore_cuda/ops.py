@@ -1341,11 +1341,16 @@ def _small_int(v: ir.Value | None) -> bool:
 
 def _shape_arithmetic(node: ir.Node) -> bool:
     """Whether ``node`` computes on small integer tensors (shapes, axes,
-    indices made from ``Shape``): its data input is one, or it makes one
+    indices made from ``Shape``): its data input is one (and it does not
+    make float data from it, as the window functions do), or it makes one
     from nothing (Constant, ConstantOfShape, Range)."""
     if node.op_type in ("Constant", "ConstantOfShape", "Range"):
         return _small_int(node.outputs[0])
-    return node.op_type != "Shape" and bool(node.inputs) and _small_int(node.inputs[0])
+    if node.op_type == "Shape" or not node.inputs or not _small_int(node.inputs[0]):
+        return False
+    out = node.outputs[0].dtype if node.outputs else None
+    makes_floats = out is not None and out.is_floating_point()
+    return not makes_floats or node.op_type in ("Cast", "CastLike")
 
 
 def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
