@@ -544,10 +544,18 @@ CASTABLE = (
 
 
 def _cast(info: NodeInfo) -> Any:
+    """Cast to ``to`` (the output's static type, else the attribute) or,
+    CastLike, to the target's type (known when it runs, if not before)."""
     provider = _p(info)
-    to = np.dtype(info.output_dtype(0))
+    known: np.dtype | None
+    try:
+        known = np.dtype(info.output_dtype(0))
+    except TypeError:  # an untyped output (a subgraph's values are not inferred)
+        to = info.attr("to")
+        known = np.dtype(ir.DataType(int(to)).numpy()) if to is not None else None
 
-    def compute(x: CudaTensor, *_like: Any) -> tuple[CudaTensor]:
+    def compute(x: CudaTensor, *like: Any) -> tuple[CudaTensor]:
+        to = known if known is not None else np.dtype(like[0].dtype)
         if x.dtype == to:
             return (provider.copy(x, x.shape),)
         y = provider.empty(x.shape, to)

@@ -234,23 +234,6 @@ def test_rotary(
 # -- the op on the emulated provider -------------------------------------------------------------
 
 
-@pytest.fixture
-def emulated(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """A plugin manager with the CUDA provider (on the emulation) and the CPU provider."""
-    if compiler() is None:
-        pytest.skip("no C++ compiler for the emulation")
-    monkeypatch.setenv("ORTCORE_CUDA_EMULATE", "1")
-    from ortcore.plugins import PluginManager
-
-    import ortcore_cuda.plugin
-
-    cpu = pytest.importorskip("ortcore_cpu.plugin")
-    pm = PluginManager(autoload=False)
-    pm.register_plugin(ortcore_cuda.plugin, name="ortcore_cuda")
-    pm.register_plugin(cpu, name="ortcore_cpu")
-    return pm
-
-
 _TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16}
 
 
@@ -405,3 +388,351 @@ def test_rotary_embedding_on_the_device(emulated: Any, dtype: Any) -> None:
     want = reference.run(None, feeds)[0]
     tol = 3e-3 if dtype == np.float16 else 1e-5
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=tol, atol=tol)
+
+
+# -- LinearAttention, CausalConvWithState, FlexAttention -------------------------------------
+
+
+def _linear_reference(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    past: np.ndarray | None,
+    decay: np.ndarray | None,
+    beta: np.ndarray | None,
+    hq: int,
+    hkv: int,
+    scale: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """LinearAttention's recurrence in float64, token by token."""
+    b, t, _ = q.shape
+    dk, dv = q.shape[2] // hq, v.shape[2] // hkv
+    q4 = q.astype(np.float64).reshape(b, t, hq, dk)
+    k4 = k.astype(np.float64).reshape(b, t, hkv, dk)
+    v4 = v.astype(np.float64).reshape(b, t, hkv, dv)
+    s = np.zeros((b, hkv, dk, dv)) if past is None else past.astype(np.float64)
+    y = np.zeros((b, t, hq, dv))
+    for i in range(t):
+        if decay is not None:
+            g = decay[:, i].astype(np.float64).reshape(b, hkv, -1)  # (b, hkv, 1 or dk)
+            s = s * np.exp(g)[..., None]
+        vt = v4[:, i]
+        if beta is not None:
+            be = np.broadcast_to(beta[:, i].astype(np.float64), (b, hkv))[..., None]
+            vt = be * (vt - np.einsum("bhdm,bhd->bhm", s, k4[:, i]))
+        s = s + k4[:, i][..., :, None] * vt[..., None, :]
+        y[:, i] = scale * np.einsum("bhd,bhdm->bhm", q4[:, i], np.repeat(s, hq // hkv, axis=1))
+    return y.reshape(b, t, hq * dv), s
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize(
+    ("rule", "per_key", "beta_heads", "past"),
+    [
+        ("linear", 0, 0, False),
+        ("gated", 1, 0, True),
+        ("gated", 0, 0, False),
+        ("delta", 0, 2, True),
+        ("gated_delta", 1, 1, True),
+    ],
+)
+def test_linear_attention_kernel(
+    emu: Emulator, dtype: str, rule: str, per_key: int, beta_heads: int, past: bool
+) -> None:
+    rng = np.random.default_rng(len(rule) + per_key)
+    b, t, hq, hkv, dk, dv = 2, 5, 4, 2, 3, 5
+    gating, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    q = rng.standard_normal((b, t, hq * dk)).astype(NP[dtype])
+    k = (rng.standard_normal((b, t, hkv * dk)) * 0.5).astype(NP[dtype])
+    v = rng.standard_normal((b, t, hkv * dv)).astype(NP[dtype])
+    p = (rng.standard_normal((b, hkv, dk, dv)) * 0.1).astype(NP[dtype]) if past else None
+    decay = (
+        (-0.1 * np.abs(rng.standard_normal((b, t, hkv * dk if per_key else hkv)))).astype(NP[dtype])
+        if gating
+        else None
+    )
+    beta = rng.random((b, t, beta_heads)).astype(NP[dtype]) if delta else None
+    y = np.full((b, t, hq * dv), np.nan, NP[dtype])
+    present = np.full((b, hkv, dk, dv), np.nan, NP[dtype])
+    work = np.empty((b, hkv, dk, dv), np.float32)
+    args = ak.LINEAR.pack(
+        batch=b,
+        len=t,
+        q_heads=hq,
+        kv_heads=hkv,
+        dk=dk,
+        dv=dv,
+        gating=int(gating),
+        delta=int(delta),
+        decay_per_key=per_key,
+        beta_heads=beta_heads or hkv,
+    )
+    emu.launch(
+        f"linear_attention_{dtype}",
+        2,
+        4,
+        q,
+        k,
+        v,
+        p if p is not None else 0,
+        decay if decay is not None else 0,
+        beta if beta is not None else 0,
+        y,
+        work,
+        present,
+        0.5,
+        args,
+    )
+    want_y, want_s = _linear_reference(q, k, v, p, decay, beta, hq, hkv, 0.5)
+    tol = 1e-5 if dtype == "f32" else 5e-3
+    np.testing.assert_allclose(y.astype(np.float64), want_y, rtol=tol, atol=tol)
+    np.testing.assert_allclose(present.astype(np.float64), want_s, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize(
+    ("k", "length", "bias", "past", "silu"),
+    [
+        (4, 7, True, True, 1),
+        (3, 1, False, True, 0),
+        (5, 2, True, False, 1),
+        (1, 6, False, False, 0),
+    ],
+)
+def test_causal_conv_kernel(
+    emu: Emulator, dtype: str, k: int, length: int, bias: bool, past: bool, silu: int
+) -> None:
+    rng = np.random.default_rng(k * 10 + length)
+    b, c = 2, 3
+    x = rng.standard_normal((b, c, length)).astype(NP[dtype])
+    w = rng.standard_normal((c, 1, k)).astype(NP[dtype])
+    bv = rng.standard_normal(c).astype(NP[dtype]) if bias else None
+    p = rng.standard_normal((b, c, k - 1)).astype(NP[dtype]) if past else None
+    y = np.full_like(x, np.nan)
+    state = np.full((b, c, k - 1), np.nan, NP[dtype])
+    emu.launch(
+        f"causal_conv_{dtype}",
+        2,
+        8,
+        x,
+        w,
+        bv if bv is not None else 0,
+        p if p is not None else 0,
+        y,
+        state,
+        b * c,
+        c,
+        length,
+        k,
+        silu,
+    )
+    padded = np.concatenate([p if p is not None else np.zeros((b, c, k - 1), x.dtype), x], 2)
+    acc = sum(
+        w[None, :, 0, j, None].astype(np.float64) * padded[:, :, j : j + length] for j in range(k)
+    )
+    if bv is not None:
+        acc = acc + bv[None, :, None]
+    acc = np.asarray(acc).astype(NP[dtype]).astype(np.float64)
+    if silu:
+        acc = acc / (1 + np.exp(-acc))
+    tol = 1e-5 if dtype == "f32" else 3e-3
+    np.testing.assert_allclose(y.astype(np.float64), acc, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(state, padded[:, :, length:])
+
+
+def _single_node_model(
+    node: Any,
+    feeds: Mapping[str, np.ndarray | None],
+    outputs: list[str],
+    opsets: Mapping[str, int],
+) -> bytes:
+    types = {**_TYPES, np.dtype(np.float64): TensorProto.DOUBLE}
+    ins = [
+        helper.make_tensor_value_info(k, types[v.dtype], list(v.shape))
+        for k, v in feeds.items()
+        if v is not None
+    ]
+    outs = [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs]
+    graph = helper.make_graph([node], "g", ins, outs)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()]
+    )
+    return model.SerializeToString()
+
+
+def _run_single_node(
+    pm: Any,
+    op: str,
+    feeds: Mapping[str, np.ndarray | None],
+    outputs: list[str],
+    opsets: Mapping[str, int],
+    domain: str = "",
+    on_device: bool = True,
+    **attrs: Any,
+) -> Any:
+    """Run one ``op`` node on the emulated CUDA provider and check it against onnx's reference."""
+    from onnx.reference import ReferenceEvaluator
+
+    names = [k if v is not None else "" for k, v in feeds.items()]
+    while names and not names[-1]:
+        names.pop()
+    node = helper.make_node(op, names, outputs, domain=domain, **attrs)
+    model = _single_node_model(node, feeds, outputs, opsets)
+    cuda = ortcore.InferenceSession(model, providers=["cuda", "cpu"], plugin_manager=pm)
+    row = next(r for r in cuda.get_partition().nodes if r.op_type == op)
+    if not on_device:
+        return row
+    assert row.provider == "CUDAExecutionProvider", row.declined
+    given = {k: v for k, v in feeds.items() if v is not None}
+    got = cuda.run(None, given)
+    want = ReferenceEvaluator(model).run(None, given)
+    fp16 = next(iter(given.values())).dtype == np.float16
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        tol = 3e-3 if fp16 else 1e-5
+        np.testing.assert_allclose(g.astype(np.float32), w.astype(np.float32), rtol=tol, atol=tol)
+    return row
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_linear_attention_on_the_device(emulated: Any, dtype: Any) -> None:
+    rng = np.random.default_rng(5)
+    b, t, hq, hkv, dk, dv = 2, 3, 4, 2, 4, 3
+    feeds = {
+        "query": _rand(rng, (b, t, hq * dk), dtype),
+        "key": (_rand(rng, (b, t, hkv * dk)) * 0.5).astype(dtype),
+        "value": _rand(rng, (b, t, hkv * dv), dtype),
+        "past_state": (_rand(rng, (b, hkv, dk, dv)) * 0.1).astype(dtype),
+        "decay": (-0.1 * np.abs(_rand(rng, (b, t, hkv)))).astype(dtype),
+        "beta": rng.random((b, t, 1)).astype(dtype),
+    }
+    _run_single_node(
+        emulated,
+        "LinearAttention",
+        feeds,
+        ["output", "present_state"],
+        {"": 27},
+        q_num_heads=hq,
+        kv_num_heads=hkv,
+    )
+
+
+def test_linear_attention_without_past_explicit_scale(emulated: Any) -> None:
+    rng = np.random.default_rng(6)
+    feeds: dict[str, np.ndarray | None] = {
+        "query": _rand(rng, (1, 4, 2 * 3)),
+        "key": _rand(rng, (1, 4, 2 * 3)),
+        "value": _rand(rng, (1, 4, 2 * 5)),
+    }
+    _run_single_node(
+        emulated,
+        "LinearAttention",
+        feeds,
+        ["output", "present_state"],
+        {"": 27},
+        q_num_heads=2,
+        kv_num_heads=2,
+        update_rule="linear",
+        scale=0.7,
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_causal_conv_with_state_on_the_device(emulated: Any, dtype: Any) -> None:
+    rng = np.random.default_rng(7)
+    b, c, length, k = 2, 3, 5, 4
+    feeds = {
+        "input": _rand(rng, (b, c, length), dtype),
+        "weight": _rand(rng, (c, 1, k), dtype),
+        "bias": _rand(rng, (c,), dtype),
+        "past_state": _rand(rng, (b, c, k - 1), dtype),
+    }
+    _run_single_node(
+        emulated,
+        "CausalConvWithState",
+        feeds,
+        ["output", "present_state"],
+        {"": 27},
+        activation="silu",
+    )
+
+
+def test_linear_attention_with_a_state_of_another_type_is_declined(emulated: Any) -> None:
+    rng = np.random.default_rng(8)
+    feeds = {k: _rand(rng, (1, 2, 4)) for k in ("query", "key", "value")}
+    feeds["past_state"] = _rand(rng, (1, 1, 4, 4), np.float16)
+    row = _run_single_node(
+        emulated,
+        "LinearAttention",
+        feeds,
+        ["output", "present_state"],
+        {"": 27},
+        on_device=False,
+        q_num_heads=1,
+        kv_num_heads=1,
+        update_rule="linear",
+    )
+    assert row.provider != "CUDAExecutionProvider"
+    assert "past_state of another element type" in row.declined["CUDAExecutionProvider"]
+
+
+_FLEX = {"": 26, "ai.onnx.preview": 1}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_flex_attention_grouped_query_and_value_size(emulated: Any, dtype: Any) -> None:
+    rng = np.random.default_rng(9)
+    feeds = {
+        "Q": rng.random((2, 4, 3, 8)).astype(dtype),
+        "K": rng.random((2, 2, 5, 8)).astype(dtype),
+        "V": rng.random((2, 2, 5, 6)).astype(dtype),
+    }
+    _run_single_node(
+        emulated, "FlexAttention", feeds, ["Y"], _FLEX, domain="ai.onnx.preview", scale=0.3
+    )
+
+
+def test_flex_attention_runs_its_modifiers_on_the_device(emulated: Any) -> None:
+    rng = np.random.default_rng(10)
+    x = helper.make_tensor_value_info("s", TensorProto.FLOAT, ["B", "H", "L", "S"])
+    y = helper.make_tensor_value_info("t", TensorProto.FLOAT, ["B", "H", "L", "S"])
+    cap = helper.make_tensor("cap", TensorProto.FLOAT, [], [0.8])
+    score_mod = helper.make_graph(
+        [
+            helper.make_node("Div", ["s", "cap"], ["d"]),
+            helper.make_node("Tanh", ["d"], ["e"]),
+            helper.make_node("Mul", ["e", "cap"], ["t"]),
+        ],
+        "softcap",
+        [x],
+        [y],
+        [cap],
+    )
+    half = helper.make_tensor("half", TensorProto.FLOAT, [], [0.5])
+    prob_mod = helper.make_graph(
+        [helper.make_node("Mul", ["s", "half"], ["t"])], "scale", [x], [y], [half]
+    )
+    feeds = {
+        "Q": rng.random((1, 2, 3, 4)).astype(np.float32),
+        "K": rng.random((1, 2, 3, 4)).astype(np.float32),
+        "V": rng.random((1, 2, 3, 4)).astype(np.float32),
+    }
+    _run_single_node(
+        emulated,
+        "FlexAttention",
+        feeds,
+        ["Y"],
+        _FLEX,
+        domain="ai.onnx.preview",
+        score_mod=score_mod,
+        prob_mod=prob_mod,
+    )
+
+
+def test_flex_attention_in_double_is_declined(emulated: Any) -> None:
+    feeds = {k: np.ones((1, 1, 2, 2)) for k in ("Q", "K", "V")}
+    row = _run_single_node(
+        emulated, "FlexAttention", feeds, ["Y"], _FLEX, domain="ai.onnx.preview", on_device=False
+    )
+    assert row.provider != "CUDAExecutionProvider"
+    assert "tensor(double)" in row.declined["CUDAExecutionProvider"]

@@ -23,8 +23,11 @@ __all__ = [
     "MASK_FLOAT",
     "MASK_NONE",
     "ROWS",
+    "LINEAR",
     "all_kernels",
+    "causal_conv_kernel",
     "heads_kernel",
+    "linear_attention_kernel",
     "rotary_kernel",
     "softmax_kernel",
 ]
@@ -256,6 +259,181 @@ extern "C" __global__ void {name}(const {ctype}* __restrict__ x, const {ctype}* 
     return Kernel(name, params, source)
 
 
+_LINEAR_FIELDS = (
+    "batch",
+    "len",
+    "q_heads",
+    "kv_heads",
+    "dk",
+    "dv",
+    "gating",
+    "delta",
+    "decay_per_key",
+    "beta_heads",
+)
+
+LINEAR = StructType(
+    "LinAttn",
+    "struct LinAttn {\n" + "".join(f"    i64 {f};\n" for f in _LINEAR_FIELDS) + "};\n",
+    np.dtype([(f, np.int64) for f in _LINEAR_FIELDS]),
+)
+"""The shapes and the update rule of :func:`linear_attention_kernel`:
+``batch``, ``len`` (tokens), ``q_heads``, ``kv_heads``, ``dk`` and ``dv``
+(the key and value head sizes); ``gating`` (the state decays by
+``exp(decay)`` before each token), ``delta`` (the written value is
+``beta * (v - S^T k)``); ``decay_per_key`` (the decay has one value per key
+dimension, ``(batch, len, kv_heads * dk)``, else one per head, ``(batch,
+len, kv_heads)``); ``beta_heads`` (``kv_heads`` or 1: beta's last dim)."""
+
+
+@cache
+def linear_attention_kernel(dtype: str) -> Kernel:
+    """LinearAttention's recurrence, one thread per column ``m`` of one
+    ``(batch, kv head)``'s state (a grid-stride loop over ``batch * kv_heads
+    * dv``): the columns of the ``dk x dv`` state evolve independently under
+    every update rule. The state is kept in float in ``state`` (``(batch,
+    kv_heads, dk, dv)``), starting from ``past`` (may be null: zeros); token
+    by token it decays, takes the (delta-corrected) outer product ``k v^T``,
+    and each query head of the kv head's group reads ``scale * q^T S`` into
+    ``y`` (``(batch, len, q_heads * dv)``). ``present`` gets the last state.
+    ``q``, ``k``, ``v`` are ``(batch, len, heads * size)``; ``decay`` and
+    ``beta`` may be null when the rule does not read them."""
+    ctype = DTYPES[dtype][0]
+    name = f"linear_attention_{dtype}"
+    source = f"""\
+extern "C" __global__ void {name}(const {ctype}* __restrict__ q, const {ctype}* __restrict__ k,
+                                  const {ctype}* __restrict__ v, const {ctype}* __restrict__ past,
+                                  const {ctype}* __restrict__ decay,
+                                  const {ctype}* __restrict__ beta, {ctype}* __restrict__ y,
+                                  float* __restrict__ state, {ctype}* __restrict__ present,
+                                  float scale, LinAttn a) {{
+    i64 n = a.batch * a.kv_heads * a.dv;
+    i64 group = a.q_heads / a.kv_heads;
+    for (i64 idx = (i64)blockIdx.x * blockDim.x + threadIdx.x; idx < n;
+         idx += (i64)gridDim.x * blockDim.x) {{
+        i64 m = idx % a.dv;
+        i64 bh = idx / a.dv;
+        i64 h = bh % a.kv_heads;
+        i64 b = bh / a.kv_heads;
+        float* s = state + bh * a.dk * a.dv + m;
+        for (i64 d = 0; d < a.dk; ++d)
+            s[d * a.dv] = past ? load_f(past[bh * a.dk * a.dv + d * a.dv + m]) : 0.0f;
+        for (i64 t = 0; t < a.len; ++t) {{
+            i64 bt = b * a.len + t;
+            const {ctype}* kt = k + (bt * a.kv_heads + h) * a.dk;
+            float vt = load_f(v[(bt * a.kv_heads + h) * a.dv + m]);
+            if (a.gating) {{
+                if (a.decay_per_key) {{
+                    const {ctype}* g = decay + (bt * a.kv_heads + h) * a.dk;
+                    for (i64 d = 0; d < a.dk; ++d) s[d * a.dv] *= expf(load_f(g[d]));
+                }} else {{
+                    float e = expf(load_f(decay[bt * a.kv_heads + h]));
+                    for (i64 d = 0; d < a.dk; ++d) s[d * a.dv] *= e;
+                }}
+            }}
+            if (a.delta) {{
+                float r = 0.0f;
+                for (i64 d = 0; d < a.dk; ++d) r += s[d * a.dv] * load_f(kt[d]);
+                float be = load_f(beta[bt * a.beta_heads + (a.beta_heads == 1 ? 0 : h)]);
+                vt = be * (vt - r);
+            }}
+            for (i64 d = 0; d < a.dk; ++d) s[d * a.dv] += load_f(kt[d]) * vt;
+            for (i64 g = 0; g < group; ++g) {{
+                i64 hq = h * group + g;
+                const {ctype}* qt = q + (bt * a.q_heads + hq) * a.dk;
+                float o = 0.0f;
+                for (i64 d = 0; d < a.dk; ++d) o += load_f(qt[d]) * s[d * a.dv];
+                store_f(&y[(bt * a.q_heads + hq) * a.dv + m], scale * o);
+            }}
+        }}
+        for (i64 d = 0; d < a.dk; ++d)
+            store_f(&present[bh * a.dk * a.dv + d * a.dv + m], s[d * a.dv]);
+    }}
+}}
+"""
+    params = (
+        Param(f"const {ctype}*", "q"),
+        Param(f"const {ctype}*", "k"),
+        Param(f"const {ctype}*", "v"),
+        Param(f"const {ctype}*", "past"),
+        Param(f"const {ctype}*", "decay"),
+        Param(f"const {ctype}*", "beta"),
+        Param(f"{ctype}*", "y"),
+        Param("float*", "state"),
+        Param(f"{ctype}*", "present"),
+        Param("float", "scale"),
+        Param("LinAttn", "a"),
+    )
+    return Kernel(name, params, source, (LINEAR,))
+
+
+@cache
+def causal_conv_kernel(dtype: str) -> Kernel:
+    """CausalConvWithState: ``x`` is ``(rows, len)`` with ``rows = batch *
+    channels``, left-padded by ``past`` (``(rows, k - 1)``; null: zeros);
+    ``y[r, t] = act(round(sum_j w[c, j] padded[r, t + j] + bias[c]))`` with
+    ``c = r % channels``, the sum in float rounded to the element type, then
+    SiLU (``silu``) in float; ``state`` gets the last ``k - 1`` positions of
+    the padded input. ``bias`` may be null. Grid-stride loops over both."""
+    ctype = DTYPES[dtype][0]
+    name = f"causal_conv_{dtype}"
+    source = f"""\
+extern "C" __global__ void {name}(const {ctype}* __restrict__ x, const {ctype}* __restrict__ w,
+                                  const {ctype}* __restrict__ bias,
+                                  const {ctype}* __restrict__ past, {ctype}* __restrict__ y,
+                                  {ctype}* __restrict__ state, i64 rows, i64 channels, i64 len,
+                                  i64 k, int silu) {{
+    i64 pad = k - 1;
+    i64 step = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < rows * len; i += step) {{
+        i64 t = i % len;
+        i64 r = i / len;
+        i64 c = r % channels;
+        float acc = 0.0f;
+        for (i64 j = 0; j < k; ++j) {{
+            i64 p = t + j;
+            float xv = p >= pad ? load_f(x[r * len + p - pad])
+                                : past ? load_f(past[r * pad + p]) : 0.0f;
+            acc += load_f(w[c * k + j]) * xv;
+        }}
+        if (bias) acc += load_f(bias[c]);
+        {ctype} rounded;
+        store_f(&rounded, acc);
+        acc = load_f(rounded);
+        if (silu) acc = acc / (1.0f + expf(-acc));
+        store_f(&y[i], acc);
+    }}
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < rows * pad; i += step) {{
+        i64 r = i / pad;
+        i64 p = len + i % pad;
+        if (p >= pad)
+            state[i] = x[r * len + p - pad];
+        else if (past)
+            state[i] = past[r * pad + p];
+        else
+            store_f(&state[i], 0.0f);
+    }}
+}}
+"""
+    params = (
+        Param(f"const {ctype}*", "x"),
+        Param(f"const {ctype}*", "w"),
+        Param(f"const {ctype}*", "bias"),
+        Param(f"const {ctype}*", "past"),
+        Param(f"{ctype}*", "y"),
+        Param(f"{ctype}*", "state"),
+        Param("i64", "rows"),
+        Param("i64", "channels"),
+        Param("i64", "len"),
+        Param("i64", "k"),
+        Param("int", "silu"),
+    )
+    return Kernel(name, params, source)
+
+
 def all_kernels() -> list[Kernel]:
     """Every kernel of this module (for compiling them all at once)."""
-    return [k(dtype) for dtype in DTYPES for k in (heads_kernel, softmax_kernel, rotary_kernel)]
+    kernels = [k(dtype) for dtype in DTYPES for k in (heads_kernel, softmax_kernel, rotary_kernel)]
+    return kernels + [
+        k(dtype) for dtype in ("f32", "f16") for k in (linear_attention_kernel, causal_conv_kernel)
+    ]
