@@ -28,6 +28,9 @@ from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
 from .kernels import elementwise as ew
 from .kernels import misc as km
+from .ops import _SUFFIX, _p
+from .ops import FLOATS64 as _FLOATS64
+from .ops import MOVABLE as _MOVABLE
 
 if TYPE_CHECKING:
     from .provider import CUDAExecutionProvider
@@ -35,23 +38,6 @@ if TYPE_CHECKING:
 
 __all__ = ["decline", "register"]
 
-_FLOATS64 = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE)
-_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.float64): "f64"}
-_MOVABLE = (
-    ir.DataType.FLOAT,
-    ir.DataType.FLOAT16,
-    ir.DataType.BFLOAT16,
-    ir.DataType.DOUBLE,
-    ir.DataType.INT8,
-    ir.DataType.UINT8,
-    ir.DataType.INT16,
-    ir.DataType.UINT16,
-    ir.DataType.INT32,
-    ir.DataType.UINT32,
-    ir.DataType.INT64,
-    ir.DataType.UINT64,
-    ir.DataType.BOOL,
-)
 _ITEM_SUFFIX = {dt: s for s, (_, _, dt) in km.ITEM_TYPES.items() if s != "bf16"}
 _OPS = (
     "NonMaxSuppression",
@@ -66,12 +52,6 @@ _OPS = (
     "Det",
     "DeformConv",
 )
-
-
-def _p(info: NodeInfo) -> CUDAExecutionProvider:
-    provider = info.provider
-    assert provider is not None, "CUDA kernels are built by a session's provider"
-    return provider  # type: ignore[return-value]
 
 
 def _item_suffix(dtype: np.dtype) -> str:

@@ -33,6 +33,7 @@ import onnx_ir as ir
 from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
 from .kernels import norm as k
+from .ops import MOVABLE, _p
 from .tensor import CudaTensor
 
 if TYPE_CHECKING:
@@ -46,33 +47,11 @@ DROPOUT_TYPES = (*FLOATS, ir.DataType.DOUBLE, ir.DataType.BFLOAT16)
 """Element types of Dropout (inference: a copy)."""
 INDICES = (ir.DataType.INT32, ir.DataType.INT64)
 ONEHOT_INDICES = (*INDICES, *FLOATS, ir.DataType.DOUBLE)
-MOVABLE = (
-    ir.DataType.FLOAT,
-    ir.DataType.FLOAT16,
-    ir.DataType.BFLOAT16,
-    ir.DataType.DOUBLE,
-    ir.DataType.INT8,
-    ir.DataType.UINT8,
-    ir.DataType.INT16,
-    ir.DataType.UINT16,
-    ir.DataType.INT32,
-    ir.DataType.UINT32,
-    ir.DataType.INT64,
-    ir.DataType.UINT64,
-    ir.DataType.BOOL,
-)
-"""Element types the indexing ops take: they move words of the element's size."""
 
 _FSUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
 _ISUFFIX = {np.dtype(np.int32): "i32", np.dtype(np.int64): "i64"}
 _ONEHOT_SUFFIX = {**_ISUFFIX, **_FSUFFIX, np.dtype(np.float64): "f64"}
 _TRANSPOSE_RANK = 6  # the provider's strided copy (transpose kernel) goes to rank 6
-
-
-def _p(info: NodeInfo) -> CUDAExecutionProvider:
-    provider = info.provider
-    assert provider is not None, "CUDA kernels are built by a session's provider"
-    return provider  # type: ignore[return-value]
 
 
 def _prod(dims: Sequence[int]) -> int:
