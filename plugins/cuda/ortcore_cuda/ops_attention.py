@@ -49,10 +49,11 @@ from ep_sdk import GraphContext, KernelRegistry, NodeInfo, RunContext, SubgraphR
 from .kernels import attention as ak
 from .kernels import elementwise as ew
 from .kernels.rows import row_threads
+from .ops import _p as _provider
 from .tensor import CudaTensor
 
 if TYPE_CHECKING:
-    from .provider import CUDAExecutionProvider
+    pass
 
 __all__ = ["decline", "register"]
 
@@ -71,12 +72,6 @@ def register(reg: KernelRegistry) -> None:
     reg.kernel("FlexAttention", domain=_PREVIEW, since=1, types={"T1": _FLOATS}, context=True)(
         _flex_attention
     )
-
-
-def _provider(info: NodeInfo) -> CUDAExecutionProvider:
-    provider = info.provider
-    assert provider is not None, "CUDA kernels are built by a session's provider"
-    return provider  # type: ignore[return-value]
 
 
 def _attr(node: ir.Node, name: str, default: Any) -> Any:

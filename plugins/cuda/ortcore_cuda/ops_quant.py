@@ -37,6 +37,7 @@ from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 from .kernels import cast as kc
 from .kernels import nn
 from .kernels import quant as kq
+from .ops import _p
 
 if TYPE_CHECKING:
     from .provider import CUDAExecutionProvider
@@ -85,12 +86,6 @@ _CODE: dict[np.dtype, int] = {
 }
 _PRECISION = {int(_D.FLOAT): 0, int(_D.FLOAT16): 1, int(_D.BFLOAT16): 2}
 """QuantizeLinear's ``precision`` attribute -> the kernels' code."""
-
-
-def _p(info: NodeInfo) -> CUDAExecutionProvider:
-    provider = info.provider
-    assert provider is not None, "CUDA kernels are built by a session's provider"
-    return provider  # type: ignore[return-value]
 
 
 def _promoted(a: np.dtype, b: np.dtype) -> int:
