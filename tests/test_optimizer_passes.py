@@ -22,6 +22,7 @@ from ortcore.optimizer import (
     FusionContext,
     IdentityEliminationPass,
     OptimizerPass,
+    fold_batchnorm_affine,
     fold_conv_affine,
     optimize,
 )
@@ -97,6 +98,66 @@ def test_fold_conv_affine_leaves_overridable_weights() -> None:
     assert fold_conv_affine(model.graph, {w}) == 0
     assert [n.op_type for n in model.graph] == ["Conv", "Mul"]
     assert fold_conv_affine(model.graph) == 1  # the same model, w not overridable
+
+
+# -- BatchNormalization -> Mul -> Add, as pre-activation networks export it -----
+
+
+def _bn_mul_add(fed: str = "", mul_shape: Sequence[int] = (3, 1, 1)) -> bytes:
+    """x -> BatchNormalization -> Mul(k) -> Add(s) -> Relu -> y; ``fed`` is
+    also a graph input (a feed may replace it)."""
+    rng = np.random.default_rng(5)
+    inits = [_f32(n, rng.uniform(0.5, 2.0, 3)) for n in ("scale", "b", "mean", "var")]
+    inits += [_f32("k", rng.uniform(-2, 2, mul_shape)), _f32("s", rng.uniform(-1, 1, (3, 1, 1)))]
+    nodes = [
+        helper.make_node("BatchNormalization", ["x", "scale", "b", "mean", "var"], ["t0"]),
+        helper.make_node("Mul", ["t0", "k"], ["t1"], name="mul"),
+        helper.make_node("Add", ["s", "t1"], ["t2"], name="add"),
+        helper.make_node("Relu", ["t2"], ["y"], name="relu"),
+    ]
+    inputs = [fvi("x", [2, 3, 4, 5])]
+    if fed:
+        inputs.append(fvi(fed, [3, 1, 1] if fed in ("k", "s") else [3]))
+    return make_model(nodes, inputs, [fvi("y", [2, 3, 4, 5])], inits, opset=15)
+
+
+def _extended_ops(model: bytes, cpu: str) -> list[str]:
+    so = ortcore.SessionOptions()
+    so.graph_optimization_level = Level.ORT_ENABLE_EXTENDED
+    sess = ortcore.InferenceSession(model, so, providers=[cpu])
+    return [r.op_type for r in sess.get_partition().nodes]
+
+
+def test_batchnorm_absorbs_the_mul_and_add_after_it(cpu: str) -> None:
+    model = _bn_mul_add()
+    x = np.random.default_rng(6).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    _sessions(model, {"x": x}, cpu)  # every level agrees with no optimization
+    assert _extended_ops(model, cpu) == ["BatchNormalization", "Relu"]
+    loaded = load_model(model)
+    assert fold_batchnorm_affine(loaded.graph) == 2
+    assert [n.op_type for n in loaded.graph] == ["BatchNormalization", "Relu"]
+
+
+@pytest.mark.parametrize("fed", ["k", "s", "scale"])
+def test_batchnorm_folding_keeps_an_overridable_parameter(cpu: str, fed: str) -> None:
+    model = _bn_mul_add(fed)
+    shape = [3, 1, 1] if fed in ("k", "s") else [3]
+    feeds = {
+        "x": np.random.default_rng(7).standard_normal((2, 3, 4, 5)).astype(np.float32),
+        fed: np.full(shape, 3.0, np.float32),
+    }
+    results = _sessions(model, feeds, cpu)
+    fed_value = load_model(model).graph.initializers[fed].const_value
+    assert fed_value is not None and not np.allclose(fed_value.numpy(), 3.0)
+    assert not np.allclose(results[0], _sessions(_bn_mul_add(), {"x": feeds["x"]}, cpu)[0])
+    assert "Mul" in _extended_ops(model, cpu) or "Add" in _extended_ops(model, cpu)
+
+
+def test_batchnorm_folding_leaves_a_mul_that_is_not_per_channel(cpu: str) -> None:
+    model = _bn_mul_add(mul_shape=(1, 1, 5))  # varies along W, not per channel
+    x = np.random.default_rng(8).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    _sessions(model, {"x": x}, cpu)
+    assert "Mul" in _extended_ops(model, cpu)
 
 
 # -- the same rule in the other passes -----------------------------------------

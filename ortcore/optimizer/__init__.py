@@ -11,7 +11,8 @@
    folding started); no-op elimination again, if folding made targets
    known; at the extended level, BatchNormalization, Mul and Add folded
    into a preceding Conv (new weights for a Conv, as onnxruntime's level-1
-   ConvBNFusion, ConvMulFusion, ConvAddFusion); and dead-code removal.
+   ConvBNFusion, ConvMulFusion, ConvAddFusion), and Mul and Add folded into
+   a preceding BatchNormalization; and dead-code removal.
 2. **Partitioning** (extended level and above): the providers claim the
    nodes, in priority order (:func:`ortcore.partition.partition_model`).
    Every provider, a compile-path one included, is shown the model's own
@@ -56,7 +57,7 @@ from .conv_activation import (
     fuse_conv_activation,
     fuse_conv_add_activation,
 )
-from .conv_folding import ConvAffineFoldingPass, fold_conv_affine
+from .conv_folding import ConvAffineFoldingPass, fold_batchnorm_affine, fold_conv_affine
 from .cse import CommonSubexpressionEliminationPass, eliminate_common_subexpressions
 from .dead_code import DeadCodeEliminationPass, remove_dead_code
 from .elimination import IdentityEliminationPass, eliminate_identities
@@ -96,6 +97,7 @@ __all__ = [
     "eliminate_identities",
     "eliminate_noops",
     "fold_constants",
+    "fold_batchnorm_affine",
     "fold_conv_affine",
     "fold_shapes",
     "fuse_attention",

@@ -4,6 +4,11 @@
 ``Conv -> Add(c)`` with constant per-output-channel (or scalar) ``c`` become
 one Conv with rescaled weights and a new bias. Applied at the extended level,
 where onnxruntime applies its ConvBNFusion, ConvMulFusion and ConvAddFusion.
+``BatchNormalization -> Mul(c)`` and ``-> Add(c)`` (a BatchNormalization
+that follows no Conv, as in pre-activation networks such as DenseNet, whose
+exports often add a per-channel Mul and Add after it) become one
+BatchNormalization with a rescaled ``scale`` and ``B``: one pass over the
+tensor instead of three.
 Every parameter folded (the weight, the bias, ``c``, the BatchNormalization
 statistics) must be a constant no feed may replace: folding an overridable
 one would bake in numbers the user may change at run time.
@@ -20,7 +25,7 @@ from ._common import constant
 from ._pass import OptimizerPass
 from .constant_folding import const_tensor
 
-__all__ = ["ConvAffineFoldingPass", "fold_conv_affine"]
+__all__ = ["ConvAffineFoldingPass", "fold_batchnorm_affine", "fold_conv_affine"]
 
 
 def _per_channel(c: np.ndarray, channels: int, rank: int) -> np.ndarray | None:
@@ -136,6 +141,85 @@ def fold_conv_affine(graph: ir.Graph, overridable: Set[ir.Value] = frozenset()) 
     return folded
 
 
+def _inference_batchnorm(
+    node: ir.Node, overridable: Set[ir.Value]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(scale, B)`` of a BatchNormalization in inference mode whose
+    parameters are all constants and whose only output in use is Y."""
+    if node.domain != "" or node.op_type != "BatchNormalization" or len(node.inputs) != 5:
+        return None
+    if any(o.uses() for o in node.outputs[1:]):
+        return None
+    mode = node.attributes.get("training_mode")
+    if mode is not None and mode.value:
+        return None
+    params = [constant(v, overridable) for v in node.inputs[1:5]]
+    if any(p is None or p.ndim != 1 for p in params):
+        return None
+    scale, bias = params[0], params[1]
+    assert scale is not None and bias is not None
+    if scale.dtype != bias.dtype or scale.dtype not in (np.float16, np.float32, np.float64):
+        return None
+    return scale, bias
+
+
+def fold_batchnorm_affine(graph: ir.Graph, overridable: Set[ir.Value] = frozenset()) -> int:
+    """Fold per-channel Mul/Add after an inference BatchNormalization into its
+    ``scale`` and ``B``; returns folds done.
+
+    ``((x - mean) / sqrt(var + eps) * scale + B) * k + s`` is
+    ``(x - mean) / sqrt(var + eps) * (scale * k) + (B * k + s)``: exact but
+    for rounding (the new parameters are computed in float64).
+
+    Args:
+        overridable: initializers a feed may replace; never folded.
+    """
+    outputs = set(graph.outputs)
+    folded = 0
+    for bn in list(graph):
+        if bn.graph is not graph:
+            continue
+        while True:
+            params = _inference_batchnorm(bn, overridable)
+            if params is None or bn.inputs[0] is None:
+                break
+            x_shape = bn.inputs[0].shape
+            if x_shape is None or len(x_shape) < 2:
+                break
+            y = bn.outputs[0]
+            uses = list(y.uses())
+            if len(uses) != 1 or y in outputs:
+                break
+            nxt = uses[0].node
+            if nxt.graph is not graph or nxt.op_type not in ("Mul", "Add"):
+                break
+            scale, bias = params
+            affine = _affine_of(nxt, y, scale.shape[0], len(x_shape), overridable)
+            if affine is None:
+                break
+            # the result keeps Y's dtype and shape: c must not widen either
+            out = nxt.outputs[0]
+            if out.dtype != y.dtype or (out.shape is not None and out.shape != x_shape):
+                break
+            k, shift = affine
+            new_scale = (scale.astype(np.float64) * k).astype(scale.dtype)
+            new_bias = (bias.astype(np.float64) * k + shift).astype(bias.dtype)
+            for index, array, tag in ((1, new_scale, "scale"), (2, new_bias, "B")):
+                old = bn.inputs[index]
+                assert old is not None
+                bn.replace_input_with(index, _initializer(graph, f"{old.name}_{tag}_folded", array))
+            ir.convenience.replace_all_uses_with(out, y, replace_graph_outputs=out in outputs)
+            if out in outputs:
+                name = out.name
+                graph.remove(nxt, safe=True)
+                y.name = name
+                outputs = set(graph.outputs)
+            else:
+                graph.remove(nxt, safe=True)
+            folded += 1
+    return folded
+
+
 def _initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
     base, i = name, 0
     while name in graph.initializers:
@@ -152,8 +236,10 @@ def _initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
 
 
 class ConvAffineFoldingPass(OptimizerPass):
-    """Fold BatchNormalization/Mul/Add into a preceding Conv (:func:`fold_conv_affine`)."""
+    """Fold BatchNormalization/Mul/Add into a preceding Conv (:func:`fold_conv_affine`),
+    then Mul/Add into a preceding BatchNormalization (:func:`fold_batchnorm_affine`)."""
 
     def apply(self, model: ir.Model) -> int:
-        """Run :func:`fold_conv_affine` on the main graph."""
-        return fold_conv_affine(model.graph, self.overridable)
+        """Run :func:`fold_conv_affine`, then :func:`fold_batchnorm_affine`, on the main graph."""
+        done = fold_conv_affine(model.graph, self.overridable)
+        return done + fold_batchnorm_affine(model.graph, self.overridable)
