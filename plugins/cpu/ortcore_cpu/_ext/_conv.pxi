@@ -420,3 +420,108 @@ cdef void _depthwise2d_phases(const float[:, :, ::1] x, const float[:, :, ::1] w
         free(tap)
     if failed:
         raise MemoryError()
+
+
+cdef extern from "_direct_conv.h" nogil:
+    void dc_pack_channel(const float* x, Py_ssize_t H, Py_ssize_t W, float* out,
+                         Py_ssize_t C, Py_ssize_t S, Py_ssize_t HP, Py_ssize_t WQ,
+                         Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t c)
+    void dc_rows(const float* xph, Py_ssize_t C, Py_ssize_t HP, Py_ssize_t WQ,
+                 const float* wp, Py_ssize_t KH, Py_ssize_t KW, const Py_ssize_t* koff,
+                 Py_ssize_t sh, Py_ssize_t dh, float* y, const float* z, const float* bias,
+                 Py_ssize_t M, Py_ssize_t OH, Py_ssize_t OW, float lo, float hi, int clamp,
+                 Py_ssize_t ocb, Py_ssize_t oy)
+    int DC_OCB
+
+
+DIRECT_BLOCK = DC_OCB
+"""Output channels the direct convolution computes together (its weights'
+last axis, see :func:`direct_conv2d`)."""
+
+
+def direct_conv2d_scratch(Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW,
+                          Py_ssize_t KH, Py_ssize_t KW, Py_ssize_t sh, Py_ssize_t sw,
+                          Py_ssize_t dh, Py_ssize_t dw):
+    """Floats of the padded, phase-split input copy :func:`direct_conv2d`
+    needs for C input channels and an OH x OW output."""
+    _check_window("direct_conv2d", 1, KH, KW, 1, sh, sw, 0, 0, 0, 1, dh, dw)
+    if C < 0 or OH < 0 or OW < 0:
+        raise ValueError(f"direct_conv2d: negative size {(C, OH, OW)}")
+    return sw * C * _dc_rows_needed(OH, KH, sh, dh) * _dc_cols_needed(OW, KW, sw, dw)
+
+
+cdef inline Py_ssize_t _dc_rows_needed(Py_ssize_t OH, Py_ssize_t KH, Py_ssize_t sh,
+                                       Py_ssize_t dh) noexcept:
+    return (OH - 1) * sh + (KH - 1) * dh + 1 if OH > 0 else 0
+
+
+cdef inline Py_ssize_t _dc_cols_needed(Py_ssize_t OW, Py_ssize_t KW, Py_ssize_t sw,
+                                       Py_ssize_t dw) noexcept:
+    # vectors of 8 columns are read up to OW rounded up to 8, from the
+    # farthest filter column's offset in its phase
+    return ((OW + 7) // 8) * 8 + ((KW - 1) * dw) // sw
+
+
+def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
+                  float[:, :, ::1] y, const float[::1] b, const float[:, :, ::1] z,
+                  float[::1] scratch, Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t ph, Py_ssize_t pw,
+                  Py_ssize_t dh, Py_ssize_t dw, float lo, float hi, int nthreads):
+    """Direct 2-D convolution of one image ``x`` (C, H, W) into ``y`` (M, OH, OW),
+    with the bias ``b`` ((M,) or empty), the residual ``z`` (``y``'s shape,
+    or ``None``) and the clamp to [lo, hi] applied as ``y`` is written.
+
+    ``wp`` holds the weights (M, C, KH, KW) packed as (ceil(M / B), C, KH, KW,
+    B) with B = :data:`DIRECT_BLOCK` output channels side by side (zeros past
+    M). ``scratch`` receives the padded, phase-split input copy; it needs
+    :func:`direct_conv2d_scratch` floats. Begin pads are ``ph``, ``pw``;
+    every input position a window reaches past the input reads 0. Output
+    rows (B channels each) split over ``nthreads``."""
+    cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
+    cdef Py_ssize_t MB = wp.shape[0], KH = wp.shape[2], KW = wp.shape[3]
+    cdef Py_ssize_t M = y.shape[0], OH = y.shape[1], OW = y.shape[2]
+    cdef Py_ssize_t HP, WQ, item, c, kx
+    cdef Py_ssize_t* koff
+    cdef const float* zp = NULL
+    cdef const float* bp = NULL
+    cdef float* xph
+    cdef bint clamp = lo > -INFINITY or hi < INFINITY
+    _check_window("direct_conv2d", 1, KH, KW, 1, sh, sw, 0, ph, pw, 1, dh, dw)
+    if wp.shape[1] != C or wp.shape[4] != DC_OCB or MB != (M + DC_OCB - 1) // DC_OCB:
+        raise ValueError(
+            f"direct_conv2d: packed weights {tuple(wp.shape)[:5]} for {C} input and "
+            f"{M} output channels (blocks of {DC_OCB})"
+        )
+    if b.shape[0] not in (0, M):
+        raise ValueError(f"direct_conv2d: bias of {b.shape[0]} values for {M} channels")
+    if z is not None:
+        if tuple(z.shape)[:3] != tuple(y.shape)[:3]:
+            raise ValueError("direct_conv2d: the residual's shape differs from the output's")
+        zp = &z[0, 0, 0] if z.shape[0] * z.shape[1] * z.shape[2] else NULL
+    if M == 0 or OH == 0 or OW == 0:
+        return
+    if C == 0:
+        raise ValueError("direct_conv2d: no input channels")
+    HP = _dc_rows_needed(OH, KH, sh, dh)
+    WQ = _dc_cols_needed(OW, KW, sw, dw)
+    if scratch.shape[0] < sw * C * HP * WQ:
+        raise ValueError(
+            f"direct_conv2d: scratch of {scratch.shape[0]} floats, {sw * C * HP * WQ} needed"
+        )
+    if b.shape[0]:
+        bp = &b[0]
+    xph = &scratch[0]
+    koff = <Py_ssize_t*>malloc(KW * sizeof(Py_ssize_t))
+    if koff == NULL:
+        raise MemoryError()
+    for kx in range(KW):
+        koff[kx] = ((kx * dw) % sw) * C * HP * WQ + (kx * dw) // sw
+    try:
+        with nogil:
+            for c in prange(C, num_threads=nthreads, schedule="static"):
+                dc_pack_channel(&x[0, 0, 0], H, W, xph, C, sw, HP, WQ, ph, pw, c)
+            for item in prange(MB * OH, num_threads=nthreads, schedule="static"):
+                dc_rows(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, koff, sh, dh,
+                        &y[0, 0, 0], zp, bp, M, OH, OW, lo, hi, clamp,
+                        item // OH, item % OH)
+    finally:
+        free(koff)

@@ -59,3 +59,26 @@ def depthwise2d(
 ) -> None: ...
 def bias_clamp(y: F32, b: F32, lo: float, hi: float, nthreads: int) -> None: ...
 def bias_add_clamp(y: F32, b: F32, z: F32, lo: float, hi: float, nthreads: int) -> None: ...
+
+DIRECT_BLOCK: int
+
+def direct_conv2d_scratch(
+    C: int, OH: int, OW: int, KH: int, KW: int, sh: int, sw: int, dh: int, dw: int
+) -> int: ...
+def direct_conv2d(
+    x: F32,
+    wp: F32,
+    y: F32,
+    b: F32,
+    z: F32 | None,
+    scratch: F32,
+    sh: int,
+    sw: int,
+    ph: int,
+    pw: int,
+    dh: int,
+    dw: int,
+    lo: float,
+    hi: float,
+    nthreads: int,
+) -> None: ...

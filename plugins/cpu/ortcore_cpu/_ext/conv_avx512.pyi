@@ -1,7 +1,10 @@
 """Type stubs: the AVX-512 build of :mod:`.conv` (the same functions)."""
 
+from .conv import DIRECT_BLOCK as DIRECT_BLOCK
 from .conv import bias_add_clamp as bias_add_clamp
 from .conv import bias_clamp as bias_clamp
 from .conv import col2im as col2im
 from .conv import depthwise2d as depthwise2d
+from .conv import direct_conv2d as direct_conv2d
+from .conv import direct_conv2d_scratch as direct_conv2d_scratch
 from .conv import im2col as im2col

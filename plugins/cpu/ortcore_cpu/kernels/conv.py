@@ -2,7 +2,13 @@
 
 Float32 (and float16, computed in float32) with 1-3 spatial dims use Cython
 im2col / col2im plus a BLAS matmul, a straight matmul for pointwise (1x1)
-convolutions, and a direct Cython kernel for depthwise 2-D ones. Large
+convolutions, and a direct Cython kernel for depthwise 2-D ones. 1-D and 2-D
+convolutions with large kernels on few input channels (at least
+``DIRECT_MIN_TAPS`` taps, at most ``DIRECT_MAX_DEPTH`` = C * KH * KW, as in
+the 7x7 first layer of most CNNs) use a direct kernel vectorized along the
+output width (``_direct_conv.h``) that adds the bias, the residual and the
+clamp as it writes the output: there im2col writes the input many times over
+for a matmul too thin for BLAS to run well. Large
 enough 2-D 3x3 convolutions with stride 1, dilation 1 and one group use
 Winograd F(2x2, 3x3) instead (Lavin & Gray 2015): Cython input and output
 transforms around 16 BLAS matmuls, which do 16 multiplies per 2x2 output
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -152,8 +159,8 @@ def winograd_filter(w: np.ndarray) -> np.ndarray:
     return np.matmul(_WINOGRAD_GG, g.T).reshape(16, m, c)
 
 
-class WinogradFilters:
-    """The Winograd filter transform of a Conv node's last weight.
+class FilterCache:
+    """A transform of a Conv node's last weight (``fn(w)``), kept.
 
     A node whose weight is a constant initializer gets the same array at
     every run, so its transform is kept: :meth:`transform` recomputes it only
@@ -162,17 +169,111 @@ class WinogradFilters:
     weights that are never written in place (constant initializers).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, fn: Callable[[np.ndarray], np.ndarray]) -> None:
+        self._fn = fn
         self._last: tuple[np.ndarray, np.ndarray] | None = None
 
     def transform(self, w: np.ndarray) -> np.ndarray:
-        """:func:`winograd_filter` of ``w``, cached for the last ``w``."""
+        """``fn(w)``, cached for the last ``w``."""
         last = self._last  # one read: safe if runs of the session overlap
         if last is not None and last[0] is w:
             return last[1]
-        u = winograd_filter(w)
+        u = self._fn(w)
         self._last = (w, u)
         return u
+
+
+class WinogradFilters(FilterCache):
+    """The Winograd filter transform (:func:`winograd_filter`) of a Conv
+    node's last weight, kept (see :class:`FilterCache`)."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda w: winograd_filter(w))
+
+
+DIRECT_MAX_DEPTH = 256
+"""Most input values per output (C * KH * KW) for which a 1-D or 2-D Conv of
+one group with at least ``DIRECT_MIN_TAPS`` filter taps is computed directly
+(:func:`direct_filter`): 3 -> 96 channels 11x11 stride 4 (depth 363) ran as
+fast with im2col and BLAS, 96 -> 256 5x5 (2400) 1.4x faster, so deeper ones
+stay with BLAS."""
+
+DIRECT_MIN_TAPS = 25
+"""Fewest filter taps (KH * KW) for the direct path. A first layer's 7x7
+stride-2 Conv of 3 -> 64 channels on 224x224 took 0.60-0.73x im2col's time
+on 1 and 2 threads, with BLAS's pool spinning or not. Small kernels won only
+on 2 threads and only while no BLAS call ran between them (3x3 3 -> 64
+stride 2: 0.75x alone, 1.39x when interleaved with GEMMs, whose pool keeps
+spinning on the second core; 1.33x on 1 thread), so they keep im2col."""
+
+
+def direct_filter(w: np.ndarray) -> np.ndarray:
+    """Weights (M, C, KH, KW), or (M, C, KW) of a 1-D Conv, packed for
+    ``direct_conv2d``: float32 (ceil(M / B), C, KH, KW, B), B output channels
+    side by side (zeros past M)."""
+    block = int(ext.DIRECT_BLOCK)
+    w = w.reshape(*w.shape[:2], *((1,) * (4 - w.ndim)), *w.shape[2:])
+    m = w.shape[0]
+    blocks = -(-m // block)
+    packed = np.zeros((blocks * block, *w.shape[1:]), np.float32)
+    packed[:m] = w
+    packed = packed.reshape(blocks, block, *w.shape[1:])
+    return np.ascontiguousarray(packed.transpose(0, 2, 3, 4, 1))
+
+
+def _use_direct(x: np.ndarray, w: np.ndarray, win: Window, group: int) -> bool:
+    """Whether a float32 Conv takes the direct path (see :data:`DIRECT_MAX_DEPTH`)."""
+    return (
+        group == 1
+        and len(win.out) in (1, 2)
+        and math.prod(win.kernel) >= DIRECT_MIN_TAPS
+        and w.shape[2:] == tuple(win.kernel)
+        and min(win.pads_begin) >= 0
+        and min(win.pads_end) >= 0
+        and x.shape[1] * math.prod(win.kernel) <= DIRECT_MAX_DEPTH
+    )
+
+
+def _conv_direct(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    z: np.ndarray | None,
+    win: Window,
+    threads: int,
+    clamp: Clamp | None,
+    packs: FilterCache | None,
+) -> np.ndarray:
+    """The direct convolution of float32 ``x`` (N, C, *S), 1 or 2 spatial
+    dims, with its bias, residual ``z`` and clamp, in one pass over the output."""
+    n, c = x.shape[:2]
+    m = w.shape[0]
+    wp = packs.transform(w) if packs is not None else direct_filter(w)
+    if b is not None and b.shape != (m,):
+        raise ValueError(f"bias of shape {list(b.shape)} for {m} output channels")
+    bias = _NO_BIAS if b is None else f32_contiguous(b)
+    k3, s3, pb3, _, d3, o3 = win.padded3()
+    oh, ow = o3[1], o3[2]
+    x4 = f32_contiguous(x).reshape(n, c, *((1,) * (2 - len(win.out))), *x.shape[2:])
+    y = np.empty((n, m, *win.out), np.float32)
+    y4 = y.reshape(n, m, oh, ow)
+    z4 = None
+    if z is not None:
+        if z.shape != y.shape:
+            raise ValueError(
+                f"residual Z of shape {list(z.shape)} for an output of {list(y.shape)}"
+            )
+        z4 = f32_contiguous(z).reshape(y4.shape)
+    lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
+    size = ext.direct_conv2d_scratch(c, oh, ow, k3[1], k3[2], s3[1], s3[2], d3[1], d3[2])
+    scratch = _scratch.get(size) if size <= _COL_SCRATCH_MAX else np.empty(size, np.float32)
+    share = threads_for(m * oh * ow * c * k3[1] * k3[2] // 8, threads)
+    for i in range(n):
+        ext.direct_conv2d(
+            x4[i], wp, y4[i], bias, None if z4 is None else z4[i], scratch,
+            s3[1], s3[2], pb3[1], pb3[2], d3[1], d3[2], lo, hi, share,
+        )  # fmt: skip
+    return y
 
 
 def _use_winograd(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: bool) -> bool:
@@ -378,9 +479,7 @@ def conv(info: NodeInfo) -> Compute:
     return build_conv(info)
 
 
-def build_conv(
-    info: NodeInfo, *, clamp: Clamp | None = None, residual: bool = False
-) -> Compute:
+def build_conv(info: NodeInfo, *, clamp: Clamp | None = None, residual: bool = False) -> Compute:
     """The Conv kernel of ``info``; with ``clamp`` its output is clamped to
     ``(lo, hi)`` in the bias's pass (FusedConv's Relu and Clip). With
     ``residual`` it takes ``(x, w, z, b=None)`` and adds ``z`` (of the
@@ -390,7 +489,9 @@ def build_conv(
     kernel_shape = info.attrs.get("kernel_shape")
     geometry = _conv_attrs(info)
     threads = thread_count(info)
-    filters = WinogradFilters() if _constant_input(info, 1) else None
+    constant_weight = _constant_input(info, 1)
+    filters = WinogradFilters() if constant_weight else None
+    packs = FilterCache(direct_filter) if constant_weight else None
 
     def run(
         x: np.ndarray, w: np.ndarray, b: np.ndarray | None, z: np.ndarray | None
@@ -402,6 +503,14 @@ def build_conv(
             )
         win = window(x.shape[2:], kernel_shape or w.shape[2:], partial=False, **geometry)
         if x.dtype in (np.float32, np.float16) and 1 <= len(win.out) <= 3:
+            if (
+                x.size
+                and w.size
+                and _use_direct(x, w, win, group)
+                and not _use_winograd(x, w, win, group, filters is not None)
+            ):
+                y = _conv_direct(x, w, b, z, win, threads, clamp, packs)
+                return (y.astype(x.dtype, copy=False),)
             y = _conv_f32(x, w, win, group, threads, filters)
             _add_bias(y, b, threads, clamp, z)
             return (y.astype(x.dtype, copy=False),)

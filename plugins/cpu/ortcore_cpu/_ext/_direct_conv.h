@@ -1,0 +1,167 @@
+/* Direct 2-D convolution in NCHW, vectorized along the output width.
+ *
+ * Included by _conv.pxi, so it is compiled three times: for the x86-64
+ * baseline, with AVX2 and FMA, and with AVX-512 (setup.py). The vectors are
+ * GCC/clang vector extensions of 8 floats; the compiler maps them onto the
+ * widest registers the build's flags allow.
+ *
+ * The input is prepared by dc_pack (zero padding added, and, for a stride s
+ * along the width, split into s column phases: phase p holds padded columns
+ * p, p + s, p + 2s, ...), so that the input columns one output row segment
+ * needs, for any filter column, are contiguous. The weights are packed as
+ * [M/4][C][KH][KW][4]: four output channels side by side.
+ *
+ * dc_rows computes four output channels of one output row: for every input
+ * channel, filter row and filter column it loads up to DC_VMAX vectors of
+ * input (8 * DC_VMAX output columns) and multiplies each with the four
+ * channels' weights, into 4 * DC_VMAX accumulators kept in registers. The
+ * bias, a residual input and a clamp (fused Relu or Clip) are applied when
+ * the row is written.
+ */
+#ifndef ORTCORE_DIRECT_CONV_H
+#define ORTCORE_DIRECT_CONV_H
+
+#include <stddef.h>
+#include <string.h>
+
+typedef float dc_v8 __attribute__((vector_size(32)));
+typedef float dc_v8u __attribute__((vector_size(32), aligned(4), may_alias));
+
+#define DC_OCB 4 /* output channels per block */
+#if defined(__AVX__)
+#define DC_VMAX 3 /* 12 accumulators + 3 inputs + 1 weight = 16 ymm registers */
+#else
+#define DC_VMAX 1 /* 8 xmm accumulators (each vector is two SSE registers) */
+#endif
+
+/* Phase-split padded copy of one image x (C, H, W) into out (S, C, HP, WQ):
+ * out[p, c, r, j] = x[c, r - ph, j * S + p - pw], zero outside x. One call
+ * per channel c (the caller splits channels over threads). */
+static inline void dc_pack_channel(const float *x, ptrdiff_t H, ptrdiff_t W, float *out,
+                                   ptrdiff_t C, ptrdiff_t S, ptrdiff_t HP, ptrdiff_t WQ,
+                                   ptrdiff_t ph, ptrdiff_t pw, ptrdiff_t c) {
+    const float *xc = x + c * H * W;
+    for (ptrdiff_t p = 0; p < S; p++) {
+        float *o = out + (p * C + c) * HP * WQ;
+        for (ptrdiff_t r = 0; r < HP; r++) {
+            float *orow = o + r * WQ;
+            ptrdiff_t iy = r - ph;
+            if (iy < 0 || iy >= H) {
+                memset(orow, 0, (size_t)WQ * sizeof(float));
+                continue;
+            }
+            const float *xrow = xc + iy * W;
+            if (S == 1) {
+                /* columns j with 0 <= j - pw < W are copied, the rest zeroed */
+                ptrdiff_t lo = pw < 0 ? 0 : (pw > WQ ? WQ : pw);
+                ptrdiff_t hi = W + pw;
+                if (hi > WQ) hi = WQ;
+                if (hi < lo) hi = lo;
+                if (lo > 0) memset(orow, 0, (size_t)lo * sizeof(float));
+                if (hi > lo) memcpy(orow + lo, xrow + (lo - pw), (size_t)(hi - lo) * sizeof(float));
+                if (WQ > hi) memset(orow + hi, 0, (size_t)(WQ - hi) * sizeof(float));
+            } else {
+                for (ptrdiff_t j = 0; j < WQ; j++) {
+                    ptrdiff_t ix = j * S + p - pw;
+                    orow[j] = (ix >= 0 && ix < W) ? xrow[ix] : 0.0f;
+                }
+            }
+        }
+    }
+}
+
+/* Accumulate V vectors (8 * V output columns from column ow0) of the four
+ * output channels of block `ocb`, output row `oy`, into acc. */
+static inline __attribute__((always_inline)) void dc_accumulate(
+    dc_v8 acc[DC_OCB][DC_VMAX], const int V, const float *xph, ptrdiff_t C, ptrdiff_t HP,
+    ptrdiff_t WQ, const float *wp, ptrdiff_t KH, ptrdiff_t KW, ptrdiff_t ocb, ptrdiff_t oy,
+    ptrdiff_t sh, ptrdiff_t dh, const ptrdiff_t *koff, ptrdiff_t ow0) {
+    for (int r = 0; r < DC_OCB; r++)
+        for (int v = 0; v < V; v++) acc[r][v] = (dc_v8){0};
+    const float *w = wp + ocb * C * KH * KW * DC_OCB;
+    for (ptrdiff_t c = 0; c < C; c++) {
+        for (ptrdiff_t ky = 0; ky < KH; ky++) {
+            const float *row = xph + (c * HP + oy * sh + ky * dh) * WQ + ow0;
+            const float *wk = w + ((c * KH + ky) * KW) * DC_OCB;
+            for (ptrdiff_t kx = 0; kx < KW; kx++) {
+                const float *src = row + koff[kx];
+                dc_v8 in[DC_VMAX];
+                for (int v = 0; v < V; v++) in[v] = *(const dc_v8u *)(src + 8 * v);
+                for (int r = 0; r < DC_OCB; r++) {
+                    const float s = wk[kx * DC_OCB + r];
+                    const dc_v8 b = {s, s, s, s, s, s, s, s};
+                    for (int v = 0; v < V; v++) acc[r][v] += b * in[v];
+                }
+            }
+        }
+    }
+}
+
+/* Write n columns of one accumulated vector group to y rows, with the
+ * bias, residual and clamp. */
+static inline void dc_store(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, const float *z,
+                            const float *bias, ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW,
+                            ptrdiff_t ocb, ptrdiff_t oy, ptrdiff_t ow0, float lo, float hi,
+                            int clamp) {
+    float tmp[8 * DC_VMAX];
+    ptrdiff_t n = OW - ow0;
+    if (n > 8 * V) n = 8 * V;
+    for (int r = 0; r < DC_OCB; r++) {
+        ptrdiff_t m = ocb * DC_OCB + r;
+        if (m >= M) break;
+        memcpy(tmp, acc[r], sizeof(float) * 8 * (size_t)V);
+        float bv = bias ? bias[m] : 0.0f;
+        ptrdiff_t at = (m * OH + oy) * OW + ow0;
+        float *out = y + at;
+        if (z) {
+            const float *zr = z + at;
+            for (ptrdiff_t j = 0; j < n; j++) tmp[j] += bv + zr[j];
+        } else {
+            for (ptrdiff_t j = 0; j < n; j++) tmp[j] += bv;
+        }
+        if (clamp) {
+            for (ptrdiff_t j = 0; j < n; j++) {
+                float t = tmp[j];
+                t = t < lo ? lo : t;
+                out[j] = t > hi ? hi : t;
+            }
+        } else {
+            memcpy(out, tmp, sizeof(float) * (size_t)n);
+        }
+    }
+}
+
+/* One work item: the four output channels of block `ocb`, output row `oy`,
+ * all columns. y and z are (M, OH, OW) of one image; bias is NULL or (M,). */
+static void dc_rows(const float *xph, ptrdiff_t C, ptrdiff_t HP, ptrdiff_t WQ,
+                    const float *wp, ptrdiff_t KH, ptrdiff_t KW, const ptrdiff_t *koff,
+                    ptrdiff_t sh, ptrdiff_t dh, float *y, const float *z, const float *bias,
+                    ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW, float lo, float hi, int clamp,
+                    ptrdiff_t ocb, ptrdiff_t oy) {
+    dc_v8 acc[DC_OCB][DC_VMAX];
+    ptrdiff_t ow0 = 0;
+    for (; ow0 + 8 * DC_VMAX <= OW; ow0 += 8 * DC_VMAX) {
+        dc_accumulate(acc, DC_VMAX, xph, C, HP, WQ, wp, KH, KW, ocb, oy, sh, dh, koff, ow0);
+        dc_store(acc, DC_VMAX, y, z, bias, M, OH, OW, ocb, oy, ow0, lo, hi, clamp);
+    }
+#if DC_VMAX > 2
+    if (OW - ow0 > 16) {
+        dc_accumulate(acc, 3, xph, C, HP, WQ, wp, KH, KW, ocb, oy, sh, dh, koff, ow0);
+        dc_store(acc, 3, y, z, bias, M, OH, OW, ocb, oy, ow0, lo, hi, clamp);
+        return;
+    }
+#endif
+#if DC_VMAX > 1
+    if (OW - ow0 > 8) {
+        dc_accumulate(acc, 2, xph, C, HP, WQ, wp, KH, KW, ocb, oy, sh, dh, koff, ow0);
+        dc_store(acc, 2, y, z, bias, M, OH, OW, ocb, oy, ow0, lo, hi, clamp);
+        return;
+    }
+#endif
+    for (; ow0 < OW; ow0 += 8) {
+        dc_accumulate(acc, 1, xph, C, HP, WQ, wp, KH, KW, ocb, oy, sh, dh, koff, ow0);
+        dc_store(acc, 1, y, z, bias, M, OH, OW, ocb, oy, ow0, lo, hi, clamp);
+    }
+}
+
+#endif

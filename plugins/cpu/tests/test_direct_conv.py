@@ -1,0 +1,194 @@
+"""The direct convolution (``_direct_conv.h``, ``direct_conv2d`` in every
+build of ``conv`` this CPU runs) against a numpy convolution: strides, pads,
+dilations, width tails, output channels that fill no whole block, bias,
+residual and clamp, NaN; its argument checks; and the Conv kernel's choice of
+it (with onnx.reference as the oracle)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from ep_sdk.testing import KernelKit
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+from ortcore_cpu.kernels import conv
+from ortcore_cpu.kernels._isa import runnable_builds
+from ortcore_cpu.kernels._window import window
+from ortcore_cpu.provider import CPUExecutionProvider
+
+BUILDS = runnable_builds("conv")
+IDS = [m.__name__.rsplit(".", 1)[1] for m in BUILDS]
+RNG = np.random.default_rng(23)
+kit = KernelKit(CPUExecutionProvider, opset=17, threads=2)
+INF = float("inf")
+
+
+def _numpy_conv(
+    x: np.ndarray, w: np.ndarray, strides: tuple[int, int], pads: tuple[int, int, int, int],
+    dilations: tuple[int, int],
+) -> np.ndarray:  # fmt: skip
+    """Plain float64 convolution of one image x (C, H, W) with w (M, C, KH, KW)."""
+    (sh, sw), (dh, dw) = strides, dilations
+    xp = np.pad(x.astype(np.float64), ((0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    m, _, kh, kw = w.shape
+    oh = (xp.shape[1] - (kh - 1) * dh - 1) // sh + 1
+    ow = (xp.shape[2] - (kw - 1) * dw - 1) // sw + 1
+    y = np.zeros((m, oh, ow))
+    for ky in range(kh):
+        for kx in range(kw):
+            patch = xp[:, ky * dh : ky * dh + (oh - 1) * sh + 1 : sh,
+                       kx * dw : kx * dw + (ow - 1) * sw + 1 : sw]  # fmt: skip
+            y += np.einsum("mc,chw->mhw", w[:, :, ky, kx].astype(np.float64), patch)
+    return y
+
+
+CASES = [
+    # (C, H, W), (M, KH, KW), strides, pads (top, left, bottom, right), dilations
+    ((3, 9, 13), (5, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((3, 16, 40), (8, 3, 3), (2, 2), (0, 0, 0, 0), (1, 1)),
+    ((2, 11, 30), (7, 7, 7), (2, 2), (3, 3, 3, 3), (1, 1)),
+    ((4, 12, 27), (6, 5, 3), (1, 3), (2, 0, 1, 2), (1, 1)),
+    ((1, 10, 25), (4, 3, 3), (1, 1), (2, 2, 2, 2), (2, 3)),
+    ((16, 7, 7), (9, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((3, 1, 50), (4, 1, 5), (1, 2), (0, 2, 0, 1), (1, 1)),  # a 1-D convolution as 2-D
+    ((2, 5, 8), (3, 2, 2), (1, 1), (0, 0, 0, 0), (1, 1)),  # exactly one vector wide
+    ((2, 6, 4), (4, 3, 3), (3, 3), (4, 4, 4, 4), (1, 1)),  # windows wholly in padding
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", CASES, ids=[str(i) for i in range(len(CASES))])
+@pytest.mark.parametrize("ext", BUILDS, ids=IDS)
+def test_direct_conv2d_matches_numpy(ext: Any, case: tuple[Any, ...], threads: int) -> None:
+    (c, h, wd), (m, kh, kw), strides, pads, dilations = case
+    x = RNG.standard_normal((c, h, wd)).astype(np.float32)
+    w = RNG.standard_normal((m, c, kh, kw)).astype(np.float32)
+    want = _numpy_conv(x, w, strides, pads, dilations)
+    oh, ow = want.shape[1:]
+    (sh, sw), (dh, dw) = strides, dilations
+    size = ext.direct_conv2d_scratch(c, oh, ow, kh, kw, sh, sw, dh, dw)
+    scratch = np.full(size + 3, np.nan, np.float32)  # stale contents must not leak in
+    args = (sh, sw, pads[0], pads[1], dh, dw)
+    y = np.full((m, oh, ow), np.nan, np.float32)
+    ext.direct_conv2d(x, conv.direct_filter(w), y, np.empty(0, np.float32), None, scratch,
+                      *args, -INF, INF, threads)  # fmt: skip
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4)
+
+    # bias, residual and a clamp, applied as the output is written
+    b = RNG.standard_normal(m).astype(np.float32)
+    z = RNG.standard_normal((m, oh, ow)).astype(np.float32)
+    z.flat[0] = np.nan
+    ext.direct_conv2d(x, conv.direct_filter(w), y, b, z, scratch, *args, -0.5, 0.75, threads)
+    full = want + b[:, None, None] + z
+    np.testing.assert_allclose(y, np.clip(full, -0.5, 0.75), rtol=1e-5, atol=1e-4)
+    assert np.isnan(y.flat[0])  # NaN stays NaN through the clamp
+
+
+@pytest.mark.parametrize("ext", BUILDS, ids=IDS)
+def test_direct_conv2d_refuses_what_it_cannot_do_safely(ext: Any) -> None:
+    x = np.zeros((3, 8, 8), np.float32)
+    wp = conv.direct_filter(np.zeros((5, 3, 3, 3), np.float32))
+    y = np.zeros((5, 8, 8), np.float32)
+    none = np.empty(0, np.float32)
+    need = ext.direct_conv2d_scratch(3, 8, 8, 3, 3, 1, 1, 1, 1)
+    ok = np.zeros(need, np.float32)
+    ext.direct_conv2d(x, wp, y, none, None, ok, 1, 1, 1, 1, 1, 1, -INF, INF, 1)
+    with pytest.raises(ValueError, match="scratch of"):
+        ext.direct_conv2d(x, wp, y, none, None, ok[:-1], 1, 1, 1, 1, 1, 1, -INF, INF, 1)
+    with pytest.raises(ValueError, match="packed weights"):
+        ext.direct_conv2d(x, wp, y[:4], none, None, ok, 1, 1, 1, 1, 1, 1, -INF, INF, 1)
+    with pytest.raises(ValueError, match="packed weights"):
+        ext.direct_conv2d(x[:2], wp, y, none, None, ok, 1, 1, 1, 1, 1, 1, -INF, INF, 1)
+    with pytest.raises(ValueError, match="bias of 2"):
+        ext.direct_conv2d(x, wp, y, np.zeros(2, np.float32), None, ok,
+                          1, 1, 1, 1, 1, 1, -INF, INF, 1)  # fmt: skip
+    with pytest.raises(ValueError, match="residual"):
+        ext.direct_conv2d(x, wp, y, none, y[:, :4].copy(), ok, 1, 1, 1, 1, 1, 1, -INF, INF, 1)
+    with pytest.raises(ValueError, match="pads must be >= 0"):
+        ext.direct_conv2d(x, wp, y, none, None, ok, 1, 1, -1, 1, 1, 1, -INF, INF, 1)
+    with pytest.raises(ValueError, match="strides must be >= 1"):
+        ext.direct_conv2d_scratch(3, 8, 8, 3, 3, 0, 1, 1, 1)
+
+
+def _reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: Any) -> np.ndarray:
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(n, 1, None) for n in "xwb"],
+        [helper.make_tensor_value_info("y", 1, None)],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return ReferenceEvaluator(model).run(None, {"x": x, "w": w, "b": b})[0]
+
+
+@pytest.mark.parametrize(
+    ("xs", "ws", "attrs", "direct"),
+    [
+        ((2, 3, 30, 30), (16, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}, True),
+        ((1, 5, 20, 20), (10, 5, 5, 5), {"pads": [2, 2, 2, 2]}, True),
+        ((1, 4, 80), (6, 4, 31), {"strides": [2], "dilations": [2], "pads": [1, 3]}, True),
+        ((1, 3, 19, 19), (8, 3, 5, 5), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, True),
+        ((1, 3, 9, 9), (8, 3, 3, 3), {"auto_pad": "SAME_UPPER"}, False),  # few taps
+        ((1, 11, 12, 12), (8, 11, 5, 5), {}, False),  # too deep (275)
+        ((1, 32, 12, 12), (32, 32, 3, 3), {"pads": [1, 1, 1, 1]}, False),  # Winograd
+        ((1, 40, 10, 10), (8, 40, 3, 3), {"strides": [2, 2]}, False),  # too deep
+        ((1, 4, 10, 10), (8, 2, 3, 3), {"group": 2}, False),  # grouped
+        ((1, 4, 6, 6, 6), (8, 4, 3, 3, 3), {}, False),  # 3-D
+    ],
+)
+def test_conv_kernel_takes_the_direct_path_where_it_should(
+    monkeypatch: pytest.MonkeyPatch, xs: tuple[int, ...], ws: tuple[int, ...],
+    attrs: dict[str, Any], direct: bool,
+) -> None:  # fmt: skip
+    calls: list[int] = []
+    real = conv._conv_direct
+
+    def spy(*args: Any, **kwargs: Any) -> np.ndarray:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(conv, "_conv_direct", spy)
+    x = RNG.standard_normal(xs).astype(np.float32)
+    w = RNG.standard_normal(ws).astype(np.float32)
+    b = RNG.standard_normal(ws[0]).astype(np.float32)
+    compute = kit.build_node("Conv", [x, w, b], attrs, opset=17)
+    (y,) = compute(x, w, b)
+    np.testing.assert_allclose(y, _reference(x, w, b, **attrs), rtol=1e-4, atol=1e-4)
+    assert bool(calls) == direct
+
+
+def test_direct_path_rule() -> None:
+    x = np.zeros((1, 3, 224, 224), np.float32)
+    w7 = np.zeros((64, 3, 7, 7), np.float32)
+    win = window((224, 224), (7, 7), strides=[2, 2], pads=[3, 3, 3, 3])
+    assert conv._use_direct(x, w7, win, 1)
+    w11 = np.zeros((96, 3, 11, 11), np.float32)  # depth 363: BLAS does it as fast
+    assert not conv._use_direct(x, w11, window((224, 224), (11, 11), strides=[4, 4]), 1)
+    w3 = np.zeros((64, 3, 3, 3), np.float32)  # few taps: im2col and BLAS
+    assert not conv._use_direct(x, w3, window((224, 224), (3, 3)), 1)
+    assert not conv._use_direct(x, w7, win, 2)  # grouped
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_fused_conv_add_on_the_direct_path(monkeypatch: pytest.MonkeyPatch, dtype: type) -> None:
+    from ortcore.fused_ops import DOMAIN, register_fused_schemas
+
+    register_fused_schemas()
+    calls: list[int] = []
+    real = conv._conv_direct
+    monkeypatch.setattr(conv, "_conv_direct", lambda *a: calls.append(1) or real(*a))
+    x = RNG.standard_normal((2, 3, 15, 21)).astype(dtype)
+    w = RNG.standard_normal((5, 3, 5, 5)).astype(dtype)
+    b = RNG.standard_normal(5).astype(dtype)
+    attrs = {"strides": [2, 2], "pads": [2, 2, 2, 2]}
+    want = _reference(x.astype(np.float32), w.astype(np.float32), b.astype(np.float32), **attrs)
+    z = RNG.standard_normal(want.shape).astype(dtype)
+    fused = {**attrs, "activation": "Relu"}
+    compute = kit.build_node("FusedConvAdd", [x, w, z, b], fused, opset=17, domain=DOMAIN)
+    (y,) = compute(x, w, z, b)
+    assert calls and y.dtype == dtype
+    tol = 1e-4 if dtype == np.float32 else 2e-2
+    want = np.maximum(want + z.astype(np.float32), 0)
+    np.testing.assert_allclose(y.astype(np.float32), want, rtol=tol, atol=tol * 10)
