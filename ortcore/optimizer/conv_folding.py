@@ -128,17 +128,24 @@ def fold_conv_affine(graph: ir.Graph, overridable: Set[ir.Value] = frozenset()) 
             if len(conv.inputs) < 3:
                 conv.resize_inputs(3)
             conv.replace_input_with(2, _initializer(graph, f"{y.name}_bias_folded", new_b))
-            out = nxt.outputs[0]
-            ir.convenience.replace_all_uses_with(out, y, replace_graph_outputs=out in outputs)
-            if out in outputs:
-                name = out.name
-                graph.remove(nxt, safe=True)
-                y.name = name
-                outputs = set(graph.outputs)
-            else:
-                graph.remove(nxt, safe=True)
+            outputs = _bypass(graph, y, nxt, outputs)
             folded += 1
     return folded
+
+
+def _bypass(graph: ir.Graph, y: ir.Value, node: ir.Node, outputs: set[ir.Value]) -> set[ir.Value]:
+    """Make the users of ``node``'s output read ``y`` (its input, now computing
+    what ``node`` did) and remove ``node``; ``y`` takes the output's name if
+    that was a graph output. Returns the graph's outputs now."""
+    out = node.outputs[0]
+    is_output = out in outputs
+    ir.convenience.replace_all_uses_with(out, y, replace_graph_outputs=is_output)
+    name = out.name
+    graph.remove(node, safe=True)
+    if not is_output:
+        return outputs
+    y.name = name
+    return set(graph.outputs)
 
 
 def _inference_batchnorm(
@@ -208,14 +215,7 @@ def fold_batchnorm_affine(graph: ir.Graph, overridable: Set[ir.Value] = frozense
                 old = bn.inputs[index]
                 assert old is not None
                 bn.replace_input_with(index, _initializer(graph, f"{old.name}_{tag}_folded", array))
-            ir.convenience.replace_all_uses_with(out, y, replace_graph_outputs=out in outputs)
-            if out in outputs:
-                name = out.name
-                graph.remove(nxt, safe=True)
-                y.name = name
-                outputs = set(graph.outputs)
-            else:
-                graph.remove(nxt, safe=True)
+            outputs = _bypass(graph, y, nxt, outputs)
             folded += 1
     return folded
 

@@ -140,28 +140,28 @@ static void dc_rows(const float *xph, ptrdiff_t C, ptrdiff_t HP, ptrdiff_t WQ,
                     ptrdiff_t ocb, ptrdiff_t oy) {
     dc_v8 acc[DC_OCB][DC_VMAX];
     ptrdiff_t ow0 = 0;
-    for (; ow0 + 8 * DC_VMAX <= OW; ow0 += 8 * DC_VMAX) {
-        dc_accumulate(acc, DC_VMAX, xph, C, HP, WQ, wp, KH, KW, ocb, oy, sh, dh, koff, ow0);
-        dc_store(acc, DC_VMAX, y, z, bias, M, OH, OW, ocb, oy, ow0, lo, hi, clamp);
-    }
+/* accumulate and write V vectors of columns from ow0 */
+#define DC_STEP(V)                                                                          \
+    do {                                                                                    \
+        dc_accumulate(acc, V, xph, C, HP, WQ, wp, KH, KW, ocb, oy, sh, dh, koff, ow0);      \
+        dc_store(acc, V, y, z, bias, M, OH, OW, ocb, oy, ow0, lo, hi, clamp);               \
+    } while (0)
+    for (; ow0 + 8 * DC_VMAX <= OW; ow0 += 8 * DC_VMAX) DC_STEP(DC_VMAX);
+    /* the tail: one narrower step where it fits, else single vectors */
 #if DC_VMAX > 2
     if (OW - ow0 > 16) {
-        dc_accumulate(acc, 3, xph, C, HP, WQ, wp, KH, KW, ocb, oy, sh, dh, koff, ow0);
-        dc_store(acc, 3, y, z, bias, M, OH, OW, ocb, oy, ow0, lo, hi, clamp);
+        DC_STEP(3);
         return;
     }
 #endif
 #if DC_VMAX > 1
     if (OW - ow0 > 8) {
-        dc_accumulate(acc, 2, xph, C, HP, WQ, wp, KH, KW, ocb, oy, sh, dh, koff, ow0);
-        dc_store(acc, 2, y, z, bias, M, OH, OW, ocb, oy, ow0, lo, hi, clamp);
+        DC_STEP(2);
         return;
     }
 #endif
-    for (; ow0 < OW; ow0 += 8) {
-        dc_accumulate(acc, 1, xph, C, HP, WQ, wp, KH, KW, ocb, oy, sh, dh, koff, ow0);
-        dc_store(acc, 1, y, z, bias, M, OH, OW, ocb, oy, ow0, lo, hi, clamp);
-    }
+    for (; ow0 < OW; ow0 += 8) DC_STEP(1);
+#undef DC_STEP
 }
 
 #endif
