@@ -40,6 +40,7 @@ EXTENSIONS: dict[str, str] = {
     "ortcore_cpu._ext.movement": "ortcore_cpu/_ext/movement.pyx",
     "ortcore_cpu._ext.resize": "ortcore_cpu/_ext/resize.pyx",
     "ortcore_cpu._ext.winograd": "ortcore_cpu/_ext/winograd.pyx",
+    "ortcore_cpu._ext.blas_pool": "ortcore_cpu/_ext/blas_pool.pyx",
 }
 
 # module of EXTENSIONS -> its extra compiler flags: the activation kernel is

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import ep_sdk
 
 from . import __version__
-from .threads import run_ended, run_started
+from .threads import run_ended, run_started, share_blas_pool
 
 _registry: ep_sdk.KernelRegistry | None = None
 
@@ -49,6 +49,7 @@ class CPUExecutionProvider(ep_sdk.ExecutionProvider):
     ) -> None:
         super().__init__(options, config)
         self._blas_threads = max(int(self.config.intra_op_num_threads), 0)
+        share_blas_pool()
 
     def on_run_start(self, run_options: Any) -> None:
         """Count the run against the process's thread budget and size numpy's

@@ -45,6 +45,7 @@ __all__ = [
     "blas_threads",
     "cores",
     "limit_blas_threads",
+    "share_blas_pool",
     "run_ended",
     "run_started",
     "set_load_sensing",
@@ -109,6 +110,83 @@ def blas_threads() -> int | None:
     """The size of numpy's BLAS thread pool now (``None``: no BLAS found)."""
     counts = [int(lib.get_num_threads()) for lib in _blas()]
     return max(counts) if counts else None
+
+
+# -- one pool: OpenBLAS's threaded calls on the kernels' OpenMP threads -------------------
+
+_POOL_SETTER = "openblas_set_threads_callback_function"
+_pool_lock = threading.Lock()
+_pool_done = False
+_pooled: list[str] = []
+_setters: list[int] = []
+
+
+def _unpool_in_child() -> None:
+    """After ``fork``: give OpenBLAS its own pool back in the child. GNU
+    OpenMP's threads do not survive a fork, and a child's first parallel
+    region waits for them forever; OpenBLAS's pthreads pool is rebuilt."""
+    from ._ext import blas_pool
+
+    for address in _setters:
+        blas_pool.uninstall(address)
+    _setters.clear()
+    _pooled.clear()
+
+
+def _setter_address(lib: Any) -> int:
+    """The address of OpenBLAS's threading-callback setter in ``lib`` (a
+    threadpoolctl controller), under the symbol prefixes and suffixes of the
+    builds numpy and scipy ship (``scipy_...64_``); 0 if it has none."""
+    import ctypes
+
+    try:
+        dll = ctypes.CDLL(lib.filepath)
+    except OSError:
+        return 0
+    for prefix in ("", "scipy_"):
+        for suffix in ("", "64_", "_64"):
+            fn = getattr(dll, f"{prefix}{_POOL_SETTER}{suffix}", None)
+            if fn is not None:
+                return int(ctypes.cast(fn, ctypes.c_void_p).value or 0)
+    return 0
+
+
+def share_blas_pool() -> list[str]:
+    """Run OpenBLAS's threaded calls on the kernels' OpenMP threads (once
+    per process; see :mod:`ortcore_cpu._ext.blas_pool`).
+
+    Done for every loaded OpenBLAS with its own (pthreads) pool whose
+    version takes a threading callback (0.3.27+); an OpenMP-built OpenBLAS
+    already shares the kernels' pool, and MKL or BLIS keep theirs. A
+    child forked later gets OpenBLAS's own pool back (:func:`_unpool_in_child`).
+    ``ORTCORE_CPU_BLAS_POOL=0`` turns it off.
+
+    Returns:
+        The paths of the libraries that now use the kernels' pool.
+    """
+    global _pool_done
+    with _pool_lock:
+        if _pool_done:
+            return list(_pooled)
+        _pool_done = True
+        if os.environ.get("ORTCORE_CPU_BLAS_POOL", "1").strip().lower() in ("0", "false", "no"):
+            return []
+        from ._ext import blas_pool
+
+        for lib in _blas():
+            if getattr(lib, "internal_api", "") != "openblas":
+                continue
+            if getattr(lib, "threading_layer", "pthreads") != "pthreads":
+                continue
+            address = _setter_address(lib)
+            if address:
+                blas_pool.install(address)
+                _setters.append(address)
+                _pooled.append(str(lib.filepath))
+                log.debug("OpenBLAS %s runs its threads on the kernels' OpenMP pool", lib.filepath)
+        if _setters and hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_unpool_in_child)
+        return list(_pooled)
 
 
 # -- the process's thread budget -------------------------------------------------------

@@ -139,3 +139,77 @@ def test_runnable_elsewhere_discounts_this_process(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(threads, "_active", 2)
     assert threads._runnable_elsewhere(blas_now=2) == 5 - 2 - 1
     assert threads._runnable_elsewhere(blas_now=1) == 5 - 2
+
+
+POOL_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, threading
+    import numpy as np
+    import ortcore
+    from ortcore_cpu.threads import share_blas_pool
+
+    ortcore.SessionOptions()
+    from ortcore_cpu.provider import CPUExecutionProvider
+    CPUExecutionProvider()  # installs the pool, once per process
+    pooled = share_blas_pool()
+    if os.environ.get("ORTCORE_CPU_BLAS_POOL") == "0":
+        assert pooled == [], pooled
+        print("off")
+        raise SystemExit(0)
+    import threadpoolctl
+    openblas = [i for i in threadpoolctl.threadpool_info()
+                if i["internal_api"] == "openblas" and i["threading_layer"] == "pthreads"]
+    print("pooled", len(pooled), "openblas", len(openblas))
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((300, 257)).astype(np.float32)
+    b = rng.standard_normal((257, 301)).astype(np.float32)
+    want = a.astype(np.float64) @ b
+    assert np.abs(a @ b - want).max() < 1e-3
+    # several Python threads multiplying at once: each gets a team of its own
+    errors = []
+    def work():
+        try:
+            for _ in range(20):
+                assert np.abs(a @ b - want).max() < 1e-3
+        except Exception as exc:
+            errors.append(exc)
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads: t.start()
+    for t in threads: t.join(60)
+    assert not any(t.is_alive() for t in threads), "a matmul hung"
+    assert not errors, errors
+    # a forked child multiplies on OpenBLAS's own pool: OpenMP's threads
+    # do not survive the fork
+    pid = os.fork()
+    if pid == 0:
+        ok = np.abs(a @ b - want).max() < 1e-3
+        os._exit(0 if ok else 3)
+    deadline = __import__("time").monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if __import__("time").monotonic() > deadline:
+            os.kill(pid, 9)
+            raise AssertionError("numpy's matmul hung in a forked child")
+        __import__("time").sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+    print("ok")
+    """
+)
+
+
+@pytest.mark.parametrize("setting", ["1", "0"])
+def test_openblas_runs_on_the_kernels_pool(setting: str) -> None:
+    env = {**__import__("os").environ, "ORTCORE_CPU_BLAS_POOL": setting}
+    out = subprocess.run(
+        [sys.executable, "-c", POOL_SCRIPT], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.split()
+    if setting == "0":
+        assert lines == ["off"]
+        return
+    assert lines[-1] == "ok"
+    # every OpenBLAS with its own (pthreads) pool found was handed the kernels' pool
+    assert lines[1] == lines[3], out.stdout
