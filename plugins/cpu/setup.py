@@ -43,6 +43,9 @@ EXTENSIONS: dict[str, str] = {
     "ortcore_cpu._ext.blas_pool": "ortcore_cpu/_ext/blas_pool.pyx",
 }
 
+NEEDS_OPENMP = {"ortcore_cpu._ext.blas_pool"}
+"""Modules that call the OpenMP runtime itself: built only with OpenMP."""
+
 # module of EXTENSIONS -> its extra compiler flags: the activation kernel is
 # 3-5x faster with FMA and wider vectors than on the SSE2 baseline; the
 # depthwise convolution and pooling loops 2-3x.
@@ -96,7 +99,7 @@ def _extensions() -> list[Extension]:
             extra_link_args=omp,
         )
         for name, source in EXTENSIONS.items()
-        if isa_ok.get(name, True)
+        if isa_ok.get(name, True) and (omp or name not in NEEDS_OPENMP)
     ]
 
 

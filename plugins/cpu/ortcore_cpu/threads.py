@@ -171,8 +171,10 @@ def share_blas_pool() -> list[str]:
         _pool_done = True
         if os.environ.get("ORTCORE_CPU_BLAS_POOL", "1").strip().lower() in ("0", "false", "no"):
             return []
-        from ._ext import blas_pool
-
+        try:
+            from ._ext import blas_pool
+        except ImportError:  # built without OpenMP: nothing to share
+            return []
         for lib in _blas():
             if getattr(lib, "internal_api", "") != "openblas":
                 continue

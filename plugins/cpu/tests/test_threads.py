@@ -213,3 +213,26 @@ def test_openblas_runs_on_the_kernels_pool(setting: str) -> None:
     assert lines[-1] == "ok"
     # every OpenBLAS with its own (pthreads) pool found was handed the kernels' pool
     assert lines[1] == lines[3], out.stdout
+
+
+def test_a_build_without_openmp_keeps_openblas_pool() -> None:
+    # setup.py leaves blas_pool out of a build without OpenMP
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.modules["ortcore_cpu._ext.blas_pool"] = None  # import fails, as when not built
+        import numpy as np
+        from ortcore_cpu.provider import CPUExecutionProvider
+        from ortcore_cpu.threads import share_blas_pool
+        CPUExecutionProvider()
+        assert share_blas_pool() == []
+        a = np.ones((64, 64), np.float32)
+        assert (a @ a == 64).all()
+        print("ok")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["ok"]
