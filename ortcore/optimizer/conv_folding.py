@@ -104,11 +104,8 @@ def fold_conv_affine(graph: ir.Graph, overridable: Set[ir.Value] = frozenset()) 
             if w is None or w.dtype not in (np.float32, np.float64) or w.ndim < 3:
                 break
             y = conv.outputs[0]
-            uses = list(y.uses())
-            if len(uses) != 1 or y in outputs:
-                break
-            nxt = uses[0].node
-            if nxt.graph is not graph:
+            nxt = _sole_user(graph, y, outputs)
+            if nxt is None:
                 break
             channels = w.shape[0]
             affine = _affine_of(nxt, y, channels, w.ndim, overridable)
@@ -131,6 +128,16 @@ def fold_conv_affine(graph: ir.Graph, overridable: Set[ir.Value] = frozenset()) 
             outputs = _bypass(graph, y, nxt, outputs)
             folded += 1
     return folded
+
+
+def _sole_user(graph: ir.Graph, y: ir.Value, outputs: set[ir.Value]) -> ir.Node | None:
+    """The one node of ``graph`` that reads ``y``, if ``y`` has exactly one
+    use and is not a graph output (folding into it would change the output)."""
+    uses = list(y.uses())
+    if len(uses) != 1 or y in outputs:
+        return None
+    node = uses[0].node
+    return node if node.graph is graph else None
 
 
 def _bypass(graph: ir.Graph, y: ir.Value, node: ir.Node, outputs: set[ir.Value]) -> set[ir.Value]:
@@ -194,11 +201,8 @@ def fold_batchnorm_affine(graph: ir.Graph, overridable: Set[ir.Value] = frozense
             if x_shape is None or len(x_shape) < 2:
                 break
             y = bn.outputs[0]
-            uses = list(y.uses())
-            if len(uses) != 1 or y in outputs:
-                break
-            nxt = uses[0].node
-            if nxt.graph is not graph or nxt.op_type not in ("Mul", "Add"):
+            nxt = _sole_user(graph, y, outputs)
+            if nxt is None or nxt.op_type not in ("Mul", "Add"):
                 break
             scale, bias = params
             affine = _affine_of(nxt, y, scale.shape[0], len(x_shape), overridable)
