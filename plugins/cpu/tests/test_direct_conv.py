@@ -1,8 +1,8 @@
 """The direct convolution (``_direct_conv.h``, ``direct_conv2d`` in every
-build of ``conv`` this CPU runs) against a numpy convolution: strides, pads,
-dilations, width tails, output channels that fill no whole block, bias,
-residual and clamp, NaN; its argument checks; and the Conv kernel's choice of
-it (with onnx.reference as the oracle)."""
+build of ``conv`` this CPU runs, in row and flat mode) against a numpy
+convolution: strides, pads, dilations, width tails, output channels that fill
+no whole block, bias, residual and clamp, NaN; its argument checks; and the
+Conv kernel's choice of it in each build (with onnx.reference as the oracle)."""
 
 from __future__ import annotations
 
@@ -56,41 +56,63 @@ CASES = [
     ((3, 1, 50), (4, 1, 5), (1, 2), (0, 2, 0, 1), (1, 1)),  # a 1-D convolution as 2-D
     ((2, 5, 8), (3, 2, 2), (1, 1), (0, 0, 0, 0), (1, 1)),  # exactly one vector wide
     ((2, 6, 4), (4, 3, 3), (3, 3), (4, 4, 4, 4), (1, 1)),  # windows wholly in padding
+    ((40, 7, 7), (20, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),  # 1x1: 49 flat positions
+    ((8, 3, 2), (9, 3, 3), (1, 1), (2, 1, 2, 1), (1, 1)),  # more pads than input
+    # flat mode's planes past its cache size: items go run by run
+    ((8, 128, 130), (20, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
 ]
 
 
+@pytest.mark.parametrize("flat", [False, True], ids=["rows", "flat"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("case", CASES, ids=[str(i) for i in range(len(CASES))])
 @pytest.mark.parametrize("ext", BUILDS, ids=IDS)
-def test_direct_conv2d_matches_numpy(ext: Any, case: tuple[Any, ...], threads: int) -> None:
+def test_direct_conv2d_matches_numpy(
+    ext: Any, case: tuple[Any, ...], threads: int, flat: bool
+) -> None:
     (c, h, wd), (m, kh, kw), strides, pads, dilations = case
+    if flat and strides != (1, 1):
+        with pytest.raises(ValueError, match="flat mode needs stride 1"):
+            ext.direct_conv2d_scratch(c, 4, 4, kh, kw, *strides, *dilations, True)
+        return
     x = RNG.standard_normal((c, h, wd)).astype(np.float32)
     w = RNG.standard_normal((m, c, kh, kw)).astype(np.float32)
     want = _numpy_conv(x, w, strides, pads, dilations)
     oh, ow = want.shape[1:]
     (sh, sw), (dh, dw) = strides, dilations
-    size = ext.direct_conv2d_scratch(c, oh, ow, kh, kw, sh, sw, dh, dw)
+    size = ext.direct_conv2d_scratch(c, oh, ow, kh, kw, sh, sw, dh, dw, flat)
     scratch = np.full(size + 3, np.nan, np.float32)  # stale contents must not leak in
     args = (sh, sw, pads[0], pads[1], dh, dw)
     y = np.full((m, oh, ow), np.nan, np.float32)
-    ext.direct_conv2d(x, conv.direct_filter(w), y, np.empty(0, np.float32), None, scratch,
-                      *args, -INF, INF, threads)  # fmt: skip
+    wp = _packed(ext, w)
+    ext.direct_conv2d(x, wp, y, np.empty(0, np.float32), None, scratch,
+                      *args, -INF, INF, threads, flat)  # fmt: skip
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4)
 
     # bias, residual and a clamp, applied as the output is written
     b = RNG.standard_normal(m).astype(np.float32)
     z = RNG.standard_normal((m, oh, ow)).astype(np.float32)
     z.flat[0] = np.nan
-    ext.direct_conv2d(x, conv.direct_filter(w), y, b, z, scratch, *args, -0.5, 0.75, threads)
+    ext.direct_conv2d(x, wp, y, b, z, scratch, *args, -0.5, 0.75, threads, flat)
     full = want + b[:, None, None] + z
     np.testing.assert_allclose(y, np.clip(full, -0.5, 0.75), rtol=1e-5, atol=1e-4)
     assert np.isnan(y.flat[0])  # NaN stays NaN through the clamp
 
 
+def _packed(ext: Any, w: np.ndarray) -> np.ndarray:
+    """``w`` packed for ``ext``'s block of output channels."""
+    real = conv.ext
+    conv.ext = ext
+    try:
+        return conv.direct_filter(w)
+    finally:
+        conv.ext = real
+
+
 @pytest.mark.parametrize("ext", BUILDS, ids=IDS)
 def test_direct_conv2d_refuses_what_it_cannot_do_safely(ext: Any) -> None:
     x = np.zeros((3, 8, 8), np.float32)
-    wp = conv.direct_filter(np.zeros((5, 3, 3, 3), np.float32))
+    wp = _packed(ext, np.zeros((5, 3, 3, 3), np.float32))
     y = np.zeros((5, 8, 8), np.float32)
     none = np.empty(0, np.float32)
     need = ext.direct_conv2d_scratch(3, 8, 8, 3, 3, 1, 1, 1, 1)
@@ -98,8 +120,9 @@ def test_direct_conv2d_refuses_what_it_cannot_do_safely(ext: Any) -> None:
     ext.direct_conv2d(x, wp, y, none, None, ok, 1, 1, 1, 1, 1, 1, -INF, INF, 1)
     with pytest.raises(ValueError, match="scratch of"):
         ext.direct_conv2d(x, wp, y, none, None, ok[:-1], 1, 1, 1, 1, 1, 1, -INF, INF, 1)
+    more = np.zeros((5 + ext.DIRECT_BLOCK, 8, 8), np.float32)  # one block more than packed
     with pytest.raises(ValueError, match="packed weights"):
-        ext.direct_conv2d(x, wp, y[:4], none, None, ok, 1, 1, 1, 1, 1, 1, -INF, INF, 1)
+        ext.direct_conv2d(x, wp, more, none, None, ok, 1, 1, 1, 1, 1, 1, -INF, INF, 1)
     with pytest.raises(ValueError, match="packed weights"):
         ext.direct_conv2d(x[:2], wp, y, none, None, ok, 1, 1, 1, 1, 1, 1, -INF, INF, 1)
     with pytest.raises(ValueError, match="bias of 2"):
@@ -111,6 +134,13 @@ def test_direct_conv2d_refuses_what_it_cannot_do_safely(ext: Any) -> None:
         ext.direct_conv2d(x, wp, y, none, None, ok, 1, 1, -1, 1, 1, 1, -INF, INF, 1)
     with pytest.raises(ValueError, match="strides must be >= 1"):
         ext.direct_conv2d_scratch(3, 8, 8, 3, 3, 0, 1, 1, 1)
+    flat = np.zeros(ext.direct_conv2d_scratch(3, 8, 8, 3, 3, 1, 1, 1, 1, True), np.float32)
+    ext.direct_conv2d(x, wp, y, none, None, flat, 1, 1, 1, 1, 1, 1, -INF, INF, 1, True)
+    with pytest.raises(ValueError, match="scratch of"):
+        ext.direct_conv2d(x, wp, y, none, None, flat[:-1], 1, 1, 1, 1, 1, 1, -INF, INF, 1, True)
+    with pytest.raises(ValueError, match="flat mode needs stride 1"):
+        ext.direct_conv2d(x, wp, np.zeros((5, 4, 4), np.float32), none, None, flat,
+                          2, 2, 1, 1, 1, 1, -INF, INF, 1, True)  # fmt: skip
 
 
 def _reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: Any) -> np.ndarray:
@@ -126,21 +156,26 @@ def _reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: Any) -> np.
 @pytest.mark.parametrize(
     ("xs", "ws", "attrs", "direct"),
     [
-        ((2, 3, 30, 30), (16, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}, True),
-        ((1, 5, 20, 20), (10, 5, 5, 5), {"pads": [2, 2, 2, 2]}, True),
-        ((1, 4, 80), (6, 4, 31), {"strides": [2], "dilations": [2], "pads": [1, 3]}, True),
-        ((1, 3, 19, 19), (8, 3, 5, 5), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, True),
-        ((1, 3, 9, 9), (8, 3, 3, 3), {"auto_pad": "SAME_UPPER"}, False),  # few taps
-        ((1, 11, 12, 12), (8, 11, 5, 5), {}, False),  # too deep (275)
-        ((1, 32, 12, 12), (32, 32, 3, 3), {"pads": [1, 1, 1, 1]}, False),  # Winograd
-        ((1, 40, 10, 10), (8, 40, 3, 3), {"strides": [2, 2]}, False),  # too deep
-        ((1, 4, 10, 10), (8, 2, 3, 3), {"group": 2}, False),  # grouped
-        ((1, 4, 6, 6, 6), (8, 4, 3, 3, 3), {}, False),  # 3-D
+        # direct: (in a build with narrow vectors, in one with wide vectors)
+        ((2, 3, 30, 30), (16, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}, (True, True)),
+        ((1, 5, 20, 20), (10, 5, 5, 5), {"pads": [2, 2, 2, 2]}, (True, True)),
+        ((1, 4, 80), (6, 4, 31), {"strides": [2], "dilations": [2], "pads": [1, 3]}, (True, True)),
+        ((1, 3, 19, 19), (8, 3, 5, 5), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, (True, True)),
+        ((1, 3, 9, 9), (8, 3, 3, 3), {"auto_pad": "SAME_UPPER"}, (False, True)),  # few taps
+        ((1, 11, 12, 12), (8, 11, 5, 5), {}, (False, True)),  # too deep (275) for narrow
+        ((1, 32, 12, 12), (32, 32, 3, 3), {"pads": [1, 1, 1, 1]}, (False, True)),  # Winograd
+        ((1, 40, 10, 10), (8, 40, 3, 3), {"strides": [2, 2]}, (False, False)),  # deep, narrow
+        ((1, 40, 10, 100), (8, 40, 3, 3), {"strides": [2, 2]}, (False, True)),  # deep, wide
+        ((2, 24, 7, 7), (40, 24, 1, 1), {}, (False, False)),  # 1x1: BLAS
+        ((1, 24, 8, 8), (40, 24, 1, 1), {"strides": [2, 2]}, (False, False)),  # strided 1x1
+        ((1, 4, 10, 10), (8, 2, 3, 3), {"group": 2}, (False, False)),  # grouped
+        ((1, 4, 6, 6, 6), (8, 4, 3, 3, 3), {}, (False, False)),  # 3-D
     ],
 )
+@pytest.mark.parametrize("ext", BUILDS, ids=IDS)
 def test_conv_kernel_takes_the_direct_path_where_it_should(
-    monkeypatch: pytest.MonkeyPatch, xs: tuple[int, ...], ws: tuple[int, ...],
-    attrs: dict[str, Any], direct: bool,
+    monkeypatch: pytest.MonkeyPatch, ext: Any, xs: tuple[int, ...], ws: tuple[int, ...],
+    attrs: dict[str, Any], direct: tuple[bool, bool],
 ) -> None:  # fmt: skip
     calls: list[int] = []
     real = conv._conv_direct
@@ -149,6 +184,7 @@ def test_conv_kernel_takes_the_direct_path_where_it_should(
         calls.append(1)
         return real(*args, **kwargs)
 
+    monkeypatch.setattr(conv, "ext", ext)
     monkeypatch.setattr(conv, "_conv_direct", spy)
     x = RNG.standard_normal(xs).astype(np.float32)
     w = RNG.standard_normal(ws).astype(np.float32)
@@ -156,19 +192,33 @@ def test_conv_kernel_takes_the_direct_path_where_it_should(
     compute = kit.build_node("Conv", [x, w, b], attrs, opset=17)
     (y,) = compute(x, w, b)
     np.testing.assert_allclose(y, _reference(x, w, b, **attrs), rtol=1e-4, atol=1e-4)
-    assert bool(calls) == direct
+    wide = ext.DIRECT_VECTOR >= conv.DIRECT_WIDE_VECTOR
+    assert bool(calls) == direct[wide]
 
 
-def test_direct_path_rule() -> None:
+@pytest.mark.parametrize("ext", BUILDS, ids=IDS)
+def test_direct_path_rule(monkeypatch: pytest.MonkeyPatch, ext: Any) -> None:
+    monkeypatch.setattr(conv, "ext", ext)
+    wide = ext.DIRECT_VECTOR >= conv.DIRECT_WIDE_VECTOR
+    assert wide == (ext.DIRECT_VECTOR == 16)
     x = np.zeros((1, 3, 224, 224), np.float32)
     w7 = np.zeros((64, 3, 7, 7), np.float32)
     win = window((224, 224), (7, 7), strides=[2, 2], pads=[3, 3, 3, 3])
-    assert conv._use_direct(x, w7, win, 1)
-    w11 = np.zeros((96, 3, 11, 11), np.float32)  # depth 363: BLAS does it as fast
-    assert not conv._use_direct(x, w11, window((224, 224), (11, 11), strides=[4, 4]), 1)
-    w3 = np.zeros((64, 3, 3, 3), np.float32)  # few taps: im2col and BLAS
-    assert not conv._use_direct(x, w3, window((224, 224), (3, 3)), 1)
-    assert not conv._use_direct(x, w7, win, 2)  # grouped
+    assert conv._use_direct(x, w7, win, 1, True)
+    assert conv._flat(win) is False  # strided: row mode
+    w11 = np.zeros((96, 3, 11, 11), np.float32)  # depth 363: BLAS as fast in narrow builds
+    win11 = window((224, 224), (11, 11), strides=[4, 4])
+    assert conv._use_direct(x, w11, win11, 1, True) == wide
+    w3 = np.zeros((64, 3, 3, 3), np.float32)  # few taps: im2col and BLAS in narrow builds
+    win3 = window((224, 224), (3, 3))
+    assert conv._use_direct(x, w3, win3, 1, True) == wide
+    assert conv._flat(win3) == wide
+    assert not conv._use_direct(x, w7, win, 2, True)  # grouped
+    assert not conv._use_direct(x[:, :, :0], w7, win, 1, True)  # empty
+    w1 = np.zeros((64, 3, 1, 1), np.float32)  # 1x1: BLAS, unless asked for
+    assert not conv._use_direct(x, w1, window((224, 224), (1, 1)), 1, True)
+    monkeypatch.setattr(conv, "DIRECT_POINTWISE", True)
+    assert conv._use_direct(x, w1, window((224, 224), (1, 1)), 1, True) == wide
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])

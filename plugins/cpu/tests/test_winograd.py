@@ -41,6 +41,13 @@ def _reference(x: np.ndarray, w: np.ndarray, win: Window) -> np.ndarray:
     return conv._conv_numpy(x.astype(np.float64), w.astype(np.float64), win, 1)
 
 
+@pytest.fixture(autouse=True)
+def _narrow_direct_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Conv chooses its path as a build with narrow vectors does: the
+    AVX-512 build computes these convolutions directly, never by Winograd."""
+    monkeypatch.setattr(conv, "DIRECT_WIDE_VECTOR", 1 << 30)
+
+
 @pytest.fixture
 def winograd_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, ...]]]:
     """Records the input shape of every call of the Winograd path."""

@@ -431,22 +431,41 @@ cdef extern from "_direct_conv.h" nogil:
                  Py_ssize_t sh, Py_ssize_t dh, float* y, const float* z, const float* bias,
                  Py_ssize_t M, Py_ssize_t OH, Py_ssize_t OW, float lo, float hi, int clamp,
                  Py_ssize_t ocb, Py_ssize_t oy)
+    void dc_flat(const float* xph, Py_ssize_t C, Py_ssize_t HP, Py_ssize_t WQ,
+                 const float* wp, Py_ssize_t KH, Py_ssize_t KW, const Py_ssize_t* koff,
+                 Py_ssize_t dh, float* y, const float* z, const float* bias,
+                 Py_ssize_t M, Py_ssize_t OH, Py_ssize_t OW, float lo, float hi, int clamp,
+                 Py_ssize_t ocb, Py_ssize_t j0, Py_ssize_t nv)
     int DC_OCB
+    int DC_VL
+    int DC_VMAX
 
 
 DIRECT_BLOCK = DC_OCB
 """Output channels the direct convolution computes together (its weights'
 last axis, see :func:`direct_conv2d`)."""
 
+DIRECT_VECTOR = DC_VL
+"""Floats per vector of the direct convolution in this build (16 with
+AVX-512, 8 otherwise)."""
+
+# input floats past which flat mode's items go run by run (a quarter of a
+# 2 MiB cache: the planes and the block's weights stay in L2 or L3)
+cdef Py_ssize_t _DC_CACHE_FLOATS = 128 * 1024
+
 
 def direct_conv2d_scratch(Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW,
                           Py_ssize_t KH, Py_ssize_t KW, Py_ssize_t sh, Py_ssize_t sw,
-                          Py_ssize_t dh, Py_ssize_t dw):
+                          Py_ssize_t dh, Py_ssize_t dw, bint flat=False):
     """Floats of the padded, phase-split input copy :func:`direct_conv2d`
-    needs for C input channels and an OH x OW output."""
+    needs for C input channels and an OH x OW output (``flat``: in flat mode)."""
     _check_window("direct_conv2d", 1, KH, KW, 1, sh, sw, 0, 0, 0, 1, dh, dw)
     if C < 0 or OH < 0 or OW < 0:
         raise ValueError(f"direct_conv2d: negative size {(C, OH, OW)}")
+    if flat:
+        if sh != 1 or sw != 1:
+            raise ValueError(f"direct_conv2d: flat mode needs stride 1, got {(sh, sw)}")
+        return C * _dc_rows_needed(OH, KH, 1, dh) * _dc_flat_cols(OW, KW, dw) + DC_VL * DC_VMAX
     return sw * C * _dc_rows_needed(OH, KH, sh, dh) * _dc_cols_needed(OW, KW, sw, dw)
 
 
@@ -457,15 +476,21 @@ cdef inline Py_ssize_t _dc_rows_needed(Py_ssize_t OH, Py_ssize_t KH, Py_ssize_t 
 
 cdef inline Py_ssize_t _dc_cols_needed(Py_ssize_t OW, Py_ssize_t KW, Py_ssize_t sw,
                                        Py_ssize_t dw) noexcept:
-    # vectors of 8 columns are read up to OW rounded up to 8, from the
-    # farthest filter column's offset in its phase
-    return ((OW + 7) // 8) * 8 + ((KW - 1) * dw) // sw
+    # vectors of DC_VL columns are read up to OW rounded up to DC_VL, from
+    # the farthest filter column's offset in its phase
+    return ((OW + DC_VL - 1) // DC_VL) * DC_VL + ((KW - 1) * dw) // sw
+
+
+cdef inline Py_ssize_t _dc_flat_cols(Py_ssize_t OW, Py_ssize_t KW, Py_ssize_t dw) noexcept:
+    # flat mode's padded row: the output columns and the filter's reach
+    return OW + (KW - 1) * dw if OW > 0 else 0
 
 
 def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
                   float[:, :, ::1] y, const float[::1] b, const float[:, :, ::1] z,
                   float[::1] scratch, Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t ph, Py_ssize_t pw,
-                  Py_ssize_t dh, Py_ssize_t dw, float lo, float hi, int nthreads):
+                  Py_ssize_t dh, Py_ssize_t dw, float lo, float hi, int nthreads,
+                  bint flat=False):
     """Direct 2-D convolution of one image ``x`` (C, H, W) into ``y`` (M, OH, OW),
     with the bias ``b`` ((M,) or empty), the residual ``z`` (``y``'s shape,
     or ``None``) and the clamp to [lo, hi] applied as ``y`` is written.
@@ -473,13 +498,19 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     ``wp`` holds the weights (M, C, KH, KW) packed as (ceil(M / B), C, KH, KW,
     B) with B = :data:`DIRECT_BLOCK` output channels side by side (zeros past
     M). ``scratch`` receives the padded, phase-split input copy; it needs
-    :func:`direct_conv2d_scratch` floats. Begin pads are ``ph``, ``pw``;
-    every input position a window reaches past the input reads 0. Output
-    rows (B channels each) split over ``nthreads``."""
+    :func:`direct_conv2d_scratch` floats (with the same ``flat``). Begin
+    pads are ``ph``, ``pw``; every input position a window reaches past the
+    input reads 0. Output rows (B channels each) split over ``nthreads``.
+
+    ``flat`` (stride 1 only) computes runs of vectors along the padded
+    planes read as one long row each, rather than along each output row:
+    small output planes (7x7, 14x14) then fill whole vectors; the work items
+    are runs of flat positions of B channels."""
     cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef Py_ssize_t MB = wp.shape[0], KH = wp.shape[2], KW = wp.shape[3]
     cdef Py_ssize_t M = y.shape[0], OH = y.shape[1], OW = y.shape[2]
-    cdef Py_ssize_t HP, WQ, item, c, kx
+    cdef Py_ssize_t HP, WQ, item, c, kx, chunk, chunks, nv
+    cdef bint by_chunk
     cdef Py_ssize_t* koff
     cdef const float* zp = NULL
     cdef const float* bp = NULL
@@ -501,12 +532,22 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
         return
     if C == 0:
         raise ValueError("direct_conv2d: no input channels")
+    need = direct_conv2d_scratch(C, OH, OW, KH, KW, sh, sw, dh, dw, flat)
+    if scratch.shape[0] < need:
+        raise ValueError(f"direct_conv2d: scratch of {scratch.shape[0]} floats, {need} needed")
     HP = _dc_rows_needed(OH, KH, sh, dh)
-    WQ = _dc_cols_needed(OW, KW, sw, dw)
-    if scratch.shape[0] < sw * C * HP * WQ:
-        raise ValueError(
-            f"direct_conv2d: scratch of {scratch.shape[0]} floats, {sw * C * HP * WQ} needed"
-        )
+    WQ = _dc_flat_cols(OW, KW, dw) if flat else _dc_cols_needed(OW, KW, sw, dw)
+    # flat mode: the plane's vectors in equal runs of at most DC_VMAX
+    nv = ((OH - 1) * WQ + OW + DC_VL - 1) // DC_VL
+    chunks = (nv + DC_VMAX - 1) // DC_VMAX
+    nv = (nv + chunks - 1) // chunks
+    chunk = nv * DC_VL
+    # Each work item reads its channel block's weights and its positions of
+    # every input plane. Items go block by block (the input planes read once
+    # per block) while the planes fit in the cache; past that, run by run
+    # (a run of every plane read once per block while it is in the cache,
+    # the weights once per run).
+    by_chunk = flat and C * HP * WQ > _DC_CACHE_FLOATS
     if b.shape[0]:
         bp = &b[0]
     xph = &scratch[0]
@@ -519,9 +560,20 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
         with nogil:
             for c in prange(C, num_threads=nthreads, schedule="static"):
                 dc_pack_channel(&x[0, 0, 0], H, W, xph, C, sw, HP, WQ, ph, pw, c)
-            for item in prange(MB * OH, num_threads=nthreads, schedule="static"):
-                dc_rows(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, koff, sh, dh,
-                        &y[0, 0, 0], zp, bp, M, OH, OW, lo, hi, clamp,
-                        item // OH, item % OH)
+            if flat:
+                for item in prange(MB * chunks, num_threads=nthreads, schedule="static"):
+                    if by_chunk:
+                        dc_flat(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, koff, dh,
+                                &y[0, 0, 0], zp, bp, M, OH, OW, lo, hi, clamp,
+                                item % MB, (item // MB) * chunk, nv)
+                    else:
+                        dc_flat(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, koff, dh,
+                                &y[0, 0, 0], zp, bp, M, OH, OW, lo, hi, clamp,
+                                item // chunks, (item % chunks) * chunk, nv)
+            else:
+                for item in prange(MB * OH, num_threads=nthreads, schedule="static"):
+                    dc_rows(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, koff, sh, dh,
+                            &y[0, 0, 0], zp, bp, M, OH, OW, lo, hi, clamp,
+                            item // OH, item % OH)
     finally:
         free(koff)

@@ -2,21 +2,24 @@
  *
  * Included by _conv.pxi, so it is compiled three times: for the x86-64
  * baseline, with AVX2 and FMA, and with AVX-512 (setup.py). The vectors are
- * GCC/clang vector extensions of 8 floats; the compiler maps them onto the
- * widest registers the build's flags allow.
+ * GCC/clang vector extensions of DC_VL floats (16 with AVX-512, 8 else); the
+ * compiler maps them onto the widest registers the build's flags allow.
  *
- * The input is prepared by dc_pack (zero padding added, and, for a stride s
- * along the width, split into s column phases: phase p holds padded columns
- * p, p + s, p + 2s, ...), so that the input columns one output row segment
- * needs, for any filter column, are contiguous. The weights are packed as
- * [M/4][C][KH][KW][4]: four output channels side by side.
+ * Row mode. The input is prepared by dc_pack (zero padding added, and, for
+ * a stride s along the width, split into s column phases: phase p holds
+ * padded columns p, p + s, p + 2s, ...), so that the input columns one output
+ * row segment needs, for any filter column, are contiguous. The weights are
+ * packed as [M/DC_OCB][C][KH][KW][DC_OCB]: DC_OCB output channels side by
+ * side. dc_rows computes the DC_OCB output channels of one output row: for
+ * every input channel, filter row and filter column it loads up to DC_VMAX
+ * vectors of input and multiplies each with the channels' weights, into
+ * DC_OCB * DC_VMAX accumulators kept in registers.
  *
- * dc_rows computes four output channels of one output row: for every input
- * channel, filter row and filter column it loads up to DC_VMAX vectors of
- * input (8 * DC_VMAX output columns) and multiplies each with the four
- * channels' weights, into 4 * DC_VMAX accumulators kept in registers. The
- * bias, a residual input and a clamp (fused Relu or Clip) are applied when
- * the row is written.
+ * Flat mode (stride 1, dc_flat): the padded planes are read as one long row
+ * each, so a run of vectors covers several output rows of a small plane.
+ *
+ * The bias, a residual input and a clamp (fused Relu or Clip) are applied
+ * when the output is written.
  */
 #ifndef ORTCORE_DIRECT_CONV_H
 #define ORTCORE_DIRECT_CONV_H
@@ -24,15 +27,25 @@
 #include <stddef.h>
 #include <string.h>
 
-typedef float dc_v8 __attribute__((vector_size(32)));
-typedef float dc_v8u __attribute__((vector_size(32), aligned(4), may_alias));
-
-#define DC_OCB 4 /* output channels per block */
-#if defined(__AVX__)
-#define DC_VMAX 3 /* 12 accumulators + 3 inputs + 1 weight = 16 ymm registers */
+/* Vectors of DC_VL floats; DC_OCB output channels per block; up to DC_VMAX
+ * vectors of output columns per step. AVX-512 has 32 registers: 8 x 3
+ * accumulators + 3 inputs + 1 weight; AVX has 16: 4 x 3 + 3 + 1. */
+#if defined(__AVX512F__)
+#define DC_VL 16
+#define DC_OCB 8
+#define DC_VMAX 3
+#elif defined(__AVX__)
+#define DC_VL 8
+#define DC_OCB 4
+#define DC_VMAX 3
 #else
+#define DC_VL 8
+#define DC_OCB 4
 #define DC_VMAX 1 /* 8 xmm accumulators (each vector is two SSE registers) */
 #endif
+
+typedef float dc_v8 __attribute__((vector_size(DC_VL * 4)));
+typedef float dc_v8u __attribute__((vector_size(DC_VL * 4), aligned(4), may_alias));
 
 /* Phase-split padded copy of one image x (C, H, W) into out (S, C, HP, WQ):
  * out[p, c, r, j] = x[c, r - ph, j * S + p - pw], zero outside x. One call
@@ -70,7 +83,7 @@ static inline void dc_pack_channel(const float *x, ptrdiff_t H, ptrdiff_t W, flo
     }
 }
 
-/* Accumulate V vectors (8 * V output columns from column ow0) of the four
+/* Accumulate V vectors (DC_VL * V output columns from column ow0) of the four
  * output channels of block `ocb`, output row `oy`, into acc. */
 static inline __attribute__((always_inline)) void dc_accumulate(
     dc_v8 acc[DC_OCB][DC_VMAX], const int V, const float *xph, ptrdiff_t C, ptrdiff_t HP,
@@ -86,10 +99,10 @@ static inline __attribute__((always_inline)) void dc_accumulate(
             for (ptrdiff_t kx = 0; kx < KW; kx++) {
                 const float *src = row + koff[kx];
                 dc_v8 in[DC_VMAX];
-                for (int v = 0; v < V; v++) in[v] = *(const dc_v8u *)(src + 8 * v);
+                for (int v = 0; v < V; v++) in[v] = *(const dc_v8u *)(src + DC_VL * v);
                 for (int r = 0; r < DC_OCB; r++) {
                     const float s = wk[kx * DC_OCB + r];
-                    const dc_v8 b = {s, s, s, s, s, s, s, s};
+                    const dc_v8 b = s - (dc_v8){0}; /* s in every lane */
                     for (int v = 0; v < V; v++) acc[r][v] += b * in[v];
                 }
             }
@@ -103,13 +116,13 @@ static inline void dc_store(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, const f
                             const float *bias, ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW,
                             ptrdiff_t ocb, ptrdiff_t oy, ptrdiff_t ow0, float lo, float hi,
                             int clamp) {
-    float tmp[8 * DC_VMAX];
+    float tmp[DC_VL * DC_VMAX];
     ptrdiff_t n = OW - ow0;
-    if (n > 8 * V) n = 8 * V;
+    if (n > DC_VL * V) n = DC_VL * V;
     for (int r = 0; r < DC_OCB; r++) {
         ptrdiff_t m = ocb * DC_OCB + r;
         if (m >= M) break;
-        memcpy(tmp, acc[r], sizeof(float) * 8 * (size_t)V);
+        memcpy(tmp, acc[r], sizeof(float) * DC_VL * (size_t)V);
         float bv = bias ? bias[m] : 0.0f;
         ptrdiff_t at = (m * OH + oy) * OW + ow0;
         float *out = y + at;
@@ -146,22 +159,103 @@ static void dc_rows(const float *xph, ptrdiff_t C, ptrdiff_t HP, ptrdiff_t WQ,
         dc_accumulate(acc, V, xph, C, HP, WQ, wp, KH, KW, ocb, oy, sh, dh, koff, ow0);      \
         dc_store(acc, V, y, z, bias, M, OH, OW, ocb, oy, ow0, lo, hi, clamp);               \
     } while (0)
-    for (; ow0 + 8 * DC_VMAX <= OW; ow0 += 8 * DC_VMAX) DC_STEP(DC_VMAX);
+    for (; ow0 + DC_VL * DC_VMAX <= OW; ow0 += DC_VL * DC_VMAX) DC_STEP(DC_VMAX);
     /* the tail: one narrower step where it fits, else single vectors */
 #if DC_VMAX > 2
-    if (OW - ow0 > 16) {
+    if (OW - ow0 > 2 * DC_VL) {
         DC_STEP(3);
         return;
     }
 #endif
 #if DC_VMAX > 1
-    if (OW - ow0 > 8) {
+    if (OW - ow0 > DC_VL) {
         DC_STEP(2);
         return;
     }
 #endif
-    for (; ow0 < OW; ow0 += 8) DC_STEP(1);
+    for (; ow0 < OW; ow0 += DC_VL) DC_STEP(1);
 #undef DC_STEP
+}
+
+/* Flat mode, for stride 1: the padded planes (C, HP, WQ) with WQ = OW + (KW
+ * - 1) * dw are read as one long row each. Flat position j = oy * WQ + ox
+ * is output (oy, ox) where ox < OW (the other positions are computed and
+ * dropped), so small output planes fill whole vectors instead of one row
+ * each. The scratch holds DC_VL * DC_VMAX floats past the last plane: the
+ * last vectors read past it (into positions that are dropped). */
+
+/* Write the flat positions from j0 of V accumulated vectors to y. */
+static inline void dc_store_flat(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, const float *z,
+                                 const float *bias, ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW,
+                                 ptrdiff_t WQ, ptrdiff_t ocb, ptrdiff_t j0, float lo, float hi,
+                                 int clamp) {
+    float tmp[DC_VL * DC_VMAX];
+    ptrdiff_t L = (OH - 1) * WQ + OW;
+    ptrdiff_t n = L - j0;
+    if (n > DC_VL * V) n = DC_VL * V;
+    for (int r = 0; r < DC_OCB; r++) {
+        ptrdiff_t m = ocb * DC_OCB + r;
+        if (m >= M) break;
+        memcpy(tmp, acc[r], sizeof(float) * DC_VL * (size_t)V);
+        float bv = bias ? bias[m] : 0.0f;
+        ptrdiff_t oy = j0 / WQ, ox = j0 - oy * WQ;
+        for (ptrdiff_t t = 0; t < n;) {
+            /* one run of columns of output row oy, from ox */
+            ptrdiff_t run = OW - ox;
+            if (run > n - t) run = n - t;
+            if (run > 0) {
+                ptrdiff_t at = (m * OH + oy) * OW + ox;
+                float *out = y + at;
+                const float *src = tmp + t;
+                const float *zr = z ? z + at : NULL;
+                for (ptrdiff_t i = 0; i < run; i++) {
+                    float v = src[i] + bv;
+                    if (zr) v += zr[i];
+                    if (clamp) {
+                        v = v < lo ? lo : v;
+                        v = v > hi ? hi : v;
+                    }
+                    out[i] = v;
+                }
+            }
+            /* skip the run and the dropped positions up to the next row */
+            t += WQ - ox;
+            ox = 0;
+            oy++;
+        }
+    }
+}
+
+/* One work item of flat mode: the output channels of block `ocb`, nv
+ * vectors of flat positions from j0 (clipped to the plane). */
+static void dc_flat(const float *xph, ptrdiff_t C, ptrdiff_t HP, ptrdiff_t WQ, const float *wp,
+                    ptrdiff_t KH, ptrdiff_t KW, const ptrdiff_t *koff, ptrdiff_t dh, float *y,
+                    const float *z, const float *bias, ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW,
+                    float lo, float hi, int clamp, ptrdiff_t ocb, ptrdiff_t j0, ptrdiff_t nv) {
+    dc_v8 acc[DC_OCB][DC_VMAX];
+#if DC_VMAX > 1
+    ptrdiff_t rest = (OH - 1) * WQ + OW - j0;
+    if (rest > nv * DC_VL) rest = nv * DC_VL;
+#endif
+#define DC_FLAT(V)                                                                          \
+    do {                                                                                    \
+        dc_accumulate(acc, V, xph, C, HP, WQ, wp, KH, KW, ocb, 0, 0, dh, koff, j0);         \
+        dc_store_flat(acc, V, y, z, bias, M, OH, OW, WQ, ocb, j0, lo, hi, clamp);           \
+    } while (0)
+#if DC_VMAX > 2
+    if (rest > 2 * DC_VL) {
+        DC_FLAT(DC_VMAX);
+        return;
+    }
+#endif
+#if DC_VMAX > 1
+    if (rest > DC_VL) {
+        DC_FLAT(2);
+        return;
+    }
+#endif
+    DC_FLAT(1);
+#undef DC_FLAT
 }
 
 #endif

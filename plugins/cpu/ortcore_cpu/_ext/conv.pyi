@@ -61,9 +61,19 @@ def bias_clamp(y: F32, b: F32, lo: float, hi: float, nthreads: int) -> None: ...
 def bias_add_clamp(y: F32, b: F32, z: F32, lo: float, hi: float, nthreads: int) -> None: ...
 
 DIRECT_BLOCK: int
+DIRECT_VECTOR: int
 
 def direct_conv2d_scratch(
-    C: int, OH: int, OW: int, KH: int, KW: int, sh: int, sw: int, dh: int, dw: int
+    C: int,
+    OH: int,
+    OW: int,
+    KH: int,
+    KW: int,
+    sh: int,
+    sw: int,
+    dh: int,
+    dw: int,
+    flat: bool = ...,
 ) -> int: ...
 def direct_conv2d(
     x: F32,
@@ -81,4 +91,5 @@ def direct_conv2d(
     lo: float,
     hi: float,
     nthreads: int,
+    flat: bool = ...,
 ) -> None: ...

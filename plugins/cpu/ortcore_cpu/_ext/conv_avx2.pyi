@@ -1,6 +1,7 @@
 """Type stubs: the AVX2 and FMA build of :mod:`.conv` (the same functions)."""
 
 from .conv import DIRECT_BLOCK as DIRECT_BLOCK
+from .conv import DIRECT_VECTOR as DIRECT_VECTOR
 from .conv import bias_add_clamp as bias_add_clamp
 from .conv import bias_clamp as bias_clamp
 from .conv import col2im as col2im

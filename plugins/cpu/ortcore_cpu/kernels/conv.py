@@ -8,7 +8,10 @@ convolutions with large kernels on few input channels (at least
 the 7x7 first layer of most CNNs) use a direct kernel vectorized along the
 output width (``_direct_conv.h``) that adds the bias, the residual and the
 clamp as it writes the output: there im2col writes the input many times over
-for a matmul too thin for BLAS to run well. Large
+for a matmul too thin for BLAS to run well. The AVX-512 build's direct
+kernel, with twice the vector width and registers, also takes every other
+Conv of one group with more than one tap but narrow strided ones (see
+``DIRECT_WIDE_VECTOR``). Large
 enough 2-D 3x3 convolutions with stride 1, dilation 1 and one group use
 Winograd F(2x2, 3x3) instead (Lavin & Gray 2015): Cython input and output
 transforms around 16 BLAS matmuls, which do 16 multiplies per 2x2 output
@@ -221,17 +224,65 @@ def direct_filter(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(packed.transpose(0, 2, 3, 4, 1))
 
 
-def _use_direct(x: np.ndarray, w: np.ndarray, win: Window, group: int) -> bool:
-    """Whether a float32 Conv takes the direct path (see :data:`DIRECT_MAX_DEPTH`)."""
-    return (
+DIRECT_WIDE_VECTOR = 16
+"""Floats per vector from which a build's direct kernel takes more Convs of
+one group, 1-D or 2-D: the AVX-512 build, whose 32 registers hold 8 output
+channels x 48 columns of sums. There it takes every Conv with stride 1 and
+more than one tap, in flat mode (see ``direct_conv2d``), and strided ones
+shallow enough for the narrow rule or at least ``DIRECT_WIDE_ROWS`` output
+columns wide, in row mode. Against im2col or Winograd with OpenBLAS's SkylakeX
+kernels (2 threads, Zen 5) alone: 3x3 stride 1, 7x7 to 224x224 planes and 3
+to 512 channels, 0.5-0.9x their time (300-415 GFLOP/s), 5x5 0.25-0.5x,
+strided 3x3 to 11x11 on wide outputs 0.5-0.8x; inside ResNet-50, 3x3 stride
+1 0.85-0.92x. Row mode on narrow strided outputs fills few lanes (512 ->
+512 3x3 stride 2 to 7x7: 1.9x), and 1x1 Convs, where BLAS blocks the long
+channel sums for the cache and this kernel does not, ran 0.6-0.9x alone
+but 1.1-1.3x inside ResNet-50, so they keep BLAS. The AVX2 build's 4 x 24
+sums (16 registers) ran 1.3-1.7x slower than BLAS and Winograd there, so it
+keeps the narrow rule above."""
+
+DIRECT_WIDE_ROWS = 48
+"""Fewest output columns for which the AVX-512 build computes a strided Conv
+deeper than ``DIRECT_MAX_DEPTH`` directly (AlexNet's 3 -> 96 11x11 stride 4,
+55 columns: 0.58x im2col's time)."""
+
+DIRECT_POINTWISE = False
+"""Whether the AVX-512 build computes 1x1 Convs directly too (off: see
+:data:`DIRECT_WIDE_VECTOR`; for measuring)."""
+
+
+def _use_direct(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: bool) -> bool:
+    """Whether a float32 Conv takes the direct path (see
+    :data:`DIRECT_MAX_DEPTH` and :data:`DIRECT_WIDE_VECTOR`); ``cached``: its
+    weight is constant (Winograd's transform would be cached)."""
+    if not (
         group == 1
         and len(win.out) in (1, 2)
-        and math.prod(win.kernel) >= DIRECT_MIN_TAPS
         and w.shape[2:] == tuple(win.kernel)
         and min(win.pads_begin) >= 0
         and min(win.pads_end) >= 0
-        and x.shape[1] * math.prod(win.kernel) <= DIRECT_MAX_DEPTH
+        and x.size
+        and w.size
+    ):
+        return False
+    taps = math.prod(win.kernel)
+    if ext.DIRECT_VECTOR >= DIRECT_WIDE_VECTOR:
+        if taps == 1 and not DIRECT_POINTWISE:
+            return False
+        if all(s == 1 for s in win.strides):
+            return True
+        return x.shape[1] * taps <= DIRECT_MAX_DEPTH or win.out[-1] >= DIRECT_WIDE_ROWS
+    return (
+        taps >= DIRECT_MIN_TAPS
+        and x.shape[1] * taps <= DIRECT_MAX_DEPTH
+        and not _use_winograd(x, w, win, group, cached)
     )
+
+
+def _flat(win: Window) -> bool:
+    """Whether the direct kernel runs in flat mode (see ``direct_conv2d``):
+    stride 1 in the build with wide vectors."""
+    return ext.DIRECT_VECTOR >= DIRECT_WIDE_VECTOR and all(s == 1 for s in win.strides)
 
 
 def _conv_direct(
@@ -265,13 +316,14 @@ def _conv_direct(
             )
         z4 = f32_contiguous(z).reshape(y4.shape)
     lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
-    size = ext.direct_conv2d_scratch(c, oh, ow, k3[1], k3[2], s3[1], s3[2], d3[1], d3[2])
+    flat = _flat(win)
+    size = ext.direct_conv2d_scratch(c, oh, ow, k3[1], k3[2], s3[1], s3[2], d3[1], d3[2], flat)
     scratch = _scratch.get(size) if size <= _COL_SCRATCH_MAX else np.empty(size, np.float32)
     share = threads_for(m * oh * ow * c * k3[1] * k3[2] // 8, threads)
     for i in range(n):
         ext.direct_conv2d(
             x4[i], wp, y4[i], bias, None if z4 is None else z4[i], scratch,
-            s3[1], s3[2], pb3[1], pb3[2], d3[1], d3[2], lo, hi, share,
+            s3[1], s3[2], pb3[1], pb3[2], d3[1], d3[2], lo, hi, share, flat,
         )  # fmt: skip
     return y
 
@@ -503,12 +555,7 @@ def build_conv(info: NodeInfo, *, clamp: Clamp | None = None, residual: bool = F
             )
         win = window(x.shape[2:], kernel_shape or w.shape[2:], partial=False, **geometry)
         if x.dtype in (np.float32, np.float16) and 1 <= len(win.out) <= 3:
-            if (
-                x.size
-                and w.size
-                and _use_direct(x, w, win, group)
-                and not _use_winograd(x, w, win, group, filters is not None)
-            ):
+            if _use_direct(x, w, win, group, filters is not None):
                 y = _conv_direct(x, w, b, z, win, threads, clamp, packs)
                 return (y.astype(x.dtype, copy=False),)
             y = _conv_f32(x, w, win, group, threads, filters)
