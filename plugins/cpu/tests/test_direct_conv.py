@@ -242,3 +242,18 @@ def test_fused_conv_add_on_the_direct_path(monkeypatch: pytest.MonkeyPatch, dtyp
     tol = 1e-4 if dtype == np.float32 else 2e-2
     want = np.maximum(want + z.astype(np.float32), 0)
     np.testing.assert_allclose(y.astype(np.float32), want, rtol=tol, atol=tol * 10)
+
+
+def test_conv_kernel_keeps_one_window_per_input_size() -> None:
+    """A Conv node fed inputs of many sizes (more than the windows it keeps)
+    computes each with its own pads and output size, in any order."""
+    w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal(4).astype(np.float32)
+    attrs = {"auto_pad": "SAME_UPPER", "strides": [2, 1]}
+    x0 = RNG.standard_normal((1, 3, 5, 5)).astype(np.float32)
+    compute = kit.build_node("Conv", [x0, w, b], attrs, opset=17)
+    sizes = [5 + i for i in range(conv._WINDOWS_KEPT + 3)]
+    for h in [*sizes, *reversed(sizes)]:
+        x = RNG.standard_normal((1, 3, h, 12 - h % 4)).astype(np.float32)
+        (y,) = compute(x, w, b)
+        np.testing.assert_allclose(y, _reference(x, w, b, **attrs), rtol=1e-4, atol=1e-4)

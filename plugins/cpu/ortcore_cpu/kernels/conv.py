@@ -544,6 +544,8 @@ def build_conv(info: NodeInfo, *, clamp: Clamp | None = None, residual: bool = F
     constant_weight = _constant_input(info, 1)
     filters = WinogradFilters() if constant_weight else None
     packs = FilterCache(direct_filter) if constant_weight else None
+    # the window of each input and filter size seen (a few per node)
+    windows: dict[tuple[tuple[int, ...], tuple[int, ...]], Window] = {}
 
     def run(
         x: np.ndarray, w: np.ndarray, b: np.ndarray | None, z: np.ndarray | None
@@ -553,7 +555,13 @@ def build_conv(info: NodeInfo, *, clamp: Clamp | None = None, residual: bool = F
                 f"{info.describe()}: input channels {x.shape[1]} / weight {w.shape} "
                 f"do not match group={group}"
             )
-        win = window(x.shape[2:], kernel_shape or w.shape[2:], partial=False, **geometry)
+        key = (x.shape[2:], w.shape[2:])
+        win = windows.get(key)
+        if win is None:
+            win = window(x.shape[2:], kernel_shape or w.shape[2:], partial=False, **geometry)
+            if len(windows) >= _WINDOWS_KEPT:
+                windows.clear()
+            windows[key] = win
         if x.dtype in (np.float32, np.float16) and 1 <= len(win.out) <= 3:
             if _use_direct(x, w, win, group, filters is not None):
                 y = _conv_direct(x, w, b, z, win, threads, clamp, packs)
@@ -581,6 +589,9 @@ def build_conv(info: NodeInfo, *, clamp: Clamp | None = None, residual: bool = F
 
 
 _SAME = ("SAME_UPPER", "SAME_LOWER")
+
+_WINDOWS_KEPT = 16
+"""Input sizes per Conv node whose window (pads, output size) is kept."""
 
 
 def _transpose_window(info: NodeInfo, spatial: tuple[int, ...], kernel: tuple[int, ...]) -> Window:
