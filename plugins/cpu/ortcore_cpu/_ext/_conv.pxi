@@ -2,12 +2,18 @@
 # conv_avx2.pyx / conv_avx512.pyx (the same source built for newer
 # CPUs, see setup.py). Documented in conv.pyx.
 
-from cython.parallel cimport prange
+from cython.parallel cimport parallel, prange
 from libc.math cimport INFINITY
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 include "_index.pxi"
+
+# floats before and after each thread's buffer: a 64-byte cache line, so that
+# buffers malloc'd side by side by two threads never share one (they did, and
+# two threads ran slower than one)
+cdef enum:
+    _GUARD = 16
 
 
 def im2col(const float[:, :, :, ::1] x, float[:, ::1] col,
@@ -209,17 +215,21 @@ cdef void _depthwise2d_s1(const float[:, :, ::1] x, const float[:, :, ::1] w,
     cdef Py_ssize_t L = (oh - 1) * Wp + ow
     cdef Py_ssize_t c, y, ky, kx, j, off
     cdef float wv
+    cdef float* mem = NULL
     cdef float* pad
     cdef float* tmp
     cdef float* dst
     cdef const float* src
-    cdef bint failed = False
-    with nogil:
-        for c in prange(C, num_threads=nthreads, schedule="static"):
-            pad = <float*>malloc((Hp * Wp + oh * Wp) * sizeof(float))
-            if pad == NULL:
-                failed = True
+    cdef int failed = 0  # a reduction: any thread without its buffer counts
+    with nogil, parallel(num_threads=nthreads):
+        # one buffer per thread (not per channel), guarded by a cache line
+        # on both sides: two threads' buffers never share a line
+        mem = <float*>malloc((Hp * Wp + oh * Wp + 2 * _GUARD) * sizeof(float))
+        for c in prange(C, schedule="static"):
+            if mem == NULL:
+                failed += 1
                 continue
+            pad = mem + _GUARD
             tmp = pad + Hp * Wp
             _padded_plane(pad, &x[c, 0, 0], H, W, Hp, Wp, ph, pw, 0.0)
             if kh == 3 and kw == 3:
@@ -238,7 +248,7 @@ cdef void _depthwise2d_s1(const float[:, :, ::1] x, const float[:, :, ::1] w,
                 dst = &out[c, y, 0]
                 for j in range(ow):
                     dst[j] = dst[j] + tmp[y * Wp + j]
-            free(pad)
+        free(mem)
     if failed:
         raise MemoryError()
 
@@ -330,6 +340,7 @@ cdef void _depthwise2d_phases(const float[:, :, ::1] x, const float[:, :, ::1] w
     cdef Py_ssize_t Wq = (Wp + sw - 1) // sw  # columns of a phase
     cdef Py_ssize_t c, r, q, k, iy, col, qlo, qhi, y, ky, kx, j, t
     cdef float wv, w0, w1, w2, w3, w4, w5, w6, w7, w8
+    cdef float* mem = NULL
     cdef float* buf
     cdef float* dst
     cdef float* phase
@@ -346,7 +357,7 @@ cdef void _depthwise2d_phases(const float[:, :, ::1] x, const float[:, :, ::1] w
     cdef const float* p8
     cdef const float* wc
     cdef Py_ssize_t* tap = <Py_ssize_t*>malloc(kh * kw * sizeof(Py_ssize_t))
-    cdef bint failed = False
+    cdef int failed = 0  # a reduction: any thread without its buffer counts
     if tap == NULL:
         raise MemoryError()
     # offset of each tap (ky, kx) in the phase buffer, less the output row's
@@ -355,12 +366,14 @@ cdef void _depthwise2d_phases(const float[:, :, ::1] x, const float[:, :, ::1] w
             t = kx * dw
             tap[ky * kw + kx] = ((t % sw) * Hp + ky * dh) * Wq + t // sw
     try:
-        with nogil:
-            for c in prange(C, num_threads=nthreads, schedule="static"):
-                buf = <float*>malloc(sw * Hp * Wq * sizeof(float))
-                if buf == NULL:
-                    failed = True
+        with nogil, parallel(num_threads=nthreads):
+            # one buffer per thread, guarded (see _depthwise2d_s1)
+            mem = <float*>malloc((sw * Hp * Wq + 2 * _GUARD) * sizeof(float))
+            for c in prange(C, schedule="static"):
+                if mem == NULL:
+                    failed += 1
                     continue
+                buf = mem + _GUARD
                 for r in range(Hp):
                     iy = r - ph
                     for k in range(sw):
@@ -415,7 +428,7 @@ cdef void _depthwise2d_phases(const float[:, :, ::1] x, const float[:, :, ::1] w
                             p0 = src + tap[t]
                             for j in range(ow):
                                 dst[j] = dst[j] + wv * p0[j]
-                free(buf)
+            free(mem)
     finally:
         free(tap)
     if failed:

@@ -2,13 +2,19 @@
 # pool_avx2.pyx / pool_avx512.pyx (the same source built for newer
 # CPUs, see setup.py). Documented in pool.pyx.
 
-from cython.parallel cimport prange
+from cython.parallel cimport parallel, prange
 from libc.math cimport INFINITY
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
 include "_index.pxi"
+
+# floats before and after each thread's buffer: a 64-byte cache line, so that
+# buffers malloc'd side by side by two threads never share one (they did, and
+# two threads ran slower than one)
+cdef enum:
+    _GUARD = 16
 
 
 cdef inline Py_ssize_t _hi(Py_ssize_t off, Py_ssize_t d, Py_ssize_t k, Py_ssize_t size,
@@ -311,17 +317,21 @@ cdef void _pool2d_s1(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
     cdef Py_ssize_t p, y, ky, kx, j
     cdef float fill = -INFINITY if take_max else 0.0
     cdef float v, sy
+    cdef float* buf = NULL
     cdef float* pad
     cdef float* tmp
     cdef float* dst
     cdef const float* src
-    cdef bint failed = False
-    with nogil:
-        for p in prange(P, num_threads=nthreads, schedule="static"):
-            pad = <float*>malloc((Hp * Wp + oh * Wp) * sizeof(float))
-            if pad == NULL:
-                failed = True
+    cdef int failed = 0  # a reduction: any thread without its buffer counts
+    with nogil, parallel(num_threads=nthreads):
+        # one buffer per thread (not per plane), guarded by a cache line on
+        # both sides: two threads' buffers never share a line
+        buf = <float*>malloc((Hp * Wp + oh * Wp + 2 * _GUARD) * sizeof(float))
+        for p in prange(P, schedule="static"):
+            if buf == NULL:
+                failed += 1
                 continue
+            pad = buf + _GUARD
             tmp = pad + Hp * Wp
             _padded_plane(pad, &x[p, 0, 0, 0], H, W, Hp, Wp, ph, pw, fill)
             if kh == 3 and kw == 3:
@@ -351,7 +361,7 @@ cdef void _pool2d_s1(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
                     sy = inv_y[y]
                     for j in range(ow):
                         dst[j] = tmp[y * Wp + j] * (inv_x[j] * sy)
-            free(pad)
+        free(buf)
     if failed:
         raise MemoryError()
 
@@ -496,16 +506,19 @@ cdef void _pool2d_rows(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
     cdef Py_ssize_t p, y, y0, ylo, yhi, j
     cdef float fill = -INFINITY if take_max else 0.0
     cdef float sy
+    cdef float* mem = NULL
     cdef float* row
     cdef float* data
     cdef float* dst
-    cdef bint failed = False
-    with nogil:
-        for p in prange(P, num_threads=nthreads, schedule="static"):
-            row = <float*>malloc(Wr * sizeof(float))
-            if row == NULL:
-                failed = True
+    cdef int failed = 0  # a reduction: any thread without its buffer counts
+    with nogil, parallel(num_threads=nthreads):
+        # one buffer per thread, guarded (see _pool2d_s1)
+        mem = <float*>malloc((Wr + 2 * _GUARD) * sizeof(float))
+        for p in prange(P, schedule="static"):
+            if mem == NULL:
+                failed += 1
                 continue
+            row = mem + _GUARD
             for j in range(Wr):
                 row[j] = fill
             data = row + pw
@@ -520,7 +533,7 @@ cdef void _pool2d_rows(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
                     sy = inv_y[y]
                     for j in range(ow):
                         dst[j] = dst[j] * (inv_x[j] * sy)
-            free(row)
+        free(mem)
     if failed:
         raise MemoryError()
 
