@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import ep_sdk
 
 from . import __version__
+from .memory import keep_freed_memory
 from .threads import run_ended, run_started, share_blas_pool
 
 _registry: ep_sdk.KernelRegistry | None = None
@@ -34,7 +35,8 @@ class CPUExecutionProvider(ep_sdk.ExecutionProvider):
     it after every other provider the session lists. Parallel kernels use
     ``SessionOptions.intra_op_num_threads`` threads (0: every core); a
     session that sets it also sizes numpy's BLAS pool for its runs, which is
-    process-wide (see :mod:`ortcore_cpu.threads`).
+    process-wide (see :mod:`ortcore_cpu.threads`). The first one created
+    tells glibc's malloc to keep freed memory (see :mod:`ortcore_cpu.memory`).
     """
 
     name: ClassVar[str] = "CPUExecutionProvider"
@@ -50,6 +52,7 @@ class CPUExecutionProvider(ep_sdk.ExecutionProvider):
         super().__init__(options, config)
         self._blas_threads = max(int(self.config.intra_op_num_threads), 0)
         share_blas_pool()
+        keep_freed_memory()
 
     def on_run_start(self, run_options: Any) -> None:
         """Count the run against the process's thread budget and size numpy's
