@@ -33,7 +33,14 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from timing import Runner, kept, print_child_times, timed_in_processes, timed_turns
+from timing import (
+    Runner,
+    blas_kernels,
+    kept,
+    print_child_times,
+    timed_in_processes,
+    timed_turns,
+)
 
 
 def light_models() -> list[Path]:
@@ -201,7 +208,7 @@ def main() -> None:
         print(
             f"geomean latency ratio ortcore/onnxruntime: {geo:.2f} "
             f"({len(rows)} models, {args.threads} threads, {method(args)}, "
-            f"{os.cpu_count()} cores)"
+            f"{os.cpu_count()} cores, {blas_kernels()})"
         )
         if args.reference:
             geo_ref = math.exp(sum(math.log(r[7]) for r in rows) / len(rows))

@@ -22,10 +22,33 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-__all__ = ["Runner", "kept", "print_child_times", "timed_in_processes", "timed_turns"]
+__all__ = [
+    "Runner",
+    "blas_kernels",
+    "kept",
+    "print_child_times",
+    "timed_in_processes",
+    "timed_turns",
+]
 
 Runner = Callable[[], object]
 """One run of a session."""
+
+
+def blas_kernels() -> str:
+    """The BLAS numpy (and so ortcore's CPU provider) calls, and the kernels it
+    chose, e.g. ``"OpenBLAS SkylakeX kernels"``. Its GEMMs' speed depends on
+    them: ``OPENBLAS_CORETYPE=Haswell`` on an AVX-512 CPU halves it, so the
+    figure belongs with the numbers."""
+    import numpy  # noqa: F401  (threadpoolctl sees only libraries already loaded)
+    from threadpoolctl import threadpool_info
+
+    found = [
+        f"{i.get('internal_api', '?')} {i.get('architecture', '?')} kernels"
+        for i in threadpool_info()
+        if i.get("user_api") == "blas"
+    ]
+    return ", ".join(found) or "no BLAS found"
 
 
 def kept(run: Runner) -> Callable[[], Runner]:

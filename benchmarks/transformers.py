@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
-from timing import kept, print_child_times, timed_in_processes, timed_turns
+from timing import blas_kernels, kept, print_child_times, timed_in_processes, timed_turns
 
 HIDDEN, HEADS, FFN = 768, 12, 3072
 
@@ -225,7 +225,7 @@ def main() -> None:
             f"{short:<6} ortcore {mo * 1e3:8.2f} ms  onnxruntime {mr * 1e3:8.2f} ms  "
             f"ratio {mo / mr:5.2f}  ({args.layers} layers, seq {args.seq}, {args.threads} "
             f"threads, {args.gelu} Gelu, {how}, onnxruntime {spin}; same outputs: {same}, "
-            f"max abs diff {float(np.abs(a - r).max()):.2g})",
+            f"max abs diff {float(np.abs(a - r).max()):.2g}; {blas_kernels()})",
             flush=True,
         )
 
