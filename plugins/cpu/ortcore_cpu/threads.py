@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from typing import Any
@@ -44,6 +45,7 @@ from typing import Any
 __all__ = [
     "blas_threads",
     "cores",
+    "forked",
     "limit_blas_threads",
     "share_blas_pool",
     "run_ended",
@@ -131,6 +133,32 @@ def _unpool_in_child() -> None:
         blas_pool.uninstall(address)
     _setters.clear()
     _pooled.clear()
+
+
+forked = False
+"""Whether this process is a child forked from one that had loaded the
+kernels' OpenMP runtime: its kernels then run on one thread."""
+
+
+def _serial_in_child() -> None:
+    """After ``fork``: the child's kernels run their OpenMP regions on one
+    thread. GNU OpenMP's threads do not survive a fork, and the child's first
+    region of two or more threads would wait for them forever (a session run
+    in a ``multiprocessing`` child with the fork start method hung); numpy's
+    BLAS keeps its own threads (see :func:`_unpool_in_child`)."""
+    global forked
+    if not any(name.startswith(__package__ + "._ext.") for name in sys.modules):
+        return  # no kernel module loaded before the fork: no OpenMP threads yet
+    try:
+        from ._ext import blas_pool
+    except ImportError:  # built without OpenMP: no threads to lose
+        return
+    blas_pool.serial_regions()
+    forked = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_serial_in_child)
 
 
 def _setter_address(lib: Any) -> int:

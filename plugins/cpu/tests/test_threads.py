@@ -236,3 +236,61 @@ def test_a_build_without_openmp_keeps_openblas_pool() -> None:
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["ok"]
+
+
+_FORKED_RUN = textwrap.dedent(
+    """
+    import os, time
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    import ortcore
+    from ortcore_cpu import threads
+
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.standard_normal((32, 16, 3, 3)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("MaxPool", ["c"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["p"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 64, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    so = ortcore.SessionOptions()
+    so.intra_op_num_threads = 2
+    sess = ortcore.InferenceSession(model.SerializeToString(), so, providers=["cpu"])
+    x = rng.standard_normal((1, 16, 64, 64)).astype(np.float32)
+    want = sess.run(None, {"x": x})[0]  # the parent's OpenMP threads exist now
+    pid = os.fork()
+    if pid == 0:
+        got = sess.run(None, {"x": x})[0]
+        fresh = ortcore.InferenceSession(model.SerializeToString(), so, providers=["cpu"])
+        again = fresh.run(None, {"x": x})[0]
+        ok = threads.forked and np.allclose(got, want, atol=1e-4) and np.allclose(again, want, atol=1e-4)
+        os._exit(0 if ok else 3)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            raise AssertionError("a session run hung in a forked child")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+    assert not threads.forked  # the parent keeps its threads
+    print("ok")
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_session_runs_in_a_forked_child() -> None:
+    """A child forked after runs (multiprocessing's fork start method) runs
+    sessions, old and new, on one thread instead of waiting forever for
+    OpenMP threads that did not survive the fork."""
+    out = subprocess.run(
+        [sys.executable, "-c", _FORKED_RUN], capture_output=True, text=True, timeout=180
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("ok")

@@ -59,3 +59,10 @@ def uninstall(size_t setter):
     if setter == 0:
         raise ValueError("uninstall: no setter")
     (<setter_t>setter)(NULL)
+
+
+def serial_regions():
+    """Make every later OpenMP parallel region run on one thread (no active
+    levels). For a forked child: GNU OpenMP's threads do not survive a fork,
+    and a child's first region of more than one thread waits for them forever."""
+    openmp.omp_set_max_active_levels(0)
