@@ -110,6 +110,26 @@ static inline __attribute__((always_inline)) void dc_accumulate(
     }
 }
 
+/* Write n sums from src (scratch: changed) to out, with the bias bv, the
+ * residual zr (NULL: none) and the clamp. */
+static inline void dc_write(float *out, float *src, const float *zr, float bv, ptrdiff_t n,
+                            float lo, float hi, int clamp) {
+    if (zr) {
+        for (ptrdiff_t j = 0; j < n; j++) src[j] += bv + zr[j];
+    } else {
+        for (ptrdiff_t j = 0; j < n; j++) src[j] += bv;
+    }
+    if (clamp) {
+        for (ptrdiff_t j = 0; j < n; j++) {
+            float t = src[j];
+            t = t < lo ? lo : t;
+            out[j] = t > hi ? hi : t;
+        }
+    } else {
+        memcpy(out, src, sizeof(float) * (size_t)n);
+    }
+}
+
 /* Write n columns of one accumulated vector group to y rows, with the
  * bias, residual and clamp. */
 static inline void dc_store(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, const float *z,
@@ -123,24 +143,8 @@ static inline void dc_store(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, const f
         ptrdiff_t m = ocb * DC_OCB + r;
         if (m >= M) break;
         memcpy(tmp, acc[r], sizeof(float) * DC_VL * (size_t)V);
-        float bv = bias ? bias[m] : 0.0f;
         ptrdiff_t at = (m * OH + oy) * OW + ow0;
-        float *out = y + at;
-        if (z) {
-            const float *zr = z + at;
-            for (ptrdiff_t j = 0; j < n; j++) tmp[j] += bv + zr[j];
-        } else {
-            for (ptrdiff_t j = 0; j < n; j++) tmp[j] += bv;
-        }
-        if (clamp) {
-            for (ptrdiff_t j = 0; j < n; j++) {
-                float t = tmp[j];
-                t = t < lo ? lo : t;
-                out[j] = t > hi ? hi : t;
-            }
-        } else {
-            memcpy(out, tmp, sizeof(float) * (size_t)n);
-        }
+        dc_write(y + at, tmp, z ? z + at : NULL, bias ? bias[m] : 0.0f, n, lo, hi, clamp);
     }
 }
 
@@ -205,18 +209,7 @@ static inline void dc_store_flat(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, co
             if (run > n - t) run = n - t;
             if (run > 0) {
                 ptrdiff_t at = (m * OH + oy) * OW + ox;
-                float *out = y + at;
-                const float *src = tmp + t;
-                const float *zr = z ? z + at : NULL;
-                for (ptrdiff_t i = 0; i < run; i++) {
-                    float v = src[i] + bv;
-                    if (zr) v += zr[i];
-                    if (clamp) {
-                        v = v < lo ? lo : v;
-                        v = v > hi ? hi : v;
-                    }
-                    out[i] = v;
-                }
+                dc_write(y + at, tmp + t, z ? z + at : NULL, bv, run, lo, hi, clamp);
             }
             /* skip the run and the dropped positions up to the next row */
             t += WQ - ox;
