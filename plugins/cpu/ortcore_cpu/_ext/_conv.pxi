@@ -137,6 +137,9 @@ def depthwise2d(const float[:, :, ::1] x, const float[:, :, ::1] w, float[:, :, 
     _check_reach("depthwise2d", (H, W), (oh, ow), (kh, kw), (sh, sw), (ph, pw), (0, 0), (dh, dw))
     if C == 0 or oh == 0 or ow == 0:
         return
+    if sh == 1 and sw == 1 and _flat_fits(H, W, oh, ow, kh, kw, dh, dw):
+        _depthwise2d_flat(x, w, out, ph, pw, dh, dw, nthreads)
+        return
     if sh == 1 and sw == 1 and _plane_fits(oh, ow, kh, kw, dh, dw):
         _depthwise2d_s1(x, w, out, ph, pw, dh, dw, nthreads)
         return
@@ -195,6 +198,42 @@ cdef inline void _taps3x3(float* tmp, const float* pad, const float* k,
         tmp[j] = (k0 * a[j] + k1 * a[j + col] + k2 * a[j + 2 * col]
                   + k3 * b[j] + k4 * b[j + col] + k5 * b[j + 2 * col]
                   + k6 * d[j] + k7 * d[j + col] + k8 * d[j + 2 * col])
+
+
+cdef void _depthwise2d_flat(const float[:, :, ::1] x, const float[:, :, ::1] w,
+                            float[:, :, ::1] out, Py_ssize_t ph, Py_ssize_t pw,
+                            Py_ssize_t dh, Py_ssize_t dw, int nthreads) except *:
+    """Stride-1 depthwise convolution whose output is as wide as its input,
+    each plane read as one flat row (``st_depthwise`` of ``_stencil.h``): no
+    padded copy, and loops as long as the plane, which matters on small
+    planes."""
+    cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
+    cdef Py_ssize_t kh = w.shape[1], kw = w.shape[2]
+    cdef Py_ssize_t oh = out.shape[1]
+    cdef Py_ssize_t c
+    cdef unsigned char* masks = <unsigned char*>malloc(kw * oh * W)
+    cdef float* mem = NULL
+    cdef Py_ssize_t before, after
+    cdef int failed = 0  # a reduction: any thread without its buffer counts
+    if masks == NULL:
+        raise MemoryError()
+    st_masks(masks, oh * W, W, kw, dw, pw)
+    st_margins(H, W, oh, kh, kw, dh, dw, ph, pw, &before, &after)
+    try:
+        with nogil, parallel(num_threads=nthreads):
+            # one buffer per thread, guarded (see _depthwise2d_s1)
+            mem = <float*>malloc((before + H * W + after + 2 * _GUARD) * sizeof(float))
+            for c in prange(C, schedule="static"):
+                if mem == NULL:
+                    failed += 1
+                    continue
+                st_depthwise(&x[c, 0, 0], &w[c, 0, 0], &out[c, 0, 0], mem + _GUARD, masks,
+                             H, W, oh, kh, kw, dh, dw, ph, pw)
+            free(mem)
+    finally:
+        free(masks)
+    if failed:
+        raise MemoryError()
 
 
 cdef void _depthwise2d_s1(const float[:, :, ::1] x, const float[:, :, ::1] w,

@@ -46,6 +46,8 @@ cdef enum:
     # Largest padded plane (floats) of the stride-1 plane paths; a bigger one
     # (huge pads or dilations) takes the general loops, which need no copy.
     _MAX_PLANE = 1 << 26
+    # Largest output plane (floats) of the flat stride-1 stencils (_flat_fits)
+    _FLAT_MAX = 512
 
 
 cdef int _check_window(str where, Py_ssize_t kd, Py_ssize_t kh, Py_ssize_t kw,
@@ -109,3 +111,35 @@ cdef bint _plane_fits(Py_ssize_t oh, Py_ssize_t ow, Py_ssize_t kh, Py_ssize_t kw
     rows = 2 * <object>oh + (<object>kh - 1) * dh
     cols = <object>ow + (<object>kw - 1) * dw
     return rows * cols <= _MAX_PLANE
+
+
+cdef extern from "_stencil.h" nogil:
+    void st_masks(unsigned char* m, Py_ssize_t L, Py_ssize_t W, Py_ssize_t kw, Py_ssize_t dw,
+                  Py_ssize_t pw)
+    void st_margins(Py_ssize_t H, Py_ssize_t W, Py_ssize_t OH, Py_ssize_t kh, Py_ssize_t kw,
+                    Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t ph, Py_ssize_t pw,
+                    Py_ssize_t* before, Py_ssize_t* after)
+    void st_pool(const float* x, float* out, float* buf, const unsigned char* m, Py_ssize_t H,
+                 Py_ssize_t W, Py_ssize_t OH, Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t dh,
+                 Py_ssize_t dw, Py_ssize_t ph, Py_ssize_t pw, int take_max, const float* inv)
+    void st_depthwise(const float* x, const float* w, float* out, float* buf,
+                      const unsigned char* m, Py_ssize_t H, Py_ssize_t W, Py_ssize_t OH,
+                      Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t ph,
+                      Py_ssize_t pw)
+
+
+cdef bint _flat_fits(Py_ssize_t H, Py_ssize_t W, Py_ssize_t oh, Py_ssize_t ow, Py_ssize_t kh,
+                     Py_ssize_t kw, Py_ssize_t dh, Py_ssize_t dw):
+    """Whether a stride-1 window (output (oh, ow) of a plane (H, W)) takes the
+    flat stencils of ``_stencil.h``: the output as wide as the input and at
+    most ``_FLAT_MAX`` floats (3x3 windows, 2 threads, Zen 5: 7x7 and 14x14
+    planes 0.45-0.55x the padded-plane path's time, 28x28 0.9-1.2x, 56x56
+    and 112x112 1.4-2.3x, their masks and copies no longer in L1), and
+    their column masks (``kw`` bytes per output position), the padded
+    plane's extent and the plane's flat copy with its margins within
+    ``_MAX_PLANE`` (in Python integers: they can overflow Py_ssize_t)."""
+    if ow != W or H <= 0 or W <= 0 or oh <= 0 or <object>oh * W > _FLAT_MAX:
+        return False
+    copy = (<object>H + 2 * oh + (<object>kh - 1) * dh) * W + 2 * ((<object>kw - 1) * dw + 1)
+    return (<object>oh * W * kw <= _MAX_PLANE and copy <= _MAX_PLANE
+            and _plane_fits(oh, ow, kh, kw, dh, dw))

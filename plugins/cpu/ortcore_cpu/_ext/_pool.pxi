@@ -64,6 +64,9 @@ def max_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
         raise ValueError("max_pool: x and out have different plane counts")
     _check_reach("max_pool", (D, H, W), (od, oh, ow), (kd, kh, kw), (sd, sh, sw), (pd, ph, pw),
                  (0, 0, 0), (dd, dh, dw))
+    if _plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow) and _flat_fits(H, W, oh, ow, kh, kw, dh, dw):
+        _pool2d_flat(x, out, kh, kw, ph, pw, dh, dw, True, NULL, NULL, nthreads)
+        return
     if _plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow) and _plane_fits(oh, ow, kh, kw, dh, dw):
         _pool2d_s1(x, out, kh, kw, ph, pw, dh, dw, True, NULL, NULL, nthreads)
         return
@@ -219,6 +222,8 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
             if use_rows:
                 _pool2d_rows(x, out, kh, kw, sh, sw, ph, pw, dh, dw, False, inv_y, inv_x,
                              nthreads)
+            elif _flat_fits(H, W, oh, ow, kh, kw, dh, dw):
+                _pool2d_flat(x, out, kh, kw, ph, pw, dh, dw, False, inv_y, inv_x, nthreads)
             else:
                 _pool2d_s1(x, out, kh, kw, ph, pw, dh, dw, False, inv_y, inv_x, nthreads)
         finally:
@@ -362,6 +367,52 @@ cdef void _pool2d_s1(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
                     for j in range(ow):
                         dst[j] = tmp[y * Wp + j] * (inv_x[j] * sy)
         free(buf)
+    if failed:
+        raise MemoryError()
+
+
+cdef void _pool2d_flat(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
+                       Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t ph, Py_ssize_t pw,
+                       Py_ssize_t dh, Py_ssize_t dw, bint take_max,
+                       const float* inv_y, const float* inv_x, int nthreads) except *:
+    """Stride-1 2-D max (``take_max``) or average pooling whose output is as
+    wide as its input, each plane read as one flat row (``st_pool`` of
+    ``_stencil.h``): no padded copy, and loops as long as the plane, which
+    matters on small planes. Averages are scaled by ``inv_y[y] * inv_x[i]``."""
+    cdef Py_ssize_t P = x.shape[0], H = x.shape[2], W = x.shape[3]
+    cdef Py_ssize_t oh = out.shape[2], ow = out.shape[3]
+    cdef Py_ssize_t p, y, j
+    cdef unsigned char* masks = <unsigned char*>malloc(kw * oh * ow)
+    cdef float* inv = NULL
+    cdef float* buf = NULL
+    cdef Py_ssize_t before, after
+    cdef int failed = 0  # a reduction: any thread without its buffer counts
+    if masks == NULL:
+        raise MemoryError()
+    if not take_max:
+        inv = <float*>malloc(oh * ow * sizeof(float))
+        if inv == NULL:
+            free(masks)
+            raise MemoryError()
+        for y in range(oh):
+            for j in range(ow):
+                inv[y * ow + j] = inv_x[j] * inv_y[y]
+    st_masks(masks, oh * ow, W, kw, dw, pw)
+    st_margins(H, W, oh, kh, kw, dh, dw, ph, pw, &before, &after)
+    try:
+        with nogil, parallel(num_threads=nthreads):
+            # one buffer per thread, guarded (see _pool2d_s1)
+            buf = <float*>malloc((before + H * W + after + 2 * _GUARD) * sizeof(float))
+            for p in prange(P, schedule="static"):
+                if buf == NULL:
+                    failed += 1
+                    continue
+                st_pool(&x[p, 0, 0, 0], &out[p, 0, 0, 0], buf + _GUARD, masks, H, W, oh, kh, kw,
+                        dh, dw, ph, pw, take_max, inv)
+            free(buf)
+    finally:
+        free(masks)
+        free(inv)
     if failed:
         raise MemoryError()
 

@@ -1,0 +1,170 @@
+/* Stride-1 stencils (max and average pooling, depthwise convolution) on
+ * whole planes read as one flat row, for outputs as wide as their input.
+ *
+ * Included by _pool.pxi and _conv.pxi, so compiled for the x86-64 baseline,
+ * AVX2 and AVX-512 (setup.py); plain loops the compiler vectorizes.
+ *
+ * A plane x (H, W) is read as H * W contiguous floats. When the output is
+ * as wide as the input (ow == W: the pads along the width add up to
+ * (kw - 1) * dw), output position j = y * W + c reads, for filter tap (ky,
+ * kx), input position j + voff(ky) + hoff(kx) with voff(ky) = (ky * dh - ph)
+ * * W and hoff(kx) = kx * dw - pw. The tap is inside the plane's rows when
+ * 0 <= j + voff(ky) < H * W, and inside its columns when 0 <= c + hoff(kx) <
+ * W, which a column mask (one byte per output position and filter column)
+ * says. Between the first and the last output row that all filter rows
+ * reach (the middle range), every tap's input position is inside the
+ * plane's memory, so each tap is read there in a loop as long as the range
+ * and selected by its column mask; row-by-row loops on small planes (7x7,
+ * 14x14) are too short for vectors, and a padded copy of each plane cost
+ * more than the stencil. The positions before and after the middle range
+ * (the first and last rows) are computed one by one with their bounds
+ * checked. No plane is read outside its memory.
+ */
+#ifndef ORTCORE_STENCIL_H
+#define ORTCORE_STENCIL_H
+
+#include <stddef.h>
+#include <string.h>
+
+/* m[kx * L + j] = 1 if column (j % W) + kx * dw - pw is inside [0, W), else
+ * 0, for the L positions of an output (OH, W) and kx < kw. */
+static inline void st_masks(unsigned char *m, ptrdiff_t L, ptrdiff_t W, ptrdiff_t kw,
+                            ptrdiff_t dw, ptrdiff_t pw) {
+    for (ptrdiff_t kx = 0; kx < kw; kx++) {
+        ptrdiff_t off = kx * dw - pw;
+        unsigned char *mk = m + kx * L;
+        for (ptrdiff_t j = 0; j < L; j++) {
+            ptrdiff_t c = j % W;
+            mk[j] = (c + off >= 0 && c + off < W) ? 1 : 0;
+        }
+    }
+}
+
+/* Floats the flat copy of a plane (see st_copy) needs before and after it. */
+static inline void st_margins(ptrdiff_t H, ptrdiff_t W, ptrdiff_t OH, ptrdiff_t kh, ptrdiff_t kw,
+                              ptrdiff_t dh, ptrdiff_t dw, ptrdiff_t ph, ptrdiff_t pw,
+                              ptrdiff_t *before, ptrdiff_t *after) {
+    ptrdiff_t first = -ph * W - pw;                            /* lowest offset read */
+    ptrdiff_t last = OH * W - 1 + ((kh - 1) * dh - ph) * W + (kw - 1) * dw - pw;
+    *before = first < 0 ? -first : 0;
+    *after = last >= H * W ? last - H * W + 1 : 0;
+}
+
+/* Copy plane x (H * W floats) to buf + before, with `fill` in the `before`
+ * floats ahead of it and the `after` floats behind it; return the copy. */
+static inline const float *st_copy(const float *x, float *buf, ptrdiff_t HW, ptrdiff_t before,
+                                   ptrdiff_t after, float fill) {
+    for (ptrdiff_t i = 0; i < before; i++) buf[i] = fill;
+    memcpy(buf + before, x, sizeof(float) * (size_t)HW);
+    for (ptrdiff_t i = 0; i < after; i++) buf[before + HW + i] = fill;
+    return buf + before;
+}
+
+/* Max (take_max; NaN never wins, a window with nothing inside gives -inf)
+ * or sum of a stride-1 window over plane x (H, W) into out (OH, W); buf
+ * holds the plane's flat copy (st_margins), m the masks of st_masks. The
+ * sums are multiplied by inv[j] (OH * W floats: the average's divisors)
+ * when inv is not NULL. */
+static inline void st_pool(const float *x, float *out, float *buf, const unsigned char *m,
+                           ptrdiff_t H, ptrdiff_t W, ptrdiff_t OH, ptrdiff_t kh, ptrdiff_t kw,
+                           ptrdiff_t dh, ptrdiff_t dw, ptrdiff_t ph, ptrdiff_t pw, int take_max,
+                           const float *inv) {
+    const ptrdiff_t L = OH * W;
+    const float fill = take_max ? -__builtin_inff() : 0.0f;
+    ptrdiff_t before, after;
+    st_margins(H, W, OH, kh, kw, dh, dw, ph, pw, &before, &after);
+    const float *a = st_copy(x, buf, H * W, before, after, fill);
+    if (kh == 3 && kw == 3) {
+        const ptrdiff_t r0 = -ph * W, r1 = (dh - ph) * W, r2 = (2 * dh - ph) * W;
+        const ptrdiff_t c0 = -pw, c1 = dw - pw, c2 = 2 * dw - pw;
+        const unsigned char *m0 = m, *m1 = m + L, *m2 = m + 2 * L;
+        /* each filter column's three rows first, then the columns' masks */
+        if (take_max) {
+            for (ptrdiff_t j = 0; j < L; j++) {
+                const float *q = a + j;
+                float s0 = fill, s1 = fill, s2 = fill, v;
+#define ST_MAX(s, o) v = q[o]; s = v > s ? v : s;
+                ST_MAX(s0, r0 + c0) ST_MAX(s0, r1 + c0) ST_MAX(s0, r2 + c0)
+                ST_MAX(s1, r0 + c1) ST_MAX(s1, r1 + c1) ST_MAX(s1, r2 + c1)
+                ST_MAX(s2, r0 + c2) ST_MAX(s2, r1 + c2) ST_MAX(s2, r2 + c2)
+#undef ST_MAX
+                s0 = m0[j] ? s0 : fill;
+                s1 = m1[j] ? s1 : fill;
+                s2 = m2[j] ? s2 : fill;
+                s0 = s1 > s0 ? s1 : s0;
+                out[j] = s2 > s0 ? s2 : s0;
+            }
+        } else {
+            for (ptrdiff_t j = 0; j < L; j++) {
+                const float *q = a + j;
+                float s0 = q[r0 + c0] + q[r1 + c0] + q[r2 + c0];
+                float s1 = q[r0 + c1] + q[r1 + c1] + q[r2 + c1];
+                float s2 = q[r0 + c2] + q[r1 + c2] + q[r2 + c2];
+                out[j] = (m0[j] ? s0 : 0.0f) + (m1[j] ? s1 : 0.0f) + (m2[j] ? s2 : 0.0f);
+            }
+        }
+    } else {
+        for (ptrdiff_t j = 0; j < L; j++) out[j] = fill;
+        for (ptrdiff_t ky = 0; ky < kh; ky++) {
+            for (ptrdiff_t kx = 0; kx < kw; kx++) {
+                const ptrdiff_t off = (ky * dh - ph) * W + kx * dw - pw;
+                const unsigned char *mk = m + kx * L;
+                if (take_max) {
+                    for (ptrdiff_t j = 0; j < L; j++) {
+                        float v = a[j + off];
+                        v = mk[j] ? v : fill;
+                        out[j] = v > out[j] ? v : out[j];
+                    }
+                } else {
+                    for (ptrdiff_t j = 0; j < L; j++) {
+                        float v = a[j + off];
+                        out[j] += mk[j] ? v : 0.0f;
+                    }
+                }
+            }
+        }
+    }
+    if (inv)
+        for (ptrdiff_t j = 0; j < L; j++) out[j] *= inv[j];
+}
+
+/* Depthwise convolution of plane x (H, W) with filter w (kh, kw), stride 1,
+ * added to out (OH, W), which holds zeros or the bias; buf holds the
+ * plane's flat copy (st_margins), m the masks of st_masks. */
+static inline void st_depthwise(const float *x, const float *w, float *out, float *buf,
+                                const unsigned char *m, ptrdiff_t H, ptrdiff_t W, ptrdiff_t OH,
+                                ptrdiff_t kh, ptrdiff_t kw, ptrdiff_t dh, ptrdiff_t dw,
+                                ptrdiff_t ph, ptrdiff_t pw) {
+    const ptrdiff_t L = OH * W;
+    ptrdiff_t before, after;
+    st_margins(H, W, OH, kh, kw, dh, dw, ph, pw, &before, &after);
+    const float *a = st_copy(x, buf, H * W, before, after, 0.0f);
+    if (kh == 3 && kw == 3) {
+        const ptrdiff_t r0 = -ph * W, r1 = (dh - ph) * W, r2 = (2 * dh - ph) * W;
+        const ptrdiff_t c0 = -pw, c1 = dw - pw, c2 = 2 * dw - pw;
+        const unsigned char *m0 = m, *m1 = m + L, *m2 = m + 2 * L;
+        const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4];
+        const float w5 = w[5], w6 = w[6], w7 = w[7], w8 = w[8];
+        for (ptrdiff_t j = 0; j < L; j++) {
+            const float *q = a + j;
+            float s0 = w0 * q[r0 + c0] + w3 * q[r1 + c0] + w6 * q[r2 + c0];
+            float s1 = w1 * q[r0 + c1] + w4 * q[r1 + c1] + w7 * q[r2 + c1];
+            float s2 = w2 * q[r0 + c2] + w5 * q[r1 + c2] + w8 * q[r2 + c2];
+            out[j] += (m0[j] ? s0 : 0.0f) + (m1[j] ? s1 : 0.0f) + (m2[j] ? s2 : 0.0f);
+        }
+    } else {
+        for (ptrdiff_t ky = 0; ky < kh; ky++) {
+            for (ptrdiff_t kx = 0; kx < kw; kx++) {
+                const ptrdiff_t off = (ky * dh - ph) * W + kx * dw - pw;
+                const unsigned char *mk = m + kx * L;
+                const float wv = w[ky * kw + kx];
+                for (ptrdiff_t j = 0; j < L; j++) {
+                    float v = wv * a[j + off];
+                    out[j] += mk[j] ? v : 0.0f;
+                }
+            }
+        }
+    }
+}
+
+#endif
