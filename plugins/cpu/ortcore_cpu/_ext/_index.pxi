@@ -48,6 +48,8 @@ cdef enum:
     _MAX_PLANE = 1 << 26
     # Largest output plane (floats) of the flat stride-1 stencils (_flat_fits)
     _FLAT_MAX = 512
+    # Largest buffer (floats) of the strided small-plane depthwise stencil (_strided_floats)
+    _STRIDED_MAX = 4096
 
 
 cdef int _check_window(str where, Py_ssize_t kd, Py_ssize_t kh, Py_ssize_t kw,
@@ -122,6 +124,10 @@ cdef extern from "_stencil.h" nogil:
     void st_pool(const float* x, float* out, float* buf, const unsigned char* m, Py_ssize_t H,
                  Py_ssize_t W, Py_ssize_t OH, Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t dh,
                  Py_ssize_t dw, Py_ssize_t ph, Py_ssize_t pw, int take_max, const float* inv)
+    void st_depthwise_strided(const float* x, const float* w, float* out, float* buf,
+                              Py_ssize_t H, Py_ssize_t W, Py_ssize_t OH, Py_ssize_t OW,
+                              Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t sh, Py_ssize_t sw,
+                              Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t ph, Py_ssize_t pw)
     void st_depthwise(const float* x, const float* w, float* out, float* buf,
                       const unsigned char* m, Py_ssize_t H, Py_ssize_t W, Py_ssize_t OH,
                       Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t ph,
@@ -143,3 +149,4 @@ cdef bint _flat_fits(Py_ssize_t H, Py_ssize_t W, Py_ssize_t oh, Py_ssize_t ow, P
     copy = (<object>H + 2 * oh + (<object>kh - 1) * dh) * W + 2 * ((<object>kw - 1) * dw + 1)
     return (<object>oh * W * kw <= _MAX_PLANE and copy <= _MAX_PLANE
             and _plane_fits(oh, ow, kh, kw, dh, dw))
+

@@ -167,4 +167,109 @@ static inline void st_depthwise(const float *x, const float *w, float *out, floa
     }
 }
 
+/* Strided depthwise convolution on small planes: plane x (H, W), begin pads
+ * (ph, pw), output (OH, OW). The zero-padded plane is split into sh * sw
+ * phases, phase (ry, rx) holding padded rows ry, ry + sh, ... and columns
+ * rx, rx + sw, ... as a (HQ, WQ) plane; filter tap (ky, kx) of output (y,
+ * c) is then element (y + a, c + b) of phase (ky * dh % sh, kx * dw % sw)
+ * with a = ky * dh / sh, b = kx * dw / sw, so every tap reads the flat
+ * positions j = y * WQ + c of one phase plus a constant: one loop as long
+ * as the output plane (positions with c >= OW are computed and dropped),
+ * instead of short loops per output row. (Pooling, which is separable, is
+ * faster row by row: see _pool2d_rows.) */
+
+/* Rows and columns of each phase plane. */
+static inline void st_phase_shape(ptrdiff_t OH, ptrdiff_t OW, ptrdiff_t kh, ptrdiff_t kw,
+                                  ptrdiff_t sh, ptrdiff_t sw, ptrdiff_t dh, ptrdiff_t dw,
+                                  ptrdiff_t *HQ, ptrdiff_t *WQ) {
+    *HQ = OH + (kh - 1) * dh / sh;
+    *WQ = OW + (kw - 1) * dw / sw;
+}
+
+/* The phase planes of x (zeros for the pads) into buf (sh * sw * HQ * WQ floats). */
+static inline void st_phases(const float *x, float *buf, ptrdiff_t H, ptrdiff_t W,
+                             ptrdiff_t sh, ptrdiff_t sw, ptrdiff_t ph, ptrdiff_t pw,
+                             ptrdiff_t HQ, ptrdiff_t WQ) {
+    for (ptrdiff_t ry = 0; ry < sh; ry++) {
+        for (ptrdiff_t rx = 0; rx < sw; rx++) {
+            float *q = buf + (ry * sw + rx) * HQ * WQ;
+            /* the phase's columns inside the data: [lo, hi) */
+            ptrdiff_t c0 = rx - pw; /* input column of phase column 0 */
+            ptrdiff_t lo = c0 >= 0 ? 0 : (-c0 + sw - 1) / sw;
+            ptrdiff_t hi = W - c0 <= 0 ? 0 : (W - c0 - 1) / sw + 1;
+            if (lo > WQ) lo = WQ;
+            if (hi > WQ) hi = WQ;
+            if (hi < lo) hi = lo;
+            for (ptrdiff_t u = 0; u < HQ; u++) {
+                float *row = q + u * WQ;
+                ptrdiff_t r = u * sh + ry - ph;
+                if (r < 0 || r >= H) {
+                    for (ptrdiff_t v = 0; v < WQ; v++) row[v] = 0.0f;
+                    continue;
+                }
+                const float *xr = x + r * W; /* column c0 + v * sw of it */
+                for (ptrdiff_t v = 0; v < lo; v++) row[v] = 0.0f;
+                if (sw == 2) {
+                    for (ptrdiff_t v = lo; v < hi; v++) row[v] = xr[c0 + 2 * v];
+                } else {
+                    for (ptrdiff_t v = lo; v < hi; v++) row[v] = xr[c0 + v * sw];
+                }
+                for (ptrdiff_t v = hi; v < WQ; v++) row[v] = 0.0f;
+            }
+        }
+    }
+}
+
+/* Offset of tap (ky, kx) in the phase planes. */
+static inline ptrdiff_t st_tap(ptrdiff_t ky, ptrdiff_t kx, ptrdiff_t sh, ptrdiff_t sw,
+                               ptrdiff_t dh, ptrdiff_t dw, ptrdiff_t HQ, ptrdiff_t WQ) {
+    ptrdiff_t ty = ky * dh, tx = kx * dw;
+    return ((ty % sh) * sw + tx % sw) * HQ * WQ + (ty / sh) * WQ + tx / sw;
+}
+
+/* Strided depthwise convolution of plane x with filter w (kh, kw), added to
+ * out (OH, OW), which holds zeros or the bias; buf: the phases
+ * (st_phase_shape) and then (OH - 1) * WQ + OW floats. */
+static inline void st_depthwise_strided(const float *x, const float *w, float *out,
+                                        float *buf, ptrdiff_t H, ptrdiff_t W, ptrdiff_t OH,
+                                        ptrdiff_t OW, ptrdiff_t kh, ptrdiff_t kw, ptrdiff_t sh,
+                                        ptrdiff_t sw, ptrdiff_t dh, ptrdiff_t dw, ptrdiff_t ph,
+                                        ptrdiff_t pw) {
+    ptrdiff_t HQ, WQ;
+    st_phase_shape(OH, OW, kh, kw, sh, sw, dh, dw, &HQ, &WQ);
+    st_phases(x, buf, H, W, sh, sw, ph, pw, HQ, WQ);
+    const ptrdiff_t L = (OH - 1) * WQ + OW;
+    float *t = buf + sh * sw * HQ * WQ;
+    if (kh == 3 && kw == 3) {
+        const float *p0 = buf + st_tap(0, 0, sh, sw, dh, dw, HQ, WQ);
+        const float *p1 = buf + st_tap(0, 1, sh, sw, dh, dw, HQ, WQ);
+        const float *p2 = buf + st_tap(0, 2, sh, sw, dh, dw, HQ, WQ);
+        const float *p3 = buf + st_tap(1, 0, sh, sw, dh, dw, HQ, WQ);
+        const float *p4 = buf + st_tap(1, 1, sh, sw, dh, dw, HQ, WQ);
+        const float *p5 = buf + st_tap(1, 2, sh, sw, dh, dw, HQ, WQ);
+        const float *p6 = buf + st_tap(2, 0, sh, sw, dh, dw, HQ, WQ);
+        const float *p7 = buf + st_tap(2, 1, sh, sw, dh, dw, HQ, WQ);
+        const float *p8 = buf + st_tap(2, 2, sh, sw, dh, dw, HQ, WQ);
+        const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4];
+        const float w5 = w[5], w6 = w[6], w7 = w[7], w8 = w[8];
+        for (ptrdiff_t j = 0; j < L; j++)
+            t[j] = w0 * p0[j] + w1 * p1[j] + w2 * p2[j] + w3 * p3[j] + w4 * p4[j] + w5 * p5[j]
+                   + w6 * p6[j] + w7 * p7[j] + w8 * p8[j];
+    } else {
+        for (ptrdiff_t j = 0; j < L; j++) t[j] = 0.0f;
+        for (ptrdiff_t ky = 0; ky < kh; ky++) {
+            for (ptrdiff_t kx = 0; kx < kw; kx++) {
+                const float *p = buf + st_tap(ky, kx, sh, sw, dh, dw, HQ, WQ);
+                const float wv = w[ky * kw + kx];
+                for (ptrdiff_t j = 0; j < L; j++) t[j] += wv * p[j];
+            }
+        }
+    }
+    for (ptrdiff_t y = 0; y < OH; y++) {
+        const float *src = t + y * WQ;
+        float *dst = out + y * OW;
+        for (ptrdiff_t c = 0; c < OW; c++) dst[c] += src[c];
+    }
+}
+
 #endif
