@@ -60,6 +60,12 @@ CASES = [
     ((8, 3, 2), (9, 3, 3), (1, 1), (2, 1, 2, 1), (1, 1)),  # more pads than input
     # flat mode's planes past its cache size: items go run by run
     ((8, 128, 130), (20, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    # strides in flat mode: row and column phases
+    ((5, 14, 14), (9, 3, 3), (2, 2), (0, 0, 1, 1), (1, 1)),
+    ((3, 23, 21), (6, 11, 11), (4, 4), (2, 1, 0, 3), (1, 1)),
+    ((4, 13, 17), (5, 3, 5), (3, 2), (1, 2, 1, 2), (2, 1)),
+    ((20, 30, 30), (8, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1)),  # strided 1x1
+    ((6, 9, 9), (5, 3, 3), (2, 1), (1, 1, 1, 1), (1, 1)),
 ]
 
 
@@ -71,10 +77,6 @@ def test_direct_conv2d_matches_numpy(
     ext: Any, case: tuple[Any, ...], threads: int, flat: bool
 ) -> None:
     (c, h, wd), (m, kh, kw), strides, pads, dilations = case
-    if flat and strides != (1, 1):
-        with pytest.raises(ValueError, match="flat mode needs stride 1"):
-            ext.direct_conv2d_scratch(c, 4, 4, kh, kw, *strides, *dilations, True)
-        return
     x = RNG.standard_normal((c, h, wd)).astype(np.float32)
     w = RNG.standard_normal((m, c, kh, kw)).astype(np.float32)
     want = _numpy_conv(x, w, strides, pads, dilations)
@@ -138,8 +140,9 @@ def test_direct_conv2d_refuses_what_it_cannot_do_safely(ext: Any) -> None:
     ext.direct_conv2d(x, wp, y, none, None, flat, 1, 1, 1, 1, 1, 1, -INF, INF, 1, True)
     with pytest.raises(ValueError, match="scratch of"):
         ext.direct_conv2d(x, wp, y, none, None, flat[:-1], 1, 1, 1, 1, 1, 1, -INF, INF, 1, True)
-    with pytest.raises(ValueError, match="flat mode needs stride 1"):
-        ext.direct_conv2d(x, wp, np.zeros((5, 4, 4), np.float32), none, None, flat,
+    strided = np.zeros(ext.direct_conv2d_scratch(3, 4, 4, 3, 3, 2, 2, 1, 1, True), np.float32)
+    with pytest.raises(ValueError, match="scratch of"):
+        ext.direct_conv2d(x, wp, np.zeros((5, 4, 4), np.float32), none, None, strided[:-1],
                           2, 2, 1, 1, 1, 1, -INF, INF, 1, True)  # fmt: skip
 
 
@@ -164,7 +167,7 @@ def _reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: Any) -> np.
         ((1, 3, 9, 9), (8, 3, 3, 3), {"auto_pad": "SAME_UPPER"}, (False, True)),  # few taps
         ((1, 11, 12, 12), (8, 11, 5, 5), {}, (False, True)),  # too deep (275) for narrow
         ((1, 32, 12, 12), (32, 32, 3, 3), {"pads": [1, 1, 1, 1]}, (False, True)),  # Winograd
-        ((1, 40, 10, 10), (8, 40, 3, 3), {"strides": [2, 2]}, (False, False)),  # deep, narrow
+        ((1, 40, 10, 10), (8, 40, 3, 3), {"strides": [2, 2]}, (False, True)),  # deep, narrow
         ((1, 40, 10, 100), (8, 40, 3, 3), {"strides": [2, 2]}, (False, True)),  # deep, wide
         ((2, 24, 7, 7), (40, 24, 1, 1), {}, (False, False)),  # 1x1: BLAS
         ((1, 24, 8, 8), (40, 24, 1, 1), {"strides": [2, 2]}, (False, False)),  # strided 1x1
@@ -205,7 +208,7 @@ def test_direct_path_rule(monkeypatch: pytest.MonkeyPatch, ext: Any) -> None:
     w7 = np.zeros((64, 3, 7, 7), np.float32)
     win = window((224, 224), (7, 7), strides=[2, 2], pads=[3, 3, 3, 3])
     assert conv._use_direct(x, w7, win, 1, True)
-    assert conv._flat(win) is False  # strided: row mode
+    assert conv._flat(win) == wide  # strided too: on row and column phases
     w11 = np.zeros((96, 3, 11, 11), np.float32)  # depth 363: BLAS as fast in narrow builds
     win11 = window((224, 224), (11, 11), strides=[4, 4])
     assert conv._use_direct(x, w11, win11, 1, True) == wide

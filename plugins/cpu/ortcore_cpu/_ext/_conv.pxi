@@ -524,16 +524,16 @@ cdef void _depthwise2d_phases(const float[:, :, ::1] x, const float[:, :, ::1] w
 
 cdef extern from "_direct_conv.h" nogil:
     void dc_pack_channel(const float* x, Py_ssize_t H, Py_ssize_t W, float* out,
-                         Py_ssize_t C, Py_ssize_t S, Py_ssize_t HP, Py_ssize_t WQ,
-                         Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t c)
+                         Py_ssize_t C, Py_ssize_t SH, Py_ssize_t S, Py_ssize_t HP,
+                         Py_ssize_t WQ, Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t c)
     void dc_rows(const float* xph, Py_ssize_t C, Py_ssize_t HP, Py_ssize_t WQ,
-                 const float* wp, Py_ssize_t KH, Py_ssize_t KW, const Py_ssize_t* koff,
-                 Py_ssize_t sh, Py_ssize_t dh, float* y, const float* z, const float* bias,
-                 Py_ssize_t M, Py_ssize_t OH, Py_ssize_t OW, float lo, float hi, int clamp,
-                 Py_ssize_t ocb, Py_ssize_t oy)
-    void dc_flat(const float* xph, Py_ssize_t C, Py_ssize_t HP, Py_ssize_t WQ,
-                 const float* wp, Py_ssize_t KH, Py_ssize_t KW, const Py_ssize_t* koff,
-                 Py_ssize_t dh, float* y, const float* z, const float* bias,
+                 const float* wp, Py_ssize_t KH, Py_ssize_t KW, const Py_ssize_t* kyoff,
+                 const Py_ssize_t* koff, Py_ssize_t sh, float* y, const float* z,
+                 const float* bias, Py_ssize_t M, Py_ssize_t OH, Py_ssize_t OW, float lo,
+                 float hi, int clamp, Py_ssize_t ocb, Py_ssize_t oy)
+    void dc_flat(const float* xph, Py_ssize_t C, Py_ssize_t HQ, Py_ssize_t WQ,
+                 const float* wp, Py_ssize_t KH, Py_ssize_t KW, const Py_ssize_t* kyoff,
+                 const Py_ssize_t* koff, float* y, const float* z, const float* bias,
                  Py_ssize_t M, Py_ssize_t OH, Py_ssize_t OW, float lo, float hi, int clamp,
                  Py_ssize_t ocb, Py_ssize_t j0, Py_ssize_t nv)
     int DC_OCB
@@ -563,9 +563,8 @@ def direct_conv2d_scratch(Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW,
     if C < 0 or OH < 0 or OW < 0:
         raise ValueError(f"direct_conv2d: negative size {(C, OH, OW)}")
     if flat:
-        if sh != 1 or sw != 1:
-            raise ValueError(f"direct_conv2d: flat mode needs stride 1, got {(sh, sw)}")
-        return C * _dc_rows_needed(OH, KH, 1, dh) * _dc_flat_cols(OW, KW, dw) + DC_VL * DC_VMAX
+        return (sh * sw * C * _dc_flat_size(OH, KH, sh, dh) * _dc_flat_size(OW, KW, sw, dw)
+                + DC_VL * DC_VMAX)
     return sw * C * _dc_rows_needed(OH, KH, sh, dh) * _dc_cols_needed(OW, KW, sw, dw)
 
 
@@ -581,9 +580,11 @@ cdef inline Py_ssize_t _dc_cols_needed(Py_ssize_t OW, Py_ssize_t KW, Py_ssize_t 
     return ((OW + DC_VL - 1) // DC_VL) * DC_VL + ((KW - 1) * dw) // sw
 
 
-cdef inline Py_ssize_t _dc_flat_cols(Py_ssize_t OW, Py_ssize_t KW, Py_ssize_t dw) noexcept:
-    # flat mode's padded row: the output columns and the filter's reach
-    return OW + (KW - 1) * dw if OW > 0 else 0
+cdef inline Py_ssize_t _dc_flat_size(Py_ssize_t O, Py_ssize_t K, Py_ssize_t s,
+                                     Py_ssize_t d) noexcept:
+    # flat mode's phase planes along one axis: the outputs and the filter's
+    # reach in its phase
+    return O + ((K - 1) * d) // s if O > 0 else 0
 
 
 def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
@@ -602,16 +603,18 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     pads are ``ph``, ``pw``; every input position a window reaches past the
     input reads 0. Output rows (B channels each) split over ``nthreads``.
 
-    ``flat`` (stride 1 only) computes runs of vectors along the padded
-    planes read as one long row each, rather than along each output row:
-    small output planes (7x7, 14x14) then fill whole vectors; the work items
-    are runs of flat positions of B channels."""
+    ``flat`` computes runs of vectors along the padded planes read as one
+    long row each, rather than along each output row: small output planes
+    (7x7, 14x14) then fill whole vectors; the work items are runs of flat
+    positions of B channels. With strides the planes are split into row and
+    column phases, so every filter tap still reads one run."""
     cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef Py_ssize_t MB = wp.shape[0], KH = wp.shape[2], KW = wp.shape[3]
     cdef Py_ssize_t M = y.shape[0], OH = y.shape[1], OW = y.shape[2]
-    cdef Py_ssize_t HP, WQ, item, c, kx, chunk, chunks, nv
+    cdef Py_ssize_t HP, WQ, item, c, ky, kx, chunk, chunks, nv, SH, phases
     cdef bint by_chunk
     cdef Py_ssize_t* koff
+    cdef Py_ssize_t* kyoff
     cdef const float* zp = NULL
     cdef const float* bp = NULL
     cdef float* xph
@@ -635,8 +638,15 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     need = direct_conv2d_scratch(C, OH, OW, KH, KW, sh, sw, dh, dw, flat)
     if scratch.shape[0] < need:
         raise ValueError(f"direct_conv2d: scratch of {scratch.shape[0]} floats, {need} needed")
-    HP = _dc_rows_needed(OH, KH, sh, dh)
-    WQ = _dc_flat_cols(OW, KW, dw) if flat else _dc_cols_needed(OW, KW, sw, dw)
+    if flat:  # phase planes of rows and columns
+        SH = sh
+        HP = _dc_flat_size(OH, KH, sh, dh)
+        WQ = _dc_flat_size(OW, KW, sw, dw)
+    else:  # column phases of whole padded rows
+        SH = 1
+        HP = _dc_rows_needed(OH, KH, sh, dh)
+        WQ = _dc_cols_needed(OW, KW, sw, dw)
+    phases = SH * sw
     # flat mode: the plane's vectors in equal runs of at most DC_VMAX
     nv = ((OH - 1) * WQ + OW + DC_VL - 1) // DC_VL
     chunks = (nv + DC_VMAX - 1) // DC_VMAX
@@ -647,33 +657,41 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     # per block) while the planes fit in the cache; past that, run by run
     # (a run of every plane read once per block while it is in the cache,
     # the weights once per run).
-    by_chunk = flat and C * HP * WQ > _DC_CACHE_FLOATS
+    by_chunk = flat and phases * C * HP * WQ > _DC_CACHE_FLOATS
     if b.shape[0]:
         bp = &b[0]
     xph = &scratch[0]
+    # each filter tap's offset in the planes: its phase's plane, its row
+    # (kyoff) and column (koff) in that phase
     koff = <Py_ssize_t*>malloc(KW * sizeof(Py_ssize_t))
-    if koff == NULL:
+    kyoff = <Py_ssize_t*>malloc(KH * sizeof(Py_ssize_t))
+    if koff == NULL or kyoff == NULL:
+        free(koff)
+        free(kyoff)
         raise MemoryError()
     for kx in range(KW):
         koff[kx] = ((kx * dw) % sw) * C * HP * WQ + (kx * dw) // sw
+    for ky in range(KH):
+        kyoff[ky] = ((ky * dh) % SH) * sw * C * HP * WQ + ((ky * dh) // SH) * WQ
     try:
         with nogil:
             for c in prange(C, num_threads=nthreads, schedule="static"):
-                dc_pack_channel(&x[0, 0, 0], H, W, xph, C, sw, HP, WQ, ph, pw, c)
+                dc_pack_channel(&x[0, 0, 0], H, W, xph, C, SH, sw, HP, WQ, ph, pw, c)
             if flat:
                 for item in prange(MB * chunks, num_threads=nthreads, schedule="static"):
                     if by_chunk:
-                        dc_flat(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, koff, dh,
+                        dc_flat(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, kyoff, koff,
                                 &y[0, 0, 0], zp, bp, M, OH, OW, lo, hi, clamp,
                                 item % MB, (item // MB) * chunk, nv)
                     else:
-                        dc_flat(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, koff, dh,
+                        dc_flat(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, kyoff, koff,
                                 &y[0, 0, 0], zp, bp, M, OH, OW, lo, hi, clamp,
                                 item // chunks, (item % chunks) * chunk, nv)
             else:
                 for item in prange(MB * OH, num_threads=nthreads, schedule="static"):
-                    dc_rows(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, koff, sh, dh,
+                    dc_rows(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, kyoff, koff, sh,
                             &y[0, 0, 0], zp, bp, M, OH, OW, lo, hi, clamp,
                             item // OH, item % OH)
     finally:
         free(koff)
+        free(kyoff)

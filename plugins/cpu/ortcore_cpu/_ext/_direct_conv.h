@@ -15,8 +15,11 @@
  * vectors of input and multiplies each with the channels' weights, into
  * DC_OCB * DC_VMAX accumulators kept in registers.
  *
- * Flat mode (stride 1, dc_flat): the padded planes are read as one long row
- * each, so a run of vectors covers several output rows of a small plane.
+ * Flat mode (dc_flat): the padded planes are read as one long row each, so
+ * a run of vectors covers several output rows of a small plane. With
+ * strides the planes are split into row and column phases too (phase (py,
+ * px) holds padded rows py, py + sh, ... and columns px, px + sw, ...), so
+ * that every filter tap reads a run of one phase at a constant offset.
  *
  * The bias, a residual input and a clamp (fused Relu or Clip) are applied
  * when the output is written.
@@ -47,18 +50,20 @@
 typedef float dc_v8 __attribute__((vector_size(DC_VL * 4)));
 typedef float dc_v8u __attribute__((vector_size(DC_VL * 4), aligned(4), may_alias));
 
-/* Phase-split padded copy of one image x (C, H, W) into out (S, C, HP, WQ):
- * out[p, c, r, j] = x[c, r - ph, j * S + p - pw], zero outside x. One call
- * per channel c (the caller splits channels over threads). */
+/* Phase-split padded copy of one image x (C, H, W) into out (SH, S, C, HP,
+ * WQ): out[q, p, c, r, j] = x[c, r * SH + q - ph, j * S + p - pw], zero
+ * outside x. One call per channel c (the caller splits channels over
+ * threads). */
 static inline void dc_pack_channel(const float *x, ptrdiff_t H, ptrdiff_t W, float *out,
-                                   ptrdiff_t C, ptrdiff_t S, ptrdiff_t HP, ptrdiff_t WQ,
-                                   ptrdiff_t ph, ptrdiff_t pw, ptrdiff_t c) {
+                                   ptrdiff_t C, ptrdiff_t SH, ptrdiff_t S, ptrdiff_t HP,
+                                   ptrdiff_t WQ, ptrdiff_t ph, ptrdiff_t pw, ptrdiff_t c) {
     const float *xc = x + c * H * W;
+    for (ptrdiff_t q = 0; q < SH; q++)
     for (ptrdiff_t p = 0; p < S; p++) {
-        float *o = out + (p * C + c) * HP * WQ;
+        float *o = out + ((q * S + p) * C + c) * HP * WQ;
         for (ptrdiff_t r = 0; r < HP; r++) {
             float *orow = o + r * WQ;
-            ptrdiff_t iy = r - ph;
+            ptrdiff_t iy = r * SH + q - ph;
             if (iy < 0 || iy >= H) {
                 memset(orow, 0, (size_t)WQ * sizeof(float));
                 continue;
@@ -83,18 +88,20 @@ static inline void dc_pack_channel(const float *x, ptrdiff_t H, ptrdiff_t W, flo
     }
 }
 
-/* Accumulate V vectors (DC_VL * V output columns from column ow0) of the four
- * output channels of block `ocb`, output row `oy`, into acc. */
+/* Accumulate V vectors (DC_VL * V positions from ow0 of the row at offset
+ * `at` of each plane) of the output channels of block `ocb` into acc. Plane
+ * c starts at xph + c * CS; filter tap (ky, kx) reads at kyoff[ky] +
+ * koff[kx] from there. */
 static inline __attribute__((always_inline)) void dc_accumulate(
-    dc_v8 acc[DC_OCB][DC_VMAX], const int V, const float *xph, ptrdiff_t C, ptrdiff_t HP,
-    ptrdiff_t WQ, const float *wp, ptrdiff_t KH, ptrdiff_t KW, ptrdiff_t ocb, ptrdiff_t oy,
-    ptrdiff_t sh, ptrdiff_t dh, const ptrdiff_t *koff, ptrdiff_t ow0) {
+    dc_v8 acc[DC_OCB][DC_VMAX], const int V, const float *xph, ptrdiff_t C, ptrdiff_t CS,
+    const float *wp, ptrdiff_t KH, ptrdiff_t KW, ptrdiff_t ocb, ptrdiff_t at,
+    const ptrdiff_t *kyoff, const ptrdiff_t *koff, ptrdiff_t ow0) {
     for (int r = 0; r < DC_OCB; r++)
         for (int v = 0; v < V; v++) acc[r][v] = (dc_v8){0};
     const float *w = wp + ocb * C * KH * KW * DC_OCB;
     for (ptrdiff_t c = 0; c < C; c++) {
         for (ptrdiff_t ky = 0; ky < KH; ky++) {
-            const float *row = xph + (c * HP + oy * sh + ky * dh) * WQ + ow0;
+            const float *row = xph + c * CS + at + kyoff[ky] + ow0;
             const float *wk = w + ((c * KH + ky) * KW) * DC_OCB;
             for (ptrdiff_t kx = 0; kx < KW; kx++) {
                 const float *src = row + koff[kx];
@@ -148,19 +155,21 @@ static inline void dc_store(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, const f
     }
 }
 
-/* One work item: the four output channels of block `ocb`, output row `oy`,
- * all columns. y and z are (M, OH, OW) of one image; bias is NULL or (M,). */
+/* One work item: the output channels of block `ocb`, output row `oy`, all
+ * columns. y and z are (M, OH, OW) of one image; bias is NULL or (M,).
+ * kyoff[ky] = ky * dh * WQ; koff as for dc_accumulate. */
 static void dc_rows(const float *xph, ptrdiff_t C, ptrdiff_t HP, ptrdiff_t WQ,
-                    const float *wp, ptrdiff_t KH, ptrdiff_t KW, const ptrdiff_t *koff,
-                    ptrdiff_t sh, ptrdiff_t dh, float *y, const float *z, const float *bias,
-                    ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW, float lo, float hi, int clamp,
-                    ptrdiff_t ocb, ptrdiff_t oy) {
+                    const float *wp, ptrdiff_t KH, ptrdiff_t KW, const ptrdiff_t *kyoff,
+                    const ptrdiff_t *koff, ptrdiff_t sh, float *y, const float *z,
+                    const float *bias, ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW, float lo,
+                    float hi, int clamp, ptrdiff_t ocb, ptrdiff_t oy) {
     dc_v8 acc[DC_OCB][DC_VMAX];
     ptrdiff_t ow0 = 0;
 /* accumulate and write V vectors of columns from ow0 */
 #define DC_STEP(V)                                                                          \
     do {                                                                                    \
-        dc_accumulate(acc, V, xph, C, HP, WQ, wp, KH, KW, ocb, oy, sh, dh, koff, ow0);      \
+        dc_accumulate(acc, V, xph, C, HP * WQ, wp, KH, KW, ocb, oy * sh * WQ, kyoff, koff,  \
+                      ow0);                                                                 \
         dc_store(acc, V, y, z, bias, M, OH, OW, ocb, oy, ow0, lo, hi, clamp);               \
     } while (0)
     for (; ow0 + DC_VL * DC_VMAX <= OW; ow0 += DC_VL * DC_VMAX) DC_STEP(DC_VMAX);
@@ -181,12 +190,15 @@ static void dc_rows(const float *xph, ptrdiff_t C, ptrdiff_t HP, ptrdiff_t WQ,
 #undef DC_STEP
 }
 
-/* Flat mode, for stride 1: the padded planes (C, HP, WQ) with WQ = OW + (KW
- * - 1) * dw are read as one long row each. Flat position j = oy * WQ + ox
- * is output (oy, ox) where ox < OW (the other positions are computed and
- * dropped), so small output planes fill whole vectors instead of one row
- * each. The scratch holds DC_VL * DC_VMAX floats past the last plane: the
- * last vectors read past it (into positions that are dropped). */
+/* Flat mode: the padded phase planes (sh, sw, C, HQ, WQ) with HQ = OH + (KH
+ * - 1) * dh / sh and WQ = OW + (KW - 1) * dw / sw are read as one long row
+ * each. Flat position j = oy * WQ + ox is output (oy, ox) where ox < OW
+ * (the other positions are computed and dropped), so small output planes
+ * fill whole vectors instead of one row each; tap (ky, kx) reads position j
+ * + a * WQ + b of phase ((ky * dh) % sh, (kx * dw) % sw), a = ky * dh / sh,
+ * b = kx * dw / sw (kyoff and koff hold those offsets). The scratch holds
+ * DC_VL * DC_VMAX floats past the last plane: the last vectors read past it
+ * (into positions that are dropped). */
 
 /* Write the flat positions from j0 of V accumulated vectors to y. */
 static inline void dc_store_flat(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, const float *z,
@@ -221,10 +233,11 @@ static inline void dc_store_flat(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, co
 
 /* One work item of flat mode: the output channels of block `ocb`, nv
  * vectors of flat positions from j0 (clipped to the plane). */
-static void dc_flat(const float *xph, ptrdiff_t C, ptrdiff_t HP, ptrdiff_t WQ, const float *wp,
-                    ptrdiff_t KH, ptrdiff_t KW, const ptrdiff_t *koff, ptrdiff_t dh, float *y,
-                    const float *z, const float *bias, ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW,
-                    float lo, float hi, int clamp, ptrdiff_t ocb, ptrdiff_t j0, ptrdiff_t nv) {
+static void dc_flat(const float *xph, ptrdiff_t C, ptrdiff_t HQ, ptrdiff_t WQ, const float *wp,
+                    ptrdiff_t KH, ptrdiff_t KW, const ptrdiff_t *kyoff, const ptrdiff_t *koff,
+                    float *y, const float *z, const float *bias, ptrdiff_t M, ptrdiff_t OH,
+                    ptrdiff_t OW, float lo, float hi, int clamp, ptrdiff_t ocb, ptrdiff_t j0,
+                    ptrdiff_t nv) {
     dc_v8 acc[DC_OCB][DC_VMAX];
 #if DC_VMAX > 1
     ptrdiff_t rest = (OH - 1) * WQ + OW - j0;
@@ -232,7 +245,7 @@ static void dc_flat(const float *xph, ptrdiff_t C, ptrdiff_t HP, ptrdiff_t WQ, c
 #endif
 #define DC_FLAT(V)                                                                          \
     do {                                                                                    \
-        dc_accumulate(acc, V, xph, C, HP, WQ, wp, KH, KW, ocb, 0, 0, dh, koff, j0);         \
+        dc_accumulate(acc, V, xph, C, HQ * WQ, wp, KH, KW, ocb, 0, kyoff, koff, j0);        \
         dc_store_flat(acc, V, y, z, bias, M, OH, OW, WQ, ocb, j0, lo, hi, clamp);           \
     } while (0)
 #if DC_VMAX > 2

@@ -10,8 +10,8 @@ output width (``_direct_conv.h``) that adds the bias, the residual and the
 clamp as it writes the output: there im2col writes the input many times over
 for a matmul too thin for BLAS to run well. The AVX-512 build's direct
 kernel, with twice the vector width and registers, also takes every other
-Conv of one group with more than one tap but narrow strided ones (see
-``DIRECT_WIDE_VECTOR``). Large
+Conv of one group with more than one tap, strided ones on row and column
+phases of the input (see ``DIRECT_WIDE_VECTOR``). Large
 enough 2-D 3x3 convolutions with stride 1, dilation 1 and one group use
 Winograd F(2x2, 3x3) instead (Lavin & Gray 2015): Cython input and output
 transforms around 16 BLAS matmuls, which do 16 multiplies per 2x2 output
@@ -225,26 +225,21 @@ def direct_filter(w: np.ndarray) -> np.ndarray:
 
 
 DIRECT_WIDE_VECTOR = 16
-"""Floats per vector from which a build's direct kernel takes more Convs of
-one group, 1-D or 2-D: the AVX-512 build, whose 32 registers hold 8 output
-channels x 48 columns of sums. There it takes every Conv with stride 1 and
-more than one tap, in flat mode (see ``direct_conv2d``), and strided ones
-shallow enough for the narrow rule or at least ``DIRECT_WIDE_ROWS`` output
-columns wide, in row mode. Against im2col or Winograd with OpenBLAS's SkylakeX
-kernels (2 threads, Zen 5) alone: 3x3 stride 1, 7x7 to 224x224 planes and 3
-to 512 channels, 0.5-0.9x their time (300-415 GFLOP/s), 5x5 0.25-0.5x,
-strided 3x3 to 11x11 on wide outputs 0.5-0.8x; inside ResNet-50, 3x3 stride
-1 0.85-0.92x. Row mode on narrow strided outputs fills few lanes (512 ->
-512 3x3 stride 2 to 7x7: 1.9x), and 1x1 Convs, where BLAS blocks the long
-channel sums for the cache and this kernel does not, ran 0.6-0.9x alone
-but 1.1-1.3x inside ResNet-50, so they keep BLAS. The AVX2 build's 4 x 24
-sums (16 registers) ran 1.3-1.7x slower than BLAS and Winograd there, so it
-keeps the narrow rule above."""
-
-DIRECT_WIDE_ROWS = 48
-"""Fewest output columns for which the AVX-512 build computes a strided Conv
-deeper than ``DIRECT_MAX_DEPTH`` directly (AlexNet's 3 -> 96 11x11 stride 4,
-55 columns: 0.58x im2col's time)."""
+"""Floats per vector from which a build's direct kernel takes every Conv of
+one group with more than one filter tap, 1-D or 2-D, in flat mode (see
+``direct_conv2d``; strided ones on row and column phases of the input): the
+AVX-512 build, whose 32 registers hold 8 output channels x 48 positions of
+sums. Against im2col or Winograd with OpenBLAS's SkylakeX kernels (2
+threads, Zen 5) alone: 3x3 stride 1, 7x7 to 224x224 planes and 3 to 512
+channels, 0.5-0.9x their time (300-415 GFLOP/s), 5x5 0.25-0.5x; 3x3 stride
+2 from 64-512 channels to 7x7-28x28 outputs 0.45-0.8x im2col's time
+(240-345 GFLOP/s) and the 3 -> 64 / 96 first layers (3x3 and 7x7 stride 2,
+11x11 stride 4) 0.8-1.0x row mode's; inside ResNet-50, 3x3 stride 1
+0.85-0.92x. 1x1 Convs, where BLAS blocks the long channel sums for the
+cache and this kernel does not, ran 0.6-0.9x alone but 1.1-1.3x inside
+ResNet-50 (and 1.1x inside SqueezeNet), so they keep BLAS. The AVX2 build's
+4 x 24 sums (16 registers) ran 1.3-1.7x slower than BLAS and Winograd
+there, so it keeps the narrow rule above, in row mode."""
 
 DIRECT_POINTWISE = False
 """Whether the AVX-512 build computes 1x1 Convs directly too (off: see
@@ -267,11 +262,7 @@ def _use_direct(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: b
         return False
     taps = math.prod(win.kernel)
     if ext.DIRECT_VECTOR >= DIRECT_WIDE_VECTOR:
-        if taps == 1 and not DIRECT_POINTWISE:
-            return False
-        if all(s == 1 for s in win.strides):
-            return True
-        return x.shape[1] * taps <= DIRECT_MAX_DEPTH or win.out[-1] >= DIRECT_WIDE_ROWS
+        return taps > 1 or DIRECT_POINTWISE
     return (
         taps >= DIRECT_MIN_TAPS
         and x.shape[1] * taps <= DIRECT_MAX_DEPTH
@@ -281,8 +272,8 @@ def _use_direct(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: b
 
 def _flat(win: Window) -> bool:
     """Whether the direct kernel runs in flat mode (see ``direct_conv2d``):
-    stride 1 in the build with wide vectors."""
-    return ext.DIRECT_VECTOR >= DIRECT_WIDE_VECTOR and all(s == 1 for s in win.strides)
+    in the build with wide vectors."""
+    return bool(ext.DIRECT_VECTOR >= DIRECT_WIDE_VECTOR)
 
 
 def _conv_direct(
