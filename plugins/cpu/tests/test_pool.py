@@ -146,3 +146,20 @@ def test_global_pool(op: str, shape: tuple, dtype: type) -> None:
     if oracle == "onnxruntime" and dtype == np.float64:
         pytest.skip("onnxruntime has no float64 GlobalMaxPool")
     check_node(op, [rand(*shape, dtype=dtype)], opset=1, rtol=1e-5, atol=1e-6, oracle=oracle)
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
+def test_pool_kernel_keeps_one_window_per_input_size(op: str) -> None:
+    """A pooling node fed inputs of many sizes (more than the windows it
+    keeps) computes each with its own pads and output size, in any order."""
+    from ortcore_cpu.kernels import pool
+
+    attrs = {"kernel_shape": [3, 2], "auto_pad": "SAME_UPPER", "strides": [2, 1]}
+    x0 = np.random.default_rng(3).standard_normal((1, 2, 5, 5)).astype(np.float32)
+    compute = kit.build_node(op, [x0], attrs)
+    sizes = [5 + i for i in range(pool._WINDOWS_KEPT + 3)]
+    for h in [*sizes, *reversed(sizes)]:
+        x = np.random.default_rng(h).standard_normal((1, 2, h, 12 - h % 4)).astype(np.float32)
+        (y,) = compute(x)
+        (want,) = kit.check_node(op, [x], attrs)
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)

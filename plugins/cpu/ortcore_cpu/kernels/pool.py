@@ -9,6 +9,7 @@ that loops over kernel offsets.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from ep_sdk import Compute, NodeInfo, check_tensor_size
@@ -43,6 +44,28 @@ def _window_of(info: NodeInfo, spatial: tuple[int, ...]) -> Window:
         dilations=a.get("dilations"),
         ceil_mode=bool(a.get("ceil_mode", 0)),
     )
+
+
+_WINDOWS_KEPT = 16
+"""Input sizes per pooling node whose window is kept (see :func:`_windows`)."""
+
+
+def _windows(info: NodeInfo) -> Callable[[tuple[int, ...]], Window]:
+    """The node's window for an input's spatial size, kept for the last
+    ``_WINDOWS_KEPT`` sizes: computing it (pads, output size, checks) took
+    about 5 us, as long as pooling a small plane."""
+    kept: dict[tuple[int, ...], Window] = {}
+
+    def get(spatial: tuple[int, ...]) -> Window:
+        win = kept.get(spatial)
+        if win is None:
+            win = _window_of(info, spatial)
+            if len(kept) >= _WINDOWS_KEPT:
+                kept.clear()
+            kept[spatial] = win
+        return win
+
+    return get
 
 
 def _planes(x: np.ndarray) -> np.ndarray:
@@ -80,11 +103,12 @@ def max_pool(info: NodeInfo) -> Compute:
     """MaxPool; the optional Indices output (opset 8+) honours ``storage_order``."""
     check_window_attrs(info.attrs, kernel_required=True)
     threads = thread_count(info)
+    window_for = _windows(info)
     want_indices = info.num_outputs > 1
     column_major = bool(info.attrs.get("storage_order", 0))
 
     def compute(x: np.ndarray) -> tuple[np.ndarray, ...]:
-        win = _window_of(info, tuple(x.shape[2:]))
+        win = window_for(x.shape[2:])
         if x.dtype in _EXACT_IN_F32 and 1 <= len(win.out) <= 3:
             k3, s3, pb3, _, d3, o3 = win.padded3()
             out = np.empty((x.shape[0] * x.shape[1], *o3), np.float32)
@@ -139,10 +163,11 @@ def average_pool(info: NodeInfo) -> Compute:
     """AveragePool: ``count_include_pad`` (7+), ``ceil_mode`` (10+), ``dilations`` (19+)."""
     check_window_attrs(info.attrs, kernel_required=True)
     threads = thread_count(info)
+    window_for = _windows(info)
     include_pad = bool(info.attrs.get("count_include_pad", 0))
 
     def compute(x: np.ndarray) -> tuple[np.ndarray]:
-        win = _window_of(info, tuple(x.shape[2:]))
+        win = window_for(x.shape[2:])
         if _covers_input(win, x.shape[2:]) and x.dtype != np.float64 and x.size:
             # one window over each whole plane: a global average, one pass per plane
             planes = f32_contiguous(x).reshape(x.shape[0] * x.shape[1], -1)
@@ -230,9 +255,10 @@ def lp_pool(info: NodeInfo) -> Compute:
     ``ceil_mode`` and ``dilations`` from opset 18."""
     check_window_attrs(info.attrs, kernel_required=True)
     p = float(info.attrs.get("p", 2))
+    window_for = _windows(info)
 
     def compute(x: np.ndarray) -> tuple[np.ndarray]:
-        win = _window_of(info, tuple(x.shape[2:]))
+        win = window_for(x.shape[2:])
         work = x.astype(np.float64 if x.dtype == np.float64 else np.float32)
         views = _numpy_windows(np.power(np.abs(work), p), win, 0.0)
         return (_lp(views.sum(axis=2), p).astype(x.dtype),)
