@@ -171,7 +171,11 @@ def _reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: Any) -> np.
         ((1, 40, 10, 100), (8, 40, 3, 3), {"strides": [2, 2]}, (False, True)),  # deep, wide
         ((2, 24, 7, 7), (40, 24, 1, 1), {}, (False, False)),  # 1x1: BLAS
         ((1, 24, 8, 8), (40, 24, 1, 1), {"strides": [2, 2]}, (False, False)),  # strided 1x1
-        ((1, 4, 10, 10), (8, 2, 3, 3), {"group": 2}, (False, False)),  # grouped
+        ((1, 4, 10, 10), (8, 2, 3, 3), {"group": 2}, (False, True)),  # 4 filters a group
+        ((1, 8, 10, 10), (16, 4, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, (False, True)),
+        ((1, 12, 7, 7), (24, 4, 1, 1), {"group": 3}, (False, False)),  # grouped 1x1: BLAS
+        ((1, 6, 9, 11), (48, 2, 3, 3), {"group": 3, "strides": [2, 2]}, (False, True)),
+        ((1, 6, 9, 11), (30, 2, 3, 3), {"group": 3}, (False, True)),  # 10 a group: 16 computed
         ((1, 4, 6, 6, 6), (8, 4, 3, 3, 3), {}, (False, False)),  # 3-D
     ],
 )
@@ -216,7 +220,13 @@ def test_direct_path_rule(monkeypatch: pytest.MonkeyPatch, ext: Any) -> None:
     win3 = window((224, 224), (3, 3))
     assert conv._use_direct(x, w3, win3, 1, True) == wide
     assert conv._flat(win3) == wide
-    assert not conv._use_direct(x, w7, win, 2, True)  # grouped
+    x8 = np.zeros((1, 16, 32, 32), np.float32)
+    win8 = window((32, 32), (3, 3))
+    assert conv._use_direct(x8, np.zeros((32, 8, 3, 3), np.float32), win8, 2, True) == wide
+    win1 = window((32, 32), (1, 1))
+    assert not conv._use_direct(x8, np.zeros((32, 4, 1, 1), np.float32), win1, 4, True)  # 1x1
+    assert conv._use_direct(x8, np.zeros((16, 4, 3, 3), np.float32), win8, 4, True) == wide
+    assert not conv._use_direct(x8, np.zeros((16, 1, 3, 3), np.float32), win8, 16, True)  # depthwise
     assert not conv._use_direct(x[:, :, :0], w7, win, 1, True)  # empty
     w1 = np.zeros((64, 3, 1, 1), np.float32)  # 1x1: BLAS, unless asked for
     assert not conv._use_direct(x, w1, window((224, 224), (1, 1)), 1, True)
@@ -260,3 +270,54 @@ def test_conv_kernel_keeps_one_window_per_input_size() -> None:
         x = RNG.standard_normal((1, 3, h, 12 - h % 4)).astype(np.float32)
         (y,) = compute(x, w, b)
         np.testing.assert_allclose(y, _reference(x, w, b, **attrs), rtol=1e-4, atol=1e-4)
+
+
+GROUP_CASES = [
+    # (C, H, W), (M, KH, KW), strides, pads, dilations, group
+    ((8, 7, 7), (16, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 4),
+    ((6, 12, 10), (30, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 3),
+    ((4, 11, 13), (10, 3, 3), (2, 2), (0, 1, 1, 0), (1, 2), 2),
+    ((9, 5, 6), (27, 2, 2), (1, 1), (0, 0, 0, 0), (1, 1), 9),  # 1 channel, 3 filters a group
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", GROUP_CASES, ids=[str(i) for i in range(len(GROUP_CASES))])
+@pytest.mark.parametrize("ext", BUILDS, ids=IDS)
+def test_direct_conv2d_groups_match_numpy(ext: Any, case: tuple[Any, ...], threads: int) -> None:
+    """Grouped convolutions in flat mode, all groups in one call, with bias,
+    residual and clamp, against each group computed on its own."""
+    (c, h, wd), (m, kh, kw), strides, pads, dilations, group = case
+    cg, mg = c // group, m // group
+    x = RNG.standard_normal((c, h, wd)).astype(np.float32)
+    w = RNG.standard_normal((m, cg, kh, kw)).astype(np.float32)
+    want = np.concatenate([
+        _numpy_conv(x[g * cg:(g + 1) * cg], w[g * mg:(g + 1) * mg], strides, pads, dilations)
+        for g in range(group)
+    ])  # fmt: skip
+    oh, ow = want.shape[1:]
+    (sh, sw), (dh, dw) = strides, dilations
+    scratch = np.full(ext.direct_conv2d_scratch(c, oh, ow, kh, kw, sh, sw, dh, dw, True) + 3,
+                      np.nan, np.float32)  # fmt: skip
+    real = conv.ext
+    conv.ext = ext
+    try:
+        wp = conv.direct_filter(w, group)
+    finally:
+        conv.ext = real
+    b = RNG.standard_normal(m).astype(np.float32)
+    z = RNG.standard_normal((m, oh, ow)).astype(np.float32)
+    y = np.full((m, oh, ow), np.nan, np.float32)
+    ext.direct_conv2d(x, wp, y, b, z, scratch, sh, sw, pads[0], pads[1], dh, dw,
+                      -1.0, 1.5, threads, True, group)  # fmt: skip
+    full = want + b[:, None, None] + z
+    np.testing.assert_allclose(y, np.clip(full, -1.0, 1.5), rtol=1e-5, atol=1e-4)
+    with pytest.raises(ValueError, match="groups need flat mode"):
+        ext.direct_conv2d(x, wp, y, b, z, scratch, sh, sw, pads[0], pads[1], dh, dw,
+                          -1.0, 1.5, threads, False, group)  # fmt: skip
+    with pytest.raises(ValueError, match="packed weights"):
+        ext.direct_conv2d(x, wp[:-1], y, b, z, scratch, sh, sw, pads[0], pads[1], dh, dw,
+                          -1.0, 1.5, threads, True, group)  # fmt: skip
+    with pytest.raises(ValueError, match="in 5 groups"):
+        ext.direct_conv2d(x, wp, y, b, z, scratch, sh, sw, pads[0], pads[1], dh, dw,
+                          -1.0, 1.5, threads, True, 5)  # fmt: skip

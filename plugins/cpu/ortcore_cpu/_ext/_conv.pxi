@@ -591,7 +591,7 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
                   float[:, :, ::1] y, const float[::1] b, const float[:, :, ::1] z,
                   float[::1] scratch, Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t ph, Py_ssize_t pw,
                   Py_ssize_t dh, Py_ssize_t dw, float lo, float hi, int nthreads,
-                  bint flat=False):
+                  bint flat=False, Py_ssize_t group=1):
     """Direct 2-D convolution of one image ``x`` (C, H, W) into ``y`` (M, OH, OW),
     with the bias ``b`` ((M,) or empty), the residual ``z`` (``y``'s shape,
     or ``None``) and the clamp to [lo, hi] applied as ``y`` is written.
@@ -607,11 +607,20 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     long row each, rather than along each output row: small output planes
     (7x7, 14x14) then fill whole vectors; the work items are runs of flat
     positions of B channels. With strides the planes are split into row and
-    column phases, so every filter tap still reads one run."""
+    column phases, so every filter tap still reads one run.
+
+    With ``group`` > 1 (flat mode only) the C input and M output channels
+    split into that many groups; ``wp`` then holds each group's weights (M /
+    group, C / group, KH, KW) packed as above, one group after the other
+    (group * ceil(M / group / B) blocks), and the work items of all groups
+    share one parallel region."""
     cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef Py_ssize_t MB = wp.shape[0], KH = wp.shape[2], KW = wp.shape[3]
     cdef Py_ssize_t M = y.shape[0], OH = y.shape[1], OW = y.shape[2]
     cdef Py_ssize_t HP, WQ, item, c, ky, kx, chunk, chunks, nv, SH, phases
+    cdef Py_ssize_t cg, mg, MBg, g, blk, it, items
+    cdef const float* zg
+    cdef const float* bg
     cdef bint by_chunk
     cdef Py_ssize_t* koff
     cdef Py_ssize_t* kyoff
@@ -620,10 +629,17 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     cdef float* xph
     cdef bint clamp = lo > -INFINITY or hi < INFINITY
     _check_window("direct_conv2d", 1, KH, KW, 1, sh, sw, 0, ph, pw, 1, dh, dw)
-    if wp.shape[1] != C or wp.shape[4] != DC_OCB or MB != (M + DC_OCB - 1) // DC_OCB:
+    if group < 1 or C % group or M % group:
+        raise ValueError(f"direct_conv2d: {C} input and {M} output channels in {group} groups")
+    if group > 1 and not flat:
+        raise ValueError("direct_conv2d: groups need flat mode")
+    cg = C // group
+    mg = M // group
+    MBg = (mg + DC_OCB - 1) // DC_OCB
+    if wp.shape[1] != cg or wp.shape[4] != DC_OCB or MB != group * MBg:
         raise ValueError(
             f"direct_conv2d: packed weights {tuple(wp.shape)[:5]} for {C} input and "
-            f"{M} output channels (blocks of {DC_OCB})"
+            f"{M} output channels in {group} groups (blocks of {DC_OCB})"
         )
     if b.shape[0] not in (0, M):
         raise ValueError(f"direct_conv2d: bias of {b.shape[0]} values for {M} channels")
@@ -678,15 +694,26 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
             for c in prange(C, num_threads=nthreads, schedule="static"):
                 dc_pack_channel(&x[0, 0, 0], H, W, xph, C, SH, sw, HP, WQ, ph, pw, c)
             if flat:
-                for item in prange(MB * chunks, num_threads=nthreads, schedule="static"):
+                items = MB * chunks
+                for item in prange(items, num_threads=nthreads, schedule="static"):
+                    # item -> (block, chunk); block -> (group, its block)
                     if by_chunk:
-                        dc_flat(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, kyoff, koff,
-                                &y[0, 0, 0], zp, bp, M, OH, OW, lo, hi, clamp,
-                                item % MB, (item // MB) * chunk, nv)
+                        blk = item % MB
+                        it = item // MB
                     else:
-                        dc_flat(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, kyoff, koff,
-                                &y[0, 0, 0], zp, bp, M, OH, OW, lo, hi, clamp,
-                                item // chunks, (item % chunks) * chunk, nv)
+                        blk = item // chunks
+                        it = item % chunks
+                    g = blk // MBg
+                    zg = zp
+                    if zp != NULL:
+                        zg = zp + g * mg * OH * OW
+                    bg = bp
+                    if bp != NULL:
+                        bg = bp + g * mg
+                    dc_flat(xph + g * cg * HP * WQ, cg, HP, WQ,
+                            &wp[g * MBg, 0, 0, 0, 0], KH, KW, kyoff, koff,
+                            &y[g * mg, 0, 0], zg, bg, mg, OH, OW, lo, hi, clamp,
+                            blk - g * MBg, it * chunk, nv)
             else:
                 for item in prange(MB * OH, num_threads=nthreads, schedule="static"):
                     dc_rows(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, kyoff, koff, sh,
