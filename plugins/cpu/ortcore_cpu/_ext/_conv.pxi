@@ -562,6 +562,13 @@ def direct_conv2d_scratch(Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW,
     _check_window("direct_conv2d", 1, KH, KW, 1, sh, sw, 0, 0, 0, 1, dh, dw)
     if C < 0 or OH < 0 or OW < 0:
         raise ValueError(f"direct_conv2d: negative size {(C, OH, OW)}")
+    return _dc_scratch(C, OH, OW, KH, KW, sh, sw, dh, dw, flat)
+
+
+cdef object _dc_scratch(Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW, Py_ssize_t KH,
+                        Py_ssize_t KW, Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t dh,
+                        Py_ssize_t dw, bint flat):
+    """:func:`direct_conv2d_scratch` of a checked window (in Python integers)."""
     if flat:
         return (sh * sw * C * _dc_flat_size(OH, KH, sh, dh) * _dc_flat_size(OW, KW, sw, dw)
                 + DC_VL * DC_VMAX)
@@ -651,7 +658,7 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
         return
     if C == 0:
         raise ValueError("direct_conv2d: no input channels")
-    need = direct_conv2d_scratch(C, OH, OW, KH, KW, sh, sw, dh, dw, flat)
+    need = _dc_scratch(C, OH, OW, KH, KW, sh, sw, dh, dw, flat)
     if scratch.shape[0] < need:
         raise ValueError(f"direct_conv2d: scratch of {scratch.shape[0]} floats, {need} needed")
     if flat:  # phase planes of rows and columns
@@ -689,13 +696,15 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
         koff[kx] = ((kx * dw) % sw) * C * HP * WQ + (kx * dw) // sw
     for ky in range(KH):
         kyoff[ky] = ((ky * dh) % SH) * sw * C * HP * WQ + ((ky * dh) // SH) * WQ
+    items = MB * chunks
     try:
-        with nogil:
-            for c in prange(C, num_threads=nthreads, schedule="static"):
+        # one parallel region: every thread packs its channels, waits for the
+        # others (the barrier after each prange), then computes its items
+        with nogil, parallel(num_threads=nthreads):
+            for c in prange(C, schedule="static"):
                 dc_pack_channel(&x[0, 0, 0], H, W, xph, C, SH, sw, HP, WQ, ph, pw, c)
             if flat:
-                items = MB * chunks
-                for item in prange(items, num_threads=nthreads, schedule="static"):
+                for item in prange(items, schedule="static"):
                     # item -> (block, chunk); block -> (group, its block)
                     if by_chunk:
                         blk = item % MB
@@ -715,7 +724,7 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
                             &y[g * mg, 0, 0], zg, bg, mg, OH, OW, lo, hi, clamp,
                             blk - g * MBg, it * chunk, nv)
             else:
-                for item in prange(MB * OH, num_threads=nthreads, schedule="static"):
+                for item in prange(MB * OH, schedule="static"):
                     dc_rows(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, kyoff, koff, sh,
                             &y[0, 0, 0], zp, bp, M, OH, OW, lo, hi, clamp,
                             item // OH, item % OH)

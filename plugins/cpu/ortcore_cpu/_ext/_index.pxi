@@ -74,7 +74,10 @@ cdef int _check_window(str where, Py_ssize_t kd, Py_ssize_t kh, Py_ssize_t kw,
         raise ValueError(f"{where}: dilations must be >= 1, got {(dd, dh, dw)}")
     if pd < 0 or ph < 0 or pw < 0:
         raise ValueError(f"{where}: pads must be >= 0, got {(pd, ph, pw)}")
-    if max(kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw) > _MAX_WINDOW_VALUE:
+    if (kd > _MAX_WINDOW_VALUE or kh > _MAX_WINDOW_VALUE or kw > _MAX_WINDOW_VALUE
+            or sd > _MAX_WINDOW_VALUE or sh > _MAX_WINDOW_VALUE or sw > _MAX_WINDOW_VALUE
+            or pd > _MAX_WINDOW_VALUE or ph > _MAX_WINDOW_VALUE or pw > _MAX_WINDOW_VALUE
+            or dd > _MAX_WINDOW_VALUE or dh > _MAX_WINDOW_VALUE or dw > _MAX_WINDOW_VALUE):
         raise ValueError(
             f"{where}: kernel sizes, strides, pads and dilations must be <= {_MAX_WINDOW_VALUE}, "
             f"got {(kd, kh, kw)}, {(sd, sh, sw)}, {(pd, ph, pw)}, {(dd, dh, dw)}"

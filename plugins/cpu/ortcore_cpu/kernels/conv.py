@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from ep_sdk import Compute, NodeInfo
@@ -302,39 +302,79 @@ def _conv_direct(
     clamp: Clamp | None,
     packs: FilterCache | None,
     group: int = 1,
+    call: _DirectCall | None = None,
 ) -> np.ndarray:
     """The direct convolution of float32 ``x`` (N, C, *S), 1 or 2 spatial
     dims, in ``group`` groups, with its bias, residual ``z`` and clamp, in
-    one pass over the output. ``packs`` keeps ``direct_filter(w, group)``."""
-    n, c = x.shape[:2]
+    one pass over the output. ``packs`` keeps ``direct_filter(w, group)``;
+    ``call`` is :func:`_direct_call` of these shapes (computed if ``None``)."""
+    if call is None:
+        call = _direct_call(x.shape, w.shape, win, threads, group)
     m = w.shape[0]
     wp = packs.transform(w) if packs is not None else direct_filter(w, group)
     if b is not None and b.shape != (m,):
         raise ValueError(f"bias of shape {list(b.shape)} for {m} output channels")
     bias = _NO_BIAS if b is None else f32_contiguous(b)
-    k3, s3, pb3, _, d3, o3 = win.padded3()
-    oh, ow = o3[1], o3[2]
-    x4 = f32_contiguous(x).reshape(n, c, *((1,) * (2 - len(win.out))), *x.shape[2:])
-    y = np.empty((n, m, *win.out), np.float32)
-    y4 = y.reshape(n, m, oh, ow)
+    x4 = f32_contiguous(x).reshape(call.x4)
+    y = np.empty(call.y, np.float32)
+    y4 = y.reshape(call.y4)
     z4 = None
     if z is not None:
         if z.shape != y.shape:
             raise ValueError(
                 f"residual Z of shape {list(z.shape)} for an output of {list(y.shape)}"
             )
-        z4 = f32_contiguous(z).reshape(y4.shape)
+        z4 = f32_contiguous(z).reshape(call.y4)
     lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
-    flat = _flat(win)
-    size = ext.direct_conv2d_scratch(c, oh, ow, k3[1], k3[2], s3[1], s3[2], d3[1], d3[2], flat)
+    size = call.size
     scratch = _scratch.get(size) if size <= _COL_SCRATCH_MAX else np.empty(size, np.float32)
-    share = threads_for(m * oh * ow * (c // group) * k3[1] * k3[2] // 8, threads)
-    for i in range(n):
+    for i in range(call.y[0]):
         ext.direct_conv2d(
             x4[i], wp, y4[i], bias, None if z4 is None else z4[i], scratch,
-            s3[1], s3[2], pb3[1], pb3[2], d3[1], d3[2], lo, hi, share, flat, group,
+            *call.args, lo, hi, call.share, call.flat, group,
         )  # fmt: skip
     return y
+
+
+class _DirectCall(NamedTuple):
+    """The shapes and arguments of the direct kernel's call for one input,
+    weight and window (see :func:`_direct_call`)."""
+
+    x4: tuple[int, ...]
+    """The input as (N, C, H, W) (1-D: H = 1)."""
+    y: tuple[int, ...]
+    """The output's shape."""
+    y4: tuple[int, ...]
+    """The output as (N, M, OH, OW)."""
+    args: tuple[int, int, int, int, int, int]
+    """Strides, begin pads and dilations (rows, then columns)."""
+    size: int
+    """Floats of the kernel's scratch."""
+    share: int
+    """Threads the kernel may use."""
+    flat: bool
+    """Whether it runs in flat mode."""
+
+
+def _direct_call(
+    x_shape: tuple[int, ...], w_shape: tuple[int, ...], win: Window, threads: int, group: int
+) -> _DirectCall:
+    """The direct kernel's call for an input and weight of these shapes."""
+    n, c = x_shape[:2]
+    m = w_shape[0]
+    k3, s3, pb3, _, d3, o3 = win.padded3()
+    oh, ow = o3[1], o3[2]
+    flat = _flat(win)
+    size = ext.direct_conv2d_scratch(c, oh, ow, k3[1], k3[2], s3[1], s3[2], d3[1], d3[2], flat)
+    return _DirectCall(
+        x4=(n, c, *((1,) * (2 - len(win.out))), *x_shape[2:]),
+        y=(n, m, *win.out),
+        y4=(n, m, oh, ow),
+        args=(s3[1], s3[2], pb3[1], pb3[2], d3[1], d3[2]),
+        size=int(size),
+        share=threads_for(m * oh * ow * (c // group) * k3[1] * k3[2] // 8, threads),
+        flat=flat,
+    )
 
 
 def _use_winograd(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: bool) -> bool:
@@ -428,8 +468,12 @@ def _conv_f32(
     group: int,
     threads: int,
     filters: WinogradFilters | None = None,
-) -> np.ndarray:
-    """Convolution without bias of float32 ``x`` (N, C, *S), 1-3 spatial dims.
+    bias: np.ndarray | None = None,
+) -> tuple[np.ndarray, bool]:
+    """Convolution of float32 ``x`` (N, C, *S), 1-3 spatial dims, and whether
+    it added ``bias`` (one value per output channel) too: the depthwise
+    kernel starts from it instead of zeros, the other paths leave it to the
+    caller.
 
     ``filters`` caches the Winograd filter transform of a constant ``w``;
     without it the transform is computed at each call that needs it.
@@ -440,10 +484,10 @@ def _conv_f32(
     out_sp = win.out
     p = math.prod(out_sp)
     if n * m * p == 0:
-        return np.empty((n, m, *out_sp), np.float32)
+        return np.empty((n, m, *out_sp), np.float32), False
     if _use_winograd(x, w, win, group, filters is not None):
         u = filters.transform(w) if filters is not None else winograd_filter(w)
-        return _conv_winograd(f32_contiguous(x), u, win, threads)
+        return _conv_winograd(f32_contiguous(x), u, win, threads), False
     y = np.empty((n, m, *out_sp), np.float32)
     ksize = math.prod(win.kernel)
     x = f32_contiguous(x)
@@ -451,7 +495,12 @@ def _conv_f32(
     k3, s3, pb3, _, d3, o3 = win.padded3()
     threads = threads_for_memory_bound(c * ksize * p, threads)
     if group == c and mg == 1 and len(out_sp) <= 2:
-        y.fill(0)
+        if bias is None:
+            y.fill(0)
+        else:
+            if bias.shape != (m,):
+                raise ValueError(f"bias of shape {list(bias.shape)} for {m} output channels")
+            y[...] = bias.reshape(m, *((1,) * len(out_sp)))
         shape3 = (c, *((1,) * (2 - len(out_sp))), *x.shape[2:])
         for i in range(n):
             ext.depthwise2d(
@@ -460,7 +509,7 @@ def _conv_f32(
                 y[i].reshape(c, o3[1], o3[2]),
                 s3[1], s3[2], pb3[1], pb3[2], d3[1], d3[2], threads,
             )  # fmt: skip
-        return y
+        return y, bias is not None
     w2 = w.reshape(group, mg, cg * ksize)
     if ksize == 1 and not any(win.pads_begin) and not any(win.pads_end):
         if any(s != 1 for s in win.strides):
@@ -472,7 +521,7 @@ def _conv_f32(
                 np.matmul(w2[0], cols[i, 0], out=y[i].reshape(m, p))
             else:
                 np.matmul(w2, cols[i], out=y[i].reshape(group, mg, p))
-        return y
+        return y, False
     rows = c * ksize
     # im2col's buffer lives only for this call: small ones come from the
     # thread's scratch (fresh memory page-faults on first touch, which costs
@@ -488,7 +537,7 @@ def _conv_f32(
             np.matmul(w2[0], col, out=y[i].reshape(m, p))
         else:
             np.matmul(w2, col.reshape(group, cg * ksize, p), out=y[i].reshape(group, mg, p))
-    return y
+    return y, False
 
 
 def _conv_numpy(x: np.ndarray, w: np.ndarray, win: Window, group: int) -> np.ndarray:
@@ -553,30 +602,42 @@ def build_conv(info: NodeInfo, *, clamp: Clamp | None = None, residual: bool = F
     constant_weight = _constant_input(info, 1)
     filters = WinogradFilters() if constant_weight else None
     packs = FilterCache(lambda w: direct_filter(w, group)) if constant_weight else None
-    # the window of each input and filter size seen (a few per node)
-    windows: dict[tuple[tuple[int, ...], tuple[int, ...]], Window] = {}
+    # per input and weight shape and dtype seen (a few per node): the window,
+    # whether the Cython paths take it, and the direct kernel's call
+    plans: dict[tuple[Any, ...], tuple[Window, bool, _DirectCall | None]] = {}
 
-    def run(
-        x: np.ndarray, w: np.ndarray, b: np.ndarray | None, z: np.ndarray | None
-    ) -> tuple[np.ndarray]:
+    def plan(x: np.ndarray, w: np.ndarray) -> tuple[Window, bool, _DirectCall | None]:
         if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
             raise ValueError(
                 f"{info.describe()}: input channels {x.shape[1]} / weight {w.shape} "
                 f"do not match group={group}"
             )
-        key = (x.shape[2:], w.shape[2:])
-        win = windows.get(key)
-        if win is None:
-            win = window(x.shape[2:], kernel_shape or w.shape[2:], partial=False, **geometry)
-            if len(windows) >= _WINDOWS_KEPT:
-                windows.clear()
-            windows[key] = win
-        if x.dtype in (np.float32, np.float16) and 1 <= len(win.out) <= 3:
-            if _use_direct(x, w, win, group, filters is not None):
-                y = _conv_direct(x, w, b, z, win, threads, clamp, packs, group)
+        win = window(x.shape[2:], kernel_shape or w.shape[2:], partial=False, **geometry)
+        fast = x.dtype in (np.float32, np.float16) and 1 <= len(win.out) <= 3
+        call = None
+        if fast and _use_direct(x, w, win, group, filters is not None):
+            call = _direct_call(x.shape, w.shape, win, threads, group)
+        return win, fast, call
+
+    def run(
+        x: np.ndarray, w: np.ndarray, b: np.ndarray | None, z: np.ndarray | None
+    ) -> tuple[np.ndarray]:
+        key = (x.shape, w.shape, x.dtype)
+        known = plans.get(key)
+        if known is None:
+            known = plan(x, w)
+            if len(plans) >= _WINDOWS_KEPT:
+                plans.clear()
+            plans[key] = known
+        win, fast, call = known
+        if fast:
+            if call is not None:
+                y = _conv_direct(x, w, b, z, win, threads, clamp, packs, group, call)
                 return (y.astype(x.dtype, copy=False),)
-            y = _conv_f32(x, w, win, group, threads, filters)
-            _add_bias(y, b, threads, clamp, z)
+            alone = clamp is None and z is None  # the bias is all the epilogue
+            y, added = _conv_f32(x, w, win, group, threads, filters, b if alone else None)
+            if not added:
+                _add_bias(y, b, threads, clamp, z)
             return (y.astype(x.dtype, copy=False),)
         y = _conv_numpy(x, w, win, group)
         _add_bias(y, b, threads, clamp, z)
