@@ -235,3 +235,21 @@ def test_topk_opsets() -> None:
     x = rand(4, 6)
     check_node("TopK", [x], {"k": 2}, opset=1, num_outputs=2)
     check_node("TopK", [x, np.array([2], I64)], opset=10, num_outputs=2)
+
+
+def test_transpose_node_checks_its_perm_per_input_rank() -> None:
+    """Without ``perm`` a Transpose reverses the axes of any rank it is fed;
+    with one, an input of another rank is refused, each time."""
+    x3 = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    reverse = kit.build_node("Transpose", [x3], {})
+    for x in (x3, x3[0], x3.reshape(2, 3, 2, 2), x3):
+        (y,) = reverse(x)
+        np.testing.assert_array_equal(y, x.transpose())
+        assert y.flags.c_contiguous
+    keep_last = kit.build_node("Transpose", [x3], {"perm": [1, 0, 2]})
+    (y,) = keep_last(x3)
+    np.testing.assert_array_equal(y, x3.transpose(1, 0, 2))
+    assert y.flags.c_contiguous
+    for _ in range(2):
+        with pytest.raises(ValueError, match="not a permutation"):
+            keep_last(x3.reshape(2, 3, 2, 2))
