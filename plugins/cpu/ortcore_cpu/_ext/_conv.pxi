@@ -532,7 +532,8 @@ cdef extern from "_direct_conv.h" nogil:
                  const float* bias, Py_ssize_t M, Py_ssize_t OH, Py_ssize_t OW, float lo,
                  float hi, int clamp, Py_ssize_t ocb, Py_ssize_t oy)
     void dc_flat(const float* xph, Py_ssize_t C, Py_ssize_t HQ, Py_ssize_t WQ,
-                 const float* wp, Py_ssize_t KH, Py_ssize_t KW, const Py_ssize_t* kyoff,
+                 const float* xlast, const float* wp, Py_ssize_t KH, Py_ssize_t KW,
+                 const Py_ssize_t* kyoff,
                  const Py_ssize_t* koff, float* y, const float* z, const float* bias,
                  Py_ssize_t M, Py_ssize_t OH, Py_ssize_t OW, float lo, float hi, int clamp,
                  Py_ssize_t ocb, Py_ssize_t j0, Py_ssize_t nv)
@@ -614,7 +615,10 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     long row each, rather than along each output row: small output planes
     (7x7, 14x14) then fill whole vectors; the work items are runs of flat
     positions of B channels. With strides the planes are split into row and
-    column phases, so every filter tap still reads one run.
+    column phases, so every filter tap still reads one run. A 1x1 window
+    with stride 1 and no pads reads the input planes where they are (no
+    copy); only the last one is copied into ``scratch``, which the last
+    vectors read past.
 
     With ``group`` > 1 (flat mode only) the C input and M output channels
     split into that many groups; ``wp`` then holds each group's weights (M /
@@ -628,6 +632,9 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     cdef Py_ssize_t cg, mg, MBg, g, blk, it, items
     cdef const float* zg
     cdef const float* bg
+    cdef const float* xin
+    cdef const float* xl
+    cdef bint in_place
     cdef bint by_chunk
     cdef Py_ssize_t* koff
     cdef Py_ssize_t* kyoff
@@ -661,6 +668,9 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     need = _dc_scratch(C, OH, OW, KH, KW, sh, sw, dh, dw, flat)
     if scratch.shape[0] < need:
         raise ValueError(f"direct_conv2d: scratch of {scratch.shape[0]} floats, {need} needed")
+    # a 1x1 window on the input as it is: its planes are the padded planes
+    in_place = (flat and KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0
+                and OH == H and OW == W)
     if flat:  # phase planes of rows and columns
         SH = sh
         HP = _dc_flat_size(OH, KH, sh, dh)
@@ -684,6 +694,12 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     if b.shape[0]:
         bp = &b[0]
     xph = &scratch[0]
+    xin = xph
+    if in_place:
+        # the planes are x's; the last one's copy (with the scratch's slack
+        # after it) is what the last vectors read
+        xin = &x[0, 0, 0]
+        memcpy(xph, xin + (C - 1) * H * W, H * W * sizeof(float))
     # each filter tap's offset in the planes: its phase's plane, its row
     # (kyoff) and column (koff) in that phase
     koff = <Py_ssize_t*>malloc(KW * sizeof(Py_ssize_t))
@@ -701,7 +717,7 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
         # one parallel region: every thread packs its channels, waits for the
         # others (the barrier after each prange), then computes its items
         with nogil, parallel(num_threads=nthreads):
-            for c in prange(C, schedule="static"):
+            for c in prange(0 if in_place else C, schedule="static"):
                 dc_pack_channel(&x[0, 0, 0], H, W, xph, C, SH, sw, HP, WQ, ph, pw, c)
             if flat:
                 for item in prange(items, schedule="static"):
@@ -719,7 +735,10 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
                     bg = bp
                     if bp != NULL:
                         bg = bp + g * mg
-                    dc_flat(xph + g * cg * HP * WQ, cg, HP, WQ,
+                    xl = xin + (g * cg + cg - 1) * HP * WQ
+                    if in_place and g == group - 1:
+                        xl = xph
+                    dc_flat(xin + g * cg * HP * WQ, cg, HP, WQ, xl,
                             &wp[g * MBg, 0, 0, 0, 0], KH, KW, kyoff, koff,
                             &y[g * mg, 0, 0], zg, bg, mg, OH, OW, lo, hi, clamp,
                             blk - g * MBg, it * chunk, nv)

@@ -88,33 +88,45 @@ static inline void dc_pack_channel(const float *x, ptrdiff_t H, ptrdiff_t W, flo
     }
 }
 
-/* Accumulate V vectors (DC_VL * V positions from ow0 of the row at offset
- * `at` of each plane) of the output channels of block `ocb` into acc. Plane
- * c starts at xph + c * CS; filter tap (ky, kx) reads at kyoff[ky] +
- * koff[kx] from there. */
-static inline __attribute__((always_inline)) void dc_accumulate(
-    dc_v8 acc[DC_OCB][DC_VMAX], const int V, const float *xph, ptrdiff_t C, ptrdiff_t CS,
-    const float *wp, ptrdiff_t KH, ptrdiff_t KW, ptrdiff_t ocb, ptrdiff_t at,
-    const ptrdiff_t *kyoff, const ptrdiff_t *koff, ptrdiff_t ow0) {
-    for (int r = 0; r < DC_OCB; r++)
-        for (int v = 0; v < V; v++) acc[r][v] = (dc_v8){0};
-    const float *w = wp + ocb * C * KH * KW * DC_OCB;
-    for (ptrdiff_t c = 0; c < C; c++) {
-        for (ptrdiff_t ky = 0; ky < KH; ky++) {
-            const float *row = xph + c * CS + at + kyoff[ky] + ow0;
-            const float *wk = w + ((c * KH + ky) * KW) * DC_OCB;
-            for (ptrdiff_t kx = 0; kx < KW; kx++) {
-                const float *src = row + koff[kx];
-                dc_v8 in[DC_VMAX];
-                for (int v = 0; v < V; v++) in[v] = *(const dc_v8u *)(src + DC_VL * v);
-                for (int r = 0; r < DC_OCB; r++) {
-                    const float s = wk[kx * DC_OCB + r];
-                    const dc_v8 b = s - (dc_v8){0}; /* s in every lane */
-                    for (int v = 0; v < V; v++) acc[r][v] += b * in[v];
-                }
+/* Add the filter taps of one input channel (its plane at `plane`, its
+ * weights at w: [KH][KW][DC_OCB]) to acc: V vectors from position ow0 of
+ * the row at offset `at`; tap (ky, kx) reads at kyoff[ky] + koff[kx]. */
+static inline __attribute__((always_inline)) void dc_channel(
+    dc_v8 acc[DC_OCB][DC_VMAX], const int V, const float *plane, const float *w,
+    ptrdiff_t KH, ptrdiff_t KW, ptrdiff_t at, const ptrdiff_t *kyoff, const ptrdiff_t *koff,
+    ptrdiff_t ow0) {
+    for (ptrdiff_t ky = 0; ky < KH; ky++) {
+        const float *row = plane + at + kyoff[ky] + ow0;
+        const float *wk = w + ky * KW * DC_OCB;
+        for (ptrdiff_t kx = 0; kx < KW; kx++) {
+            const float *src = row + koff[kx];
+            dc_v8 in[DC_VMAX];
+            for (int v = 0; v < V; v++) in[v] = *(const dc_v8u *)(src + DC_VL * v);
+            for (int r = 0; r < DC_OCB; r++) {
+                const float s = wk[kx * DC_OCB + r];
+                const dc_v8 b = s - (dc_v8){0}; /* s in every lane */
+                for (int v = 0; v < V; v++) acc[r][v] += b * in[v];
             }
         }
     }
+}
+
+/* Accumulate V vectors (DC_VL * V positions from ow0 of the row at offset
+ * `at` of each plane) of the output channels of block `ocb` into acc. Plane
+ * c < C - 1 starts at xph + c * CS, the last one at xlast (xph + (C - 1) *
+ * CS, or a copy of it when the planes are the caller's input and the last
+ * vectors would read past its end). */
+static inline __attribute__((always_inline)) void dc_accumulate(
+    dc_v8 acc[DC_OCB][DC_VMAX], const int V, const float *xph, ptrdiff_t C, ptrdiff_t CS,
+    const float *xlast, const float *wp, ptrdiff_t KH, ptrdiff_t KW, ptrdiff_t ocb,
+    ptrdiff_t at, const ptrdiff_t *kyoff, const ptrdiff_t *koff, ptrdiff_t ow0) {
+    for (int r = 0; r < DC_OCB; r++)
+        for (int v = 0; v < V; v++) acc[r][v] = (dc_v8){0};
+    const ptrdiff_t WC = KH * KW * DC_OCB; /* weights per input channel */
+    const float *w = wp + ocb * C * WC;
+    for (ptrdiff_t c = 0; c < C - 1; c++)
+        dc_channel(acc, V, xph + c * CS, w + c * WC, KH, KW, at, kyoff, koff, ow0);
+    dc_channel(acc, V, xlast, w + (C - 1) * WC, KH, KW, at, kyoff, koff, ow0);
 }
 
 /* Write n sums from src (scratch: changed) to out, with the bias bv, the
@@ -168,8 +180,8 @@ static void dc_rows(const float *xph, ptrdiff_t C, ptrdiff_t HP, ptrdiff_t WQ,
 /* accumulate and write V vectors of columns from ow0 */
 #define DC_STEP(V)                                                                          \
     do {                                                                                    \
-        dc_accumulate(acc, V, xph, C, HP * WQ, wp, KH, KW, ocb, oy * sh * WQ, kyoff, koff,  \
-                      ow0);                                                                 \
+        dc_accumulate(acc, V, xph, C, HP * WQ, xph + (C - 1) * HP * WQ, wp, KH, KW, ocb,    \
+                      oy * sh * WQ, kyoff, koff, ow0);                                      \
         dc_store(acc, V, y, z, bias, M, OH, OW, ocb, oy, ow0, lo, hi, clamp);               \
     } while (0)
     for (; ow0 + DC_VL * DC_VMAX <= OW; ow0 += DC_VL * DC_VMAX) DC_STEP(DC_VMAX);
@@ -214,6 +226,12 @@ static inline void dc_store_flat(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, co
         if (m >= M) break;
         memcpy(tmp, acc[r], sizeof(float) * DC_VL * (size_t)V);
         float bv = bias ? bias[m] : 0.0f;
+        if (WQ == OW) {
+            /* no dropped positions: the output rows are one run */
+            ptrdiff_t at = m * OH * OW + j0;
+            dc_write(y + at, tmp, z ? z + at : NULL, bv, n, lo, hi, clamp);
+            continue;
+        }
         ptrdiff_t oy = j0 / WQ, ox = j0 - oy * WQ;
         for (ptrdiff_t t = 0; t < n;) {
             /* one run of columns of output row oy, from ox */
@@ -232,9 +250,11 @@ static inline void dc_store_flat(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, co
 }
 
 /* One work item of flat mode: the output channels of block `ocb`, nv
- * vectors of flat positions from j0 (clipped to the plane). */
-static void dc_flat(const float *xph, ptrdiff_t C, ptrdiff_t HQ, ptrdiff_t WQ, const float *wp,
-                    ptrdiff_t KH, ptrdiff_t KW, const ptrdiff_t *kyoff, const ptrdiff_t *koff,
+ * vectors of flat positions from j0 (clipped to the plane); the last input
+ * plane at xlast (see dc_accumulate). */
+static void dc_flat(const float *xph, ptrdiff_t C, ptrdiff_t HQ, ptrdiff_t WQ,
+                    const float *xlast, const float *wp, ptrdiff_t KH, ptrdiff_t KW,
+                    const ptrdiff_t *kyoff, const ptrdiff_t *koff,
                     float *y, const float *z, const float *bias, ptrdiff_t M, ptrdiff_t OH,
                     ptrdiff_t OW, float lo, float hi, int clamp, ptrdiff_t ocb, ptrdiff_t j0,
                     ptrdiff_t nv) {
@@ -245,7 +265,7 @@ static void dc_flat(const float *xph, ptrdiff_t C, ptrdiff_t HQ, ptrdiff_t WQ, c
 #endif
 #define DC_FLAT(V)                                                                          \
     do {                                                                                    \
-        dc_accumulate(acc, V, xph, C, HQ * WQ, wp, KH, KW, ocb, 0, kyoff, koff, j0);        \
+        dc_accumulate(acc, V, xph, C, HQ * WQ, xlast, wp, KH, KW, ocb, 0, kyoff, koff, j0); \
         dc_store_flat(acc, V, y, z, bias, M, OH, OW, WQ, ocb, j0, lo, hi, clamp);           \
     } while (0)
 #if DC_VMAX > 2

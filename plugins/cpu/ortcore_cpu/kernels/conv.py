@@ -253,10 +253,13 @@ DIRECT_GROUPS = True
 """Whether the AVX-512 build computes grouped Convs (not depthwise: that has
 its own kernel) with more than one tap directly, all groups in one parallel
 region. 3x3 Convs of 32 groups (ResNeXt's, 4 and 8 channels a group) took
-0.16-0.44x the time of im2col and one BLAS matmul per group, though 4
-filters a group fill half of a block of 8. Grouped 1x1 Convs (ShuffleNet's)
-took 1.1-1.6x BLAS's time: the kernel's copy of the input, which pads for
-the windows, is all overhead there, so they keep BLAS."""
+0.2-0.5x the time of im2col and one BLAS matmul per group, though 4 filters
+a group fill half of a block of 8. Grouped 1x1 Convs (ShuffleNet's, 34-136
+channels a group) took 1.1-1.6x the time of BLAS per group and a bias pass,
+even with the input read in place (``direct_conv2d`` reads the planes of
+an unpadded stride-1 1x1 window where they are), so they keep BLAS; so do
+1x1 Convs of one group (``DIRECT_POINTWISE``), 1.0-1.35x BLAS's time with
+the input in place and the pool of BLAS threads shared."""
 
 
 def _use_direct(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: bool) -> bool:
