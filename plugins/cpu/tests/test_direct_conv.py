@@ -321,3 +321,30 @@ def test_direct_conv2d_groups_match_numpy(ext: Any, case: tuple[Any, ...], threa
     with pytest.raises(ValueError, match="in 5 groups"):
         ext.direct_conv2d(x, wp, y, b, z, scratch, sh, sw, pads[0], pads[1], dh, dw,
                           -1.0, 1.5, threads, True, 5)  # fmt: skip
+
+
+def test_direct_path_picks_its_threads_at_each_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Conv node keeps its direct kernel's call per input shape, but not its
+    thread count: the run's share of the cores changes from run to run."""
+    if conv.ext.DIRECT_VECTOR < conv.DIRECT_WIDE_VECTOR:
+        pytest.skip("the direct path of this build takes few Convs")
+    seen: list[int] = []
+    real = conv.ext
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def direct_conv2d(self, *args: Any) -> None:
+            seen.append(args[14])  # nthreads
+            real.direct_conv2d(*args)
+
+    monkeypatch.setattr(conv, "ext", Spy())
+    x = RNG.standard_normal((1, 64, 56, 56)).astype(np.float32)
+    w = RNG.standard_normal((64, 64, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal(64).astype(np.float32)
+    compute = kit.build_node("Conv", [x, w, b], {"pads": [1, 1, 1, 1]}, opset=17)
+    for share in (2, 1, 2):
+        monkeypatch.setattr(conv, "threads_for", lambda work, threads, s=share: min(s, threads))
+        compute(x, w, b)
+    assert seen == [2, 1, 2]

@@ -312,7 +312,7 @@ def _conv_direct(
     one pass over the output. ``packs`` keeps ``direct_filter(w, group)``;
     ``call`` is :func:`_direct_call` of these shapes (computed if ``None``)."""
     if call is None:
-        call = _direct_call(x.shape, w.shape, win, threads, group)
+        call = _direct_call(x.shape, w.shape, win, group)
     m = w.shape[0]
     wp = packs.transform(w) if packs is not None else direct_filter(w, group)
     if b is not None and b.shape != (m,):
@@ -331,10 +331,11 @@ def _conv_direct(
     lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
     size = call.size
     scratch = _scratch.get(size) if size <= _COL_SCRATCH_MAX else np.empty(size, np.float32)
+    share = threads_for(call.work, threads)
     for i in range(call.y[0]):
         ext.direct_conv2d(
             x4[i], wp, y4[i], bias, None if z4 is None else z4[i], scratch,
-            *call.args, lo, hi, call.share, call.flat, group,
+            *call.args, lo, hi, share, call.flat, group,
         )  # fmt: skip
     return y
 
@@ -353,14 +354,15 @@ class _DirectCall(NamedTuple):
     """Strides, begin pads and dilations (rows, then columns)."""
     size: int
     """Floats of the kernel's scratch."""
-    share: int
-    """Threads the kernel may use."""
+    work: int
+    """The call's work for :func:`threads_for` (its threads are picked at
+    each call: the run's share of the cores changes)."""
     flat: bool
     """Whether it runs in flat mode."""
 
 
 def _direct_call(
-    x_shape: tuple[int, ...], w_shape: tuple[int, ...], win: Window, threads: int, group: int
+    x_shape: tuple[int, ...], w_shape: tuple[int, ...], win: Window, group: int
 ) -> _DirectCall:
     """The direct kernel's call for an input and weight of these shapes."""
     n, c = x_shape[:2]
@@ -375,7 +377,7 @@ def _direct_call(
         y4=(n, m, oh, ow),
         args=(s3[1], s3[2], pb3[1], pb3[2], d3[1], d3[2]),
         size=int(size),
-        share=threads_for(m * oh * ow * (c // group) * k3[1] * k3[2] // 8, threads),
+        work=m * oh * ow * (c // group) * k3[1] * k3[2] // 8,
         flat=flat,
     )
 
@@ -619,7 +621,7 @@ def build_conv(info: NodeInfo, *, clamp: Clamp | None = None, residual: bool = F
         fast = x.dtype in (np.float32, np.float16) and 1 <= len(win.out) <= 3
         call = None
         if fast and _use_direct(x, w, win, group, filters is not None):
-            call = _direct_call(x.shape, w.shape, win, threads, group)
+            call = _direct_call(x.shape, w.shape, win, group)
         return win, fast, call
 
     def run(
