@@ -15,6 +15,7 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 from ortcore_cpu.kernels import conv
+from ortcore_cpu.kernels._common import KEPT_PER_NODE
 from ortcore_cpu.kernels._isa import runnable_builds
 from ortcore_cpu.kernels._window import window
 from ortcore_cpu.provider import CPUExecutionProvider
@@ -265,7 +266,7 @@ def test_conv_kernel_keeps_one_window_per_input_size() -> None:
     attrs = {"auto_pad": "SAME_UPPER", "strides": [2, 1]}
     x0 = RNG.standard_normal((1, 3, 5, 5)).astype(np.float32)
     compute = kit.build_node("Conv", [x0, w, b], attrs, opset=17)
-    sizes = [5 + i for i in range(conv._WINDOWS_KEPT + 3)]
+    sizes = [5 + i for i in range(KEPT_PER_NODE + 3)]
     for h in [*sizes, *reversed(sizes)]:
         x = RNG.standard_normal((1, 3, h, 12 - h % 4)).astype(np.float32)
         (y,) = compute(x, w, b)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from ep_sdk.testing import KernelKit
 
+from ortcore_cpu.kernels._common import KEPT_PER_NODE
 from ortcore_cpu.provider import CPUExecutionProvider
 
 kit = KernelKit(CPUExecutionProvider, opset=17, threads=2)
@@ -152,12 +153,10 @@ def test_global_pool(op: str, shape: tuple, dtype: type) -> None:
 def test_pool_kernel_keeps_one_window_per_input_size(op: str) -> None:
     """A pooling node fed inputs of many sizes (more than the windows it
     keeps) computes each with its own pads and output size, in any order."""
-    from ortcore_cpu.kernels import pool
-
     attrs = {"kernel_shape": [3, 2], "auto_pad": "SAME_UPPER", "strides": [2, 1]}
     x0 = np.random.default_rng(3).standard_normal((1, 2, 5, 5)).astype(np.float32)
     compute = kit.build_node(op, [x0], attrs)
-    sizes = [5 + i for i in range(pool._WINDOWS_KEPT + 3)]
+    sizes = [5 + i for i in range(KEPT_PER_NODE + 3)]
     for h in [*sizes, *reversed(sizes)]:
         x = np.random.default_rng(h).standard_normal((1, 2, h, 12 - h % 4)).astype(np.float32)
         (y,) = compute(x)

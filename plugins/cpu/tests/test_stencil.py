@@ -45,8 +45,10 @@ GEOMETRIES = [
 IDS = [f"{g[0][0]}x{g[0][1]}-k{g[1][0]}x{g[1][1]}-p{''.join(map(str, g[2]))}" for g in GEOMETRIES]
 
 
-def _out(hw: tuple, k: tuple, pads: tuple, d: tuple) -> tuple[int, int]:
-    return tuple(hw[i] + pads[i] + pads[i + 2] - (k[i] - 1) * d[i] for i in range(2))  # type: ignore[return-value]
+def _out(hw: tuple, k: tuple, pads: tuple, d: tuple, s: tuple = (1, 1)) -> tuple[int, int]:
+    return tuple(  # type: ignore[return-value]
+        (hw[i] + pads[i] + pads[i + 2] - (k[i] - 1) * d[i] - 1) // s[i] + 1 for i in range(2)
+    )
 
 
 def _planes(n: int, hw: tuple) -> np.ndarray:
@@ -74,27 +76,25 @@ def _taps(hw: tuple, k: tuple, pb: tuple, pe: tuple, d: tuple, out: tuple, s: tu
         yield i, j, inside, pads
 
 
-@pytest.mark.parametrize(("hw", "k", "pads", "d"), GEOMETRIES, ids=IDS)
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("ext", POOL_BUILDS, ids=[m.__name__.rsplit(".", 1)[1] for m in POOL_BUILDS])
-def test_flat_pooling_against_brute_force(hw: tuple, k: tuple, pads: tuple, d: tuple,
-                                          threads: int, ext: Any) -> None:  # fmt: skip
+def _check_pooling(ext: Any, hw: tuple, k: tuple, s: tuple, pads: tuple, d: tuple,
+                   threads: int) -> None:  # fmt: skip
+    """Max and average pooling (both count_include_pad) of ``ext`` against
+    the oracle, on planes with NaN and infinities on their borders."""
     pb, pe = pads[:2], pads[2:]
-    out = _out(hw, k, pads, d)
-    assert out[1] == hw[1]
+    out = _out(hw, k, pads, d, s)
     x = _planes(6, hw)
     x4 = x.reshape(6, 1, *hw)
     got = np.empty((6, 1, *out), np.float32)
-    ext.max_pool(x4, got, 1, *k, 1, 1, 1, 0, *pb, 1, *d, threads)
+    ext.max_pool(x4, got, 1, *k, 1, *s, 0, *pb, 1, *d, threads)
     want = np.empty((6, *out), np.float32)
-    for i, j, inside, _ in _taps(hw, k, pb, pe, d, out):
+    for i, j, inside, _ in _taps(hw, k, pb, pe, d, out, s):
         for p in range(6):
             finite = [x[p, r, c] for *_, r, c in inside if x[p, r, c] == x[p, r, c]]
             want[p, i, j] = max(finite) if finite else -np.inf
     np.testing.assert_array_equal(got[:, 0], want)
     for include_pad in (False, True):
-        ext.avg_pool(x4, got, 1, *k, 1, 1, 1, 0, *pb, 0, *pe, 1, *d, include_pad, threads)
-        for i, j, inside, n_pad in _taps(hw, k, pb, pe, d, out):
+        ext.avg_pool(x4, got, 1, *k, 1, *s, 0, *pb, 0, *pe, 1, *d, include_pad, threads)
+        for i, j, inside, n_pad in _taps(hw, k, pb, pe, d, out, s):
             n = len(inside) + (n_pad if include_pad else 0)
             for p in range(6):
                 values = np.array([x[p, r, c] for *_, r, c in inside], np.float64)
@@ -102,25 +102,45 @@ def test_flat_pooling_against_brute_force(hw: tuple, k: tuple, pads: tuple, d: t
         np.testing.assert_allclose(got[:, 0], want, rtol=1e-5, atol=1e-6, equal_nan=True)
 
 
-@pytest.mark.parametrize(("hw", "k", "pads", "d"), GEOMETRIES, ids=IDS)
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("ext", CONV_BUILDS, ids=[m.__name__.rsplit(".", 1)[1] for m in CONV_BUILDS])
-def test_flat_depthwise_against_brute_force(hw: tuple, k: tuple, pads: tuple, d: tuple,
-                                            threads: int, ext: Any) -> None:  # fmt: skip
+def _check_depthwise(ext: Any, hw: tuple, k: tuple, s: tuple, pads: tuple, d: tuple,
+                     threads: int) -> None:  # fmt: skip
+    """The depthwise convolution of ``ext``, added to a bias, against the
+    oracle, on planes with NaN and infinities on their borders."""
     pb, pe = pads[:2], pads[2:]
-    out = _out(hw, k, pads, d)
+    out = _out(hw, k, pads, d, s)
     x = _planes(6, hw)
     w = RNG.standard_normal((6, *k)).astype(np.float32)
     bias = RNG.standard_normal(6).astype(np.float32)
     got = np.repeat(bias[:, None, None], out[0] * out[1], axis=1).reshape(6, *out)
-    ext.depthwise2d(x, w, got, 1, 1, *pb, *d, threads)
+    ext.depthwise2d(x, w, got, *s, *pb, *d, threads)
     want = np.empty((6, *out), np.float64)
     with np.errstate(invalid="ignore"):
-        for i, j, inside, _ in _taps(hw, k, pb, pe, d, out):
+        for i, j, inside, _ in _taps(hw, k, pb, pe, d, out, s):
             for p in range(6):
                 terms = [np.float64(w[p, a, b]) * x[p, r, c] for a, b, r, c in inside]
                 want[p, i, j] = bias[p] + sum(terms)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, equal_nan=True)
+
+
+POOL_IDS = [m.__name__.rsplit(".", 1)[1] for m in POOL_BUILDS]
+CONV_IDS = [m.__name__.rsplit(".", 1)[1] for m in CONV_BUILDS]
+
+
+@pytest.mark.parametrize(("hw", "k", "pads", "d"), GEOMETRIES, ids=IDS)
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("ext", POOL_BUILDS, ids=POOL_IDS)
+def test_flat_pooling_against_brute_force(hw: tuple, k: tuple, pads: tuple, d: tuple,
+                                          threads: int, ext: Any) -> None:  # fmt: skip
+    assert _out(hw, k, pads, d)[1] == hw[1]  # as wide as the input: the flat path
+    _check_pooling(ext, hw, k, (1, 1), pads, d, threads)
+
+
+@pytest.mark.parametrize(("hw", "k", "pads", "d"), GEOMETRIES, ids=IDS)
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("ext", CONV_BUILDS, ids=CONV_IDS)
+def test_flat_depthwise_against_brute_force(hw: tuple, k: tuple, pads: tuple, d: tuple,
+                                            threads: int, ext: Any) -> None:  # fmt: skip
+    _check_depthwise(ext, hw, k, (1, 1), pads, d, threads)
 
 
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
@@ -150,55 +170,17 @@ SIDS = [f"{g[0][0]}x{g[0][1]}-k{g[1][0]}x{g[1][1]}-s{g[2][0]}{g[2][1]}-p{''.join
         for g in STRIDED]  # fmt: skip
 
 
-def _out_strided(hw: tuple, k: tuple, s: tuple, pads: tuple, d: tuple) -> tuple[int, int]:
-    return tuple(  # type: ignore[return-value]
-        (hw[i] + pads[i] + pads[i + 2] - (k[i] - 1) * d[i] - 1) // s[i] + 1 for i in range(2)
-    )
-
-
 @pytest.mark.parametrize(("hw", "k", "s", "pads", "d"), STRIDED, ids=SIDS)
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("ext", POOL_BUILDS, ids=[m.__name__.rsplit(".", 1)[1] for m in POOL_BUILDS])
+@pytest.mark.parametrize("ext", POOL_BUILDS, ids=POOL_IDS)
 def test_strided_pooling_against_brute_force(hw: tuple, k: tuple, s: tuple, pads: tuple,
                                              d: tuple, threads: int, ext: Any) -> None:  # fmt: skip
-    pb, pe = pads[:2], pads[2:]
-    out = _out_strided(hw, k, s, pads, d)
-    x = _planes(6, hw)
-    x4 = x.reshape(6, 1, *hw)
-    got = np.empty((6, 1, *out), np.float32)
-    ext.max_pool(x4, got, 1, *k, 1, *s, 0, *pb, 1, *d, threads)
-    want = np.empty((6, *out), np.float32)
-    for i, j, inside, _ in _taps(hw, k, pb, pe, d, out, s):
-        for p in range(6):
-            finite = [x[p, r, c] for *_, r, c in inside if x[p, r, c] == x[p, r, c]]
-            want[p, i, j] = max(finite) if finite else -np.inf
-    np.testing.assert_array_equal(got[:, 0], want)
-    for include_pad in (False, True):
-        ext.avg_pool(x4, got, 1, *k, 1, *s, 0, *pb, 0, *pe, 1, *d, include_pad, threads)
-        for i, j, inside, n_pad in _taps(hw, k, pb, pe, d, out, s):
-            n = len(inside) + (n_pad if include_pad else 0)
-            for p in range(6):
-                values = np.array([x[p, r, c] for *_, r, c in inside], np.float64)
-                want[p, i, j] = values.sum() / n if n else 0.0
-        np.testing.assert_allclose(got[:, 0], want, rtol=1e-5, atol=1e-6, equal_nan=True)
+    _check_pooling(ext, hw, k, s, pads, d, threads)
 
 
 @pytest.mark.parametrize(("hw", "k", "s", "pads", "d"), STRIDED, ids=SIDS)
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("ext", CONV_BUILDS, ids=[m.__name__.rsplit(".", 1)[1] for m in CONV_BUILDS])
+@pytest.mark.parametrize("ext", CONV_BUILDS, ids=CONV_IDS)
 def test_strided_depthwise_against_brute_force(hw: tuple, k: tuple, s: tuple, pads: tuple,
                                                d: tuple, threads: int, ext: Any) -> None:  # fmt: skip
-    pb, pe = pads[:2], pads[2:]
-    out = _out_strided(hw, k, s, pads, d)
-    x = _planes(6, hw)
-    w = RNG.standard_normal((6, *k)).astype(np.float32)
-    bias = RNG.standard_normal(6).astype(np.float32)
-    got = np.repeat(bias[:, None, None], out[0] * out[1], axis=1).reshape(6, *out)
-    ext.depthwise2d(x, w, got, *s, *pb, *d, threads)
-    want = np.empty((6, *out), np.float64)
-    with np.errstate(invalid="ignore"):
-        for i, j, inside, _ in _taps(hw, k, pb, pe, d, out, s):
-            for p in range(6):
-                terms = [np.float64(w[p, a, b]) * x[p, r, c] for a, b, r, c in inside]
-                want[p, i, j] = bias[p] + sum(terms)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, equal_nan=True)
+    _check_depthwise(ext, hw, k, s, pads, d, threads)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Hashable, Iterable
+from typing import Any, TypeVar
 
 import numpy as np
 import onnx_ir as ir
@@ -29,6 +29,24 @@ ALL_STR = ALL | {DT.STRING}
 """Every tensor type the CPU kernels move around (data-movement ops)."""
 INDEX = frozenset({DT.INT32, DT.INT64})
 BOOL = frozenset({DT.BOOL})
+
+KEPT_PER_NODE = 16
+"""Input shapes per node whose geometry (window, path, call) a kernel keeps
+(:func:`remember`): a node sees a few shapes, a fuzzer many."""
+
+_V = TypeVar("_V")
+
+
+def remember(kept: dict[Hashable, _V], key: Hashable, value: _V) -> _V:
+    """Put ``value`` in a node's ``kept`` (emptied when it holds
+    :data:`KEPT_PER_NODE` values) under ``key``, and return it: the miss of
+    ``kept.get(key) or remember(kept, key, compute())``. Runs of one session
+    may share ``kept`` (one dict operation at a time under the GIL; a value
+    lost to a concurrent clear is computed again)."""
+    if len(kept) >= KEPT_PER_NODE:
+        kept.clear()
+    kept[key] = value
+    return value
 
 
 def thread_count(info: NodeInfo) -> int:

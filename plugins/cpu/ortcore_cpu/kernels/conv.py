@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -36,6 +36,7 @@ from . import registry
 from ._common import (
     FLOATS,
     f32_contiguous,
+    remember,
     thread_count,
     threads_for,
     threads_for_memory_bound,
@@ -609,7 +610,7 @@ def build_conv(info: NodeInfo, *, clamp: Clamp | None = None, residual: bool = F
     packs = FilterCache(lambda w: direct_filter(w, group)) if constant_weight else None
     # per input and weight shape and dtype seen (a few per node): the window,
     # whether the Cython paths take it, and the direct kernel's call
-    plans: dict[tuple[Any, ...], tuple[Window, bool, _DirectCall | None]] = {}
+    plans: dict[Hashable, tuple[Window, bool, _DirectCall | None]] = {}
 
     def plan(x: np.ndarray, w: np.ndarray) -> tuple[Window, bool, _DirectCall | None]:
         if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
@@ -628,13 +629,7 @@ def build_conv(info: NodeInfo, *, clamp: Clamp | None = None, residual: bool = F
         x: np.ndarray, w: np.ndarray, b: np.ndarray | None, z: np.ndarray | None
     ) -> tuple[np.ndarray]:
         key = (x.shape, w.shape, x.dtype)
-        known = plans.get(key)
-        if known is None:
-            known = plan(x, w)
-            if len(plans) >= _WINDOWS_KEPT:
-                plans.clear()
-            plans[key] = known
-        win, fast, call = known
+        win, fast, call = plans.get(key) or remember(plans, key, plan(x, w))
         if fast:
             if call is not None:
                 y = _conv_direct(x, w, b, z, win, threads, clamp, packs, group, call)
@@ -664,10 +659,6 @@ def build_conv(info: NodeInfo, *, clamp: Clamp | None = None, residual: bool = F
 
 
 _SAME = ("SAME_UPPER", "SAME_LOWER")
-
-_WINDOWS_KEPT = 16
-"""Input sizes per Conv node whose window (pads, output size) is kept."""
-
 
 def _transpose_window(info: NodeInfo, spatial: tuple[int, ...], kernel: tuple[int, ...]) -> Window:
     """Pads and output size of ConvTranspose (ONNX spec formulas)."""

@@ -9,7 +9,7 @@ that loops over kernel offsets.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 import numpy as np
 from ep_sdk import Compute, NodeInfo, check_tensor_size
@@ -19,6 +19,7 @@ from ._common import (
     DT,
     FLOATS,
     f32_contiguous,
+    remember,
     thread_count,
     threads_for,
     threads_for_memory_bound,
@@ -46,24 +47,14 @@ def _window_of(info: NodeInfo, spatial: tuple[int, ...]) -> Window:
     )
 
 
-_WINDOWS_KEPT = 16
-"""Input sizes per pooling node whose window is kept (see :func:`_windows`)."""
-
-
 def _windows(info: NodeInfo) -> Callable[[tuple[int, ...]], Window]:
-    """The node's window for an input's spatial size, kept for the last
-    ``_WINDOWS_KEPT`` sizes: computing it (pads, output size, checks) took
-    about 5 us, as long as pooling a small plane."""
-    kept: dict[tuple[int, ...], Window] = {}
+    """The node's window for an input's spatial size, kept for a few sizes
+    (:func:`remember`): computing it (pads, output size, checks) took about
+    5 us, as long as pooling a small plane."""
+    kept: dict[Hashable, Window] = {}
 
     def get(spatial: tuple[int, ...]) -> Window:
-        win = kept.get(spatial)
-        if win is None:
-            win = _window_of(info, spatial)
-            if len(kept) >= _WINDOWS_KEPT:
-                kept.clear()
-            kept[spatial] = win
-        return win
+        return kept.get(spatial) or remember(kept, spatial, _window_of(info, spatial))
 
     return get
 
