@@ -224,9 +224,9 @@ cdef void _depthwise2d_flat(const float[:, :, ::1] x, const float[:, :, ::1] w,
                             float[:, :, ::1] out, Py_ssize_t ph, Py_ssize_t pw,
                             Py_ssize_t dh, Py_ssize_t dw, int nthreads) except *:
     """Stride-1 depthwise convolution whose output is as wide as its input,
-    each plane read as one flat row (``st_depthwise`` of ``_stencil.h``): no
-    padded copy, and loops as long as the plane, which matters on small
-    planes."""
+    each plane read as one flat row (``st_depthwise`` of ``_stencil.h``, on
+    a copy of the plane with a margin of zeros): no row-by-row padded copy,
+    and loops as long as the plane, which matters on small planes."""
     cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef Py_ssize_t kh = w.shape[1], kw = w.shape[2]
     cdef Py_ssize_t oh = out.shape[1]

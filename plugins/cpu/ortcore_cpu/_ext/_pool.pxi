@@ -377,8 +377,9 @@ cdef void _pool2d_flat(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
                        const float* inv_y, const float* inv_x, int nthreads) except *:
     """Stride-1 2-D max (``take_max``) or average pooling whose output is as
     wide as its input, each plane read as one flat row (``st_pool`` of
-    ``_stencil.h``): no padded copy, and loops as long as the plane, which
-    matters on small planes. Averages are scaled by ``inv_y[y] * inv_x[i]``."""
+    ``_stencil.h``, on a copy of the plane with a margin of pads): no
+    row-by-row padded copy, and loops as long as the plane, which matters
+    on small planes. Averages are scaled by ``inv_y[y] * inv_x[i]``."""
     cdef Py_ssize_t P = x.shape[0], H = x.shape[2], W = x.shape[3]
     cdef Py_ssize_t oh = out.shape[2], ow = out.shape[3]
     cdef Py_ssize_t p, y, j

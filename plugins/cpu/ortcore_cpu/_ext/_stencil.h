@@ -11,14 +11,16 @@
  * * W and hoff(kx) = kx * dw - pw. The tap is inside the plane's rows when
  * 0 <= j + voff(ky) < H * W, and inside its columns when 0 <= c + hoff(kx) <
  * W, which a column mask (one byte per output position and filter column)
- * says. Between the first and the last output row that all filter rows
- * reach (the middle range), every tap's input position is inside the
- * plane's memory, so each tap is read there in a loop as long as the range
- * and selected by its column mask; row-by-row loops on small planes (7x7,
- * 14x14) are too short for vectors, and a padded copy of each plane cost
- * more than the stencil. The positions before and after the middle range
- * (the first and last rows) are computed one by one with their bounds
- * checked. No plane is read outside its memory.
+ * says. The plane is copied (one memcpy) into a buffer with a margin of
+ * pads before and after it (st_margins: as far as any tap reaches), so
+ * every tap of every output reads inside the buffer; taps on rows outside
+ * the plane read the margin's pads, taps whose column falls off the row are
+ * replaced by the pad value through their mask. Each window is then one
+ * loop as long as the plane: row-by-row loops on small planes (7x7, 14x14)
+ * are too short for vectors, and a padded 2-D copy of each plane cost more
+ * than the stencil. No plane is read outside its memory.
+ *
+ * The strided depthwise stencil at the end works on phases instead.
  */
 #ifndef ORTCORE_STENCIL_H
 #define ORTCORE_STENCIL_H
