@@ -149,6 +149,27 @@ def test_global_pool(op: str, shape: tuple, dtype: type) -> None:
     check_node(op, [rand(*shape, dtype=dtype)], opset=1, rtol=1e-5, atol=1e-6, oracle=oracle)
 
 
+@pytest.mark.parametrize("length", [1, 7, 8, 9, 16, 23, 49, 169])
+def test_global_pools_of_every_plane_length_with_special_values(length: int) -> None:
+    """The float32 global pools sum and compare in several lanes at once:
+    every plane length (tails of the 8-wide steps included) gives numpy's
+    mean (in float64) and max, and a NaN anywhere in a plane, or an
+    infinity, reaches its result."""
+    rng = np.random.default_rng(length)
+    x = rng.standard_normal((1, 6, length)).astype(np.float32) * 100
+    x[0, 1, length - 1] = np.nan  # in the tail (or the only value)
+    x[0, 2, length // 2] = np.nan
+    x[0, 3, 0] = np.inf
+    x[0, 4, length - 1] = -np.inf
+    x[0, 5] = -3.0  # every value the same and negative
+    (mean,) = run_node("GlobalAveragePool", [x], opset=1)
+    (top,) = run_node("GlobalMaxPool", [x], opset=1)
+    with np.errstate(invalid="ignore"):
+        want_mean = x.astype(np.float64).mean(axis=2, keepdims=True).astype(np.float32)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-6)
+    np.testing.assert_array_equal(top, x.max(axis=2, keepdims=True))
+
+
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
 def test_pool_kernel_keeps_one_window_per_input_size(op: str) -> None:
     """A pooling node fed inputs of many sizes (more than the windows it

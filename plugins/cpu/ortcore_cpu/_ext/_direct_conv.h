@@ -22,7 +22,8 @@
  * that every filter tap reads a run of one phase at a constant offset.
  *
  * The bias, a residual input and a clamp (fused Relu or Clip) are applied
- * when the output is written.
+ * when the output is written (in flat mode with AVX-512 from the registers,
+ * with masked stores where a vector crosses output rows).
  */
 #ifndef ORTCORE_DIRECT_CONV_H
 #define ORTCORE_DIRECT_CONV_H
@@ -212,11 +213,80 @@ static void dc_rows(const float *xph, ptrdiff_t C, ptrdiff_t HP, ptrdiff_t WQ,
  * DC_VL * DC_VMAX floats past the last plane: the last vectors read past it
  * (into positions that are dropped). */
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+/* Write vector v, flat positions p0 .. p0 + 15 of output channel yc (OH x
+ * OW; residual zc or NULL; p0 is at output row oy, column ox of the flat
+ * layout with WQ columns), with the clamp (the bias is in v): the lanes
+ * below L that fall on one output row go out in one masked store each (the
+ * dropped positions between rows are skipped). max(lo, t) and min(hi, t)
+ * keep a NaN t. */
+static inline __attribute__((always_inline)) void dc_put16(
+    __m512 v, float *yc, const float *zc, ptrdiff_t p0, ptrdiff_t oy, ptrdiff_t ox,
+    ptrdiff_t L, ptrdiff_t OW, ptrdiff_t WQ, __m512 lo, __m512 hi, int clamp) {
+    ptrdiff_t end = L - p0; /* lanes at or past `end` are outside the plane */
+    if (end > 16) end = 16;
+    for (ptrdiff_t t = 0; t < end;) {
+        ptrdiff_t run = OW - ox;
+        if (run > end - t) run = end - t;
+        if (run > 0) {
+            __mmask16 k = (__mmask16)(((1u << run) - 1u) << t);
+            ptrdiff_t at = oy * OW + ox - t; /* where lane 0 would go */
+            __m512 u = v;
+            if (zc) u = _mm512_add_ps(u, _mm512_maskz_loadu_ps(k, zc + at));
+            if (clamp) u = _mm512_min_ps(hi, _mm512_max_ps(lo, u));
+            _mm512_mask_storeu_ps(yc + at, k, u);
+        }
+        t += WQ - ox;
+        ox = 0;
+        oy++;
+    }
+}
+
+/* dc_store_flat from registers (AVX-512): a vector on one output row goes
+ * out in one store, the others (crossing rows, or past the plane) lane run
+ * by lane run. Not inlined: dc_flat's sums keep every register. */
+static __attribute__((noinline)) void dc_store_flat16(
+    dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, const float *z, const float *bias,
+    ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW, ptrdiff_t WQ, ptrdiff_t ocb, ptrdiff_t j0,
+    float lo, float hi, int clamp) {
+    const ptrdiff_t L = (OH - 1) * WQ + OW;
+    const __m512 lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi);
+    ptrdiff_t oy = j0 / WQ, ox = j0 - oy * WQ;
+    for (int v = 0; v < V; v++) {
+        ptrdiff_t p0 = j0 + DC_VL * v;
+        if (p0 >= L) break;
+        /* on one output row, or on consecutive rows that drop nothing */
+        const int whole = (WQ == OW || ox + DC_VL <= OW) && p0 + DC_VL <= L;
+        const ptrdiff_t at = oy * OW + ox;
+        for (int r = 0; r < DC_OCB; r++) {
+            ptrdiff_t m = ocb * DC_OCB + r;
+            if (m >= M) break;
+            float *yc = y + m * OH * OW;
+            const float *zc = z ? z + m * OH * OW : NULL;
+            __m512 u = _mm512_add_ps((__m512)acc[r][v], _mm512_set1_ps(bias ? bias[m] : 0.0f));
+            if (whole) {
+                if (zc) u = _mm512_add_ps(u, _mm512_loadu_ps(zc + at));
+                if (clamp) u = _mm512_min_ps(hiv, _mm512_max_ps(lov, u));
+                _mm512_storeu_ps(yc + at, u);
+            } else {
+                dc_put16(u, yc, zc, p0, oy, ox, L, OW, WQ, lov, hiv, clamp);
+            }
+        }
+        for (ox += DC_VL; ox >= WQ; ox -= WQ) oy++;
+    }
+}
+#endif
+
 /* Write the flat positions from j0 of V accumulated vectors to y. */
 static inline void dc_store_flat(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, const float *z,
                                  const float *bias, ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW,
                                  ptrdiff_t WQ, ptrdiff_t ocb, ptrdiff_t j0, float lo, float hi,
                                  int clamp) {
+#if defined(__AVX512F__) && DC_VL == 16
+    dc_store_flat16(acc, V, y, z, bias, M, OH, OW, WQ, ocb, j0, lo, hi, clamp);
+#else
     float tmp[DC_VL * DC_VMAX];
     ptrdiff_t L = (OH - 1) * WQ + OW;
     ptrdiff_t n = L - j0;
@@ -247,6 +317,7 @@ static inline void dc_store_flat(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, co
             oy++;
         }
     }
+#endif
 }
 
 /* One work item of flat mode: the output channels of block `ocb`, nv

@@ -3,7 +3,7 @@
 # CPUs, see setup.py). Documented in pool.pyx.
 
 from cython.parallel cimport parallel, prange
-from libc.math cimport INFINITY
+from libc.math cimport INFINITY, NAN
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
@@ -590,24 +590,90 @@ cdef void _pool2d_rows(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
         raise MemoryError()
 
 
+cdef inline double _row_sum(const float* r, Py_ssize_t L) noexcept nogil:
+    # eight independent sums (in double): the adds overlap instead of waiting
+    # on one another, and the compiler may vectorize them
+    cdef double a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0
+    cdef Py_ssize_t j = 0
+    while j + 8 <= L:
+        a0 += r[j]
+        a1 += r[j + 1]
+        a2 += r[j + 2]
+        a3 += r[j + 3]
+        a4 += r[j + 4]
+        a5 += r[j + 5]
+        a6 += r[j + 6]
+        a7 += r[j + 7]
+        j += 8
+    while j < L:
+        a0 += r[j]
+        j += 1
+    return ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
+
+
+cdef inline float _row_max(const float* r, Py_ssize_t L) noexcept nogil:
+    # eight independent running maxima without branches (v > m ? v : m is
+    # one max instruction), NaNs counted on the side: a NaN makes it NaN
+    cdef float m0 = -INFINITY, m1 = -INFINITY, m2 = -INFINITY, m3 = -INFINITY
+    cdef float m4 = -INFINITY, m5 = -INFINITY, m6 = -INFINITY, m7 = -INFINITY
+    cdef int nans = 0
+    cdef float v
+    cdef Py_ssize_t j = 0
+    while j + 8 <= L:
+        v = r[j]
+        m0 = v if v > m0 else m0
+        nans |= v != v
+        v = r[j + 1]
+        m1 = v if v > m1 else m1
+        nans |= v != v
+        v = r[j + 2]
+        m2 = v if v > m2 else m2
+        nans |= v != v
+        v = r[j + 3]
+        m3 = v if v > m3 else m3
+        nans |= v != v
+        v = r[j + 4]
+        m4 = v if v > m4 else m4
+        nans |= v != v
+        v = r[j + 5]
+        m5 = v if v > m5 else m5
+        nans |= v != v
+        v = r[j + 6]
+        m6 = v if v > m6 else m6
+        nans |= v != v
+        v = r[j + 7]
+        m7 = v if v > m7 else m7
+        nans |= v != v
+        j += 8
+    while j < L:
+        v = r[j]
+        m0 = v if v > m0 else m0
+        nans |= v != v
+        j += 1
+    if nans:
+        return NAN
+    m0 = m1 if m1 > m0 else m0
+    m2 = m3 if m3 > m2 else m2
+    m4 = m5 if m5 > m4 else m4
+    m6 = m7 if m7 > m6 else m6
+    m0 = m2 if m2 > m0 else m0
+    m4 = m6 if m6 > m4 else m4
+    return m4 if m4 > m0 else m0
+
+
 def global_pool(const float[:, ::1] x, float[::1] out, bint take_max, int nthreads):
-    """Mean (or max) of each row of ``x`` (N*C, spatial) into ``out`` (N*C)."""
+    """Mean (or max) of each row of ``x`` (N*C, spatial) into ``out`` (N*C).
+    Means are summed in double; a NaN in a row makes its max NaN."""
     cdef Py_ssize_t P = x.shape[0], L = x.shape[1]
-    cdef Py_ssize_t p, j
-    cdef double acc
-    cdef float best
+    cdef Py_ssize_t p
     if out.shape[0] != P:
         raise ValueError("global_pool: x and out have different plane counts")
+    if P == 0:
+        return
     with nogil:
         for p in prange(P, num_threads=nthreads, schedule="static"):
             if take_max:
-                best = -INFINITY
-                for j in range(L):
-                    if x[p, j] > best or x[p, j] != x[p, j]:
-                        best = x[p, j]
-                out[p] = best
+                out[p] = _row_max(&x[p, 0], L) if L else -INFINITY
             else:
-                acc = 0.0
-                for j in range(L):
-                    acc = acc + x[p, j]
-                out[p] = <float>(acc / L)  # 0/0 gives NaN for an empty plane
+                # 0/0 gives NaN for an empty plane
+                out[p] = <float>((_row_sum(&x[p, 0], L) if L else 0.0) / L)
