@@ -523,9 +523,10 @@ cdef void _depthwise2d_phases(const float[:, :, ::1] x, const float[:, :, ::1] w
 
 
 cdef extern from "_direct_conv.h" nogil:
-    void dc_pack_channel(const float* x, Py_ssize_t H, Py_ssize_t W, float* out,
-                         Py_ssize_t C, Py_ssize_t SH, Py_ssize_t S, Py_ssize_t HP,
-                         Py_ssize_t WQ, Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t c)
+    void dc_pack_phase(const float* x, Py_ssize_t H, Py_ssize_t W, float* out,
+                       Py_ssize_t C, Py_ssize_t SH, Py_ssize_t S, Py_ssize_t HP,
+                       Py_ssize_t WQ, Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t c,
+                       Py_ssize_t q)
     void dc_rows(const float* xph, Py_ssize_t C, Py_ssize_t HP, Py_ssize_t WQ,
                  const float* wp, Py_ssize_t KH, Py_ssize_t KW, const Py_ssize_t* kyoff,
                  const Py_ssize_t* koff, Py_ssize_t sh, float* y, const float* z,
@@ -714,11 +715,13 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
         kyoff[ky] = ((ky * dh) % SH) * sw * C * HP * WQ + ((ky * dh) // SH) * WQ
     items = MB * chunks
     try:
-        # one parallel region: every thread packs its channels, waits for the
-        # others (the barrier after each prange), then computes its items
+        # one parallel region: every thread copies its share of the (channel,
+        # row phase) planes, waits for the others (the barrier after each
+        # prange), then computes its items
         with nogil, parallel(num_threads=nthreads):
-            for c in prange(0 if in_place else C, schedule="static"):
-                dc_pack_channel(&x[0, 0, 0], H, W, xph, C, SH, sw, HP, WQ, ph, pw, c)
+            for c in prange(0 if in_place else C * SH, schedule="static"):
+                dc_pack_phase(&x[0, 0, 0], H, W, xph, C, SH, sw, HP, WQ, ph, pw, c // SH,
+                              c % SH)
             if flat:
                 for item in prange(items, schedule="static"):
                     # item -> (block, chunk); block -> (group, its block)

@@ -51,40 +51,53 @@
 typedef float dc_v8 __attribute__((vector_size(DC_VL * 4)));
 typedef float dc_v8u __attribute__((vector_size(DC_VL * 4), aligned(4), may_alias));
 
+/* Columns j of a phase row that read inside an input row of W columns:
+ * j * S + p - pw in [0, W), as [*lo, *hi) clipped to [0, WQ). */
+static inline void dc_inside(ptrdiff_t W, ptrdiff_t S, ptrdiff_t p, ptrdiff_t pw, ptrdiff_t WQ,
+                             ptrdiff_t *lo, ptrdiff_t *hi) {
+    ptrdiff_t first = pw - p; /* j * S >= first */
+    ptrdiff_t l = first <= 0 ? 0 : (first + S - 1) / S;
+    ptrdiff_t last = W - 1 + pw - p; /* j * S <= last */
+    ptrdiff_t h = last < 0 ? 0 : last / S + 1;
+    if (h > WQ) h = WQ;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
 /* Phase-split padded copy of one image x (C, H, W) into out (SH, S, C, HP,
  * WQ): out[q, p, c, r, j] = x[c, r * SH + q - ph, j * S + p - pw], zero
- * outside x. One call per channel c (the caller splits channels over
- * threads). */
-static inline void dc_pack_channel(const float *x, ptrdiff_t H, ptrdiff_t W, float *out,
-                                   ptrdiff_t C, ptrdiff_t SH, ptrdiff_t S, ptrdiff_t HP,
-                                   ptrdiff_t WQ, ptrdiff_t ph, ptrdiff_t pw, ptrdiff_t c) {
+ * outside x. One call per channel c and row phase q (the caller splits
+ * those over threads). Each row copies its inside columns in one loop
+ * without branches (with S = 2 a constant stride the compiler vectorizes)
+ * and zeroes the rest. */
+static inline void dc_pack_phase(const float *x, ptrdiff_t H, ptrdiff_t W, float *out,
+                                 ptrdiff_t C, ptrdiff_t SH, ptrdiff_t S, ptrdiff_t HP,
+                                 ptrdiff_t WQ, ptrdiff_t ph, ptrdiff_t pw, ptrdiff_t c,
+                                 ptrdiff_t q) {
     const float *xc = x + c * H * W;
-    for (ptrdiff_t q = 0; q < SH; q++)
     for (ptrdiff_t p = 0; p < S; p++) {
         float *o = out + ((q * S + p) * C + c) * HP * WQ;
+        ptrdiff_t lo, hi;
+        dc_inside(W, S, p, pw, WQ, &lo, &hi);
         for (ptrdiff_t r = 0; r < HP; r++) {
             float *orow = o + r * WQ;
             ptrdiff_t iy = r * SH + q - ph;
-            if (iy < 0 || iy >= H) {
+            if (iy < 0 || iy >= H || hi == lo) {
                 memset(orow, 0, (size_t)WQ * sizeof(float));
                 continue;
             }
-            const float *xrow = xc + iy * W;
+            /* column j reads src[j * S] */
+            const float *src = xc + iy * W + p - pw;
+            if (lo > 0) memset(orow, 0, (size_t)lo * sizeof(float));
             if (S == 1) {
-                /* columns j with 0 <= j - pw < W are copied, the rest zeroed */
-                ptrdiff_t lo = pw < 0 ? 0 : (pw > WQ ? WQ : pw);
-                ptrdiff_t hi = W + pw;
-                if (hi > WQ) hi = WQ;
-                if (hi < lo) hi = lo;
-                if (lo > 0) memset(orow, 0, (size_t)lo * sizeof(float));
-                if (hi > lo) memcpy(orow + lo, xrow + (lo - pw), (size_t)(hi - lo) * sizeof(float));
-                if (WQ > hi) memset(orow + hi, 0, (size_t)(WQ - hi) * sizeof(float));
+                memcpy(orow + lo, src + lo, (size_t)(hi - lo) * sizeof(float));
+            } else if (S == 2) {
+                for (ptrdiff_t j = lo; j < hi; j++) orow[j] = src[2 * j];
             } else {
-                for (ptrdiff_t j = 0; j < WQ; j++) {
-                    ptrdiff_t ix = j * S + p - pw;
-                    orow[j] = (ix >= 0 && ix < W) ? xrow[ix] : 0.0f;
-                }
+                for (ptrdiff_t j = lo; j < hi; j++) orow[j] = src[j * S];
             }
+            if (WQ > hi) memset(orow + hi, 0, (size_t)(WQ - hi) * sizeof(float));
         }
     }
 }
