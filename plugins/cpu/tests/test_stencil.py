@@ -178,6 +178,38 @@ def test_strided_pooling_against_brute_force(hw: tuple, k: tuple, s: tuple, pads
     _check_pooling(ext, hw, k, s, pads, d, threads)
 
 
+@pytest.mark.parametrize(
+    ("hw", "k", "s", "pads"),
+    [
+        ((56, 56), (3, 3), (2, 2), (1, 1, 1, 1)),  # ShuffleNet's and MobileNet's
+        ((113, 111), (3, 3), (2, 2), (0, 1, 1, 1)),
+        ((226, 226), (3, 3), (2, 2), (1, 1, 1, 1)),  # near the phase stencil's limit
+        ((300, 241), (3, 3), (2, 2), (1, 1, 1, 1)),  # past it: column phases
+        ((120, 90), (5, 5), (3, 2), (2, 1, 2, 2)),
+    ],
+)
+@pytest.mark.parametrize("ext", CONV_BUILDS, ids=CONV_IDS)
+def test_strided_depthwise_on_large_planes(hw: tuple, k: tuple, s: tuple, pads: tuple,
+                                           ext: Any) -> None:  # fmt: skip
+    """Strided depthwise convolutions on planes up to and past the phase
+    stencil's buffer limit, added to a bias, against numpy (float64)."""
+    c = 3
+    x = RNG.standard_normal((c, *hw)).astype(np.float32)
+    w = RNG.standard_normal((c, *k)).astype(np.float32)
+    bias = RNG.standard_normal(c).astype(np.float32)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    oh = (xp.shape[1] - k[0]) // s[0] + 1
+    ow = (xp.shape[2] - k[1]) // s[1] + 1
+    want = np.repeat(bias.astype(np.float64)[:, None, None], oh * ow, axis=1).reshape(c, oh, ow)
+    for a in range(k[0]):
+        for b in range(k[1]):
+            taps = xp[:, a : a + (oh - 1) * s[0] + 1 : s[0], b : b + (ow - 1) * s[1] + 1 : s[1]]
+            want += w[:, a, b, None, None].astype(np.float64) * taps
+    got = np.repeat(bias[:, None, None], oh * ow, axis=1).reshape(c, oh, ow)
+    ext.depthwise2d(x, w, got, *s, pads[0], pads[1], 1, 1, 2)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize(("hw", "k", "s", "pads", "d"), STRIDED, ids=SIDS)
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("ext", CONV_BUILDS, ids=CONV_IDS)

@@ -120,9 +120,12 @@ cdef Py_ssize_t _strided_floats(Py_ssize_t oh, Py_ssize_t ow, Py_ssize_t kh, Py_
     """Floats of ``st_depthwise_strided``'s buffer (the phases and the flat
     output), or 0 if the window does not take it: stride 1, an empty output,
     or more than ``_STRIDED_MAX`` floats (computed in Python integers: they
-    can overflow Py_ssize_t). Small planes only: 3x3 stride-2 depthwise
-    convolutions to 7x7 - 27x27 outputs took 0.5-0.85x the time of the
-    column-phase path (2 threads, Zen 5)."""
+    can overflow Py_ssize_t): inputs up to about 228x228 with stride 2, whose
+    buffer (256 KiB) stays in the L2 cache. 3x3 stride-2 depthwise
+    convolutions took against the column-phase path (1 and 2 threads, Zen
+    5): 0.5-0.85x the time to 7x7 - 27x27 outputs, 0.58x to 28x28
+    (ShuffleNet's 112 and MobileNet's 64-144 channels on 56x56), 0.85x to
+    56x56, 0.8-0.95x to 75x75, 0.9-1.0x to 112x112."""
     if oh <= 0 or ow <= 0 or (sh == 1 and sw == 1):
         return 0
     hq = <object>oh + (<object>kh - 1) * dh // sh

@@ -48,8 +48,8 @@ cdef enum:
     _MAX_PLANE = 1 << 26
     # Largest output plane (floats) of the flat stride-1 stencils (_flat_fits)
     _FLAT_MAX = 512
-    # Largest buffer (floats) of the strided small-plane depthwise stencil (_strided_floats)
-    _STRIDED_MAX = 4096
+    # Largest buffer (floats, 256 KiB) of the strided depthwise stencil (_strided_floats)
+    _STRIDED_MAX = 1 << 16
 
 
 cdef int _check_window(str where, Py_ssize_t kd, Py_ssize_t kh, Py_ssize_t kw,
