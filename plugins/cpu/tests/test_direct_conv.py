@@ -174,7 +174,8 @@ def _reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: Any) -> np.
         ((1, 24, 8, 8), (40, 24, 1, 1), {"strides": [2, 2]}, (False, False)),  # strided 1x1
         ((1, 4, 10, 10), (8, 2, 3, 3), {"group": 2}, (False, True)),  # 4 filters a group
         ((1, 8, 10, 10), (16, 4, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, (False, True)),
-        ((1, 12, 7, 7), (24, 4, 1, 1), {"group": 3}, (False, False)),  # grouped 1x1: BLAS
+        ((1, 12, 7, 7), (24, 4, 1, 1), {"group": 3}, (False, True)),  # grouped 1x1
+        ((1, 12, 8, 8), (24, 4, 1, 1), {"group": 3, "strides": [2, 2]}, (False, True)),
         ((1, 6, 9, 11), (48, 2, 3, 3), {"group": 3, "strides": [2, 2]}, (False, True)),
         ((1, 6, 9, 11), (30, 2, 3, 3), {"group": 3}, (False, True)),  # 10 a group: 16 computed
         ((1, 4, 6, 6, 6), (8, 4, 3, 3, 3), {}, (False, False)),  # 3-D
@@ -225,7 +226,7 @@ def test_direct_path_rule(monkeypatch: pytest.MonkeyPatch, ext: Any) -> None:
     win8 = window((32, 32), (3, 3))
     assert conv._use_direct(x8, np.zeros((32, 8, 3, 3), np.float32), win8, 2, True) == wide
     win1 = window((32, 32), (1, 1))
-    assert not conv._use_direct(x8, np.zeros((32, 4, 1, 1), np.float32), win1, 4, True)  # 1x1
+    assert conv._use_direct(x8, np.zeros((32, 4, 1, 1), np.float32), win1, 4, True) == wide
     assert conv._use_direct(x8, np.zeros((16, 4, 3, 3), np.float32), win8, 4, True) == wide
     assert not conv._use_direct(x8, np.zeros((16, 1, 3, 3), np.float32), win8, 16, True)  # depthwise
     assert not conv._use_direct(x[:, :, :0], w7, win, 1, True)  # empty
@@ -276,6 +277,7 @@ def test_conv_kernel_keeps_one_window_per_input_size() -> None:
 GROUP_CASES = [
     # (C, H, W), (M, KH, KW), strides, pads, dilations, group
     ((8, 7, 7), (16, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 4),
+    ((24, 30, 30), (112, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 4),  # ShuffleNet-like: 28 a group
     ((6, 12, 10), (30, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 3),
     ((4, 11, 13), (10, 3, 3), (2, 2), (0, 1, 1, 0), (1, 2), 2),
     ((9, 5, 6), (27, 2, 2), (1, 1), (0, 0, 0, 0), (1, 1), 9),  # 1 channel, 3 filters a group

@@ -252,15 +252,15 @@ DIRECT_POINTWISE = False
 
 DIRECT_GROUPS = True
 """Whether the AVX-512 build computes grouped Convs (not depthwise: that has
-its own kernel) with more than one tap directly, all groups in one parallel
-region. 3x3 Convs of 32 groups (ResNeXt's, 4 and 8 channels a group) took
-0.2-0.5x the time of im2col and one BLAS matmul per group, though 4 filters
-a group fill half of a block of 8. Grouped 1x1 Convs (ShuffleNet's, 34-136
-channels a group) took 1.1-1.6x the time of BLAS per group and a bias pass,
-even with the input read in place (``direct_conv2d`` reads the planes of
-an unpadded stride-1 1x1 window where they are), so they keep BLAS; so do
-1x1 Convs of one group (``DIRECT_POINTWISE``), 1.0-1.35x BLAS's time with
-the input in place and the pool of BLAS threads shared."""
+its own kernel) directly, all groups in one parallel region. 3x3 Convs of
+32 groups (ResNeXt's, 4 and 8 channels a group) took 0.2-0.5x the time of
+im2col and one BLAS matmul per group, though 4 filters a group fill half of
+a block of 8. Grouped 1x1 Convs (ShuffleNet's, 6-136 channels a group, the
+input read in place) kept BLAS until the kernel wrote its sums from the
+registers (2026-12-03): then whole ShuffleNet runs took 0.88-0.99x the time
+of BLAS per group and a bias pass (5 rounds in one process, sessions
+alternating). 1x1 Convs of one group keep BLAS (``DIRECT_POINTWISE``):
+1.0-1.35x BLAS's time, and ResNet-50 1.26x, DenseNet 1.18x whole."""
 
 
 def _use_direct(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: bool) -> bool:
@@ -280,7 +280,7 @@ def _use_direct(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: b
     if ext.DIRECT_VECTOR >= DIRECT_WIDE_VECTOR:
         if group > 1:
             depthwise = group == x.shape[1] and w.shape[0] == group
-            return DIRECT_GROUPS and taps > 1 and not depthwise
+            return DIRECT_GROUPS and not depthwise
         return taps > 1 or DIRECT_POINTWISE
     return (
         group == 1
