@@ -170,8 +170,11 @@ def _reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: Any) -> np.
         ((1, 32, 12, 12), (32, 32, 3, 3), {"pads": [1, 1, 1, 1]}, (False, True)),  # Winograd
         ((1, 40, 10, 10), (8, 40, 3, 3), {"strides": [2, 2]}, (False, True)),  # deep, narrow
         ((1, 40, 10, 100), (8, 40, 3, 3), {"strides": [2, 2]}, (False, True)),  # deep, wide
-        ((2, 24, 7, 7), (40, 24, 1, 1), {}, (False, False)),  # 1x1: BLAS
-        ((1, 24, 8, 8), (40, 24, 1, 1), {"strides": [2, 2]}, (False, False)),  # strided 1x1
+        ((2, 24, 7, 7), (40, 24, 1, 1), {}, (False, True)),  # 1x1
+        ((1, 24, 8, 8), (40, 24, 1, 1), {"strides": [2, 2]}, (False, True)),  # strided 1x1
+        ((1, 24, 9, 11), (40, 24, 1, 1), {"strides": [3, 2]}, (False, True)),
+        ((1, 5, 30), (9, 5, 1), {"strides": [4]}, (False, True)),  # 1-D strided 1x1
+        ((1, 6, 8, 8), (7, 6, 1, 1), {"strides": [2, 2], "pads": [1, 0, 0, 1]}, (False, True)),
         ((1, 4, 10, 10), (8, 2, 3, 3), {"group": 2}, (False, True)),  # 4 filters a group
         ((1, 8, 10, 10), (16, 4, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, (False, True)),
         ((1, 12, 7, 7), (24, 4, 1, 1), {"group": 3}, (False, True)),  # grouped 1x1
@@ -230,10 +233,10 @@ def test_direct_path_rule(monkeypatch: pytest.MonkeyPatch, ext: Any) -> None:
     assert conv._use_direct(x8, np.zeros((16, 4, 3, 3), np.float32), win8, 4, True) == wide
     assert not conv._use_direct(x8, np.zeros((16, 1, 3, 3), np.float32), win8, 16, True)  # depthwise
     assert not conv._use_direct(x[:, :, :0], w7, win, 1, True)  # empty
-    w1 = np.zeros((64, 3, 1, 1), np.float32)  # 1x1: BLAS, unless asked for
-    assert not conv._use_direct(x, w1, window((224, 224), (1, 1)), 1, True)
-    monkeypatch.setattr(conv, "DIRECT_POINTWISE", True)
+    w1 = np.zeros((64, 3, 1, 1), np.float32)  # 1x1: direct, unless turned off
     assert conv._use_direct(x, w1, window((224, 224), (1, 1)), 1, True) == wide
+    monkeypatch.setattr(conv, "DIRECT_POINTWISE", False)
+    assert not conv._use_direct(x, w1, window((224, 224), (1, 1)), 1, True)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])

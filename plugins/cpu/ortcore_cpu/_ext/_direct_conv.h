@@ -138,6 +138,20 @@ static inline __attribute__((always_inline)) void dc_accumulate(
         for (int v = 0; v < V; v++) acc[r][v] = (dc_v8){0};
     const ptrdiff_t WC = KH * KW * DC_OCB; /* weights per input channel */
     const float *w = wp + ocb * C * WC;
+    if (KH == 1 && KW == 1) {
+        /* one tap: a plain loop over the channels, no tap tables */
+        const float *src = xph + at + kyoff[0] + koff[0] + ow0;
+        for (ptrdiff_t c = 0; c < C - 1; c++, src += CS, w += DC_OCB) {
+            dc_v8 in[DC_VMAX];
+            for (int v = 0; v < V; v++) in[v] = *(const dc_v8u *)(src + DC_VL * v);
+            for (int r = 0; r < DC_OCB; r++) {
+                const dc_v8 b = w[r] - (dc_v8){0};
+                for (int v = 0; v < V; v++) acc[r][v] += b * in[v];
+            }
+        }
+        dc_channel(acc, V, xlast, w, 1, 1, at, kyoff, koff, ow0);
+        return;
+    }
     for (ptrdiff_t c = 0; c < C - 1; c++)
         dc_channel(acc, V, xph + c * CS, w + c * WC, KH, KW, at, kyoff, koff, ow0);
     dc_channel(acc, V, xlast, w + (C - 1) * WC, KH, KW, at, kyoff, koff, ow0);
