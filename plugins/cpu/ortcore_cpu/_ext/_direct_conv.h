@@ -152,6 +152,23 @@ static inline __attribute__((always_inline)) void dc_accumulate(
         dc_channel(acc, V, xlast, w, 1, 1, at, kyoff, koff, ow0);
         return;
     }
+    if (KH == 3 && KW == 3) {
+        /* 3x3: the nine tap offsets once, each channel's taps unrolled */
+        ptrdiff_t o[9];
+        for (int t = 0; t < 9; t++) o[t] = at + kyoff[t / 3] + koff[t % 3] + ow0;
+        for (ptrdiff_t c = 0; c < C; c++, w += 9 * DC_OCB) {
+            const float *plane = c < C - 1 ? xph + c * CS : xlast;
+            for (int t = 0; t < 9; t++) {
+                dc_v8 in[DC_VMAX];
+                for (int v = 0; v < V; v++) in[v] = *(const dc_v8u *)(plane + o[t] + DC_VL * v);
+                for (int r = 0; r < DC_OCB; r++) {
+                    const dc_v8 b = w[t * DC_OCB + r] - (dc_v8){0};
+                    for (int v = 0; v < V; v++) acc[r][v] += b * in[v];
+                }
+            }
+        }
+        return;
+    }
     for (ptrdiff_t c = 0; c < C - 1; c++)
         dc_channel(acc, V, xph + c * CS, w + c * WC, KH, KW, at, kyoff, koff, ow0);
     dc_channel(acc, V, xlast, w + (C - 1) * WC, KH, KW, at, kyoff, koff, ow0);
