@@ -113,3 +113,61 @@ def test_softmax_versions_differ() -> None:
 
 def test_softmax_empty() -> None:
     check_node("Softmax", [rand(0, 4)], opset=13)
+
+
+def _bn_model(params_as: str) -> bytes:
+    """One BatchNormalization whose parameters are initializers (``"const"``)
+    or graph inputs (``"fed"``)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    names = ["scale", "bias", "mean", "var"]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])]
+    inits = []
+    if params_as == "fed":
+        inputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3]) for n in names]
+    else:
+        values = bn_inputs((1, 3, 4, 4))[1:]
+        inits = [numpy_helper.from_array(v, n) for v, n in zip(values, names, strict=True)]
+    node = helper.make_node("BatchNormalization", ["x", *names], ["y"], epsilon=1e-3)
+    graph = helper.make_graph(
+        [node], "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    return model.SerializeToString()
+
+
+def _bn_want(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndarray,
+             var: np.ndarray) -> np.ndarray:  # fmt: skip
+    c = (1, -1, 1, 1)
+    return (x - mean.reshape(c)) / np.sqrt(var.reshape(c) + 1e-3) * scale.reshape(c) + bias.reshape(
+        c
+    )
+
+
+def test_batch_norm_keeps_the_affine_form_of_constant_parameters_only() -> None:
+    """A node keeps the per-channel form of constant parameters between runs;
+    fed parameters, even the same arrays written in place between runs, are
+    taken anew at every run."""
+    import onnx
+    import ortcore
+
+    so = ortcore.SessionOptions()
+    so.graph_optimization_level = ortcore.GraphOptimizationLevel.ORT_DISABLE_ALL
+    blob = _bn_model("const")
+    const = ortcore.InferenceSession(blob, so, providers=["CPUExecutionProvider"])
+    model = onnx.load_from_string(blob)
+    params = [onnx.numpy_helper.to_array(t) for t in model.graph.initializer]
+    for _ in range(2):
+        x = rand(1, 3, 4, 4)
+        (y,) = const.run(None, {"x": x})
+        np.testing.assert_allclose(y, _bn_want(x, *params), rtol=1e-5, atol=1e-5)
+
+    fed = ortcore.InferenceSession(_bn_model("fed"), so, providers=["CPUExecutionProvider"])
+    x = rand(1, 3, 4, 4)
+    scale, bias, mean, var = bn_inputs((1, 3, 4, 4))[1:]
+    feeds = {"x": x, "scale": scale, "bias": bias, "mean": mean, "var": var}
+    for step in range(3):
+        (y,) = fed.run(None, feeds)
+        np.testing.assert_allclose(y, _bn_want(x, scale, bias, mean, var), rtol=1e-5, atol=1e-5)
+        scale *= 2.0  # the same arrays, new values
+        mean += float(step + 1)

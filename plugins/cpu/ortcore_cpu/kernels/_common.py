@@ -105,6 +105,21 @@ def scalar(value: Any) -> Any:
     return np.asarray(value).reshape(-1)[0].item()
 
 
+def constant_input(info: NodeInfo, index: int) -> bool:
+    """Whether input ``index`` of the node is a constant initializer: the
+    same array, never written, at every run (an initializer that is also a
+    graph input may be fed, so it is not). Kernels may keep what they
+    derive from such an input, checking the array by identity."""
+    inputs = info.node.inputs
+    value = inputs[index] if index < len(inputs) else None
+    return (
+        value is not None
+        and value.const_value is not None
+        and value.is_initializer()
+        and not value.is_graph_input()
+    )
+
+
 def f32_contiguous(x: np.ndarray) -> np.ndarray:
     """Return ``x`` as a C-contiguous float32 array (no copy if it already is)."""
     return np.ascontiguousarray(x, dtype=np.float32)

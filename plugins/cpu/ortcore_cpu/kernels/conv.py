@@ -35,6 +35,7 @@ from .._ext import winograd as wino
 from . import registry
 from ._common import (
     FLOATS,
+    constant_input,
     f32_contiguous,
     remember,
     thread_count,
@@ -584,20 +585,6 @@ def _conv_numpy(x: np.ndarray, w: np.ndarray, win: Window, group: int) -> np.nda
     return y.reshape(n, m, *win.out).astype(x.dtype, copy=False)
 
 
-def _constant_input(info: NodeInfo, index: int) -> bool:
-    """Whether input ``index`` of the node is a constant initializer: the
-    same array, never written, at every run (an initializer that is also a
-    graph input may be fed, so it is not)."""
-    inputs = info.node.inputs
-    value = inputs[index] if index < len(inputs) else None
-    return (
-        value is not None
-        and value.const_value is not None
-        and value.is_initializer()
-        and not value.is_graph_input()
-    )
-
-
 def _conv_attrs(info: NodeInfo) -> dict[str, Any]:
     a = info.attrs
     return {
@@ -626,7 +613,7 @@ def build_conv(info: NodeInfo, *, clamp: Clamp | None = None, residual: bool = F
     kernel_shape = info.attrs.get("kernel_shape")
     geometry = _conv_attrs(info)
     threads = thread_count(info)
-    constant_weight = _constant_input(info, 1)
+    constant_weight = constant_input(info, 1)
     filters = WinogradFilters() if constant_weight else None
     packs = FilterCache(lambda w: direct_filter(w, group)) if constant_weight else None
     # per input and weight shape and dtype seen (a few per node): the window,

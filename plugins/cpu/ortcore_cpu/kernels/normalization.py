@@ -5,6 +5,7 @@ MeanVarianceNormalization, LRN, Softmax, LogSoftmax."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from ep_sdk import Compute, NodeInfo
@@ -12,7 +13,15 @@ from ep_sdk import Compute, NodeInfo
 from .._ext import elementwise as ext
 from .._ext import rowwise
 from . import registry
-from ._common import DT, FLOATS, f32_contiguous, normalize_axis, thread_count, threads_for
+from ._common import (
+    DT,
+    FLOATS,
+    constant_input,
+    f32_contiguous,
+    normalize_axis,
+    thread_count,
+    threads_for,
+)
 from ._paths import NATIVE, NUMPY, float32_path
 from ._versions import per_schema_version
 
@@ -26,17 +35,27 @@ def _channel_view(x: np.ndarray, v: np.ndarray) -> np.ndarray:
     return v.reshape(-1, *([1] * (x.ndim - 2)))
 
 
+def _batch_norm_affine(
+    scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel ``(a, b)`` in float64 with BatchNormalization's ``y = a * x + b``."""
+    a64 = scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps)
+    b64 = bias.astype(np.float64) - mean.astype(np.float64) * a64
+    return a64, b64
+
+
 def _batch_norm_inference(
     x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndarray,
     var: np.ndarray, eps: float, threads: int,
+    affine: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:  # fmt: skip
-    """y = (x - mean) / sqrt(var + eps) * scale + bias, per channel."""
+    """y = (x - mean) / sqrt(var + eps) * scale + bias, per channel;
+    ``affine``: :func:`_batch_norm_affine` of these parameters, if known."""
     if x.ndim < 2 or scale.ndim != 1:
         # spatial=0 (opset < 9): parameters are shaped like one sample.
         a = scale / np.sqrt(var + eps)
         return np.asarray((x - mean) * a + bias, dtype=x.dtype)
-    a64 = scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps)
-    b64 = bias.astype(np.float64) - mean.astype(np.float64) * a64
+    a64, b64 = affine if affine is not None else _batch_norm_affine(scale, bias, mean, var, eps)
     if x.dtype == np.float32 and x.size:
         rows = (x.shape[0] * x.shape[1], -1)
         out = np.empty(x.shape, np.float32)
@@ -66,12 +85,30 @@ def batch_norm(info: NodeInfo) -> Compute:
     else:
         training = info.num_outputs > 1
     n_out = info.num_outputs
+    # constant parameters: their per-channel affine form is kept (it cost
+    # several numpy calls per run), checked by the arrays' identity
+    keep = all(constant_input(info, i) for i in range(1, 5))
+    kept: list[Any] = []
+
+    def affine_of(
+        scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        if not keep or scale.ndim != 1:
+            return None
+        params = (scale, bias, mean, var)
+        last = kept[0] if kept else None  # one read: safe if runs overlap
+        if last is not None and all(p is q for p, q in zip(params, last[0], strict=True)):
+            return last[1]
+        affine = _batch_norm_affine(scale, bias, mean, var, eps)
+        kept[:] = [(params, affine)]
+        return affine
 
     def compute(
         x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray
     ) -> tuple[np.ndarray, ...]:
         if not training:
-            y = _batch_norm_inference(x, scale, bias, mean, var, eps, threads)
+            affine = affine_of(scale, bias, mean, var)
+            y = _batch_norm_inference(x, scale, bias, mean, var, eps, threads, affine)
             extra = (mean, var, mean, var)[: n_out - 1]
             return (y, *extra)
         axes = (0, *range(2, x.ndim))
