@@ -20,6 +20,7 @@ kernel::
 | --- | --- |
 | ``FusedConv`` | Conv (its attributes) + ``activation`` |
 | ``FusedConvAdd`` | ``activation(Conv(X, W, B) + Z)``; inputs ``X, W, Z[, B]``, ``Z`` as Y |
+| ``FusedBatchNorm`` | BatchNormalization in inference (``epsilon``) + ``activation`` |
 | ``FusedGemm`` | Gemm (its attributes) + ``activation`` |
 | ``FusedMatMul`` | ``activation(A @ B + bias)``, bias optional |
 | ``FusedGelu`` | onnx Gelu-20 for models of opset < 20 |
@@ -57,7 +58,7 @@ DOMAIN = "com.ortcore"
 VERSION = 1
 """The version of :data:`DOMAIN` that the schemas have (the model's opset import)."""
 ACTIVATIONS = ("Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "Tanh")
-"""Activations FusedConv, FusedGemm and FusedMatMul apply to their result."""
+"""Activations FusedConv, FusedBatchNorm, FusedGemm and FusedMatMul apply to their result."""
 
 _S = onnx.defs.OpSchema
 _A = _S.AttrType
@@ -167,6 +168,10 @@ def _schemas() -> list[Any]:
                conv_attrs + _ACT_ATTRS, _like("Conv", 2, _CONV_ATTRS),
                "activation(Conv(X, W, B) + Z), Z of Y's shape (a residual added in the "
                "Conv's epilogue)"),
+        schema("FusedBatchNorm",
+               [_p("X"), _p("scale"), _p("B"), _p("input_mean"), _p("input_var")], [_p("Y")],
+               [_attr("epsilon", _A.FLOAT, 1e-5), *_ACT_ATTRS], _same_as_input,
+               "BatchNormalization with the running statistics (inference) + activation"),
         schema("FusedGemm", [_p("A"), _p("B"), _p("C", True)], [_p("Y")],
                gemm_attrs + _ACT_ATTRS, _like("Gemm", 3, _GEMM_ATTRS), "Gemm + activation"),
         schema("FusedMatMul", [_p("A"), _p("B"), _p("bias", True)], [_p("Y")],

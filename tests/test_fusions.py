@@ -114,6 +114,47 @@ def test_conv_activation_not_fused_when_conv_output_is_read(cpu: str, tmp_path: 
     assert ops == ["Conv", "Relu"]
 
 
+# -- BatchNormalization + activation: FusedBatchNorm --------------------------
+
+
+def _bn_inits(c: int) -> list[onnx.TensorProto]:
+    return [_init("s", _x(c)), _init("bb", _x(c)), _init("m", _x(c)),
+            _init("v", np.abs(_x(c)) + 0.5), _init("lo", -0.5), _init("hi", 0.5)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("op", "attrs", "extra"), ACTS, ids=[a[0] for a in ACTS])
+def test_batchnorm_activation(cpu: str, tmp_path: Path, op: str, attrs: Any, extra: Any) -> None:
+    """A pre-activation block's BatchNormalization -> activation (DenseNet's)
+    becomes one FusedBatchNorm."""
+    nodes = [helper.make_node("BatchNormalization", ["x", "s", "bb", "m", "v"], ["n"],
+                              epsilon=1e-3),
+             _act_node(op, attrs, extra, "n")]  # fmt: skip
+    x = _x(2, 3, 5, 5)
+    x[0, 0, 0, :3] = [np.nan, np.inf, -np.inf]
+    ops = _check(_model(nodes, {"x": [2, 3, 5, 5]}, ["y"], _bn_inits(3)), {"x": x}, tmp_path)
+    assert ops == ["com.ortcore:FusedBatchNorm"]
+
+
+def test_batchnorm_activation_left_alone(cpu: str, tmp_path: Path) -> None:
+    """Not fused: a BatchNormalization whose output is read elsewhere too, one
+    in training mode, and one after a Conv (folded into the Conv instead,
+    the Relu then fused with the Conv)."""
+    bn = helper.make_node("BatchNormalization", ["x", "s", "bb", "m", "v"], ["n"])
+    read = _model([bn, helper.make_node("Relu", ["n"], ["y"])], {"x": [1, 3, 4, 4]}, ["y", "n"],
+                  _bn_inits(3))  # fmt: skip
+    assert _check(read, {"x": _x(1, 3, 4, 4)}, tmp_path) == ["BatchNormalization", "Relu"]
+    train = helper.make_node("BatchNormalization", ["x", "s", "bb", "m", "v"], ["n", "rm", "rv"],
+                             training_mode=1)  # fmt: skip
+    model = _model([train, helper.make_node("Relu", ["n"], ["y"])], {"x": [2, 3, 4, 4]}, ["y"],
+                   _bn_inits(3))  # fmt: skip
+    assert "com.ortcore:FusedBatchNorm" not in _check(model, {"x": _x(2, 3, 4, 4)}, tmp_path)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "s", "bb", "m", "v"], ["n"]),
+             helper.make_node("Relu", ["n"], ["y"])]  # fmt: skip
+    model = _model(nodes, {"x": [1, 3, 5, 5]}, ["y"], [_init("w", _x(3, 3, 3, 3)), *_bn_inits(3)])
+    assert _check(model, {"x": _x(1, 3, 5, 5)}, tmp_path) == ["com.ortcore:FusedConv"]
+
+
 def test_fusion_needs_one_provider_for_the_pattern(cpu: str, tmp_path: Path) -> None:
     # Mini (listed first) has Relu but no Conv: the Relu goes to Mini, so the
     # pair is not one provider's pattern and stays as it is.

@@ -132,7 +132,7 @@ def test_batchnorm_absorbs_the_mul_and_add_after_it(cpu: str) -> None:
     model = _bn_mul_add()
     x = np.random.default_rng(6).standard_normal((2, 3, 4, 5)).astype(np.float32)
     _sessions(model, {"x": x}, cpu)  # every level agrees with no optimization
-    assert _extended_ops(model, cpu) == ["BatchNormalization", "Relu"]
+    assert _extended_ops(model, cpu) == ["FusedBatchNorm"]  # then fused with its Relu
     loaded = load_model(model)
     assert fold_batchnorm_affine(loaded.graph) == 2
     assert [n.op_type for n in loaded.graph] == ["BatchNormalization", "Relu"]

@@ -54,6 +54,7 @@ from .attention import AttentionFusionPass, fuse_attention
 from .constant_folding import ConstantFoldingPass, fold_constants
 from .conv_activation import (
     ConvActivationFusionPass,
+    fuse_batchnorm_activation,
     fuse_conv_activation,
     fuse_conv_add_activation,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "fold_conv_affine",
     "fold_shapes",
     "fuse_attention",
+    "fuse_batchnorm_activation",
     "fuse_bias_gelu",
     "fuse_conv_activation",
     "fuse_conv_add_activation",

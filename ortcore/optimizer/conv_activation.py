@@ -1,12 +1,16 @@
-"""Fuse ``Conv -> activation`` into ``com.ortcore.FusedConv``, and
-``Conv -> Add -> [activation]`` into ``com.ortcore.FusedConvAdd``.
+"""Fuse ``Conv -> activation`` into ``com.ortcore.FusedConv``,
+``Conv -> Add -> [activation]`` into ``com.ortcore.FusedConvAdd``, and
+``BatchNormalization -> activation`` into ``com.ortcore.FusedBatchNorm``.
 
 The activation (Relu, Clip, LeakyRelu, Sigmoid, HardSigmoid, Tanh) is applied
 in place on the convolution's output, saving one pass over it and one
 intermediate buffer, as onnxruntime's ConvActivationFusion does. A residual
 ``Add`` (or two-input ``Sum``) of a tensor of the Conv output's own shape is
 added in the same pass (onnxruntime's Conv + Add + Relu fusion, ResNet's
-shortcut): the Add's and the activation's passes and buffers go.
+shortcut): the Add's and the activation's passes and buffers go. A
+BatchNormalization that uses its running statistics and is not folded into
+a Conv (pre-activation blocks: DenseNet's BatchNormalization -> Relu ->
+Conv) takes its activation into its own pass the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +19,12 @@ import onnx_ir as ir
 
 from ._fusion import FusionContext, FusionPass, activation_of, op, other_input
 
-__all__ = ["ConvActivationFusionPass", "fuse_conv_activation", "fuse_conv_add_activation"]
+__all__ = [
+    "ConvActivationFusionPass",
+    "fuse_batchnorm_activation",
+    "fuse_conv_activation",
+    "fuse_conv_add_activation",
+]
 
 
 def _static_shape(v: ir.Value | None) -> tuple[int, ...] | None:
@@ -96,8 +105,54 @@ def fuse_conv_activation(ctx: FusionContext) -> int:
     return done
 
 
+def _inference_batchnorm(ctx: FusionContext, node: ir.Node) -> bool:
+    """Whether ``node`` is a BatchNormalization with one output that uses its
+    running statistics per channel (no ``training_mode``, no ``spatial=0``),
+    all its inputs of one dtype (the fused op's schema has one type)."""
+    if not op(node, "BatchNormalization") or len(node.outputs) != 1 or len(node.inputs) != 5:
+        return False
+    attrs = node.attributes
+    if attrs.get("training_mode") is not None and attrs["training_mode"].as_int():
+        return False
+    if attrs.get("spatial") is not None and not attrs["spatial"].as_int():
+        return False
+    dtypes = {v.dtype if v is not None else None for v in node.inputs}
+    return len(dtypes) == 1 and None not in dtypes
+
+
+def fuse_batchnorm_activation(ctx: FusionContext) -> int:
+    """Replace BatchNormalization (inference) + activation pairs of
+    ``ctx.graph`` with FusedBatchNorm; returns fusions done."""
+    done = 0
+    for bn in list(ctx.graph):
+        if bn.graph is not ctx.graph or not _inference_batchnorm(ctx, bn):
+            continue
+        act_node = ctx.sole_user(bn.outputs[0])
+        if act_node is None or act_node.inputs[0] is not bn.outputs[0]:
+            continue
+        act = activation_of(ctx, act_node)
+        if act is None or not ctx.can_emit([bn, act_node], "FusedBatchNorm"):
+            continue
+        eps = bn.attributes.get("epsilon")
+        attrs: list[ir.Attr] = [
+            ir.AttrFloat32("epsilon", eps.as_float() if eps is not None else 1e-5),
+            ir.AttrString("activation", act[0]),
+        ]
+        if act[1]:
+            attrs.append(ir.AttrFloat32s("activation_params", act[1]))
+        fused = ir.Node(
+            "com.ortcore", "FusedBatchNorm", list(bn.inputs), attrs,
+            name=f"{bn.name}_fused", num_outputs=1,
+        )  # fmt: skip
+        ctx.replace([bn, act_node], fused, [(act_node.outputs[0], fused.outputs[0])])
+        done += 1
+    return done
+
+
 class ConvActivationFusionPass(FusionPass):
     """Fuse Conv + Add + activation into ``FusedConvAdd``, then Conv +
-    activation into ``FusedConv``."""
+    activation into ``FusedConv``, then BatchNormalization + activation
+    into ``FusedBatchNorm`` (after the Conv fusions: a BatchNormalization
+    folded into its Conv is gone by then)."""
 
-    fusions = (fuse_conv_add_activation, fuse_conv_activation)
+    fusions = (fuse_conv_add_activation, fuse_conv_activation, fuse_batchnorm_activation)

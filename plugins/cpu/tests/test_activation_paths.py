@@ -39,6 +39,7 @@ RNG = np.random.default_rng(3)
 FUSED_PATHS = {
     "BiasGelu": NATIVE,
     "FusedAttention": NUMPY,  # BLAS products, numpy softmax
+    "FusedBatchNorm": NATIVE,
     "FusedConv": NATIVE,
     "FusedConvAdd": NATIVE,
     "FusedGelu": NATIVE,
@@ -139,6 +140,10 @@ def _sample(domain: str, op: str) -> tuple[list[np.ndarray], dict[str, Any], int
                 [_f(1, 3, 6, 6), _f(4, 3, 3, 3), _f(1, 4, 4, 4), _f(4)],
                 {"activation": "Relu"},
             ),
+            "FusedBatchNorm": (
+                [_f(1, 3, 4, 4), _f(3), _f(3), _f(3), np.abs(_f(3)) + 0.5],
+                {"activation": "Relu"},
+            ),
             "FusedGemm": ([_f(4, 6), _f(6, 5), _f(5)], {"activation": "Sigmoid"}),
             "FusedMatMul": ([_f(2, 4, 6), _f(6, 5), _f(5)], {"activation": "Tanh"}),
             "FusedGelu": ([_f(3, 8)], {"approximate": "tanh"}),
@@ -200,7 +205,9 @@ FUSED_ACTIVATIONS = {
 
 
 @pytest.mark.parametrize("act", sorted(FUSED_ACTIVATIONS))
-@pytest.mark.parametrize("op", ["FusedConv", "FusedConvAdd", "FusedGemm", "FusedMatMul"])
+@pytest.mark.parametrize(
+    "op", ["FusedConv", "FusedConvAdd", "FusedBatchNorm", "FusedGemm", "FusedMatMul"]
+)
 def test_fused_activation_runs_in_one_cython_pass(
     monkeypatch: pytest.MonkeyPatch, op: str, act: str
 ) -> None:
@@ -216,6 +223,9 @@ def test_fused_activation_runs_in_one_cython_pass(
         # a clamp: done in the pass that adds the Conv's bias (and residual)
         assert calls.count(_ACTIVATION_CALL) == 0, calls
         assert sum(c.endswith(bias_pass) for c in calls) == 1, calls
+    elif op == "FusedBatchNorm" and act in ("", "Relu", "Clip"):
+        # a clamp: done in the normalization's pass
+        assert calls == ["elementwise.channel_affine"], calls
     else:
         assert calls.count(_ACTIVATION_CALL) == 1, calls
     if op == "FusedConvAdd":  # the residual is added in the bias's pass either way

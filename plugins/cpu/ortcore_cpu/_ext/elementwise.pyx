@@ -11,7 +11,7 @@ typed memoryviews, whose set-up costs more than adding two small tensors.
 
 cimport numpy as cnp
 from cython.parallel cimport prange
-from libc.math cimport erf as c_erf
+from libc.math cimport INFINITY, erf as c_erf
 
 cnp.import_array()
 
@@ -253,12 +253,14 @@ def relu(const float[::1] x, float[::1] out, int nthreads):
 
 
 def channel_affine(const float[:, ::1] x, const float[::1] scale, const float[::1] shift,
-                   float[:, ::1] out, int nthreads):
-    """Row r of ``out`` = row r of ``x`` * scale[c] + shift[c], c = r % len(scale)."""
+                   float[:, ::1] out, int nthreads, float lo=-INFINITY, float hi=INFINITY):
+    """Row r of ``out`` = row r of ``x`` * scale[c] + shift[c], c = r % len(scale),
+    clamped to [lo, hi] (a fused Relu or Clip; a NaN stays NaN)."""
     cdef Py_ssize_t R = x.shape[0], I = x.shape[1], C = scale.shape[0], r, i, c
-    cdef float s, t
+    cdef float s, t, v
     cdef const float* src
     cdef float* dst
+    cdef bint clamp = lo > -INFINITY or hi < INFINITY
     if shift.shape[0] != C or C == 0 or out.shape[0] != R or out.shape[1] != I:
         raise ValueError("channel_affine: bad shapes")
     with nogil:
@@ -268,8 +270,14 @@ def channel_affine(const float[:, ::1] x, const float[::1] scale, const float[::
             t = shift[c]
             src = &x[r, 0]
             dst = &out[r, 0]
-            for i in range(I):
-                dst[i] = src[i] * s + t
+            if clamp:
+                for i in range(I):
+                    v = src[i] * s + t
+                    v = lo if v < lo else v
+                    dst[i] = hi if v > hi else v
+            else:
+                for i in range(I):
+                    dst[i] = src[i] * s + t
 
 
 ctypedef fused real:

@@ -5,7 +5,8 @@ Each reuses the kernel of the op it fuses: FusedConv, FusedConvAdd (a
 residual added too), FusedGemm and FusedMatMul run the Conv, Gemm and
 MatMul products and then add the bias and
 apply the activation in one Cython pass, in place on their fresh output
-(float32; numpy for the other dtypes); the Gelus and FusedSwish run the
+(float32; numpy for the other dtypes); FusedBatchNorm clamps (Relu, Clip)
+in the normalization's pass; the Gelus and FusedSwish run the
 Gelu and Swish kernels; the normalizations run the
 LayerNormalization/RMSNormalization kernels; FusedAttention does one
 ``softmax(Q @ Kt * scale + mask) @ V``. Each builder's float32 path is
@@ -183,6 +184,27 @@ def fused_conv_add(info: NodeInfo) -> Compute:
     ) -> tuple[np.ndarray]:
         (y,) = base(x, w, z, b)
         return (act(_owned(y, (x, w, z, b))),)
+
+    return compute
+
+
+@registry.kernel("FusedBatchNorm", domain=DOMAIN, types=_T_NO_BF16)
+@float32_path(NATIVE)
+def fused_batch_norm(info: NodeInfo) -> Compute:
+    """BatchNormalization with its running statistics, then the activation:
+    Relu and Clip clamp in the normalization's own pass, the others run in
+    place on its fresh output."""
+    clamp = _clamp(info)
+    if clamp is not None:
+        return normalization.build_batch_norm(info, clamp=clamp)
+    base = normalization.build_batch_norm(info)
+    act = _epilogue(info)
+
+    def compute(
+        x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray
+    ) -> tuple[np.ndarray]:
+        (y,) = base(x, scale, bias, mean, var)
+        return (act(_owned(y, (x, scale, bias, mean, var))),)
 
     return compute
 

@@ -48,13 +48,16 @@ def _batch_norm_inference(
     x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndarray,
     var: np.ndarray, eps: float, threads: int,
     affine: tuple[np.ndarray, np.ndarray] | None = None,
+    clamp: tuple[float, float] | None = None,
 ) -> np.ndarray:  # fmt: skip
-    """y = (x - mean) / sqrt(var + eps) * scale + bias, per channel;
+    """y = (x - mean) / sqrt(var + eps) * scale + bias, per channel, clamped
+    to ``clamp`` (a fused Relu or Clip) in the same pass for float32;
     ``affine``: :func:`_batch_norm_affine` of these parameters, if known."""
     if x.ndim < 2 or scale.ndim != 1:
         # spatial=0 (opset < 9): parameters are shaped like one sample.
         a = scale / np.sqrt(var + eps)
-        return np.asarray((x - mean) * a + bias, dtype=x.dtype)
+        y = np.asarray((x - mean) * a + bias, dtype=x.dtype)
+        return y if clamp is None else np.clip(y, *clamp, out=y)
     a64, b64 = affine if affine is not None else _batch_norm_affine(scale, bias, mean, var, eps)
     if x.dtype == np.float32 and x.size:
         rows = (x.shape[0] * x.shape[1], -1)
@@ -62,10 +65,12 @@ def _batch_norm_inference(
         ext.channel_affine(
             f32_contiguous(x).reshape(rows), f32_contiguous(a64), f32_contiguous(b64),
             out.reshape(rows), threads_for(x.size, threads),
+            *(clamp if clamp is not None else ()),
         )  # fmt: skip
         return out
     a, b = a64.astype(x.dtype), b64.astype(x.dtype)
-    return x * _channel_view(x, a) + _channel_view(x, b)
+    y = x * _channel_view(x, a) + _channel_view(x, b)
+    return y if clamp is None else np.clip(y, *clamp, out=y)
 
 
 @per_schema_version("BatchNormalization", params=("T", "U", "T1", "T2"), exclude={DT.BFLOAT16})
@@ -77,6 +82,13 @@ def batch_norm(info: NodeInfo) -> Compute:
     asks for the extra outputs (mean, var, saved_mean, saved_var; opset 6-13).
     ``spatial=0`` (opset 6-8) takes per-element parameters.
     """
+    return build_batch_norm(info)
+
+
+def build_batch_norm(info: NodeInfo, *, clamp: tuple[float, float] | None = None) -> Compute:
+    """The BatchNormalization kernel of ``info``; with ``clamp`` its output
+    is clamped to ``(lo, hi)`` in the same pass (FusedBatchNorm's Relu and
+    Clip; inference only)."""
     eps = float(info.attrs.get("epsilon", 1e-5))
     momentum = float(info.attrs.get("momentum", 0.9))
     threads = thread_count(info)
@@ -108,7 +120,7 @@ def batch_norm(info: NodeInfo) -> Compute:
     ) -> tuple[np.ndarray, ...]:
         if not training:
             affine = affine_of(scale, bias, mean, var)
-            y = _batch_norm_inference(x, scale, bias, mean, var, eps, threads, affine)
+            y = _batch_norm_inference(x, scale, bias, mean, var, eps, threads, affine, clamp)
             extra = (mean, var, mean, var)[: n_out - 1]
             return (y, *extra)
         axes = (0, *range(2, x.ndim))
