@@ -5,15 +5,16 @@
  * GCC/clang vector extensions of DC_VL floats (16 with AVX-512, 8 else); the
  * compiler maps them onto the widest registers the build's flags allow.
  *
- * Row mode. The input is prepared by dc_pack (zero padding added, and, for
- * a stride s along the width, split into s column phases: phase p holds
- * padded columns p, p + s, p + 2s, ...), so that the input columns one output
- * row segment needs, for any filter column, are contiguous. The weights are
- * packed as [M/DC_OCB][C][KH][KW][DC_OCB]: DC_OCB output channels side by
- * side. dc_rows computes the DC_OCB output channels of one output row: for
- * every input channel, filter row and filter column it loads up to DC_VMAX
- * vectors of input and multiplies each with the channels' weights, into
- * DC_OCB * DC_VMAX accumulators kept in registers.
+ * Row mode. The input is prepared by dc_pack_phase (zero padding added,
+ * and, for a stride s along the width, split into s column phases: phase p
+ * holds padded columns p, p + s, p + 2s, ...), so that the input columns
+ * one output row segment needs, for any filter column, are contiguous. The
+ * weights are packed as [M/DC_OCB][C][KH][KW][DC_OCB]: DC_OCB output
+ * channels side by side. dc_rows computes the DC_OCB output channels of one
+ * output row: for every input channel, filter row and filter column it
+ * loads up to DC_VMAX vectors of input and multiplies each with the
+ * channels' weights, into DC_OCB * DC_VMAX accumulators kept in registers
+ * (1x1 and 3x3 windows in loops of their own, without the tap tables).
  *
  * Flat mode (dc_flat): the padded planes are read as one long row each, so
  * a run of vectors covers several output rows of a small plane. With

@@ -11,7 +11,8 @@ clamp as it writes the output: there im2col writes the input many times over
 for a matmul too thin for BLAS to run well. The AVX-512 build's direct
 kernel, with twice the vector width and registers, also takes every other
 Conv of one group with more than one tap, strided ones on row and column
-phases of the input (see ``DIRECT_WIDE_VECTOR``). Large
+phases of the input (see ``DIRECT_WIDE_VECTOR``), the 1x1 ones
+(``DIRECT_POINTWISE``) and the grouped ones (``DIRECT_GROUPS``). Large
 enough 2-D 3x3 convolutions with stride 1, dilation 1 and one group use
 Winograd F(2x2, 3x3) instead (Lavin & Gray 2015): Cython input and output
 transforms around 16 BLAS matmuls, which do 16 multiplies per 2x2 output
@@ -241,9 +242,7 @@ channels, 0.5-0.9x their time (300-415 GFLOP/s), 5x5 0.25-0.5x; 3x3 stride
 2 from 64-512 channels to 7x7-28x28 outputs 0.45-0.8x im2col's time
 (240-345 GFLOP/s) and the 3 -> 64 / 96 first layers (3x3 and 7x7 stride 2,
 11x11 stride 4) 0.8-1.0x row mode's; inside ResNet-50, 3x3 stride 1
-0.85-0.92x. 1x1 Convs, where BLAS blocks the long channel sums for the
-cache and this kernel does not, ran 0.6-0.9x alone but 1.1-1.3x inside
-ResNet-50 (and 1.1x inside SqueezeNet), so they keep BLAS. The AVX2 build's
+0.85-0.92x. 1x1 Convs: see :data:`DIRECT_POINTWISE`. The AVX2 build's
 4 x 24 sums (16 registers) ran 1.3-1.7x slower than BLAS and Winograd
 there, so it keeps the narrow rule above, in row mode."""
 
@@ -253,11 +252,13 @@ DIRECT_POINTWISE = True
 Off until the kernel ran one-tap windows as a plain loop over the channels
 (2026-12-03): 1x1 Convs then took 0.52-0.9x the time they took before on
 the direct kernel, 274-400 GFLOP/s on 2 threads, and whole models against
-BLAS and a bias pass (sessions alternating in one process, 2 rounds):
-SqueezeNet 0.93x, Inception v2 0.95-0.96x, DenseNet 0.93-0.94x, ResNet-50
-and Inception v1 1.01-1.03x; inside ResNet-50 0.76-0.95x per node on 14x14
-to 56x56 planes, 1.0-1.1x on 7x7 and 14x14 with 1024-2048 channels, and
-1.15-1.4x for the strided ones before they were subsampled first."""
+BLAS and a bias pass (sessions alternating in one process, 2-3 rounds):
+SqueezeNet 0.93x, Inception v1 0.95-0.97x, Inception v2 0.95-0.96x,
+DenseNet 0.93-0.94x, ResNet-50 0.98-1.02x; inside ResNet-50 0.76-0.95x per
+node on 14x14 to 56x56 planes, 1.0-1.1x on 7x7 and 14x14 with 1024-2048
+channels (this kernel does not block the long channel sums for the cache
+as BLAS does), and 1.15-1.4x for the strided ones until they read a
+subsampled copy of the input instead of every phase of it."""
 
 DIRECT_GROUPS = True
 """Whether the AVX-512 build computes grouped Convs (not depthwise: that has
@@ -268,8 +269,7 @@ a block of 8. Grouped 1x1 Convs (ShuffleNet's, 6-136 channels a group, the
 input read in place) kept BLAS until the kernel wrote its sums from the
 registers (2026-12-03): then whole ShuffleNet runs took 0.88-0.99x the time
 of BLAS per group and a bias pass (5 rounds in one process, sessions
-alternating). 1x1 Convs of one group keep BLAS (``DIRECT_POINTWISE``):
-1.0-1.35x BLAS's time, and ResNet-50 1.26x, DenseNet 1.18x whole."""
+alternating)."""
 
 
 def _use_direct(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: bool) -> bool:
