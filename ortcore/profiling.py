@@ -36,7 +36,12 @@ COPY_OPS = frozenset({"MemcpyToHost", "MemcpyFromHost"})
 # The core's fusion passes name a fused node after the node it replaces plus a
 # suffix (ortcore.optimizer.conv_activation, gemm_activation, matmul_add).
 _FUSION_SUFFIXES = ("_fused", "_act")
-_FUSED_FROM = {"FusedConv": "Conv", "FusedGemm": "Gemm", "FusedMatMul": "MatMul"}
+_FUSED_FROM = {
+    "FusedConv": "Conv",
+    "FusedBatchNorm": "BatchNormalization",
+    "FusedGemm": "Gemm",
+    "FusedMatMul": "MatMul",
+}
 
 
 def model_node(kind: str, op_type: str, name: str) -> tuple[str, str | None]:

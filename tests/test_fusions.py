@@ -560,3 +560,12 @@ def test_light_model_same_at_every_level(cpu: str, path: Path, tmp_path: Path) -
         got, _ = _run(data, feeds, level, tmp_path)
         for g, w in zip(got, want, strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4, err_msg=str(level))
+
+
+def test_fused_batchnorm_profiles_under_its_model_node() -> None:
+    """A profile names a FusedBatchNorm's event after the BatchNormalization
+    it replaced, with that op type, as for FusedConv."""
+    from ortcore.profiling import model_node
+
+    assert model_node("node", "FusedBatchNorm", "bn3_fused") == ("bn3", "BatchNormalization")
+    assert model_node("node", "FusedConv", "c_fused") == ("c", "Conv")
