@@ -105,7 +105,7 @@ def fuse_conv_activation(ctx: FusionContext) -> int:
     return done
 
 
-def _inference_batchnorm(ctx: FusionContext, node: ir.Node) -> bool:
+def _inference_batchnorm(node: ir.Node) -> bool:
     """Whether ``node`` is a BatchNormalization with one output that uses its
     running statistics per channel (no ``training_mode``, no ``spatial=0``),
     all its inputs of one dtype (the fused op's schema has one type)."""
@@ -125,7 +125,7 @@ def fuse_batchnorm_activation(ctx: FusionContext) -> int:
     ``ctx.graph`` with FusedBatchNorm; returns fusions done."""
     done = 0
     for bn in list(ctx.graph):
-        if bn.graph is not ctx.graph or not _inference_batchnorm(ctx, bn):
+        if bn.graph is not ctx.graph or not _inference_batchnorm(bn):
             continue
         act_node = ctx.sole_user(bn.outputs[0])
         if act_node is None or act_node.inputs[0] is not bn.outputs[0]:

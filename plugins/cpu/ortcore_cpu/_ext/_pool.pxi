@@ -593,72 +593,45 @@ cdef void _pool2d_rows(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
 cdef inline double _row_sum(const float* r, Py_ssize_t L) noexcept nogil:
     # eight independent sums (in double): the adds overlap instead of waiting
     # on one another, and the compiler may vectorize them
-    cdef double a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0
-    cdef Py_ssize_t j = 0
+    cdef double a[8]
+    cdef Py_ssize_t j = 0, k
+    for k in range(8):
+        a[k] = 0
     while j + 8 <= L:
-        a0 += r[j]
-        a1 += r[j + 1]
-        a2 += r[j + 2]
-        a3 += r[j + 3]
-        a4 += r[j + 4]
-        a5 += r[j + 5]
-        a6 += r[j + 6]
-        a7 += r[j + 7]
+        for k in range(8):
+            a[k] += r[j + k]
         j += 8
     while j < L:
-        a0 += r[j]
+        a[0] += r[j]
         j += 1
-    return ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
 
 
 cdef inline float _row_max(const float* r, Py_ssize_t L) noexcept nogil:
     # eight independent running maxima without branches (v > m ? v : m is
     # one max instruction), NaNs counted on the side: a NaN makes it NaN
-    cdef float m0 = -INFINITY, m1 = -INFINITY, m2 = -INFINITY, m3 = -INFINITY
-    cdef float m4 = -INFINITY, m5 = -INFINITY, m6 = -INFINITY, m7 = -INFINITY
-    cdef int nans = 0
+    cdef float m[8]
     cdef float v
-    cdef Py_ssize_t j = 0
+    cdef int nans = 0
+    cdef Py_ssize_t j = 0, k
+    for k in range(8):
+        m[k] = -INFINITY
     while j + 8 <= L:
-        v = r[j]
-        m0 = v if v > m0 else m0
-        nans |= v != v
-        v = r[j + 1]
-        m1 = v if v > m1 else m1
-        nans |= v != v
-        v = r[j + 2]
-        m2 = v if v > m2 else m2
-        nans |= v != v
-        v = r[j + 3]
-        m3 = v if v > m3 else m3
-        nans |= v != v
-        v = r[j + 4]
-        m4 = v if v > m4 else m4
-        nans |= v != v
-        v = r[j + 5]
-        m5 = v if v > m5 else m5
-        nans |= v != v
-        v = r[j + 6]
-        m6 = v if v > m6 else m6
-        nans |= v != v
-        v = r[j + 7]
-        m7 = v if v > m7 else m7
-        nans |= v != v
+        for k in range(8):
+            v = r[j + k]
+            m[k] = v if v > m[k] else m[k]
+            nans |= v != v
         j += 8
     while j < L:
         v = r[j]
-        m0 = v if v > m0 else m0
+        m[0] = v if v > m[0] else m[0]
         nans |= v != v
         j += 1
     if nans:
         return NAN
-    m0 = m1 if m1 > m0 else m0
-    m2 = m3 if m3 > m2 else m2
-    m4 = m5 if m5 > m4 else m4
-    m6 = m7 if m7 > m6 else m6
-    m0 = m2 if m2 > m0 else m0
-    m4 = m6 if m6 > m4 else m4
-    return m4 if m4 > m0 else m0
+    for k in range(1, 8):
+        m[0] = m[k] if m[k] > m[0] else m[0]
+    return m[0]
 
 
 def global_pool(const float[:, ::1] x, float[::1] out, bint take_max, int nthreads):
