@@ -15,6 +15,8 @@ Conv) takes its activation into its own pass the same way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import onnx_ir as ir
 
 from ._fusion import FusionContext, FusionPass, activation_of, op, other_input
@@ -65,9 +67,7 @@ def fuse_conv_add_activation(ctx: FusionContext) -> int:
             continue
         attrs = [a for a in conv.attributes.values()]
         if act is not None:
-            attrs.append(ir.AttrString("activation", act[0]))
-            if act[1]:
-                attrs.append(ir.AttrFloat32s("activation_params", act[1]))
+            attrs += _activation_attrs(act)
         inputs = [conv.inputs[0], conv.inputs[1], z]
         if len(conv.inputs) > 2 and conv.inputs[2] is not None:
             inputs.append(conv.inputs[2])
@@ -80,29 +80,48 @@ def fuse_conv_add_activation(ctx: FusionContext) -> int:
     return done
 
 
-def fuse_conv_activation(ctx: FusionContext) -> int:
-    """Replace Conv + activation pairs of ``ctx.graph``; returns fusions done."""
+def _activation_attrs(act: tuple[str, list[float]]) -> list[ir.Attr]:
+    """The ``activation`` and ``activation_params`` attributes of ``act``."""
+    attrs: list[ir.Attr] = [ir.AttrString("activation", act[0])]
+    if act[1]:
+        attrs.append(ir.AttrFloat32s("activation_params", act[1]))
+    return attrs
+
+
+def _fuse_with_activation(
+    ctx: FusionContext,
+    accept: Callable[[ir.Node], bool],
+    fused_op: str,
+    kept_attrs: Callable[[ir.Node], list[ir.Attr]],
+) -> int:
+    """Replace each node ``accept`` takes whose output only an activation
+    reads by one ``fused_op`` node (its inputs, ``kept_attrs`` of it and the
+    activation's attributes); returns fusions done."""
     done = 0
-    for conv in list(ctx.graph):
-        if conv.graph is not ctx.graph or not op(conv, "Conv"):
+    for node in list(ctx.graph):
+        if node.graph is not ctx.graph or not accept(node):
             continue
-        act_node = ctx.sole_user(conv.outputs[0])
-        if act_node is None or act_node.inputs[0] is not conv.outputs[0]:
+        act_node = ctx.sole_user(node.outputs[0])
+        if act_node is None or act_node.inputs[0] is not node.outputs[0]:
             continue
         act = activation_of(ctx, act_node)
-        if act is None or not ctx.can_emit([conv, act_node], "FusedConv"):
+        if act is None or not ctx.can_emit([node, act_node], fused_op):
             continue
-        attrs = [a for a in conv.attributes.values()]
-        attrs.append(ir.AttrString("activation", act[0]))
-        if act[1]:
-            attrs.append(ir.AttrFloat32s("activation_params", act[1]))
+        attrs = [*kept_attrs(node), *_activation_attrs(act)]
         fused = ir.Node(
-            "com.ortcore", "FusedConv", list(conv.inputs), attrs,
-            name=f"{conv.name}_fused", num_outputs=1,
+            "com.ortcore", fused_op, list(node.inputs), attrs,
+            name=f"{node.name}_fused", num_outputs=1,
         )  # fmt: skip
-        ctx.replace([conv, act_node], fused, [(act_node.outputs[0], fused.outputs[0])])
+        ctx.replace([node, act_node], fused, [(act_node.outputs[0], fused.outputs[0])])
         done += 1
     return done
+
+
+def fuse_conv_activation(ctx: FusionContext) -> int:
+    """Replace Conv + activation pairs of ``ctx.graph``; returns fusions done."""
+    return _fuse_with_activation(
+        ctx, lambda n: op(n, "Conv"), "FusedConv", lambda n: list(n.attributes.values())
+    )
 
 
 def _inference_batchnorm(node: ir.Node) -> bool:
@@ -120,33 +139,15 @@ def _inference_batchnorm(node: ir.Node) -> bool:
     return len(dtypes) == 1 and None not in dtypes
 
 
+def _epsilon(node: ir.Node) -> list[ir.Attr]:
+    eps = node.attributes.get("epsilon")
+    return [ir.AttrFloat32("epsilon", eps.as_float() if eps is not None else 1e-5)]
+
+
 def fuse_batchnorm_activation(ctx: FusionContext) -> int:
     """Replace BatchNormalization (inference) + activation pairs of
     ``ctx.graph`` with FusedBatchNorm; returns fusions done."""
-    done = 0
-    for bn in list(ctx.graph):
-        if bn.graph is not ctx.graph or not _inference_batchnorm(bn):
-            continue
-        act_node = ctx.sole_user(bn.outputs[0])
-        if act_node is None or act_node.inputs[0] is not bn.outputs[0]:
-            continue
-        act = activation_of(ctx, act_node)
-        if act is None or not ctx.can_emit([bn, act_node], "FusedBatchNorm"):
-            continue
-        eps = bn.attributes.get("epsilon")
-        attrs: list[ir.Attr] = [
-            ir.AttrFloat32("epsilon", eps.as_float() if eps is not None else 1e-5),
-            ir.AttrString("activation", act[0]),
-        ]
-        if act[1]:
-            attrs.append(ir.AttrFloat32s("activation_params", act[1]))
-        fused = ir.Node(
-            "com.ortcore", "FusedBatchNorm", list(bn.inputs), attrs,
-            name=f"{bn.name}_fused", num_outputs=1,
-        )  # fmt: skip
-        ctx.replace([bn, act_node], fused, [(act_node.outputs[0], fused.outputs[0])])
-        done += 1
-    return done
+    return _fuse_with_activation(ctx, _inference_batchnorm, "FusedBatchNorm", _epsilon)
 
 
 class ConvActivationFusionPass(FusionPass):
