@@ -32,6 +32,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "_stencil.h" /* st_inside */
+
 /* Vectors of DC_VL floats; DC_OCB output channels per block; up to DC_VMAX
  * vectors of output columns per step. AVX-512 has 32 registers: 8 x 3
  * accumulators + 3 inputs + 1 weight; AVX has 16: 4 x 3 + 3 + 1. */
@@ -52,20 +54,6 @@
 typedef float dc_v8 __attribute__((vector_size(DC_VL * 4)));
 typedef float dc_v8u __attribute__((vector_size(DC_VL * 4), aligned(4), may_alias));
 
-/* Columns j of a phase row that read inside an input row of W columns:
- * j * S + p - pw in [0, W), as [*lo, *hi) clipped to [0, WQ). */
-static inline void dc_inside(ptrdiff_t W, ptrdiff_t S, ptrdiff_t p, ptrdiff_t pw, ptrdiff_t WQ,
-                             ptrdiff_t *lo, ptrdiff_t *hi) {
-    ptrdiff_t first = pw - p; /* j * S >= first */
-    ptrdiff_t l = first <= 0 ? 0 : (first + S - 1) / S;
-    ptrdiff_t last = W - 1 + pw - p; /* j * S <= last */
-    ptrdiff_t h = last < 0 ? 0 : last / S + 1;
-    if (h > WQ) h = WQ;
-    if (l > h) l = h;
-    *lo = l;
-    *hi = h;
-}
-
 /* Phase-split padded copy of one image x (C, H, W) into out (SH, S, C, HP,
  * WQ): out[q, p, c, r, j] = x[c, r * SH + q - ph, j * S + p - pw], zero
  * outside x. One call per channel c and row phase q (the caller splits
@@ -80,7 +68,7 @@ static inline void dc_pack_phase(const float *x, ptrdiff_t H, ptrdiff_t W, float
     for (ptrdiff_t p = 0; p < S; p++) {
         float *o = out + ((q * S + p) * C + c) * HP * WQ;
         ptrdiff_t lo, hi;
-        dc_inside(W, S, p, pw, WQ, &lo, &hi);
+        st_inside(W, S, p, pw, WQ, &lo, &hi);
         for (ptrdiff_t r = 0; r < HP; r++) {
             float *orow = o + r * WQ;
             ptrdiff_t iy = r * SH + q - ph;

@@ -188,6 +188,20 @@ static inline void st_phase_shape(ptrdiff_t OH, ptrdiff_t OW, ptrdiff_t kh, ptrd
     *WQ = OW + (kw - 1) * dw / sw;
 }
 
+/* Columns j of a phase row that read inside an input row of W columns:
+ * j * S + p - pw in [0, W), as [*lo, *hi) clipped to [0, WQ). */
+static inline void st_inside(ptrdiff_t W, ptrdiff_t S, ptrdiff_t p, ptrdiff_t pw, ptrdiff_t WQ,
+                             ptrdiff_t *lo, ptrdiff_t *hi) {
+    ptrdiff_t first = pw - p; /* j * S >= first */
+    ptrdiff_t l = first <= 0 ? 0 : (first + S - 1) / S;
+    ptrdiff_t last = W - 1 + pw - p; /* j * S <= last */
+    ptrdiff_t h = last < 0 ? 0 : last / S + 1;
+    if (h > WQ) h = WQ;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
 /* The phase planes of x (zeros for the pads) into buf (sh * sw * HQ * WQ floats). */
 static inline void st_phases(const float *x, float *buf, ptrdiff_t H, ptrdiff_t W,
                              ptrdiff_t sh, ptrdiff_t sw, ptrdiff_t ph, ptrdiff_t pw,
@@ -197,11 +211,8 @@ static inline void st_phases(const float *x, float *buf, ptrdiff_t H, ptrdiff_t 
             float *q = buf + (ry * sw + rx) * HQ * WQ;
             /* the phase's columns inside the data: [lo, hi) */
             ptrdiff_t c0 = rx - pw; /* input column of phase column 0 */
-            ptrdiff_t lo = c0 >= 0 ? 0 : (-c0 + sw - 1) / sw;
-            ptrdiff_t hi = W - c0 <= 0 ? 0 : (W - c0 - 1) / sw + 1;
-            if (lo > WQ) lo = WQ;
-            if (hi > WQ) hi = WQ;
-            if (hi < lo) hi = lo;
+            ptrdiff_t lo, hi;
+            st_inside(W, sw, rx, pw, WQ, &lo, &hi);
             for (ptrdiff_t u = 0; u < HQ; u++) {
                 float *row = q + u * WQ;
                 ptrdiff_t r = u * sh + ry - ph;
