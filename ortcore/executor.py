@@ -111,40 +111,11 @@ class Plan:
         slots = self.template.copy()
         for i, v in zip(self.input_slots, feeds):
             slots[i] = v
-        ro = ctx.run_options
-        info = None
         # Kernels find the run through ep_sdk.check_terminate(); a subgraph's
         # plan binds the same context and restores it when done.
         token = bind_run(ctx)
         try:
-            # The common shapes of a step (one or two inputs, no context, one
-            # output, nothing to release) take branches without loops or lists.
-            for fn, arity, i0, i1, ins, o0, n_out, outs, release, info in self._loop:  # noqa: B007
-                if ro is not None and ro.terminate:
-                    raise RunTerminated(TERMINATED)
-                if arity == 2:
-                    res = fn(slots[i0], slots[i1])
-                elif arity == 1:
-                    res = fn(slots[i0])
-                elif arity == _WANTS_CTX:
-                    res = fn(ctx, *[slots[i] for i in ins])
-                else:
-                    res = fn(*[slots[i] for i in ins])
-                if type(res) is not tuple or len(res) != n_out:
-                    if not isinstance(res, (tuple, list)) or len(res) != n_out:
-                        raise _bad_result(res, n_out)
-                if n_out == 1:
-                    slots[o0] = res[0]
-                else:
-                    for o, r in zip(outs, res):
-                        slots[o] = r
-                if release:
-                    for r in release:
-                        slots[r] = None
-        except (OrtcoreError, RunTerminated):
-            raise
-        except Exception as exc:
-            raise step_error(exc, info) from exc
+            run_steps(self._loop, slots, ctx)
         finally:
             unbind_run(token)
         return [slots[i] for i in self.output_slots]
@@ -241,6 +212,47 @@ def _loop_step(step: Step) -> _LoopStep:
     return (fn, arity, i0, i1, ins, o0, len(outs), outs, release, info)
 
 
+def _run_steps_py(loop: Sequence[_LoopStep], slots: list[Any], ctx: RunContext) -> None:
+    """Walk the steps of ``loop`` (laid out by :func:`_loop_step`) over ``slots``.
+
+    The reference for ``ortcore._steps.run_steps``, the same loop compiled
+    (``ortcore/_steps.pyx``), which :meth:`Plan.run` uses when it is built:
+    the two must behave alike in every case (tests/test_executor.py runs its
+    tests on both).
+    """
+    ro = ctx.run_options
+    info = None
+    try:
+        # The common shapes of a step (one or two inputs, no context, one
+        # output, nothing to release) take branches without loops or lists.
+        for fn, arity, i0, i1, ins, o0, n_out, outs, release, info in loop:  # noqa: B007
+            if ro is not None and ro.terminate:
+                raise RunTerminated(TERMINATED)
+            if arity == 2:
+                res = fn(slots[i0], slots[i1])
+            elif arity == 1:
+                res = fn(slots[i0])
+            elif arity == _WANTS_CTX:
+                res = fn(ctx, *[slots[i] for i in ins])
+            else:
+                res = fn(*[slots[i] for i in ins])
+            if type(res) is not tuple or len(res) != n_out:
+                if not isinstance(res, (tuple, list)) or len(res) != n_out:
+                    raise _bad_result(res, n_out)
+            if n_out == 1:
+                slots[o0] = res[0]
+            else:
+                for o, r in zip(outs, res):
+                    slots[o] = r
+            if release:
+                for r in release:
+                    slots[r] = None
+    except (OrtcoreError, RunTerminated):
+        raise
+    except Exception as exc:
+        raise step_error(exc, info) from exc
+
+
 def attach_releases(steps: Sequence[Step], keep: set[int]) -> list[Step]:
     """Steps with their release lists set: each slot is dropped after its last reader.
 
@@ -321,3 +333,12 @@ class SubgraphPlan:
                 f"subgraph takes {self._n_in} input(s) {self.input_names}, got {len(inputs)}"
             )
         return self.plan.run([*inputs, *outer], ctx)
+
+
+try:  # the compiled loop (an optional extension: without a C compiler, the Python one)
+    from ._steps import run_steps
+except ImportError:  # pragma: no cover - exercised where the extension is not built
+    run_steps = _run_steps_py
+
+COMPILED_LOOP: bool = run_steps is not _run_steps_py
+"""Whether :meth:`Plan.run` walks its steps in the compiled loop."""

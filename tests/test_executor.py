@@ -17,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ortcore
 from ep_sdk import ExecutionProvider, KernelRegistry, NodeInfo
+from ortcore import executor
 
 from .conftest import (
     chain_model,
@@ -31,6 +32,58 @@ from .providers import MiniProvider
 from .test_model import if_model
 
 X = np.array([[1.0, -2.0, 3.0], [-4.0, 5.0, -6.0]], np.float32)
+
+
+@pytest.fixture(autouse=True, params=["compiled", "python"])
+def step_loop(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs on both step loops: the compiled one
+    (``ortcore/_steps.pyx``) and the Python one it must behave like."""
+    if request.param == "python":
+        monkeypatch.setattr(executor, "run_steps", executor._run_steps_py)
+    return str(request.param)
+
+
+def test_the_compiled_loop_is_built() -> None:
+    """The wheel carries the compiled loop (setup.py builds it wherever a C
+    compiler works, as on every machine these tests run on)."""
+    assert executor.COMPILED_LOOP
+    assert executor.run_steps.__module__ == "ortcore._steps" or executor.run_steps is (
+        executor._run_steps_py
+    )
+
+
+@pytest.mark.parametrize(
+    "shape", ["tuple", "list", "named", "two"], ids=["tuple", "list", "tuple-subclass", "two-out"]
+)
+def test_kernel_results_as_tuple_list_or_tuple_subclass(shape: str) -> None:
+    """A kernel may return a tuple, a list or a tuple subclass; with two
+    outputs both reach their consumers."""
+
+    class Pair(tuple):
+        pass
+
+    def neg(info: NodeInfo) -> Any:
+        def compute(x: np.ndarray) -> Any:
+            y = np.negative(x)
+            return {"tuple": (y,), "list": [y], "named": Pair((y,)), "two": (y, x)}[shape]
+
+        return compute
+
+    if shape == "two":
+
+        def split(info: NodeInfo) -> Any:
+            return lambda x: [np.negative(x[:1]), x[1:] + 1]
+
+        pm = _provider_with("Split", split)
+        nodes = [helper.make_node("Split", ["x"], ["a", "b"], name="s", axis=0)]
+        data = make_model(nodes, [fvi("x", [2, 3])], [fvi("a", [1, 3]), fvi("b", [1, 3])])
+        a, b = _session(data, pm).run(None, {"x": X})
+        np.testing.assert_array_equal(a, -X[:1])
+        np.testing.assert_array_equal(b, X[1:] + 1)
+        return
+    sess = _session(chain_model(["Neg"] * 3), _provider_with("Neg", neg))
+    (y,) = sess.run(None, {"x": X})
+    np.testing.assert_array_equal(y, -X)
 
 
 def _provider_with(op: str, builder: Any, **kw: Any) -> Any:

@@ -162,6 +162,22 @@ def binary_f32(int op, object a, object b, int nthreads):
     its leading 1s, the other's trailing shape, and no more dims than the
     other; ``None`` otherwise (the caller broadcasts).
     Work under 32768 elements runs on the calling thread."""
+    return _binary_f32(op, a, b, nthreads)
+
+
+def binary_f32_kernel(int op, int nthreads, object fallback, object a, object b):
+    """:func:`binary_f32` as a compute function's body: ``(a (op) b,)``, or
+    ``fallback(a, b)`` where :func:`binary_f32` declines. Bound to its first
+    three arguments with ``functools.partial``, it is the kernel itself: a
+    float32 Add, Sub, Mul or Div then runs no Python frame of its own."""
+    out = _binary_f32(op, a, b, nthreads)
+    if out is None:
+        return fallback(a, b)
+    return (out,)
+
+
+cdef object _binary_f32(int op, object a, object b, int nthreads):
+    """:func:`binary_f32`'s body."""
     cdef cnp.ndarray x, y, full, out
     cdef Py_ssize_t n, chunks, k, lo, hi
     cdef float s

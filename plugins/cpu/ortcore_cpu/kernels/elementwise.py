@@ -11,6 +11,7 @@ Cython path; everything else uses numpy ufuncs. Results keep the ONNX dtype
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -78,13 +79,10 @@ def _binary(
 
     if types[0] == DT.FLOAT and types[1] == DT.FLOAT:
 
-        def f32(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
-            out = fast(op_code, a, b, threads)
-            if out is None:
-                return _broadcast_f32(op_code, ufunc, a, b, threads)
-            return (out,)
+        def broadcast(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
+            return _broadcast_f32(op_code, ufunc, a, b, threads)
 
-        return f32
+        return functools.partial(ext.binary_f32_kernel, op_code, threads, broadcast)
 
     def compute(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
         out = fast(op_code, a, b, threads)
