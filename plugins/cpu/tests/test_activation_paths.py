@@ -38,7 +38,7 @@ RNG = np.random.default_rng(3)
 
 FUSED_PATHS = {
     "BiasGelu": NATIVE,
-    "FusedAttention": NUMPY,  # BLAS products, numpy softmax
+    "FusedAttention": NATIVE,  # BLAS products, Cython softmax
     "FusedBatchNorm": NATIVE,
     "FusedConv": NATIVE,
     "FusedConvAdd": NATIVE,

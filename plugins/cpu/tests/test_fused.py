@@ -117,13 +117,69 @@ def test_layer_and_rms_norm() -> None:
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
 
 
-def test_fused_attention() -> None:
-    q, kt, v, mask = _x(2, 3, 5, 4), _x(2, 3, 4, 6), _x(2, 3, 6, 4), _x(2, 1, 1, 6)
-    (y,) = _run_one("FusedAttention", {"q": q, "k": kt, "v": v, "m": mask}, scale=0.5)
-    s = q @ kt * 0.5 + mask
+def _attention(q: Any, kt: Any, v: Any, mask: Any, scale: float) -> np.ndarray:
+    """The reference: softmax(q @ kt * scale + mask) @ v in float64."""
+    s = q.astype(np.float64) @ kt * scale
+    if mask is not None:
+        s = s + mask
+    with np.errstate(invalid="ignore"):
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+    return np.asarray(p @ v)
+
+
+# mask shapes a (2, 3, 5, 6) score tensor broadcasts: per batch (padding), a
+# causal (query, key) one, per query, per head, a scalar; and none
+MASKS = [(2, 1, 1, 6), (1, 1, 5, 6), (5, 6), (6,), (2, 3, 5, 1), (1, 3, 1, 6), (), None]
+
+
+@pytest.mark.parametrize("mask_shape", MASKS, ids=[str(m) for m in MASKS])
+def test_fused_attention(mask_shape: tuple[int, ...] | None) -> None:
+    q, kt, v = _x(2, 3, 5, 4), _x(2, 3, 4, 6), _x(2, 3, 6, 4)
+    feeds = {"q": q, "k": kt, "v": v}
+    mask = None
+    if mask_shape is not None:
+        feeds["m"] = mask = _x(*mask_shape)
+    (y,) = _run_one("FusedAttention", feeds, scale=0.5)
+    np.testing.assert_allclose(y, _attention(q, kt, v, mask, 0.5), rtol=1e-4, atol=1e-5)
+
+
+def test_fused_attention_infinite_masks_and_nan() -> None:
+    """A key masked with -inf gets no weight; a query whose keys are all
+    masked, or whose scores hold a NaN, gives NaN (as onnx's Softmax)."""
+    q, kt, v = _x(1, 2, 4, 3), _x(1, 2, 3, 5), _x(1, 2, 5, 3)
+    mask = np.zeros((1, 1, 4, 5), np.float32)
+    mask[0, 0, 1, 2:] = -np.inf  # query 1 sees keys 0 and 1
+    mask[0, 0, 2, :] = -np.inf  # query 2 sees nothing
+    q[0, 1, 3, 0] = np.nan  # head 1, query 3: NaN scores
+    (y,) = _run_one("FusedAttention", {"q": q, "k": kt, "v": v, "m": mask}, scale=1.0)
+    want = _attention(q, kt, v, mask, 1.0)
+    assert np.isnan(y[0, :, 2]).all() and np.isnan(y[0, 1, 3]).all()
+    np.testing.assert_allclose(y[0, :, :2], want[0, :, :2], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(y[0, 0, 3], want[0, 0, 3], rtol=1e-5, atol=1e-6)
+    # query 1's weights on keys 2.. are 0: its output is that of keys 0 and 1 alone
+    s = np.einsum("hd,hdk->hk", q[0, :, 1], kt[0, :, :, :2])
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
-    np.testing.assert_allclose(y, p @ v, rtol=1e-4, atol=1e-5)
+    both = np.einsum("hk,hkd->hd", p, v[0, :, :2])
+    np.testing.assert_allclose(y[0, :, 1], both, rtol=1e-5, atol=1e-6)
+
+
+def test_attention_softmax_checks_its_arguments() -> None:
+    """The Cython pass refuses a mask row map that does not fit, rather than
+    reading past the mask."""
+    from ortcore_cpu.kernels.unary import native
+
+    s = np.zeros((4, 6), np.float32)
+    mask = np.zeros((2, 6), np.float32)
+    with pytest.raises(ValueError, match="mask row 2 of 2"):
+        native.attention_softmax(s, mask, np.array([0, 1, 2, 0], np.intp), 1.0, 1)
+    with pytest.raises(ValueError, match="3 mask rows for 4"):
+        native.attention_softmax(s, mask, np.array([0, 1, 0], np.intp), 1.0, 1)
+    with pytest.raises(ValueError, match="mask rows of 5"):
+        native.attention_softmax(s, np.zeros((2, 5), np.float32), np.zeros(4, np.intp), 1.0, 1)
+    native.attention_softmax(s, mask, np.array([0, 1, 1, 0], np.intp), 2.0, 1)
+    np.testing.assert_allclose(s, np.full((4, 6), 1 / 6, np.float32), rtol=1e-6)
 
 
 # -- torch-exported models at every level ------------------------------------

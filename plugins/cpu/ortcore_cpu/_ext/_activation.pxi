@@ -3,8 +3,7 @@
 # built for newer CPUs, see setup.py). Documented in activation.pyx.
 
 from cython.parallel cimport prange
-from libc.math cimport copysignf, fabsf
-from libc.stdint cimport int32_t
+from libc.math cimport INFINITY, copysignf, fabsf
 
 DEF CHUNK = 8192
 
@@ -33,66 +32,9 @@ cpdef enum Activation:
 
 # -- exp, expm1, log1p -------------------------------------------------------
 
-cdef union _Bits:
-    float f
-    int32_t i
-
-
-cdef inline float _pow2(int32_t n) noexcept nogil:
-    """2**n for n in [-126, 127], from its exponent bits."""
-    cdef _Bits b
-    b.i = (n + 127) << 23
-    return b.f
-
-
-cdef inline float _round(float v) noexcept nogil:
-    """``v`` rounded to the nearest integer, for |v| < 2**22 (adding and
-    removing 1.5 * 2**23 leaves no fraction bits; vectorizes, unlike rintf)."""
-    cdef float magic = 12582912.0
-    return (v + magic) - magic
-
-
-cdef inline float _expm1_poly(float r) noexcept nogil:
-    """exp(r) - 1 for |r| <= ln(2) / 2: Taylor to r**7 (the next term is
-    below 6e-9), as r * (1 + ...) so that -0 stays -0."""
-    cdef float one = 1.0, c2 = 0.5, c3 = 0.16666666666666666, c4 = 0.041666666666666664
-    cdef float c5 = 0.008333333333333333, c6 = 0.001388888888888889
-    cdef float c7 = 0.0001984126984126984
-    return r * (one + r * (c2 + r * (c3 + r * (c4 + r * (c5 + r * (c6 + r * c7))))))
-
-
-cdef inline float _reduce(float x, float* n) noexcept nogil:
-    """``r`` with ``x = n * ln 2 + r``, |r| <= ln(2) / 2 (Cody-Waite: ln 2 in
-    two parts, the first exact in a product with n). ``n`` is 0 for NaN, so
-    that it converts to an int; ``r`` is then NaN."""
-    cdef float log2e = 1.4426950408889634, ln2_hi = 0.693359375, ln2_lo = -2.12194440e-4
-    cdef float k = _round(x * log2e)
-    k = k if k == k else 0.0
-    n[0] = k
-    return (x - k * ln2_hi) - k * ln2_lo
-
-
-cdef inline float _exp(float x) noexcept nogil:
-    """exp(x): inf above float32's range, gradually 0 below it, NaN for NaN."""
-    cdef float hi = 89.0, lo = -104.0, one = 1.0, k
-    cdef int32_t n, n1
-    x = hi if x > hi else x  # comparisons, not fminf: NaN goes through
-    x = lo if x < lo else x
-    cdef float p = one + _expm1_poly(_reduce(x, &k))
-    n = <int32_t>k
-    n1 = n >> 1  # 2**n in two factors: n reaches -150 and 128
-    return p * _pow2(n1) * _pow2(n - n1)
-
-
-cdef inline float _expm1_neg(float x) noexcept nogil:
-    """exp(x) - 1 for x <= 0 (a positive x counts as 0), accurate near 0:
-    2**n * expm1(r) + (2**n - 1), both terms exact but for expm1(r)."""
-    cdef float lo = -30.0, zero = 0.0, one = 1.0, k, s
-    x = zero if x > zero else x
-    x = lo if x < lo else x  # expm1 is -1 in float32 below -17
-    cdef float q = _expm1_poly(_reduce(x, &k))
-    s = _pow2(<int32_t>k)
-    return s * q + (s - one)
+cdef extern from "_vexp.h" nogil:
+    float _exp "ortc_exp"(float x)
+    float _expm1_neg "ortc_expm1_neg"(float x)
 
 
 cdef inline float _log1p_unit(float t) noexcept nogil:
@@ -107,19 +49,16 @@ cdef inline float _log1p_unit(float t) noexcept nogil:
                                    + z * c15))))))
 
 
-cdef inline float _erf(float x) noexcept nogil:
-    """erf(x) by Abramowitz & Stegun 7.1.28: ``1 - 1 / p(|x|)**16`` with a
-    degree-6 polynomial ``p``, absolute error below 3e-7 (float32's own
-    rounding is 6e-8). Evaluated in double: p**16 would magnify float's
-    rounding of p sixteenfold."""
-    cdef float a = fabsf(x)
-    cdef float p = 1.0 + a * (0.0705230784 + a * (0.0422820123 + a * (0.0092705272
-                   + a * (0.0001520143 + a * (0.0002765672 + a * 0.0000430638)))))
-    p = p * p
-    p = p * p
-    p = p * p
-    p = p * p
-    return copysignf(1.0 - 1.0 / p, x)
+cdef inline float _erfc_pos(float a) noexcept nogil:
+    """erfc(a) for a >= 0 by Abramowitz & Stegun 7.1.26: ``t p(t) exp(-a**2)``
+    with ``t = 1 / (1 + 0.3275911 a)`` and a degree-4 polynomial ``p``
+    (erf's absolute error below 1.5e-7), all in float; with no ``1 -``, it
+    keeps its relative accuracy where erfc is small."""
+    cdef float one = 1.0, c = 0.3275911
+    cdef float a1 = 0.254829592, a2 = -0.284496736, a3 = 1.421413741
+    cdef float a4 = -1.453152027, a5 = 1.061405429
+    cdef float t = one / (one + c * a)
+    return t * (a1 + t * (a2 + t * (a3 + t * (a4 + t * a5)))) * _exp(-a * a)
 
 
 # -- the activations -----------------------------------------------------------
@@ -164,7 +103,12 @@ cdef inline float _gelu_tanh(float x) noexcept nogil:
 
 
 cdef inline float _gelu(float x) noexcept nogil:
-    return 0.5 * x * (1.0 + _erf(x * 0.7071067811865476))
+    """x Phi(x) = x (1 + erf(x / sqrt 2)) / 2, as x (2 - e) / 2 for x >= 0 and
+    x e / 2 below, e = erfc(|x| / sqrt 2): no cancellation where the result
+    is small (within 5e-7 absolute, 7% relative where it is below 1e-6)."""
+    cdef float half = 0.5, two = 2.0, rsqrt2 = 0.7071067811865476
+    cdef float e = _erfc_pos(fabsf(x) * rsqrt2)
+    return half * x * (two - e if x >= 0 else e)
 
 
 cdef inline float _softplus(float x) noexcept nogil:
@@ -186,6 +130,15 @@ cdef inline float _clip(float v, float lo, float hi) noexcept nogil:
     """v within [lo, hi]; NaN stays NaN."""
     v = lo if v < lo else v
     return hi if v > hi else v
+
+
+cdef void _gelu_loop(const float* s, float* d, Py_ssize_t n) noexcept nogil:
+    """d[j] = gelu(s[j]): a function of its own, so that the compiler inlines
+    erf's exp here (in _apply's long body it stopped inlining, and the loop
+    ran one element at a time)."""
+    cdef Py_ssize_t j
+    for j in range(n):
+        d[j] = _gelu(s[j])
 
 
 cdef void _apply(int op, const float* s, float* d, Py_ssize_t n, float alpha,
@@ -244,8 +197,7 @@ cdef void _apply(int op, const float* s, float* d, Py_ssize_t n, float alpha,
         for j in range(n):
             d[j] = _swish(s[j], alpha)
     elif op == GELU:
-        for j in range(n):
-            d[j] = _gelu(s[j])
+        _gelu_loop(s, d, n)
     elif op == GELU_TANH:
         for j in range(n):
             d[j] = _gelu_tanh(s[j])
@@ -307,3 +259,82 @@ def activation_f32(int op, const float[::1] x, const float[::1] bias, float[::1]
             if hi > n:
                 hi = n
             _chunk(op, &x[0], pb, nb, &out[0], lo, hi, alpha, beta)
+
+
+# -- the attention's softmax --------------------------------------------------
+
+DEF LANES = 16
+
+
+cdef void _scaled_softmax(float* s, const float* m, Py_ssize_t n, float scale) noexcept nogil:
+    """``s = softmax(s * scale + m)`` in place (``m`` NULL: no mask). The
+    maximum and the sum run in LANES independent lanes (they vectorize); a
+    NaN never wins the maximum, but its exp is NaN and so is the row's sum,
+    which makes the whole row NaN, as a row holding +inf, or -inf only."""
+    cdef float mx[LANES]
+    cdef float sm[LANES]
+    cdef Py_ssize_t j, k, full = n - n % LANES
+    cdef float t, top, total, inv, zero = 0.0, one = 1.0
+    if m != NULL:
+        for j in range(n):
+            s[j] = s[j] * scale + m[j]
+    elif scale != one:
+        for j in range(n):
+            s[j] = s[j] * scale
+    for k in range(LANES):
+        mx[k] = -INFINITY
+        sm[k] = zero
+    j = 0
+    while j < full:
+        for k in range(LANES):
+            t = s[j + k]
+            mx[k] = t if t > mx[k] else mx[k]
+        j += LANES
+    top = -INFINITY
+    for j in range(full, n):
+        top = s[j] if s[j] > top else top
+    for k in range(LANES):
+        top = mx[k] if mx[k] > top else top
+    j = 0
+    while j < full:
+        for k in range(LANES):
+            t = _exp(s[j + k] - top)
+            s[j + k] = t
+            sm[k] += t
+        j += LANES
+    total = zero
+    for j in range(full, n):
+        t = _exp(s[j] - top)
+        s[j] = t
+        total += t
+    for k in range(LANES):
+        total += sm[k]
+    inv = one / total
+    for j in range(n):
+        s[j] = s[j] * inv
+
+
+def attention_softmax(float[:, ::1] s, const float[:, ::1] mask, const Py_ssize_t[::1] mask_row,
+                      float scale, int nthreads):
+    """The attention's ``softmax(s * scale + mask)`` along each row of ``s``,
+    in place: row ``r`` adds ``mask[mask_row[r]]`` (a mask broadcast over
+    batches, heads or queries is stored once); a ``mask`` of no rows adds
+    nothing. Rows split over ``nthreads`` threads.
+
+    Raises:
+        ValueError: ``mask``'s rows are not as long as ``s``'s, ``mask_row``
+            does not hold one index per row of ``s``, or one is out of range.
+    """
+    cdef Py_ssize_t R = s.shape[0], L = s.shape[1], M = mask.shape[0], r
+    if M and mask.shape[1] != L:
+        raise ValueError(f"attention_softmax: mask rows of {mask.shape[1]}, scores of {L}")
+    if M and mask_row.shape[0] != R:
+        raise ValueError(f"attention_softmax: {mask_row.shape[0]} mask rows for {R} score rows")
+    for r in range(mask_row.shape[0] if M else 0):
+        if mask_row[r] < 0 or mask_row[r] >= M:
+            raise ValueError(f"attention_softmax: mask row {mask_row[r]} of {M}")
+    if R == 0 or L == 0:
+        return
+    with nogil:
+        for r in prange(R, num_threads=nthreads, schedule="static"):
+            _scaled_softmax(&s[r, 0], &mask[mask_row[r], 0] if M else NULL, L, scale)

@@ -13,8 +13,10 @@ precision; Cody-Waite range reduction), so Sigmoid, Swish, the tanh Gelu
 (``x * sigmoid(2u)``, the same function as ``0.5 x (1 + tanh(u))`` without
 its cancellation), Mish, Softplus, Elu, Selu and Celu within a few ULP of
 the float32 value of their argument; Tanh within 6 ULP (Eigen's rational
-approximation, no exp); the exact Gelu's erf has an absolute error below
-3e-7 (Abramowitz & Stegun 7.1.28). NaN stays NaN, ±inf give the formula's limit
+approximation, no exp); the exact Gelu within 5e-7 absolute and 0.2%
+relative where it is above 1e-6 in magnitude (x (1 + erf(x / sqrt 2)) / 2
+with erfc(|x| / sqrt 2) by Abramowitz & Stegun 7.1.26, no cancellation for
+negative x). exp and expm1 are in ``_vexp.h``, always inlined. NaN stays NaN, ±inf give the formula's limit
 (or NaN where the formula is ``inf * 0``, as onnxruntime), results past
 float32's range overflow to inf or underflow gradually to 0.
 

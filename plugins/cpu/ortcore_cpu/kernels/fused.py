@@ -15,7 +15,9 @@ marked (``_paths.py``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from ep_sdk import Compute, NodeInfo
@@ -23,9 +25,9 @@ from ep_sdk.fused_ops import DOMAIN
 
 from .._ext import elementwise as ew
 from . import activations, conv, gemm, normalization, registry, unary
-from ._common import DT, FLOATS, is_tail, thread_count
-from ._paths import NATIVE, NUMPY, float32_path
-from .unary import Act
+from ._common import DT, FLOATS, is_tail, thread_count, threads_for
+from ._paths import NATIVE, float32_path
+from .unary import Act, native
 
 _T: dict[str | int, frozenset[DT]] = {"T": FLOATS | {DT.BFLOAT16}}
 _T_NO_BF16: dict[str | int, frozenset[DT]] = {"T": FLOATS}
@@ -303,10 +305,14 @@ def skip_layer_norm(info: NodeInfo) -> Compute:
 
 
 @registry.kernel("FusedAttention", domain=DOMAIN, types=_T_NO_BF16)
-@float32_path(NUMPY)
+@float32_path(NATIVE)
 def fused_attention(info: NodeInfo) -> Compute:
-    """``softmax(Q @ Kt * scale + mask, axis=-1) @ V`` with numpy matmuls."""
+    """``softmax(Q @ Kt * scale + mask, axis=-1) @ V``: the products through
+    BLAS; for float32, the scale, the mask and the softmax in one Cython pass
+    per row of scores (``attention_softmax``), numpy otherwise."""
     scale = float(info.attrs.get("scale", 1.0))
+    threads = thread_count(info)
+    masks: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
 
     def compute(
         q: np.ndarray, kt: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None
@@ -315,20 +321,66 @@ def fused_attention(info: NodeInfo) -> Compute:
         if dtype.itemsize < 4:
             q, kt, v = (t.astype(np.float32) for t in (q, kt, v))
         s = np.matmul(q, kt)
-        if scale != 1.0:
-            s *= s.dtype.type(scale)
-        if mask is not None:
-            m = mask.astype(s.dtype, copy=False)
-            if np.broadcast_shapes(s.shape, m.shape) == s.shape:
-                s += m
-            else:
-                s = s + m
-        s -= s.max(axis=-1, keepdims=True)
-        np.exp(s, out=s)
-        s /= s.sum(axis=-1, keepdims=True)
+        rows = _mask_rows(s, mask, masks)
+        if rows is not None:
+            native.attention_softmax(
+                s.reshape(-1, s.shape[-1]), *rows, scale, threads_for(s.size, threads)
+            )
+        else:
+            _softmax_numpy(s, scale, mask)
         return (np.matmul(s, v).astype(dtype, copy=False),)
 
     return compute
+
+
+def _mask_rows(
+    s: np.ndarray,
+    mask: np.ndarray | None,
+    cache: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``attention_softmax``'s ``(mask, mask_row)`` for float32 scores ``s``:
+    the mask's distinct rows and, per row of ``s``, the one it adds (no rows:
+    no mask). ``None`` where numpy must do it: other types, scores not
+    C-contiguous, or a mask that is not float32 or does not broadcast to
+    ``s`` without growing it. The row map is kept in ``cache`` per shape."""
+    if s.dtype != np.float32 or s.ndim < 2 or s.size == 0 or not s.flags.c_contiguous:
+        return None
+    if mask is None:
+        return _NO_MASK
+    if mask.dtype != np.float32 or mask.ndim > s.ndim:
+        return None
+    if mask.ndim == 0:
+        mask = mask.reshape(1)
+    key = (mask.shape, s.shape)
+    index = cache.get(key)
+    if index is None:
+        try:
+            if np.broadcast_shapes(s.shape, mask.shape) != s.shape:
+                return None
+        except ValueError:
+            return None
+        lead = mask.shape[:-1]
+        ids = np.arange(math.prod(lead), dtype=np.intp).reshape(lead)
+        row = np.ascontiguousarray(np.broadcast_to(ids, s.shape[:-1]).reshape(-1))
+        index = (np.empty(0, np.float32), row)
+        cache[key] = index
+    wide = np.broadcast_to(mask, (*mask.shape[:-1], s.shape[-1]))
+    return np.ascontiguousarray(wide, np.float32).reshape(-1, s.shape[-1]), index[1]
+
+
+_NO_MASK = (np.zeros((0, 1), np.float32), np.zeros(0, np.intp))
+"""``attention_softmax``'s arguments for no mask."""
+
+
+def _softmax_numpy(s: np.ndarray, scale: float, mask: np.ndarray | None) -> None:
+    """``s = softmax(s * scale + mask)`` along the last axis with numpy, in place."""
+    if scale != 1.0:
+        s *= s.dtype.type(scale)
+    if mask is not None:
+        s += mask.astype(s.dtype, copy=False)
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    s /= s.sum(axis=-1, keepdims=True)
 
 
 __all__ = [

@@ -283,8 +283,8 @@ def gelu_op(info: NodeInfo) -> int:
 @by_schema("Gelu")
 @float32_path(NATIVE)
 def gelu(info: NodeInfo) -> Compute:
-    """Gelu with ``approximate`` ``none`` (erf) or ``tanh``; the exact form's
-    erf has an absolute error below 3e-7 (see ``_ext/activation.pyx``)."""
+    """Gelu with ``approximate`` ``none`` (erf) or ``tanh``; the exact form
+    within 5e-7 absolute (see ``_ext/activation.pyx``)."""
     op = gelu_op(info)
     return native_activation(info, op, gelu_numpy("none" if op == Act.GELU else "tanh"))
 
