@@ -20,6 +20,7 @@ kernel::
 | --- | --- |
 | ``FusedConv`` | Conv (its attributes) + ``activation`` |
 | ``FusedConvAdd`` | ``activation(Conv(X, W, B) + Z)``; inputs ``X, W, Z[, B]``, ``Z`` as Y |
+| ``FusedConvConcat`` | FusedConv into channels ``channel_offset``.. of Y (``Into`` or new) |
 | ``FusedBatchNorm`` | BatchNormalization in inference (``epsilon``) + ``activation`` |
 | ``FusedGemm`` | Gemm (its attributes) + ``activation`` |
 | ``FusedMatMul`` | ``activation(A @ B + bias)``, bias optional |
@@ -99,6 +100,21 @@ def _like(op_type: str, n_inputs: int, attrs: tuple[str, ...]) -> Callable[[Any]
     return infer
 
 
+def _conv_concat(ctx: Any) -> None:
+    """Conv's inference, then the channel dim set to the ``channels`` attribute."""
+    _like("Conv", 3, _CONV_ATTRS)(ctx)
+    proto = ctx.get_attribute("channels")
+    if proto is None or not ctx.get_output_type(0).tensor_type.HasField("shape"):
+        return
+    out = onnx.TypeProto()
+    out.CopyFrom(ctx.get_output_type(0))
+    dims = out.tensor_type.shape.dim
+    if len(dims) > 1:
+        dims[1].Clear()
+        dims[1].dim_value = onnx.helper.get_attribute_value(proto)
+        ctx.set_output_type(0, out)
+
+
 def _same_as_input(ctx: Any) -> None:
     for i in range(ctx.get_num_outputs()):
         ctx.set_output_type(i, ctx.get_input_type(0))
@@ -164,6 +180,14 @@ def _schemas() -> list[Any]:
     return [
         schema("FusedConv", [_p("X"), _p("W"), _p("B", True)], [_p("Y")],
                conv_attrs + _ACT_ATTRS, _like("Conv", 3, _CONV_ATTRS), "Conv + activation"),
+        schema("FusedConvConcat", [_p("X"), _p("W"), _p("B", True), _p("Into", True)],
+               [_p("Y")],
+               [*conv_attrs, *_ACT_ATTRS, _attr("channels", _A.INT),
+                _attr("channel_offset", _A.INT, 0)], _conv_concat,
+               "FusedConv whose output is channels [channel_offset, channel_offset + M) of "
+               "Y, a tensor of `channels` channels: Into, written in place (Y is Into), or "
+               "a new tensor; a chain of them, each taking the last one's Y as Into, is a "
+               "Concat of Conv outputs along the channels with no copy"),
         schema("FusedConvAdd", [_p("X"), _p("W"), _p("Z"), _p("B", True)], [_p("Y")],
                conv_attrs + _ACT_ATTRS, _like("Conv", 2, _CONV_ATTRS),
                "activation(Conv(X, W, B) + Z), Z of Y's shape (a residual added in the "

@@ -38,6 +38,7 @@ COPY_OPS = frozenset({"MemcpyToHost", "MemcpyFromHost"})
 _FUSION_SUFFIXES = ("_fused", "_act")
 _FUSED_FROM = {
     "FusedConv": "Conv",
+    "FusedConvConcat": "Conv",
     "FusedBatchNorm": "BatchNormalization",
     "FusedGemm": "Gemm",
     "FusedMatMul": "MatMul",

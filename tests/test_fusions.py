@@ -219,6 +219,108 @@ def test_conv_add_not_fused(cpu: str, tmp_path: Path, case: str) -> None:
     assert "com.ortcore:FusedConvAdd" not in ops
 
 
+# -- Concat of Convs: FusedConvConcat chains ---------------------------------
+
+
+def _fire(
+    acts: Sequence[str], n: int = 1, kernels: Sequence[int] = (1, 3), axis: int = 1
+) -> tuple[bytes, dict[str, np.ndarray]]:
+    """A SqueezeNet fire module's end: one Conv per kernel size reading ``s``
+    (the first with no bias), each with its activation (``""``: none), joined
+    by a Concat along ``axis`` (4 + 2i channels each, 4 unless ``axis`` is
+    1); also ``s`` is joined (the last input) when
+    ``acts`` has one more entry than ``kernels``."""
+    nodes, inits, cat = [], [], []
+    for i, k in enumerate(kernels):
+        ins = ["s", f"w{i}"] if i == 0 else ["s", f"w{i}", f"b{i}"]
+        out = f"c{i}" if acts[i] else f"r{i}"
+        nodes.append(helper.make_node("Conv", ins, [out], pads=[k // 2] * 4))
+        if acts[i]:
+            nodes.append(helper.make_node(acts[i], [out], [f"r{i}"]))
+        m = 4 + 2 * i if axis == 1 else 4  # the channels (other axes: one count)
+        inits += [_init(f"w{i}", _x(m, 3, k, k)), _init(f"b{i}", _x(m))]
+        cat.append(f"r{i}")
+    if len(acts) > len(kernels):
+        cat.append("s")
+    nodes.append(helper.make_node("Concat", cat, ["y"], axis=axis))
+    model = _model(nodes, {"s": [n, 3, 5, 5]}, ["y"], inits)
+    return model, {"s": _x(n, 3, 5, 5)}
+
+
+@pytest.mark.parametrize(
+    ("acts", "n", "kernels"),
+    [(("Relu", "Relu"), 1, (1, 3)), (("Relu", ""), 2, (3, 1)), (("Sigmoid", "Relu"), 1, (1, 3)),
+     (("Relu", "Relu", "Relu"), 3, (1, 3, 5))],
+    ids=["fire", "batch-of-2-no-activation", "sigmoid-copied", "three-branches"],
+)  # fmt: skip
+def test_concat_of_convs_becomes_a_chain(
+    cpu: str, tmp_path: Path, acts: Sequence[str], n: int, kernels: Sequence[int]
+) -> None:
+    """Every Conv writes its channels into the joined tensor; the Concat goes."""
+    model, feeds = _fire(acts, n, kernels)
+    ops = _check(model, feeds, tmp_path)
+    assert ops == ["com.ortcore:FusedConvConcat"] * len(kernels)
+    opt = onnx.load(tmp_path / f"opt{int(L.ORT_ENABLE_ALL)}.onnx")
+    offsets = [next(a.i for a in n.attribute if a.name == "channel_offset") for n in opt.graph.node]
+    assert offsets == [sum(4 + 2 * j for j in range(i)) for i in range(len(kernels))]
+    y, _ = _run(model, feeds, L.ORT_ENABLE_ALL, tmp_path)
+    assert type(y[0]) is np.ndarray  # not the chain's own buffer type
+    ref = onnx.reference.ReferenceEvaluator(onnx.load_from_string(model)).run(None, feeds)
+    np.testing.assert_allclose(y[0], ref[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["axis-2", "other-input", "conv-read-twice", "same-conv-twice"])
+def test_concat_of_convs_left_alone(cpu: str, tmp_path: Path, case: str) -> None:
+    """Not fused: a Concat along another axis, of a non-Conv input, of a Conv
+    output something else reads, or of one Conv output twice."""
+    if case == "axis-2":
+        model, feeds = _fire(("Relu", "Relu"), axis=2)
+    elif case == "other-input":
+        model, feeds = _fire(("Relu", "Relu", "x"))
+    else:
+        nodes = [helper.make_node("Conv", ["s", "w"], ["c"]),
+                 helper.make_node("Conv", ["s", "w2"], ["d"])]  # fmt: skip
+        cat = ["c", "c"] if case == "same-conv-twice" else ["c", "d"]
+        nodes.append(helper.make_node("Concat", cat, ["y"], axis=1))
+        outs = ["y", "d"] if case == "conv-read-twice" else ["y"]
+        inits = [_init("w", _x(2, 3, 1, 1)), _init("w2", _x(2, 3, 1, 1))]
+        model, feeds = _model(nodes, {"s": [1, 3, 4, 4]}, outs, inits), {"s": _x(1, 3, 4, 4)}
+    ops = _check(model, feeds, tmp_path)
+    assert "com.ortcore:FusedConvConcat" not in ops and "Concat" in ops
+
+
+def test_fused_conv_concat_never_writes_into_a_feed() -> None:
+    """A model whose FusedConvConcat takes a graph input as Into gets the
+    joined tensor, and the caller's array is left as it was."""
+    from ep_sdk.fused_ops import register_fused_schemas
+
+    register_fused_schemas()
+    node = helper.make_node(
+        "FusedConvConcat", ["x", "w", "", "into"], ["y"], domain="com.ortcore",
+        channels=5, channel_offset=3, activation="Relu",
+    )  # fmt: skip
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4]),
+         helper.make_tensor_value_info("into", TensorProto.FLOAT, [1, "C", 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [_init("w", _x(2, 3, 1, 1))],
+    )  # fmt: skip
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.ortcore", 1)]
+    )
+    sess = ortcore.InferenceSession(model.SerializeToString(), providers=["cpu"])
+    x, into = _x(1, 3, 4, 4), _x(1, 5, 4, 4)
+    kept = into.copy()
+    (y,) = sess.run(None, {"x": x, "into": into})
+    np.testing.assert_array_equal(into, kept)
+    np.testing.assert_array_equal(y[:, :3], kept[:, :3])
+    w = numpy_helper.to_array(graph.initializer[0]).reshape(2, 3)
+    want = np.maximum(np.einsum("oc,nchw->nohw", w, x), 0)
+    np.testing.assert_allclose(y[:, 3:], want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ortcore.RuntimeException, match="Into is float32"):
+        sess.run(None, {"x": x, "into": _x(1, 4, 4, 4)})
+
+
 def test_fused_conv_add_kernel_float16_and_float64() -> None:
     from ep_sdk.fused_ops import register_fused_schemas
 
@@ -569,3 +671,4 @@ def test_fused_batchnorm_profiles_under_its_model_node() -> None:
 
     assert model_node("node", "FusedBatchNorm", "bn3_fused") == ("bn3", "BatchNormalization")
     assert model_node("node", "FusedConv", "c_fused") == ("c", "Conv")
+    assert model_node("node", "FusedConvConcat", "c_fused") == ("c", "Conv")

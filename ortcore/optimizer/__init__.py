@@ -21,7 +21,8 @@
    LayerNormalization/RMSNormalization from their primitive patterns, GELU
    (erf and tanh forms) and BiasGelu, Swish (``x * Sigmoid(alpha * x)``:
    SiLU, QuickGelu), SkipLayerNormalization, attention,
-   MatMul + Add, Gemm/MatMul + activation, Conv + activation. A pattern is
+   MatMul + Add, Gemm/MatMul + activation, Conv + activation, Concat of
+   Convs along the channels (the Convs write into the joined tensor). A pattern is
    fused only where all its nodes are assigned to the same provider, to run
    with its kernels (not in a group it compiles), and that provider has a
    kernel for the fused op; the fused node inherits the assignment
@@ -58,6 +59,7 @@ from .conv_activation import (
     fuse_conv_activation,
     fuse_conv_add_activation,
 )
+from .conv_concat import ConvConcatFusionPass, fuse_conv_concat
 from .conv_folding import ConvAffineFoldingPass, fold_batchnorm_affine, fold_conv_affine
 from .cse import CommonSubexpressionEliminationPass, eliminate_common_subexpressions
 from .dead_code import DeadCodeEliminationPass, remove_dead_code
@@ -79,6 +81,7 @@ __all__ = [
     "CommonSubexpressionEliminationPass",
     "ConstantFoldingPass",
     "ConvActivationFusionPass",
+    "ConvConcatFusionPass",
     "ConvAffineFoldingPass",
     "DeadCodeEliminationPass",
     "FusionContext",
@@ -106,6 +109,7 @@ __all__ = [
     "fuse_bias_gelu",
     "fuse_conv_activation",
     "fuse_conv_add_activation",
+    "fuse_conv_concat",
     "fuse_gelu",
     "fuse_gemm_activation",
     "fuse_layer_norm",
@@ -127,6 +131,7 @@ FUSION_PASSES: tuple[type[FusionPass], ...] = (
     MatMulAddFusionPass,
     GemmActivationFusionPass,
     ConvActivationFusionPass,
+    ConvConcatFusionPass,
 )
 """The extended-level fusion passes, in the order they run."""
 

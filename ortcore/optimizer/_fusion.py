@@ -103,6 +103,13 @@ class FusionContext:
                 self._registries[provider] = None  # the planner reports it
         return self._registries[provider]
 
+    def assign_like(self, nodes: Iterable[ir.Node], model: ir.Node) -> None:
+        """Give ``nodes`` (more nodes one fusion made) ``model``'s assignment."""
+        a = assignment_of(model)
+        if a is not None:
+            for n in nodes:
+                assign(n, a)
+
     def use_domain(self) -> None:
         """Declare the fused-op domain in the model's opset imports."""
         self.model.opset_imports.setdefault(DOMAIN, VERSION)

@@ -42,6 +42,7 @@ FUSED_PATHS = {
     "FusedBatchNorm": NATIVE,
     "FusedConv": NATIVE,
     "FusedConvAdd": NATIVE,
+    "FusedConvConcat": NATIVE,
     "FusedGelu": NATIVE,
     "FusedGemm": NATIVE,
     "FusedLayerNorm": NATIVE,
@@ -136,6 +137,10 @@ def _sample(domain: str, op: str) -> tuple[list[np.ndarray], dict[str, Any], int
         x3 = _f(2, 3, 8)
         samples: dict[str, tuple[list[np.ndarray], dict[str, Any]]] = {
             "FusedConv": ([_f(1, 3, 6, 6), _f(4, 3, 3, 3), _f(4)], {"activation": "Relu"}),
+            "FusedConvConcat": (
+                [_f(1, 3, 6, 6), _f(4, 3, 3, 3), _f(4)],
+                {"activation": "Relu", "channels": 6, "channel_offset": 2},
+            ),
             "FusedConvAdd": (
                 [_f(1, 3, 6, 6), _f(4, 3, 3, 3), _f(1, 4, 4, 4), _f(4)],
                 {"activation": "Relu"},

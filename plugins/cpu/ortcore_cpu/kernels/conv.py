@@ -316,11 +316,14 @@ def _conv_direct(
     packs: FilterCache | None,
     group: int = 1,
     call: _DirectCall | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """The direct convolution of float32 ``x`` (N, C, *S), 1 or 2 spatial
     dims, in ``group`` groups, with its bias, residual ``z`` and clamp, in
     one pass over the output. ``packs`` keeps ``direct_filter(w, group)``;
-    ``call`` is :func:`_direct_call` of these shapes (computed if ``None``)."""
+    ``call`` is :func:`_direct_call` of these shapes (computed if ``None``).
+    The result goes to ``out`` if given: the output's shape, each image's
+    channels C-contiguous (a slice of channels of a larger tensor)."""
     if call is None:
         call = _direct_call(x.shape, w.shape, win, group)
     m = w.shape[0]
@@ -331,7 +334,7 @@ def _conv_direct(
     if call.sub is not None:  # a strided 1x1 window reads only these positions
         x = x[(slice(None), slice(None), *(slice(None, None, st) for st in call.sub))]
     x4 = f32_contiguous(x).reshape(call.x4)
-    y = np.empty(call.y, np.float32)
+    y = np.empty(call.y, np.float32) if out is None else out
     y4 = y.reshape(call.y4)
     z4 = None
     if z is not None:
@@ -603,11 +606,20 @@ def conv(info: NodeInfo) -> Compute:
     return build_conv(info)
 
 
-def build_conv(info: NodeInfo, *, clamp: Clamp | None = None, residual: bool = False) -> Compute:
+def build_conv(
+    info: NodeInfo,
+    *,
+    clamp: Clamp | None = None,
+    residual: bool = False,
+    concat: tuple[int, int] | None = None,
+) -> Compute:
     """The Conv kernel of ``info``; with ``clamp`` its output is clamped to
     ``(lo, hi)`` in the bias's pass (FusedConv's Relu and Clip). With
     ``residual`` it takes ``(x, w, z, b=None)`` and adds ``z`` (of the
-    output's shape) in that pass too (FusedConvAdd)."""
+    output's shape) in that pass too (FusedConvAdd). With ``concat``
+    ``(channels, offset)`` it takes ``(x, w, b=None, into=None)`` and writes
+    its output as the channels from ``offset`` of a tensor of ``channels``
+    channels (FusedConvConcat, see :func:`concat_buffer`), which it returns."""
     check_window_attrs(info.attrs)
     group = int(info.attrs.get("group", 1))
     kernel_shape = info.attrs.get("kernel_shape")
@@ -634,36 +646,105 @@ def build_conv(info: NodeInfo, *, clamp: Clamp | None = None, residual: bool = F
         return win, fast, call
 
     def run(
-        x: np.ndarray, w: np.ndarray, b: np.ndarray | None, z: np.ndarray | None
-    ) -> tuple[np.ndarray]:
+        x: np.ndarray,
+        w: np.ndarray,
+        b: np.ndarray | None,
+        z: np.ndarray | None,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
         key = (x.shape, w.shape, x.dtype)
         win, fast, call = plans.get(key) or remember(plans, key, plan(x, w))
         if fast:
             if call is not None:
-                y = _conv_direct(x, w, b, z, win, threads, clamp, packs, group, call)
-                return (y.astype(x.dtype, copy=False),)
+                direct_out = out if x.dtype == np.float32 else None
+                y = _conv_direct(x, w, b, z, win, threads, clamp, packs, group, call, direct_out)
+                return y.astype(x.dtype, copy=False)
             alone = clamp is None and z is None  # the bias is all the epilogue
             y, added = _conv_f32(x, w, win, group, threads, filters, b if alone else None)
             if not added:
                 _add_bias(y, b, threads, clamp, z)
-            return (y.astype(x.dtype, copy=False),)
+            return y.astype(x.dtype, copy=False)
         y = _conv_numpy(x, w, win, group)
         _add_bias(y, b, threads, clamp, z)
-        return (y,)
+        return y
+
+    if concat is not None:
+        channels, offset = concat
+
+        def compute_into(
+            x: np.ndarray,
+            w: np.ndarray,
+            b: np.ndarray | None = None,
+            into: np.ndarray | None = None,
+        ) -> tuple[np.ndarray]:
+            key = (x.shape, w.shape, x.dtype)
+            win = (plans.get(key) or remember(plans, key, plan(x, w)))[0]
+            full, part = concat_buffer(info, into, (x.shape[0], channels, *win.out), x.dtype,
+                                       offset, w.shape[0])  # fmt: skip
+            y = run(x, w, b, None, part)
+            if y is not part:
+                part[...] = y
+            return (full if offset + w.shape[0] < channels else full.view(np.ndarray),)
+
+        return compute_into
 
     if residual:
 
         def compute_residual(
             x: np.ndarray, w: np.ndarray, z: np.ndarray, b: np.ndarray | None = None
         ) -> tuple[np.ndarray]:
-            return run(x, w, b, z)
+            return (run(x, w, b, z),)
 
         return compute_residual
 
     def compute(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray]:
-        return run(x, w, b, None)
+        return (run(x, w, b, None),)
 
     return compute
+
+
+class _ConcatBuffer(np.ndarray):
+    """A tensor a FusedConvConcat kernel made (see :func:`concat_buffer`):
+    the only kind of input a kernel writes into."""
+
+
+def concat_buffer(
+    info: NodeInfo,
+    into: np.ndarray | None,
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    offset: int,
+    count: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The joined tensor of a FusedConvConcat chain, and the channels
+    ``[offset, offset + count)`` of it that ``info``'s Conv writes.
+
+    ``into`` is the last node's output: written in place when a
+    FusedConvConcat kernel made it, since nothing else reads it. Anything
+    else (a model could feed a graph input or a constant there) is copied
+    into a new tensor first, so that no kernel ever writes into a feed or a
+    constant.
+
+    Raises:
+        ValueError: ``into`` is not of ``shape`` and ``dtype``, or the
+            channels are not within ``shape``'s.
+    """
+    if offset < 0 or offset + count > shape[1]:
+        raise ValueError(
+            f"{info.describe()}: channels {offset}..{offset + count} of a tensor of {shape[1]}"
+        )
+    if into is not None and (into.shape != shape or into.dtype != dtype):
+        raise ValueError(
+            f"{info.describe()}: Into is {into.dtype}{list(into.shape)}, "
+            f"the joined tensor {np.dtype(dtype)}{list(shape)}"
+        )
+    if type(into) is _ConcatBuffer:
+        full = into
+    else:
+        full = np.empty(shape, dtype).view(_ConcatBuffer)
+        if into is not None:
+            full[...] = into
+    return full, full[:, offset : offset + count]
 
 
 _SAME = ("SAME_UPPER", "SAME_LOWER")

@@ -169,6 +169,32 @@ def fused_conv(info: NodeInfo) -> Compute:
     return compute
 
 
+@registry.kernel("FusedConvConcat", domain=DOMAIN, types=_T_NO_BF16)
+@float32_path(NATIVE)
+def fused_conv_concat(info: NodeInfo) -> Compute:
+    """FusedConv writing its channels of a Concat's output (``channels``,
+    ``channel_offset``) into ``Into`` or a new tensor: in place from the
+    direct kernel, Relu and Clip in its epilogue; other activations on a
+    fresh output, then copied there (see ``conv.concat_buffer``)."""
+    channels = int(info.attrs.get("channels", 0))
+    offset = int(info.attrs.get("channel_offset", 0))
+    clamp = _clamp(info)
+    if clamp is not None:
+        return conv.build_conv(info, clamp=clamp, concat=(channels, offset))
+    whole = fused_conv(info)
+
+    def compute(
+        x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, into: np.ndarray | None = None
+    ) -> tuple[np.ndarray]:
+        (y,) = whole(x, w, b)
+        full, part = conv.concat_buffer(info, into, (y.shape[0], channels, *y.shape[2:]),
+                                        y.dtype, offset, y.shape[1])  # fmt: skip
+        part[...] = y
+        return (full if offset + y.shape[1] < channels else full.view(np.ndarray),)
+
+    return compute
+
+
 @registry.kernel("FusedConvAdd", domain=DOMAIN, types=_T_NO_BF16)
 @float32_path(NATIVE)
 def fused_conv_add(info: NodeInfo) -> Compute:
@@ -388,6 +414,7 @@ __all__ = [
     "fused_attention",
     "fused_conv",
     "fused_conv_add",
+    "fused_conv_concat",
     "fused_gemm",
     "fused_matmul",
     "fused_swish",
