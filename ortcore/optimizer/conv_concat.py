@@ -16,26 +16,19 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from ..fused_ops import DOMAIN
 from ._common import attr_int
 from ._fusion import FusionContext, FusionPass, op
 
 __all__ = ["ConvConcatFusionPass", "fuse_conv_concat"]
-
-_CONVS = ("Conv", "FusedConv")
-
 
 def _conv_of(ctx: FusionContext, v: ir.Value, cat: ir.Node) -> ir.Node | None:
     """The Conv or FusedConv producing ``v`` if the Concat ``cat`` is its only reader."""
     node = v.producer()
     if node is None or node.graph is not ctx.graph or ctx.sole_user(v) is not cat:
         return None
-    if node.op_type not in _CONVS or len(node.outputs) != 1:
-        return None
-    if node.op_type == "Conv" and not op(node, "Conv"):
-        return None
-    if node.op_type == "FusedConv" and node.domain != "com.ortcore":
-        return None
-    return node
+    fused = node.domain == DOMAIN and node.op_type == "FusedConv"
+    return node if (op(node, "Conv") or fused) and len(node.outputs) == 1 else None
 
 
 def _channels(v: ir.Value) -> tuple[int, tuple[int, ...]] | None:
@@ -80,7 +73,7 @@ def fuse_conv_concat(ctx: FusionContext) -> int:
             attrs += [ir.AttrInt64("channels", total), ir.AttrInt64("channel_offset", offset)]
             name = conv.name if conv.op_type == "FusedConv" else f"{conv.name}_fused"
             fused = ir.Node(
-                "com.ortcore", "FusedConvConcat", inputs, attrs, name=name, num_outputs=1
+                DOMAIN, "FusedConvConcat", inputs, attrs, name=name, num_outputs=1
             )
             fused.outputs[0].shape = cat.outputs[0].shape
             fused.outputs[0].type = cat.outputs[0].type

@@ -3,7 +3,7 @@
 # built for newer CPUs, see setup.py). Documented in activation.pyx.
 
 from cython.parallel cimport prange
-from libc.math cimport INFINITY, copysignf, fabsf
+from libc.math cimport INFINITY, fabsf
 
 DEF CHUNK = 8192
 
@@ -132,15 +132,6 @@ cdef inline float _clip(float v, float lo, float hi) noexcept nogil:
     return hi if v > hi else v
 
 
-cdef void _gelu_loop(const float* s, float* d, Py_ssize_t n) noexcept nogil:
-    """d[j] = gelu(s[j]): a function of its own, so that the compiler inlines
-    erf's exp here (in _apply's long body it stopped inlining, and the loop
-    ran one element at a time)."""
-    cdef Py_ssize_t j
-    for j in range(n):
-        d[j] = _gelu(s[j])
-
-
 cdef void _apply(int op, const float* s, float* d, Py_ssize_t n, float alpha,
                  float beta) noexcept nogil:
     """d[j] = act(s[j]), one loop per activation (so each vectorizes)."""
@@ -197,7 +188,8 @@ cdef void _apply(int op, const float* s, float* d, Py_ssize_t n, float alpha,
         for j in range(n):
             d[j] = _swish(s[j], alpha)
     elif op == GELU:
-        _gelu_loop(s, d, n)
+        for j in range(n):
+            d[j] = _gelu(s[j])
     elif op == GELU_TANH:
         for j in range(n):
             d[j] = _gelu_tanh(s[j])

@@ -645,6 +645,10 @@ def build_conv(
             call = _direct_call(x.shape, w.shape, win, group)
         return win, fast, call
 
+    def lookup(x: np.ndarray, w: np.ndarray) -> tuple[Window, bool, _DirectCall | None]:
+        key = (x.shape, w.shape, x.dtype)
+        return plans.get(key) or remember(plans, key, plan(x, w))
+
     def run(
         x: np.ndarray,
         w: np.ndarray,
@@ -652,8 +656,7 @@ def build_conv(
         z: np.ndarray | None,
         out: np.ndarray | None = None,
     ) -> np.ndarray:
-        key = (x.shape, w.shape, x.dtype)
-        win, fast, call = plans.get(key) or remember(plans, key, plan(x, w))
+        win, fast, call = lookup(x, w)
         if fast:
             if call is not None:
                 direct_out = out if x.dtype == np.float32 else None
@@ -677,14 +680,13 @@ def build_conv(
             b: np.ndarray | None = None,
             into: np.ndarray | None = None,
         ) -> tuple[np.ndarray]:
-            key = (x.shape, w.shape, x.dtype)
-            win = (plans.get(key) or remember(plans, key, plan(x, w)))[0]
-            full, part = concat_buffer(info, into, (x.shape[0], channels, *win.out), x.dtype,
-                                       offset, w.shape[0])  # fmt: skip
+            win = lookup(x, w)[0]
+            joined, part = concat_buffer(info, into, (x.shape[0], channels, *win.out), x.dtype,
+                                         offset, w.shape[0])  # fmt: skip
             y = run(x, w, b, None, part)
             if y is not part:
                 part[...] = y
-            return (full if offset + w.shape[0] < channels else full.view(np.ndarray),)
+            return (joined,)
 
         return compute_into
 
@@ -716,8 +718,11 @@ def concat_buffer(
     offset: int,
     count: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The joined tensor of a FusedConvConcat chain, and the channels
-    ``[offset, offset + count)`` of it that ``info``'s Conv writes.
+    """The joined tensor of a FusedConvConcat chain, as the node returns it,
+    and the channels ``[offset, offset + count)`` of it that ``info``'s Conv
+    writes. The last node of the chain (its channels end the tensor's)
+    returns a plain ndarray view; the others the buffer itself, for the next
+    node to write into.
 
     ``into`` is the last node's output: written in place when a
     FusedConvConcat kernel made it, since nothing else reads it. Anything
@@ -744,7 +749,8 @@ def concat_buffer(
         full = np.empty(shape, dtype).view(_ConcatBuffer)
         if into is not None:
             full[...] = into
-    return full, full[:, offset : offset + count]
+    part = full[:, offset : offset + count]
+    return (full if offset + count < shape[1] else full.view(np.ndarray)), part
 
 
 _SAME = ("SAME_UPPER", "SAME_LOWER")

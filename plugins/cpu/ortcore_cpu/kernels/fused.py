@@ -187,10 +187,10 @@ def fused_conv_concat(info: NodeInfo) -> Compute:
         x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, into: np.ndarray | None = None
     ) -> tuple[np.ndarray]:
         (y,) = whole(x, w, b)
-        full, part = conv.concat_buffer(info, into, (y.shape[0], channels, *y.shape[2:]),
-                                        y.dtype, offset, y.shape[1])  # fmt: skip
+        joined, part = conv.concat_buffer(info, into, (y.shape[0], channels, *y.shape[2:]),
+                                          y.dtype, offset, y.shape[1])  # fmt: skip
         part[...] = y
-        return (full if offset + y.shape[1] < channels else full.view(np.ndarray),)
+        return (joined,)
 
     return compute
 
@@ -338,7 +338,7 @@ def fused_attention(info: NodeInfo) -> Compute:
     per row of scores (``attention_softmax``), numpy otherwise."""
     scale = float(info.attrs.get("scale", 1.0))
     threads = thread_count(info)
-    masks: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
+    masks: dict[tuple[Any, ...], np.ndarray] = {}
 
     def compute(
         q: np.ndarray, kt: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None
@@ -362,7 +362,7 @@ def fused_attention(info: NodeInfo) -> Compute:
 def _mask_rows(
     s: np.ndarray,
     mask: np.ndarray | None,
-    cache: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]],
+    cache: dict[tuple[Any, ...], np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """``attention_softmax``'s ``(mask, mask_row)`` for float32 scores ``s``:
     the mask's distinct rows and, per row of ``s``, the one it adds (no rows:
@@ -378,8 +378,8 @@ def _mask_rows(
     if mask.ndim == 0:
         mask = mask.reshape(1)
     key = (mask.shape, s.shape)
-    index = cache.get(key)
-    if index is None:
+    row = cache.get(key)
+    if row is None:
         try:
             if np.broadcast_shapes(s.shape, mask.shape) != s.shape:
                 return None
@@ -388,10 +388,9 @@ def _mask_rows(
         lead = mask.shape[:-1]
         ids = np.arange(math.prod(lead), dtype=np.intp).reshape(lead)
         row = np.ascontiguousarray(np.broadcast_to(ids, s.shape[:-1]).reshape(-1))
-        index = (np.empty(0, np.float32), row)
-        cache[key] = index
+        cache[key] = row
     wide = np.broadcast_to(mask, (*mask.shape[:-1], s.shape[-1]))
-    return np.ascontiguousarray(wide, np.float32).reshape(-1, s.shape[-1]), index[1]
+    return np.ascontiguousarray(wide, np.float32).reshape(-1, s.shape[-1]), row
 
 
 _NO_MASK = (np.zeros((0, 1), np.float32), np.zeros(0, np.intp))
