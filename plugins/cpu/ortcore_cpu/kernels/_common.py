@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
 import numpy as np
@@ -118,6 +118,31 @@ def constant_input(info: NodeInfo, index: int) -> bool:
         and value.is_initializer()
         and not value.is_graph_input()
     )
+
+
+class FilterCache:
+    """A transform of a node's weight (``fn(w)``), kept: a Conv's filters
+    packed or transformed, a MatMul's B packed.
+
+    A node whose weight is a constant initializer (:func:`constant_input`)
+    gets the same array at every run, so its transform is kept: :meth:`transform` recomputes it only
+    when handed another array. The array is held, so its id cannot be reused
+    by another one, and it is compared by identity, so only use this for
+    weights that are never written in place (constant initializers).
+    """
+
+    def __init__(self, fn: Callable[[np.ndarray], np.ndarray]) -> None:
+        self._fn = fn
+        self._last: tuple[np.ndarray, np.ndarray] | None = None
+
+    def transform(self, w: np.ndarray) -> np.ndarray:
+        """``fn(w)``, cached for the last ``w``."""
+        last = self._last  # one read: safe if runs of the session overlap
+        if last is not None and last[0] is w:
+            return last[1]
+        u = self._fn(w)
+        self._last = (w, u)
+        return u
 
 
 def f32_contiguous(x: np.ndarray) -> np.ndarray:

@@ -1,6 +1,6 @@
 """The build of the activation kernel (``_ext/activation.pyx``), and of the
-convolution and pooling loops (``conv.pyx``, ``pool.pyx``), this CPU runs
-fastest.
+convolution and pooling loops and the GEMM (``conv.pyx``, ``pool.pyx``,
+``gemm.pyx``), this CPU runs fastest.
 
 setup.py builds the kernel's source three times: portable (the x86-64
 baseline, SSE2), with AVX2 and FMA, and with AVX-512, the last two where
@@ -34,7 +34,7 @@ log = logging.getLogger("ortcore_cpu")
 
 _LEVELS = {"baseline": 0, "avx2": 1, "avx512": 2}
 
-FAMILIES = ("activation", "conv", "pool")
+FAMILIES = ("activation", "conv", "pool", "gemm")
 """The kernel modules of ``ortcore_cpu._ext`` built for each CPU level."""
 
 SUFFIXES: tuple[tuple[str, int], ...] = (("", 0), ("_avx2", 1), ("_avx512", 2))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -36,6 +36,7 @@ from .._ext import winograd as wino
 from . import registry
 from ._common import (
     FLOATS,
+    FilterCache,
     constant_input,
     f32_contiguous,
     remember,
@@ -163,30 +164,6 @@ def winograd_filter(w: np.ndarray) -> np.ndarray:
     m, c = w.shape[:2]
     g = f32_contiguous(w).reshape(m * c, 9)
     return np.matmul(_WINOGRAD_GG, g.T).reshape(16, m, c)
-
-
-class FilterCache:
-    """A transform of a Conv node's last weight (``fn(w)``), kept.
-
-    A node whose weight is a constant initializer gets the same array at
-    every run, so its transform is kept: :meth:`transform` recomputes it only
-    when handed another array. The array is held, so its id cannot be reused
-    by another one, and it is compared by identity, so only use this for
-    weights that are never written in place (constant initializers).
-    """
-
-    def __init__(self, fn: Callable[[np.ndarray], np.ndarray]) -> None:
-        self._fn = fn
-        self._last: tuple[np.ndarray, np.ndarray] | None = None
-
-    def transform(self, w: np.ndarray) -> np.ndarray:
-        """``fn(w)``, cached for the last ``w``."""
-        last = self._last  # one read: safe if runs of the session overlap
-        if last is not None and last[0] is w:
-            return last[1]
-        u = self._fn(w)
-        self._last = (w, u)
-        return u
 
 
 class WinogradFilters(FilterCache):
@@ -754,6 +731,7 @@ def concat_buffer(
 
 
 _SAME = ("SAME_UPPER", "SAME_LOWER")
+
 
 def _transpose_window(info: NodeInfo, spatial: tuple[int, ...], kernel: tuple[int, ...]) -> Window:
     """Pads and output size of ConvTranspose (ONNX spec formulas)."""

@@ -259,10 +259,17 @@ def fused_gemm(info: NodeInfo) -> Compute:
 @registry.kernel("FusedMatMul", domain=DOMAIN, types=_T_NO_BF16)
 @float32_path(NATIVE)
 def fused_matmul(info: NodeInfo) -> Compute:
-    """``activation(A @ B + bias)``; the bias add and activation are one pass, in place."""
+    """``activation(A @ B + bias)``; the bias add and activation are one pass,
+    in place, or, on the packed GEMM (constant B), the bias added in the
+    product and the activation after."""
     act = _epilogue(info)
+    packed = gemm.packed_product(info)
 
     def compute(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> tuple[np.ndarray]:
+        if packed is not None:
+            y = packed(a, b, bias)
+            if y is not None:
+                return (act(y),)
         dtype = a.dtype
         if dtype.itemsize < 4:
             a, b = a.astype(np.float32), b.astype(np.float32)

@@ -1,0 +1,97 @@
+# The packed single-precision GEMM, included by gemm.pyx (the portable build)
+# and by gemm_avx2.pyx / gemm_avx512.pyx (the same source built for newer
+# CPUs, see setup.py). Documented in gemm.pyx.
+
+from cython.parallel cimport prange
+from libc.stdint cimport uintptr_t
+from libc.stdlib cimport free, malloc
+
+import numpy as np
+
+cdef extern from "_sgemm.h" nogil:
+    enum:
+        GM_VL
+        GM_MR
+        GM_NR
+    void gm_pack_b_panel(const float* b, Py_ssize_t K, Py_ssize_t N, Py_ssize_t sk,
+                         Py_ssize_t sn, Py_ssize_t n0, float* out)
+    void gm_pack_a_panel(const float* a, Py_ssize_t M, Py_ssize_t K, Py_ssize_t sm,
+                         Py_ssize_t sk, Py_ssize_t m0, float* out)
+    void gm_run(const float* ap, const float* bp, float* c, Py_ssize_t N, Py_ssize_t K,
+                Py_ssize_t ldc, const float* bias, Py_ssize_t m_lo, Py_ssize_t m_hi,
+                Py_ssize_t p_lo, Py_ssize_t p_hi)
+
+VECTOR = GM_VL
+"""Floats per vector register of this build."""
+ROWS = GM_MR
+"""Rows of A per register tile."""
+PANEL = GM_NR
+"""Columns of B per packed panel (and per register tile)."""
+
+
+def pack_b(const float[:, :] b, int nthreads=1):
+    """B (K, N), any strides (a transposed view too), packed for :func:`sgemm`:
+    an array (ceil(N / PANEL), K, PANEL) whose panels hold PANEL columns each,
+    row after row, zero past N; its data starts on a 64-byte boundary."""
+    cdef Py_ssize_t K = b.shape[0], N = b.shape[1]
+    cdef Py_ssize_t panels = (N + GM_NR - 1) // GM_NR, size = panels * K * GM_NR, p
+    cdef Py_ssize_t sk = b.strides[0] // sizeof(float), sn = b.strides[1] // sizeof(float)
+    raw = np.empty(size + 16, np.float32)
+    cdef Py_ssize_t off = ((64 - <uintptr_t>raw.ctypes.data % 64) % 64) // sizeof(float)
+    packed = raw[off:off + size].reshape(panels, K, GM_NR)
+    cdef float[:, :, ::1] out = packed
+    if K == 0 or panels == 0:
+        return packed
+    for p in prange(panels, nogil=True, num_threads=nthreads, schedule="static"):
+        gm_pack_b_panel(&b[0, 0], K, N, sk, sn, p * GM_NR, &out[p, 0, 0])
+    return packed
+
+
+def sgemm(const float[:, :] a, const float[:, :, ::1] bp, Py_ssize_t n, const float[::1] bias,
+          float[:, ::1] out, int nthreads):
+    """``out = a @ B (+ bias)`` for a B packed by :func:`pack_b` (``bp``, N =
+    ``n`` columns); ``a`` (M, K) of any strides, ``bias`` (N,) or None,
+    ``out`` (M, N). A is packed into a buffer of the call; the tiles are
+    split over ``nthreads`` OpenMP threads (along N where B has enough
+    panels, else along M), with the GIL released."""
+    cdef Py_ssize_t M = a.shape[0], K = a.shape[1]
+    cdef Py_ssize_t panels = (n + GM_NR - 1) // GM_NR, mpanels = (M + GM_MR - 1) // GM_MR
+    cdef Py_ssize_t sm = a.strides[0] // sizeof(float), sk = a.strides[1] // sizeof(float)
+    cdef Py_ssize_t q, t, shares
+    cdef const float* bias_p = NULL
+    cdef float* ap
+    cdef bint along_n
+    if n < 0 or bp.shape[0] != panels or bp.shape[1] != K or bp.shape[2] != GM_NR:
+        raise ValueError(
+            f"sgemm: packed B of shape ({bp.shape[0]}, {bp.shape[1]}, {bp.shape[2]}) is not ({panels}, {K}, {GM_NR}) "
+            f"for A of {K} columns and {n} output columns")
+    if out.shape[0] != M or out.shape[1] != n:
+        raise ValueError(f"sgemm: out is ({out.shape[0]}, {out.shape[1]}), not ({M}, {n})")
+    if bias is not None:
+        if bias.shape[0] != n:
+            raise ValueError(f"sgemm: bias has {bias.shape[0]} values, not {n}")
+        bias_p = &bias[0]
+    if M == 0 or n == 0:
+        return
+    if K == 0:
+        raise ValueError("sgemm: K is 0 (no terms to sum)")
+    if nthreads < 1:
+        nthreads = 1
+    ap = <float*>malloc(mpanels * K * GM_MR * sizeof(float))
+    if ap == NULL:
+        raise MemoryError()
+    along_n = panels >= 2 * nthreads or panels >= mpanels
+    shares = nthreads if along_n else min(nthreads, mpanels)
+    try:
+        for q in prange(mpanels, nogil=True, num_threads=nthreads, schedule="static"):
+            gm_pack_a_panel(&a[0, 0], M, K, sm, sk, q * GM_MR, ap + q * K * GM_MR)
+        for t in prange(shares, nogil=True, num_threads=nthreads, schedule="static", chunksize=1):
+            if along_n:
+                gm_run(ap, &bp[0, 0, 0], &out[0, 0], n, K, n, bias_p, 0, M,
+                       panels * t // shares, panels * (t + 1) // shares)
+            else:
+                gm_run(ap, &bp[0, 0, 0], &out[0, 0], n, K, n, bias_p,
+                       mpanels * t // shares * GM_MR, min(M, mpanels * (t + 1) // shares * GM_MR),
+                       0, panels)
+    finally:
+        free(ap)

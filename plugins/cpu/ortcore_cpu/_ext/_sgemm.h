@@ -1,0 +1,161 @@
+/* Single-precision GEMM on packed operands: C (M x N) = A (M x K) B (K x N),
+ * plus a bias row.
+ *
+ * Included by _gemm.pxi, so it is compiled three times (setup.py): for the
+ * x86-64 baseline, with AVX2 and FMA, and with AVX-512. The vectors are
+ * GCC/clang vector extensions of GM_VL floats; the compiler maps them onto
+ * the widest registers the build's flags allow.
+ *
+ * B is packed once per weight (gm_pack_b): panels of GM_NR columns, each a
+ * K x GM_NR block stored row after row (zero columns past N). A is packed
+ * per call (gm_pack_a): panels of GM_MR rows, each stored column after
+ * column (K x GM_MR, zero rows past M). gm_kernel keeps a GM_MR x GM_NR tile
+ * of C in GM_MR * 2 vector registers over a slice of K: per step of k it
+ * loads two vectors of B and broadcasts GM_MR values of A.
+ *
+ * gm_run walks the tiles of one thread's share: K in slices of GM_KC, rows
+ * in blocks of GM_MC, B panels, A panels: the slice of a B panel (GM_KC x
+ * GM_NR floats) stays in L1 while the A panels of a block pass over it, the
+ * block's slice of packed A (GM_MC x GM_KC) stays in L2. The first slice starts
+ * from the bias (or zero), the others add to what C holds.
+ */
+#ifndef ORTCORE_SGEMM_H
+#define ORTCORE_SGEMM_H
+
+#include <stddef.h>
+#include <string.h>
+
+#if defined(__AVX512F__)
+#define GM_VL 16
+#define GM_MR 12 /* 24 accumulators + 2 B vectors + 1 broadcast of 32 registers */
+#elif defined(__AVX__)
+#define GM_VL 8
+#define GM_MR 6 /* 12 + 2 + 1 of 16 */
+#else
+#define GM_VL 4
+#define GM_MR 6 /* SSE2: 12 + 2 + 1 of 16 xmm, no FMA */
+#endif
+#define GM_NR (2 * GM_VL)
+#ifndef GM_KC
+#define GM_KC 384
+#endif
+#define GM_MC 240 /* a multiple of every GM_MR */
+
+typedef float gm_v __attribute__((vector_size(GM_VL * 4)));
+typedef float gm_vu __attribute__((vector_size(GM_VL * 4), aligned(4), may_alias));
+
+/* Columns [n0, n0 + GM_NR) of B (K x N; element (k, n) at b[k * sk + n * sn])
+ * into out (K x GM_NR), zero past N. sn = 1 for a row-major B, sk = 1 for a
+ * transposed one. */
+static inline void gm_pack_b_panel(const float *b, ptrdiff_t K, ptrdiff_t N, ptrdiff_t sk,
+                                   ptrdiff_t sn, ptrdiff_t n0, float *out) {
+    ptrdiff_t nr = N - n0 < GM_NR ? N - n0 : GM_NR;
+    for (ptrdiff_t k = 0; k < K; k++) {
+        float *o = out + k * GM_NR;
+        const float *src = b + k * sk + n0 * sn;
+        if (sn == 1) {
+            memcpy(o, src, (size_t)nr * sizeof(float));
+        } else {
+            for (ptrdiff_t j = 0; j < nr; j++) o[j] = src[j * sn];
+        }
+        for (ptrdiff_t j = nr; j < GM_NR; j++) o[j] = 0.0f;
+    }
+}
+
+/* Rows [m0, m0 + GM_MR) of A (M x K; element (m, k) at a[m * sm + k * sk])
+ * into out (K x GM_MR), zero past M. */
+static inline void gm_pack_a_panel(const float *a, ptrdiff_t M, ptrdiff_t K, ptrdiff_t sm,
+                                   ptrdiff_t sk, ptrdiff_t m0, float *out) {
+    ptrdiff_t mr = M - m0 < GM_MR ? M - m0 : GM_MR;
+    if (mr < GM_MR) memset(out, 0, (size_t)(K * GM_MR) * sizeof(float));
+    for (ptrdiff_t i = 0; i < mr; i++) {
+        const float *src = a + (m0 + i) * sm;
+        float *o = out + i;
+        if (sk == 1) {
+            for (ptrdiff_t k = 0; k < K; k++) o[k * GM_MR] = src[k];
+        } else {
+            for (ptrdiff_t k = 0; k < K; k++) o[k * GM_MR] = src[k * sk];
+        }
+    }
+}
+
+/* One GM_MR x GM_NR tile: c[i, j] (+)= sum over k < kc of ap[k, i] bp[k, j],
+ * starting from c (add), from bias[j] (bias non-NULL) or from 0. Writes
+ * mr rows and nr columns of c (row stride ldc). */
+static inline void gm_kernel(const float *restrict ap, const float *restrict bp, ptrdiff_t kc,
+                             float *restrict c, ptrdiff_t ldc, ptrdiff_t mr, ptrdiff_t nr,
+                             int add, const float *restrict bias) {
+    gm_v c0[GM_MR], c1[GM_MR];
+#pragma GCC unroll 16
+    for (int i = 0; i < GM_MR; i++) {
+        c0[i] = (gm_v){0};
+        c1[i] = (gm_v){0};
+    }
+    for (ptrdiff_t k = 0; k < kc; k++) {
+        gm_v b0 = *(const gm_vu *)(bp + k * GM_NR);
+        gm_v b1 = *(const gm_vu *)(bp + k * GM_NR + GM_VL);
+        const float *a = ap + k * GM_MR;
+#pragma GCC unroll 16
+        for (int i = 0; i < GM_MR; i++) {
+            gm_v av = a[i] - (gm_v){0}; /* a[i] in every lane */
+            c0[i] += av * b0;
+            c1[i] += av * b1;
+        }
+    }
+    gm_v s0 = (gm_v){0}, s1 = (gm_v){0};
+    if (!add && bias != NULL && nr == GM_NR) {
+        s0 = *(const gm_vu *)bias;
+        s1 = *(const gm_vu *)(bias + GM_VL);
+    }
+    if (nr == GM_NR) {
+        for (ptrdiff_t i = 0; i < mr; i++) {
+            gm_vu *r0 = (gm_vu *)(c + i * ldc), *r1 = (gm_vu *)(c + i * ldc + GM_VL);
+            if (add) {
+                *r0 += c0[i];
+                *r1 += c1[i];
+            } else {
+                *r0 = c0[i] + s0;
+                *r1 = c1[i] + s1;
+            }
+        }
+        return;
+    }
+    for (ptrdiff_t i = 0; i < mr; i++) {
+        float t[GM_NR];
+        *(gm_vu *)t = c0[i];
+        *(gm_vu *)(t + GM_VL) = c1[i];
+        float *r = c + i * ldc;
+        for (ptrdiff_t j = 0; j < nr; j++) {
+            float start = add ? r[j] : (bias != NULL ? bias[j] : 0.0f);
+            r[j] = start + t[j];
+        }
+    }
+}
+
+/* C rows [m_lo, m_hi) (m_lo a multiple of GM_MR) and B panels [p_lo, p_hi)
+ * of C = A B (+ bias): ap is all of A packed (panels of K x GM_MR), bp all
+ * of B (panels of K x GM_NR). Rows go in blocks of GM_MC, so that the slice
+ * of packed A a block reads (GM_MC x GM_KC floats) stays in L2. */
+static inline void gm_run(const float *ap, const float *bp, float *c, ptrdiff_t N, ptrdiff_t K,
+                          ptrdiff_t ldc, const float *bias, ptrdiff_t m_lo, ptrdiff_t m_hi,
+                          ptrdiff_t p_lo, ptrdiff_t p_hi) {
+    for (ptrdiff_t k0 = 0; k0 < K; k0 += GM_KC) {
+        ptrdiff_t kc = K - k0 < GM_KC ? K - k0 : GM_KC;
+        for (ptrdiff_t mb = m_lo; mb < m_hi; mb += GM_MC) {
+            ptrdiff_t mb_hi = m_hi - mb < GM_MC ? m_hi : mb + GM_MC;
+            for (ptrdiff_t p = p_lo; p < p_hi; p++) {
+                ptrdiff_t n0 = p * GM_NR;
+                ptrdiff_t nr = N - n0 < GM_NR ? N - n0 : GM_NR;
+                const float *bs = bp + p * K * GM_NR + k0 * GM_NR;
+                const float *bias_p = bias != NULL ? bias + n0 : NULL;
+                for (ptrdiff_t m0 = mb; m0 < mb_hi; m0 += GM_MR) {
+                    ptrdiff_t mr = mb_hi - m0 < GM_MR ? mb_hi - m0 : GM_MR;
+                    gm_kernel(ap + m0 * K + k0 * GM_MR, bs, kc, c + m0 * ldc + n0, ldc, mr, nr,
+                              k0 > 0, bias_p);
+                }
+            }
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,7 @@
+"""Type stubs: the AVX2 and FMA build of :mod:`.gemm` (the same functions)."""
+
+from .gemm import PANEL as PANEL
+from .gemm import ROWS as ROWS
+from .gemm import VECTOR as VECTOR
+from .gemm import pack_b as pack_b
+from .gemm import sgemm as sgemm

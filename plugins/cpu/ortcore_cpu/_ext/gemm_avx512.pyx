@@ -1,0 +1,7 @@
+"""The GEMM of :mod:`ortcore_cpu._ext.gemm`, built for CPUs with
+AVX-512 (compiler flags in setup.py). Import it only where
+``activation.cpu_level()`` says the CPU runs it: its module code uses
+those instructions too.
+"""
+
+include "_gemm.pxi"
