@@ -94,6 +94,39 @@ def test_sgemm_refuses_bad_arguments(build: Any) -> None:
         build.sgemm(_f32(20, 0), build.pack_b(_f32(0, 10)), 10, None, out, 1)
 
 
+@pytest.mark.parametrize("build", BUILDS, ids=IDS)
+@pytest.mark.parametrize("threads", [1, 2, 5])
+def test_batched_every_build(build: Any, threads: int) -> None:
+    """Per-head products, contiguous and as the strided views of heads that
+    attention reads (Q, K transposed, V, and an output written into the
+    (sequence, heads, size) layout)."""
+    h, m, k, n = 3, 19, 40, 37
+    a, b = _f32(h, m, k), _f32(h, k, n)
+    ref = np.matmul(a.astype(np.float64), b)
+    out = np.full((h, m, n), np.nan, np.float32)
+    build.batched_sgemm(a, b, out, threads)
+    _close(out, ref, k)
+    a_seq = np.ascontiguousarray(a.transpose(1, 0, 2))  # (m, h, k)
+    b_seq = np.ascontiguousarray(b.transpose(2, 0, 1))  # (n, h, k): b[h] = b_seq[:, h].T
+    out_seq = np.full((m, h, n), np.nan, np.float32)
+    view = out_seq.transpose(1, 0, 2)
+    build.batched_sgemm(a_seq.transpose(1, 0, 2), b_seq.transpose(1, 2, 0), view, threads)
+    _close(view, ref, k)
+
+
+@pytest.mark.parametrize("build", BUILDS, ids=IDS)
+def test_batched_refuses_bad_arguments(build: Any) -> None:
+    a, b = _f32(2, 4, 5), _f32(2, 5, 6)
+    with pytest.raises(ValueError, match="do not match"):
+        build.batched_sgemm(a, _f32(3, 5, 6), np.empty((2, 4, 6), np.float32), 1)
+    with pytest.raises(ValueError, match="do not match"):
+        build.batched_sgemm(a, b, np.empty((2, 4, 7), np.float32), 1)
+    with pytest.raises(ValueError, match="not contiguous"):
+        build.batched_sgemm(a, b, np.empty((2, 6, 4), np.float32).transpose(0, 2, 1), 1)
+    with pytest.raises(ValueError, match="K is 0"):
+        build.batched_sgemm(_f32(2, 4, 0), _f32(2, 0, 6), np.empty((2, 4, 6), np.float32), 1)
+
+
 # --- the kernels: a constant B goes to the packed GEMM, other operands not ---
 
 

@@ -2,7 +2,7 @@
 # and by gemm_avx2.pyx / gemm_avx512.pyx (the same source built for newer
 # CPUs, see setup.py). Documented in gemm.pyx.
 
-from cython.parallel cimport prange
+from cython.parallel cimport parallel, prange
 from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free, malloc
 
@@ -20,6 +20,9 @@ cdef extern from "_sgemm.h" nogil:
     void gm_run(const float* ap, const float* bp, float* c, Py_ssize_t N, Py_ssize_t K,
                 Py_ssize_t ldc, const float* bias, Py_ssize_t m_lo, Py_ssize_t m_hi,
                 Py_ssize_t p_lo, Py_ssize_t p_hi)
+    void gm_matmul_serial(const float* a, Py_ssize_t M, Py_ssize_t K, Py_ssize_t sam,
+                          Py_ssize_t sak, const float* b, Py_ssize_t N, Py_ssize_t sbk,
+                          Py_ssize_t sbn, float* c, Py_ssize_t ldc, float* ap, float* bp)
 
 VECTOR = GM_VL
 """Floats per vector register of this build."""
@@ -95,3 +98,45 @@ def sgemm(const float[:, :] a, const float[:, :, ::1] bp, Py_ssize_t n, const fl
                        0, panels)
     finally:
         free(ap)
+
+
+def batched_sgemm(const float[:, :, :] a, const float[:, :, :] b, float[:, :, :] out, int nthreads):
+    """``out[i] = a[i] @ b[i]`` for each i, the batch split over ``nthreads``
+    OpenMP threads (each product on one thread, with the GIL released): the
+    many small products of attention, one per head. ``a`` (B, M, K) and
+    ``b`` (B, K, N) of any strides, ``out`` (B, M, N) with rows of
+    contiguous values (any row and batch strides)."""
+    cdef Py_ssize_t nb = a.shape[0], M = a.shape[1], K = a.shape[2], N = b.shape[2], i
+    cdef Py_ssize_t sab = a.strides[0] // sizeof(float), sam = a.strides[1] // sizeof(float)
+    cdef Py_ssize_t sak = a.strides[2] // sizeof(float), sbb = b.strides[0] // sizeof(float)
+    cdef Py_ssize_t sbk = b.strides[1] // sizeof(float), sbn = b.strides[2] // sizeof(float)
+    cdef Py_ssize_t scb = out.strides[0] // sizeof(float), ldc = out.strides[1] // sizeof(float)
+    cdef Py_ssize_t a_size = (M + GM_MR - 1) // GM_MR * GM_MR * K
+    cdef Py_ssize_t b_size = (N + GM_NR - 1) // GM_NR * GM_NR * K
+    cdef float* ap
+    cdef float* bp
+    cdef int failed = 0
+    if b.shape[0] != nb or b.shape[1] != K or out.shape[0] != nb or out.shape[1] != M \
+            or out.shape[2] != N:
+        raise ValueError(
+            f"batched_sgemm: shapes ({nb}, {M}, {K}) @ ({b.shape[0]}, {b.shape[1]}, {N}) "
+            f"-> ({out.shape[0]}, {out.shape[1]}, {out.shape[2]}) do not match")
+    if N > 1 and out.strides[2] != sizeof(float):
+        raise ValueError("batched_sgemm: out's rows are not contiguous")
+    if nb == 0 or M == 0 or N == 0:
+        return
+    if K == 0:
+        raise ValueError("batched_sgemm: K is 0 (no terms to sum)")
+    with nogil, parallel(num_threads=max(1, min(nthreads, nb))):
+        ap = <float*>malloc(a_size * sizeof(float))
+        bp = <float*>malloc(b_size * sizeof(float))
+        for i in prange(nb, schedule="static"):
+            if ap == NULL or bp == NULL:
+                failed = 1
+            else:
+                gm_matmul_serial(&a[0, 0, 0] + i * sab, M, K, sam, sak, &b[0, 0, 0] + i * sbb, N,
+                                 sbk, sbn, &out[0, 0, 0] + i * scb, ldc, ap, bp)
+        free(ap)
+        free(bp)
+    if failed:
+        raise MemoryError()

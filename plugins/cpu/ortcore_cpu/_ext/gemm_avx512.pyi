@@ -3,5 +3,6 @@
 from .gemm import PANEL as PANEL
 from .gemm import ROWS as ROWS
 from .gemm import VECTOR as VECTOR
+from .gemm import batched_sgemm as batched_sgemm
 from .gemm import pack_b as pack_b
 from .gemm import sgemm as sgemm

@@ -64,6 +64,28 @@ def packed_product(info: NodeInfo, trans_b: bool = False) -> PackedProduct | Non
     return product
 
 
+def batched_matmul(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray | None:
+    """``a @ b`` for float32 ``a`` (..., M, K) and ``b`` (..., K, N) of the
+    same leading axes, one product per thread at a time (``batched_sgemm``):
+    the per-head products of attention, which BLAS runs one after the other,
+    each split over the threads. None for other operands (and on the SSE2
+    build), where the caller uses numpy."""
+    if (
+        ext.VECTOR < 8
+        or a.dtype != np.float32
+        or b.dtype != np.float32
+        or a.ndim < 3
+        or a.shape[:-2] != b.shape[:-2]
+        or a.shape[-1] != b.shape[-2]
+        or a.shape[-1] == 0
+    ):
+        return None
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    out = np.empty((*a.shape[:-1], n), np.float32)
+    ext.batched_sgemm(a.reshape(-1, m, k), b.reshape(-1, k, n), out.reshape(-1, m, n), threads)
+    return out
+
+
 @per_schema_version("MatMul", params=("T",))
 def matmul(info: NodeInfo) -> Compute:
     """MatMul with numpy semantics (batch broadcasting, 1-D operands); the
