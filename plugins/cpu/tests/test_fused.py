@@ -17,6 +17,8 @@ from onnx import TensorProto, helper
 ortcore = pytest.importorskip("ortcore")
 from ortcore.fused_ops import DOMAIN, register_fused_schemas  # noqa: E402
 
+from ortcore_cpu.kernels._isa import runnable_builds  # noqa: E402
+
 RNG = np.random.default_rng(1)
 
 
@@ -180,6 +182,35 @@ def test_attention_softmax_checks_its_arguments() -> None:
         native.attention_softmax(s, np.zeros((2, 5), np.float32), np.zeros(4, np.intp), 1.0, 1)
     native.attention_softmax(s, mask, np.array([0, 1, 1, 0], np.intp), 2.0, 1)
     np.testing.assert_allclose(s, np.full((4, 6), 1 / 6, np.float32), rtol=1e-6)
+
+
+ACTIVATION_BUILDS = runnable_builds("activation")
+
+
+@pytest.mark.parametrize("build", ACTIVATION_BUILDS, ids=[m.__name__ for m in ACTIVATION_BUILDS])
+@pytest.mark.parametrize("length", [1, 7, 8, 16, 17, 40, 128, 131])
+def test_attention_softmax_on_every_build(build: Any, length: int) -> None:
+    """Rows of whole vectors and of a tail past them, with a causal-style
+    mask of -3.4e38 and -inf, against float64; a score more than 64 below
+    its row's maximum gives exactly 0 (its share is under 1.7e-28)."""
+    rows = 6
+    s = (RNG.standard_normal((rows, length)) * 8).astype(np.float32)
+    mask = np.zeros((rows, length), np.float32)
+    for r in range(rows):
+        mask[r, r + 1 :] = -3.4e38 if r % 2 else -np.inf
+    s[0, -1] = s[0].max() + 70  # row 0: the others fall far below the max...
+    mask[0] = 0.0
+    if length > 2:
+        s[0, 1] = s[0, -1] - 60  # ...but one only 60 below: kept
+    want = s.astype(np.float64) * 0.5 + mask
+    want = np.exp(want - want.max(-1, keepdims=True))
+    want /= want.sum(-1, keepdims=True)
+    got = s.copy()
+    build.attention_softmax(got, mask, np.arange(rows, dtype=np.intp), 0.5, 2)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-30)
+    far = (s[0] * 0.5) < (s[0, -1] * 0.5 - 64)
+    assert (got[0][far] == 0).all()
+    assert (got[mask == -3.4e38] == 0).all() and (got[np.isinf(mask)] == 0).all()
 
 
 # -- torch-exported models at every level ------------------------------------

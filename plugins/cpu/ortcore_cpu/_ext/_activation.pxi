@@ -255,55 +255,8 @@ def activation_f32(int op, const float[::1] x, const float[::1] bias, float[::1]
 
 # -- the attention's softmax --------------------------------------------------
 
-DEF LANES = 16
-
-
-cdef void _scaled_softmax(float* s, const float* m, Py_ssize_t n, float scale) noexcept nogil:
-    """``s = softmax(s * scale + m)`` in place (``m`` NULL: no mask). The
-    maximum and the sum run in LANES independent lanes (they vectorize); a
-    NaN never wins the maximum, but its exp is NaN and so is the row's sum,
-    which makes the whole row NaN, as a row holding +inf, or -inf only."""
-    cdef float mx[LANES]
-    cdef float sm[LANES]
-    cdef Py_ssize_t j, k, full = n - n % LANES
-    cdef float t, top, total, inv, zero = 0.0, one = 1.0
-    if m != NULL:
-        for j in range(n):
-            s[j] = s[j] * scale + m[j]
-    elif scale != one:
-        for j in range(n):
-            s[j] = s[j] * scale
-    for k in range(LANES):
-        mx[k] = -INFINITY
-        sm[k] = zero
-    j = 0
-    while j < full:
-        for k in range(LANES):
-            t = s[j + k]
-            mx[k] = t if t > mx[k] else mx[k]
-        j += LANES
-    top = -INFINITY
-    for j in range(full, n):
-        top = s[j] if s[j] > top else top
-    for k in range(LANES):
-        top = mx[k] if mx[k] > top else top
-    j = 0
-    while j < full:
-        for k in range(LANES):
-            t = _exp(s[j + k] - top)
-            s[j + k] = t
-            sm[k] += t
-        j += LANES
-    total = zero
-    for j in range(full, n):
-        t = _exp(s[j] - top)
-        s[j] = t
-        total += t
-    for k in range(LANES):
-        total += sm[k]
-    inv = one / total
-    for j in range(n):
-        s[j] = s[j] * inv
+cdef extern from "_softmax.h" nogil:
+    void sm_scaled_softmax(float* s, const float* m, Py_ssize_t n, float scale)
 
 
 def attention_softmax(float[:, ::1] s, const float[:, ::1] mask, const Py_ssize_t[::1] mask_row,
@@ -329,4 +282,4 @@ def attention_softmax(float[:, ::1] s, const float[:, ::1] mask, const Py_ssize_
         return
     with nogil:
         for r in prange(R, num_threads=nthreads, schedule="static"):
-            _scaled_softmax(&s[r, 0], &mask[mask_row[r], 0] if M else NULL, L, scale)
+            sm_scaled_softmax(&s[r, 0], &mask[mask_row[r], 0] if M else NULL, L, scale)

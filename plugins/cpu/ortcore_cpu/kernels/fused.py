@@ -340,9 +340,10 @@ def skip_layer_norm(info: NodeInfo) -> Compute:
 @registry.kernel("FusedAttention", domain=DOMAIN, types=_T_NO_BF16)
 @float32_path(NATIVE)
 def fused_attention(info: NodeInfo) -> Compute:
-    """``softmax(Q @ Kt * scale + mask, axis=-1) @ V``: the products through
-    BLAS; for float32, the scale, the mask and the softmax in one Cython pass
-    per row of scores (``attention_softmax``), numpy otherwise."""
+    """``softmax(Q @ Kt * scale + mask, axis=-1) @ V``: for float32, the
+    products one head per thread (``gemm.batched_matmul``) and the scale,
+    the mask and the softmax in one Cython pass per row of scores
+    (``attention_softmax``); numpy and BLAS otherwise."""
     scale = float(info.attrs.get("scale", 1.0))
     threads = thread_count(info)
     masks: dict[tuple[Any, ...], np.ndarray] = {}
@@ -353,7 +354,9 @@ def fused_attention(info: NodeInfo) -> Compute:
         dtype = q.dtype
         if dtype.itemsize < 4:
             q, kt, v = (t.astype(np.float32) for t in (q, kt, v))
-        s = np.matmul(q, kt)
+        s = gemm.batched_matmul(q, kt, threads)
+        if s is None:
+            s = np.matmul(q, kt)
         rows = _mask_rows(s, mask, masks)
         if rows is not None:
             native.attention_softmax(
@@ -361,7 +364,10 @@ def fused_attention(info: NodeInfo) -> Compute:
             )
         else:
             _softmax_numpy(s, scale, mask)
-        return (np.matmul(s, v).astype(dtype, copy=False),)
+        y = gemm.batched_matmul(s, v, threads)
+        if y is None:
+            y = np.matmul(s, v)
+        return (y.astype(dtype, copy=False),)
 
     return compute
 
