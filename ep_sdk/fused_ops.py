@@ -30,7 +30,7 @@ kernel::
 | ``FusedLayerNorm`` | onnx LayerNormalization-17 for opset < 17 |
 | ``FusedRMSNorm`` | onnx RMSNormalization-23 for opset < 23 |
 | ``SkipLayerNormalization`` | ``LayerNormalization(X + skip [+ bias])``; output 1, the sum |
-| ``FusedAttention`` | ``softmax(Q @ Kt * scale + mask) @ V`` |
+| ``FusedAttention`` | ``softmax(Q @ Kt * scale + mask) @ V``, Transposes folded in (``perm_*``) |
 
 No name repeats an onnx operator's: ``onnx.reference`` (the test oracle,
 and the torch exporter's optimizer) refuses one name in two domains.
@@ -120,23 +120,38 @@ def _same_as_input(ctx: Any) -> None:
         ctx.set_output_type(i, ctx.get_input_type(0))
 
 
+_ATTENTION_PERMS = ("perm_q", "perm_kt", "perm_v", "perm_out")
+
+
 def _attention(ctx: Any) -> None:
-    # Q (..., S, D) @ Kt (..., D, T) -> (..., S, T); @ V (..., T, Dv) -> (..., S, Dv)
-    matmul = onnx.defs.get_schema("MatMul", 21)
-    scores = onnx.shape_inference.infer_node_outputs(
-        matmul,
-        onnx.helper.make_node("MatMul", ["q", "k"], ["s"]),
-        {"q": ctx.get_input_type(0), "k": ctx.get_input_type(1)},
-    )
-    if "s" not in scores:
+    # Q (..., S, D) @ Kt (..., D, T) -> (..., S, T); @ V (..., T, Dv) -> (..., S, Dv),
+    # each operand first transposed by its perm_* if given, the result by perm_out
+    def infer(op_type: str, types: dict[str, Any], **attrs: Any) -> Any:
+        node = onnx.helper.make_node(op_type, list(types), ["y"], **attrs)
+        out = onnx.shape_inference.infer_node_outputs(
+            onnx.defs.get_schema(op_type, 21), node, types
+        )
+        return out.get("y")
+
+    def permuted(t: Any, name: str) -> Any:
+        proto = ctx.get_attribute(name)
+        if t is None or proto is None:
+            return t
+        perm = list(onnx.helper.get_attribute_value(proto))
+        if sorted(perm) != list(range(len(perm))):
+            raise ValueError(f"FusedAttention: {name} {perm} is not a permutation")
+        if t.tensor_type.HasField("shape") and len(t.tensor_type.shape.dim) != len(perm):
+            rank = len(t.tensor_type.shape.dim)
+            raise ValueError(f"FusedAttention: {name} {perm} does not fit a tensor of rank {rank}")
+        return infer("Transpose", {"x": t}, perm=perm)
+
+    q, kt, v = (permuted(ctx.get_input_type(i), n) for i, n in enumerate(_ATTENTION_PERMS[:3]))
+    if q is None or kt is None or v is None:
         return
-    out = onnx.shape_inference.infer_node_outputs(
-        matmul,
-        onnx.helper.make_node("MatMul", ["s", "v"], ["y"]),
-        {"s": scores["s"], "v": ctx.get_input_type(2)},
-    )
-    if "y" in out:
-        ctx.set_output_type(0, out["y"])
+    scores = infer("MatMul", {"q": q, "k": kt})
+    y = permuted(infer("MatMul", {"s": scores, "v": v}) if scores is not None else None, "perm_out")
+    if y is not None:
+        ctx.set_output_type(0, y)
 
 
 _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
@@ -214,8 +229,10 @@ def _schemas() -> list[Any]:
                [_p("Y"), _p("sum", True)], list(_LN_ATTRS), _same_as_input,
                "LayerNormalization(X + skip + bias); output 1 is the sum"),
         schema("FusedAttention", [_p("Q"), _p("Kt"), _p("V"), _p("mask", True)], [_p("Y")],
-               [_attr("scale", _A.FLOAT, 1.0)], _attention,
-               "softmax(Q @ Kt * scale + mask, axis=-1) @ V"),
+               [_attr("scale", _A.FLOAT, 1.0), *(_attr(n, _A.INTS) for n in _ATTENTION_PERMS)],
+               _attention,
+               "softmax(Q @ Kt * scale + mask, axis=-1) @ V; Q, Kt and V each first "
+               "transposed by perm_q, perm_kt, perm_v where given, Y then by perm_out"),
     ]  # fmt: skip
 
 

@@ -612,6 +612,63 @@ def test_attention_not_fused_when_softmax_is_read(cpu: str, tmp_path: Path) -> N
     assert _check(model, feeds, tmp_path) == ["MatMul", "Softmax", "MatMul"]
 
 
+def _head_split_attention(
+    extra_reader: str | None = None, batch: int = 2
+) -> tuple[bytes, dict[str, np.ndarray]]:
+    """BERT's attention as torch exports it: Q, K, V (batch, seq, hidden)
+    reshaped into heads and transposed, the result transposed back."""
+    mk = helper.make_node
+    nodes = [mk("Reshape", [n, "heads"], [f"{n}4"]) for n in ("q", "k", "v")]
+    nodes += [
+        mk("Transpose", ["q4"], ["qh"], perm=[0, 2, 1, 3]),
+        mk("Transpose", ["k4"], ["kh"], perm=[0, 2, 3, 1]),
+        mk("Transpose", ["v4"], ["vh"], perm=[0, 2, 1, 3]),
+        mk("MatMul", ["qh", "kh"], ["s0"]),
+        mk("Div", ["s0", "c"], ["s"]),
+        mk("Add", ["s", "mask"], ["sm"]),
+        mk("Softmax", ["sm"], ["p"], axis=-1),
+        mk("MatMul", ["p", "vh"], ["o"]),
+        mk("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+        mk("Reshape", ["ot", "merged"], ["y"]),
+    ]
+    outputs = ["y"]
+    if extra_reader is not None:
+        nodes.append(mk("Neg", [extra_reader], ["z"]))
+        outputs.append("z")
+    shapes = {n: [batch, 5, 12] for n in ("q", "k", "v")}
+    shapes["mask"] = [batch, 1, 1, 5]
+    inits = [
+        _init("c", 2.0),
+        numpy_helper.from_array(np.array([batch, 5, 3, 4], np.int64), "heads"),
+        numpy_helper.from_array(np.array([batch, 5, 12], np.int64), "merged"),
+    ]
+    feeds = {k: _x(*s) for k, s in shapes.items()}
+    return _model(nodes, shapes, outputs, inits), feeds
+
+
+def test_attention_folds_the_head_transposes(cpu: str, tmp_path: Path) -> None:
+    """The four Transposes go into the fused node (its perm_* attributes);
+    batch 2 makes the heads' views strided in both leading axes."""
+    model, feeds = _head_split_attention()
+    ops = _check(model, feeds, tmp_path)
+    assert ops == ["Reshape", "Reshape", "Reshape", "com.ortcore:FusedAttention", "Reshape"]
+    fused = next(
+        n for n in onnx.load(tmp_path / f"opt{int(L.ORT_ENABLE_ALL)}.onnx").graph.node
+        if n.op_type == "FusedAttention"
+    )  # fmt: skip
+    perms = {a.name: list(a.ints) for a in fused.attribute if a.name.startswith("perm")}
+    assert perms == {"perm_q": [0, 2, 1, 3], "perm_kt": [0, 2, 3, 1], "perm_v": [0, 2, 1, 3],
+                     "perm_out": [0, 2, 1, 3]}  # fmt: skip
+
+
+def test_attention_keeps_a_transpose_read_elsewhere(cpu: str, tmp_path: Path) -> None:
+    """K's Transpose has another reader (a cache output): it stays, and the
+    fused node reads its output; the others are folded."""
+    model, feeds = _head_split_attention(extra_reader="kh", batch=1)
+    ops = _check(model, feeds, tmp_path)
+    assert ops.count("Transpose") == 1 and "com.ortcore:FusedAttention" in ops
+
+
 # -- provider passes ---------------------------------------------------------
 
 

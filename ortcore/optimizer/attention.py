@@ -9,11 +9,15 @@ The torch exporters write attention (BERT's and GPT-2's hand-written one,
     Y = MatMul(Softmax(S, axis=-1), V)
 
 and this pass replaces that core with one node computing
-``softmax(Q @ Kt * scale + mask) @ V``. The head split and merge around it
-(Reshape/Transpose) stay as they are: they differ between exporters, and
-keeping ``Kt`` as the model computes it works for every layout. (onnx's
-Attention-23 wants untransposed K in (B, H, S, D); opset-23 exports already
-use it, so it is not emitted here.)
+``softmax(Q @ Kt * scale + mask) @ V``. The Transposes of the head split
+and merge around it (Q, K and V from (B, S, H, D) to (B, H, S, D) or, for
+K, (B, H, D, S), and the result back) are folded into the node as its
+``perm_q``, ``perm_kt``, ``perm_v`` and ``perm_out`` attributes, where
+nothing else reads their outputs: a kernel reads the heads where they lie
+and writes the result in the merged layout, without the four copies. The
+Reshapes stay (they cost nothing), and any layout works: a perm is only a
+Transpose moved inside. (onnx's Attention-23 wants untransposed K in (B, H,
+S, D); opset-23 exports already use it, so it is not emitted here.)
 """
 
 from __future__ import annotations
@@ -66,6 +70,27 @@ def _scaled_scores(
     return q, kt, scale, nodes
 
 
+_PERMS = ("perm_q", "perm_kt", "perm_v")
+
+
+def _transpose_perm(node: ir.Node | None) -> list[int] | None:
+    """The explicit ``perm`` of a Transpose node (None: not one, or no perm)."""
+    if node is None or not op(node, "Transpose") or node.inputs[0] is None:
+        return None
+    a = node.attributes.get("perm")
+    return None if a is None else [int(p) for p in a.as_ints()]
+
+
+def _folded_transpose(ctx: FusionContext, v: ir.Value) -> tuple[ir.Node, list[int]] | None:
+    """``(node, perm)`` if ``v`` is the output of a Transpose with an explicit
+    ``perm`` that one node alone reads (the Transpose can go into it)."""
+    t = v.producer()
+    perm = _transpose_perm(t)
+    if t is None or perm is None or ctx.sole_user(v) is None:
+        return None
+    return t, perm
+
+
 def fuse_attention(ctx: FusionContext) -> int:
     """Replace attention cores of ``ctx.graph``; returns fusions done."""
     if ctx.opset < 13:
@@ -103,12 +128,27 @@ def fuse_attention(ctx: FusionContext) -> int:
             continue
         if not ctx.can_emit(group, "FusedAttention"):
             continue
-        inputs = [q, kt, v] + ([mask] if mask is not None else [])
+        attrs: list[ir.Attr] = [ir.AttrFloat32("scale", scale)]
+        operands = [q, kt, v]
+        for i, name in enumerate(_PERMS):
+            folded = _folded_transpose(ctx, operands[i])
+            if folded is not None and folded[0].inputs[0] is not None:
+                group.insert(0, folded[0])
+                operands[i] = folded[0].inputs[0]
+                attrs.append(ir.AttrInt64s(name, folded[1]))
+        result = out.outputs[0]
+        after = ctx.sole_user(result)
+        perm = _transpose_perm(after)
+        if perm is not None and after is not None:
+            group.append(after)
+            result = after.outputs[0]
+            attrs.append(ir.AttrInt64s("perm_out", perm))
+        inputs = operands + ([mask] if mask is not None else [])
         fused = ir.Node(
-            "com.ortcore", "FusedAttention", inputs, [ir.AttrFloat32("scale", scale)],
-            name=f"{sm.name}_attention", num_outputs=1,
+            "com.ortcore", "FusedAttention", inputs, attrs, name=f"{sm.name}_attention",
+            num_outputs=1,
         )  # fmt: skip
-        ctx.replace(group, fused, [(out.outputs[0], fused.outputs[0])])
+        ctx.replace(group, fused, [(result, fused.outputs[0])])
         done += 1
     return done
 

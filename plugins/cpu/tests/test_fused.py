@@ -167,6 +167,35 @@ def test_fused_attention_infinite_masks_and_nan() -> None:
     np.testing.assert_allclose(y[0, :, 1], both, rtol=1e-5, atol=1e-6)
 
 
+def test_fused_attention_with_folded_transposes() -> None:
+    """perm_q, perm_kt, perm_v transpose the inputs, perm_out the result:
+    heads read where they lie in (batch, sequence, heads, size) tensors."""
+    qs, ks, vs = _x(2, 5, 3, 4), _x(2, 6, 3, 4), _x(2, 6, 3, 4)
+    mask = _x(2, 1, 1, 6)
+    perms = {"perm_q": [0, 2, 1, 3], "perm_kt": [0, 2, 3, 1], "perm_v": [0, 2, 1, 3],
+             "perm_out": [0, 2, 1, 3]}  # fmt: skip
+    (y,) = _run_one("FusedAttention", {"q": qs, "k": ks, "v": vs, "m": mask}, scale=0.5, **perms)
+    core = _attention(qs.transpose(0, 2, 1, 3), ks.transpose(0, 2, 3, 1),
+                      vs.transpose(0, 2, 1, 3), mask, 0.5)  # fmt: skip
+    assert y.shape == (2, 5, 3, 4)
+    np.testing.assert_allclose(y, core.transpose(0, 2, 1, 3), rtol=1e-4, atol=1e-5)
+    # a result perm that moves the last axis: the kernel transposes a copy
+    (y2,) = _run_one("FusedAttention", {"q": qs, "k": ks, "v": vs}, scale=0.5,
+                     perm_q=[0, 2, 1, 3], perm_kt=[0, 2, 3, 1], perm_v=[0, 2, 1, 3],
+                     perm_out=[3, 0, 1, 2])  # fmt: skip
+    core2 = _attention(qs.transpose(0, 2, 1, 3), ks.transpose(0, 2, 3, 1),
+                       vs.transpose(0, 2, 1, 3), None, 0.5)  # fmt: skip
+    np.testing.assert_allclose(y2, core2.transpose(3, 0, 1, 2), rtol=1e-4, atol=1e-5)
+
+
+def test_fused_attention_refuses_bad_perms() -> None:
+    q, kt, v = _x(1, 2, 4, 3), _x(1, 2, 3, 5), _x(1, 2, 5, 3)
+    with pytest.raises(Exception, match="perm_q"):
+        _run_one("FusedAttention", {"q": q, "k": kt, "v": v}, perm_q=[0, 2, 1])
+    with pytest.raises(Exception, match=r"perm_v \[0, 1, 1, 3\] is not a permutation"):
+        _run_one("FusedAttention", {"q": q, "k": kt, "v": v}, perm_v=[0, 1, 1, 3])
+
+
 def test_attention_softmax_checks_its_arguments() -> None:
     """The Cython pass refuses a mask row map that does not fit, rather than
     reading past the mask."""

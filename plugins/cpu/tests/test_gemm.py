@@ -98,33 +98,52 @@ def test_sgemm_refuses_bad_arguments(build: Any) -> None:
 @pytest.mark.parametrize("threads", [1, 2, 5])
 def test_batched_every_build(build: Any, threads: int) -> None:
     """Per-head products, contiguous and as the strided views of heads that
-    attention reads (Q, K transposed, V, and an output written into the
-    (sequence, heads, size) layout)."""
-    h, m, k, n = 3, 19, 40, 37
-    a, b = _f32(h, m, k), _f32(h, k, n)
+    attention reads in a (batch, sequence, heads, size) tensor (Q, K
+    transposed, V), with the output written into that layout too."""
+    nb, h, m, k, n = 2, 3, 19, 40, 37
+    a, b = _f32(nb, h, m, k), _f32(nb, h, k, n)
     ref = np.matmul(a.astype(np.float64), b)
-    out = np.full((h, m, n), np.nan, np.float32)
+    out = np.full((nb, h, m, n), np.nan, np.float32)
     build.batched_sgemm(a, b, out, threads)
     _close(out, ref, k)
-    a_seq = np.ascontiguousarray(a.transpose(1, 0, 2))  # (m, h, k)
-    b_seq = np.ascontiguousarray(b.transpose(2, 0, 1))  # (n, h, k): b[h] = b_seq[:, h].T
-    out_seq = np.full((m, h, n), np.nan, np.float32)
-    view = out_seq.transpose(1, 0, 2)
-    build.batched_sgemm(a_seq.transpose(1, 0, 2), b_seq.transpose(1, 2, 0), view, threads)
+    a_seq = np.ascontiguousarray(a.transpose(0, 2, 1, 3))  # (nb, m, h, k)
+    b_seq = np.ascontiguousarray(b.transpose(0, 3, 1, 2))  # (nb, n, h, k)
+    out_seq = np.full((nb, m, h, n), np.nan, np.float32)
+    view = out_seq.transpose(0, 2, 1, 3)
+    build.batched_sgemm(a_seq.transpose(0, 2, 1, 3), b_seq.transpose(0, 2, 3, 1), view, threads)
     _close(view, ref, k)
 
 
 @pytest.mark.parametrize("build", BUILDS, ids=IDS)
 def test_batched_refuses_bad_arguments(build: Any) -> None:
-    a, b = _f32(2, 4, 5), _f32(2, 5, 6)
+    a, b = _f32(1, 2, 4, 5), _f32(1, 2, 5, 6)
+
+    def out(*shape: int) -> np.ndarray:
+        return np.empty(shape, np.float32)
+
     with pytest.raises(ValueError, match="do not match"):
-        build.batched_sgemm(a, _f32(3, 5, 6), np.empty((2, 4, 6), np.float32), 1)
+        build.batched_sgemm(a, _f32(1, 3, 5, 6), out(1, 2, 4, 6), 1)
     with pytest.raises(ValueError, match="do not match"):
-        build.batched_sgemm(a, b, np.empty((2, 4, 7), np.float32), 1)
+        build.batched_sgemm(a, b, out(1, 2, 4, 7), 1)
     with pytest.raises(ValueError, match="not contiguous"):
-        build.batched_sgemm(a, b, np.empty((2, 6, 4), np.float32).transpose(0, 2, 1), 1)
+        build.batched_sgemm(a, b, out(1, 2, 6, 4).transpose(0, 1, 3, 2), 1)
     with pytest.raises(ValueError, match="K is 0"):
-        build.batched_sgemm(_f32(2, 4, 0), _f32(2, 0, 6), np.empty((2, 4, 6), np.float32), 1)
+        build.batched_sgemm(_f32(1, 2, 4, 0), _f32(1, 2, 0, 6), out(1, 2, 4, 6), 1)
+
+
+def test_batched_matmul_wrapper() -> None:
+    """3-D and 4-D operands and ``out`` views; None for what it leaves to numpy."""
+    if G.ext.VECTOR < 8:
+        pytest.skip("the packed GEMM is used with AVX2 or AVX-512 only")
+    a, b = _f32(3, 20, 8), _f32(3, 8, 9)
+    _close(G.batched_matmul(a, b, 2), np.matmul(a.astype(np.float64), b), 8)
+    target = np.zeros((20, 3, 9), np.float32)
+    assert G.batched_matmul(a, b, 2, out=target.transpose(1, 0, 2)) is not None
+    _close(target.transpose(1, 0, 2), np.matmul(a.astype(np.float64), b), 8)
+    assert G.batched_matmul(a[None, None], b[None, None], 2) is None  # 5-D
+    assert G.batched_matmul(a, b[:2], 2) is None  # batch broadcast
+    assert G.batched_matmul(a.astype(np.float64), b, 2) is None
+    assert G.batched_matmul(a, b, 2, out=np.zeros((3, 9, 20), np.float32).transpose(0, 2, 1)) is None
 
 
 # --- the kernels: a constant B goes to the packed GEMM, other operands not ---

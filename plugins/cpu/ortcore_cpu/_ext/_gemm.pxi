@@ -100,28 +100,34 @@ def sgemm(const float[:, :] a, const float[:, :, ::1] bp, Py_ssize_t n, const fl
         free(ap)
 
 
-def batched_sgemm(const float[:, :, :] a, const float[:, :, :] b, float[:, :, :] out, int nthreads):
-    """``out[i] = a[i] @ b[i]`` for each i, the batch split over ``nthreads``
-    OpenMP threads (each product on one thread, with the GIL released): the
-    many small products of attention, one per head. ``a`` (B, M, K) and
-    ``b`` (B, K, N) of any strides, ``out`` (B, M, N) with rows of
-    contiguous values (any row and batch strides)."""
-    cdef Py_ssize_t nb = a.shape[0], M = a.shape[1], K = a.shape[2], N = b.shape[2], i
-    cdef Py_ssize_t sab = a.strides[0] // sizeof(float), sam = a.strides[1] // sizeof(float)
-    cdef Py_ssize_t sak = a.strides[2] // sizeof(float), sbb = b.strides[0] // sizeof(float)
-    cdef Py_ssize_t sbk = b.strides[1] // sizeof(float), sbn = b.strides[2] // sizeof(float)
-    cdef Py_ssize_t scb = out.strides[0] // sizeof(float), ldc = out.strides[1] // sizeof(float)
+def batched_sgemm(const float[:, :, :, :] a, const float[:, :, :, :] b, float[:, :, :, :] out,
+                  int nthreads):
+    """``out[i, j] = a[i, j] @ b[i, j]`` for each (i, j), the products split
+    over ``nthreads`` OpenMP threads (each on one thread, with the GIL
+    released): the many small products of attention, one per batch and
+    head. ``a`` (B, H, M, K) and ``b`` (B, H, K, N) of any strides (the
+    views of heads in a (batch, sequence, heads, size) tensor too), ``out``
+    (B, H, M, N) with rows of contiguous values (any other strides)."""
+    cdef Py_ssize_t n1 = a.shape[0], n2 = a.shape[1], M = a.shape[2], K = a.shape[3]
+    cdef Py_ssize_t N = b.shape[3], nb = n1 * n2, i, i1, i2
+    cdef Py_ssize_t sa1 = a.strides[0] // sizeof(float), sa2 = a.strides[1] // sizeof(float)
+    cdef Py_ssize_t sam = a.strides[2] // sizeof(float), sak = a.strides[3] // sizeof(float)
+    cdef Py_ssize_t sb1 = b.strides[0] // sizeof(float), sb2 = b.strides[1] // sizeof(float)
+    cdef Py_ssize_t sbk = b.strides[2] // sizeof(float), sbn = b.strides[3] // sizeof(float)
+    cdef Py_ssize_t sc1 = out.strides[0] // sizeof(float), sc2 = out.strides[1] // sizeof(float)
+    cdef Py_ssize_t ldc = out.strides[2] // sizeof(float)
     cdef Py_ssize_t a_size = (M + GM_MR - 1) // GM_MR * GM_MR * K
     cdef Py_ssize_t b_size = (N + GM_NR - 1) // GM_NR * GM_NR * K
     cdef float* ap
     cdef float* bp
     cdef int failed = 0
-    if b.shape[0] != nb or b.shape[1] != K or out.shape[0] != nb or out.shape[1] != M \
-            or out.shape[2] != N:
+    if b.shape[0] != n1 or b.shape[1] != n2 or b.shape[2] != K or out.shape[0] != n1 \
+            or out.shape[1] != n2 or out.shape[2] != M or out.shape[3] != N:
         raise ValueError(
-            f"batched_sgemm: shapes ({nb}, {M}, {K}) @ ({b.shape[0]}, {b.shape[1]}, {N}) "
-            f"-> ({out.shape[0]}, {out.shape[1]}, {out.shape[2]}) do not match")
-    if N > 1 and out.strides[2] != sizeof(float):
+            f"batched_sgemm: shapes ({n1}, {n2}, {M}, {K}) @ "
+            f"({b.shape[0]}, {b.shape[1]}, {b.shape[2]}, {N}) -> "
+            f"({out.shape[0]}, {out.shape[1]}, {out.shape[2]}, {out.shape[3]}) do not match")
+    if N > 1 and out.strides[3] != sizeof(float):
         raise ValueError("batched_sgemm: out's rows are not contiguous")
     if nb == 0 or M == 0 or N == 0:
         return
@@ -131,11 +137,14 @@ def batched_sgemm(const float[:, :, :] a, const float[:, :, :] b, float[:, :, :]
         ap = <float*>malloc(a_size * sizeof(float))
         bp = <float*>malloc(b_size * sizeof(float))
         for i in prange(nb, schedule="static"):
+            i1 = i // n2
+            i2 = i % n2
             if ap == NULL or bp == NULL:
                 failed = 1
             else:
-                gm_matmul_serial(&a[0, 0, 0] + i * sab, M, K, sam, sak, &b[0, 0, 0] + i * sbb, N,
-                                 sbk, sbn, &out[0, 0, 0] + i * scb, ldc, ap, bp)
+                gm_matmul_serial(&a[0, 0, 0, 0] + i1 * sa1 + i2 * sa2, M, K, sam, sak,
+                                 &b[0, 0, 0, 0] + i1 * sb1 + i2 * sb2, N, sbk, sbn,
+                                 &out[0, 0, 0, 0] + i1 * sc1 + i2 * sc2, ldc, ap, bp)
         free(ap)
         free(bp)
     if failed:

@@ -340,13 +340,20 @@ def skip_layer_norm(info: NodeInfo) -> Compute:
 @registry.kernel("FusedAttention", domain=DOMAIN, types=_T_NO_BF16)
 @float32_path(NATIVE)
 def fused_attention(info: NodeInfo) -> Compute:
-    """``softmax(Q @ Kt * scale + mask, axis=-1) @ V``: for float32, the
-    products one head per thread (``gemm.batched_matmul``) and the scale,
-    the mask and the softmax in one Cython pass per row of scores
+    """``softmax(Q @ Kt * scale + mask, axis=-1) @ V``, Q, Kt and V first
+    transposed by ``perm_q``, ``perm_kt``, ``perm_v`` and the result by
+    ``perm_out`` where given. For float32, the products one head per thread
+    on views of the heads where they lie (``gemm.batched_matmul``), the
+    result written straight into its transposed layout, and the scale, the
+    mask and the softmax in one Cython pass per row of scores
     (``attention_softmax``); numpy and BLAS otherwise."""
     scale = float(info.attrs.get("scale", 1.0))
     threads = thread_count(info)
     masks: dict[tuple[Any, ...], np.ndarray] = {}
+    names = ("perm_q", "perm_kt", "perm_v")
+    perms = [_perm(info, name) for name in names]
+    perm_out = _perm(info, "perm_out")
+    back = None if perm_out is None else tuple(int(i) for i in np.argsort(perm_out))
 
     def compute(
         q: np.ndarray, kt: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None
@@ -354,6 +361,7 @@ def fused_attention(info: NodeInfo) -> Compute:
         dtype = q.dtype
         if dtype.itemsize < 4:
             q, kt, v = (t.astype(np.float32) for t in (q, kt, v))
+        q, kt, v = (_permuted(info, t, p, n) for t, p, n in zip((q, kt, v), perms, names))
         s = gemm.batched_matmul(q, kt, threads)
         if s is None:
             s = np.matmul(q, kt)
@@ -364,12 +372,49 @@ def fused_attention(info: NodeInfo) -> Compute:
             )
         else:
             _softmax_numpy(s, scale, mask)
-        y = gemm.batched_matmul(s, v, threads)
+        y = None
+        if perm_out is not None and back is not None and s.dtype == np.float32:
+            shape = (*s.shape[:-1], v.shape[-1])
+            if len(perm_out) != len(shape):
+                raise ValueError(
+                    f"{info.describe()}: perm_out {list(perm_out)} does not fit a result of "
+                    f"rank {len(shape)}"
+                )
+            merged = np.empty([shape[i] for i in perm_out], np.float32)
+            if gemm.batched_matmul(s, v, threads, out=merged.transpose(back)) is not None:
+                y = merged
         if y is None:
-            y = np.matmul(s, v)
+            y = gemm.batched_matmul(s, v, threads)
+            if y is None:
+                y = np.matmul(s, v)
+            if perm_out is not None:
+                y = _permuted(info, y, perm_out, "perm_out").copy()
         return (y.astype(dtype, copy=False),)
 
     return compute
+
+
+def _perm(info: NodeInfo, name: str) -> tuple[int, ...] | None:
+    """The node's permutation attribute ``name``, None if absent; checked to
+    be a permutation (of its own length: the rank is checked at run time)."""
+    value = info.attrs.get(name)
+    if value is None:
+        return None
+    perm = tuple(int(i) for i in value)
+    if sorted(perm) != list(range(len(perm))):
+        raise ValueError(f"{info.describe()}: {name} {list(perm)} is not a permutation")
+    return perm
+
+
+def _permuted(info: NodeInfo, x: np.ndarray, perm: tuple[int, ...] | None, name: str) -> np.ndarray:
+    """``x.transpose(perm)`` (a view), ``x`` without a perm."""
+    if perm is None:
+        return x
+    if len(perm) != x.ndim:
+        raise ValueError(
+            f"{info.describe()}: {name} {list(perm)} does not fit an input of rank {x.ndim}"
+        )
+    return x.transpose(perm)
 
 
 def _mask_rows(

@@ -64,25 +64,34 @@ def packed_product(info: NodeInfo, trans_b: bool = False) -> PackedProduct | Non
     return product
 
 
-def batched_matmul(a: np.ndarray, b: np.ndarray, threads: int) -> np.ndarray | None:
+def batched_matmul(
+    a: np.ndarray, b: np.ndarray, threads: int, out: np.ndarray | None = None
+) -> np.ndarray | None:
     """``a @ b`` for float32 ``a`` (..., M, K) and ``b`` (..., K, N) of the
-    same leading axes, one product per thread at a time (``batched_sgemm``):
-    the per-head products of attention, which BLAS runs one after the other,
-    each split over the threads. None for other operands (and on the SSE2
-    build), where the caller uses numpy."""
+    same one or two leading axes, any strides, one product per thread at a
+    time (``batched_sgemm``): the per-head products of attention, which BLAS
+    runs one after the other, each split over the threads. The result goes
+    into ``out`` if given (any strides but along its rows). None for other
+    operands (and on the SSE2 build), where the caller uses numpy."""
     if (
         ext.VECTOR < 8
         or a.dtype != np.float32
         or b.dtype != np.float32
-        or a.ndim < 3
+        or not 3 <= a.ndim <= 4
         or a.shape[:-2] != b.shape[:-2]
         or a.shape[-1] != b.shape[-2]
         or a.shape[-1] == 0
     ):
         return None
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    out = np.empty((*a.shape[:-1], n), np.float32)
-    ext.batched_sgemm(a.reshape(-1, m, k), b.reshape(-1, k, n), out.reshape(-1, m, n), threads)
+    shape = (*a.shape[:-1], b.shape[-1])
+    if out is None:
+        out = np.empty(shape, np.float32)
+    elif out.shape != shape or out.dtype != np.float32 or out.strides[-1] != 4:
+        return None
+    if a.ndim == 3:
+        ext.batched_sgemm(a[None], b[None], out[None], threads)
+    else:
+        ext.batched_sgemm(a, b, out, threads)
     return out
 
 
