@@ -32,6 +32,13 @@ PANEL = GM_NR
 """Columns of B per packed panel (and per register tile)."""
 
 
+def _aligned(Py_ssize_t size):
+    """A float32 array of ``size`` values starting on a 64-byte boundary."""
+    raw = np.empty(size + 16, np.float32)
+    cdef Py_ssize_t off = ((64 - <uintptr_t>raw.ctypes.data % 64) % 64) // sizeof(float)
+    return raw[off:off + size]
+
+
 def pack_b(const float[:, :] b, int nthreads=1):
     """B (K, N), any strides (a transposed view too), packed for :func:`sgemm`:
     an array (ceil(N / PANEL), K, PANEL) whose panels hold PANEL columns each,
@@ -39,9 +46,7 @@ def pack_b(const float[:, :] b, int nthreads=1):
     cdef Py_ssize_t K = b.shape[0], N = b.shape[1]
     cdef Py_ssize_t panels = (N + GM_NR - 1) // GM_NR, size = panels * K * GM_NR, p
     cdef Py_ssize_t sk = b.strides[0] // sizeof(float), sn = b.strides[1] // sizeof(float)
-    raw = np.empty(size + 16, np.float32)
-    cdef Py_ssize_t off = ((64 - <uintptr_t>raw.ctypes.data % 64) % 64) // sizeof(float)
-    packed = raw[off:off + size].reshape(panels, K, GM_NR)
+    packed = _aligned(size).reshape(panels, K, GM_NR)
     cdef float[:, :, ::1] out = packed
     if K == 0 or panels == 0:
         return packed
@@ -50,24 +55,45 @@ def pack_b(const float[:, :] b, int nthreads=1):
     return packed
 
 
+cdef inline double _speedup(Py_ssize_t parts, Py_ssize_t shares) noexcept nogil:
+    """How many times faster ``parts`` equal parts run on ``shares`` threads
+    than on one (the busiest thread takes ceil(parts / shares))."""
+    return parts / <double>((parts + shares - 1) // shares)
+
+
+cdef void _run_tiles(const float* ap, const float* bp, float* c, Py_ssize_t M, Py_ssize_t N,
+                     Py_ssize_t K, const float* bias, int nthreads) noexcept nogil:
+    """All tiles of C (M, N) = A B (+ bias) from packed A and B, split over
+    ``nthreads`` threads along N or M, whichever splits into panels more
+    evenly (along N on a tie)."""
+    cdef Py_ssize_t panels = (N + GM_NR - 1) // GM_NR, mpanels = (M + GM_MR - 1) // GM_MR, t
+    cdef Py_ssize_t shares_n = min(nthreads, panels), shares_m = min(nthreads, mpanels)
+    cdef bint along_n = _speedup(panels, shares_n) >= _speedup(mpanels, shares_m)
+    cdef Py_ssize_t shares = shares_n if along_n else shares_m
+    for t in prange(shares, num_threads=shares, schedule="static", chunksize=1):
+        if along_n:
+            gm_run(ap, bp, c, N, K, N, bias, 0, M, panels * t // shares, panels * (t + 1) // shares)
+        else:
+            gm_run(ap, bp, c, N, K, N, bias, mpanels * t // shares * GM_MR,
+                   min(M, mpanels * (t + 1) // shares * GM_MR), 0, panels)
+
+
 def sgemm(const float[:, :] a, const float[:, :, ::1] bp, Py_ssize_t n, const float[::1] bias,
           float[:, ::1] out, int nthreads):
     """``out = a @ B (+ bias)`` for a B packed by :func:`pack_b` (``bp``, N =
     ``n`` columns); ``a`` (M, K) of any strides, ``bias`` (N,) or None,
     ``out`` (M, N). A is packed into a buffer of the call; the tiles are
-    split over ``nthreads`` OpenMP threads (along N where B has enough
-    panels, else along M), with the GIL released."""
+    split over ``nthreads`` OpenMP threads, with the GIL released."""
     cdef Py_ssize_t M = a.shape[0], K = a.shape[1]
     cdef Py_ssize_t panels = (n + GM_NR - 1) // GM_NR, mpanels = (M + GM_MR - 1) // GM_MR
     cdef Py_ssize_t sm = a.strides[0] // sizeof(float), sk = a.strides[1] // sizeof(float)
-    cdef Py_ssize_t q, t, shares
+    cdef Py_ssize_t q
     cdef const float* bias_p = NULL
     cdef float* ap
-    cdef bint along_n
     if n < 0 or bp.shape[0] != panels or bp.shape[1] != K or bp.shape[2] != GM_NR:
         raise ValueError(
-            f"sgemm: packed B of shape ({bp.shape[0]}, {bp.shape[1]}, {bp.shape[2]}) is not ({panels}, {K}, {GM_NR}) "
-            f"for A of {K} columns and {n} output columns")
+            f"sgemm: packed B of shape ({bp.shape[0]}, {bp.shape[1]}, {bp.shape[2]}) is not "
+            f"({panels}, {K}, {GM_NR}) for A of {K} columns and {n} output columns")
     if out.shape[0] != M or out.shape[1] != n:
         raise ValueError(f"sgemm: out is ({out.shape[0]}, {out.shape[1]}), not ({M}, {n})")
     if bias is not None:
@@ -78,26 +104,15 @@ def sgemm(const float[:, :] a, const float[:, :, ::1] bp, Py_ssize_t n, const fl
         return
     if K == 0:
         raise ValueError("sgemm: K is 0 (no terms to sum)")
-    if nthreads < 1:
-        nthreads = 1
+    nthreads = max(nthreads, 1)
     ap = <float*>malloc(mpanels * K * GM_MR * sizeof(float))
     if ap == NULL:
         raise MemoryError()
-    along_n = panels >= 2 * nthreads or panels >= mpanels
-    shares = nthreads if along_n else min(nthreads, mpanels)
-    try:
-        for q in prange(mpanels, nogil=True, num_threads=nthreads, schedule="static"):
+    with nogil:
+        for q in prange(mpanels, num_threads=nthreads, schedule="static"):
             gm_pack_a_panel(&a[0, 0], M, K, sm, sk, q * GM_MR, ap + q * K * GM_MR)
-        for t in prange(shares, nogil=True, num_threads=nthreads, schedule="static", chunksize=1):
-            if along_n:
-                gm_run(ap, &bp[0, 0, 0], &out[0, 0], n, K, n, bias_p, 0, M,
-                       panels * t // shares, panels * (t + 1) // shares)
-            else:
-                gm_run(ap, &bp[0, 0, 0], &out[0, 0], n, K, n, bias_p,
-                       mpanels * t // shares * GM_MR, min(M, mpanels * (t + 1) // shares * GM_MR),
-                       0, panels)
-    finally:
-        free(ap)
+        _run_tiles(ap, &bp[0, 0, 0], &out[0, 0], M, n, K, bias_p, nthreads)
+    free(ap)
 
 
 def batched_sgemm(const float[:, :, :, :] a, const float[:, :, :, :] b, float[:, :, :, :] out,

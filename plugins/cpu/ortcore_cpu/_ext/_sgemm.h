@@ -68,6 +68,13 @@ static inline void gm_pack_a_panel(const float *a, ptrdiff_t M, ptrdiff_t K, ptr
                                    ptrdiff_t sk, ptrdiff_t m0, float *out) {
     ptrdiff_t mr = M - m0 < GM_MR ? M - m0 : GM_MR;
     if (mr < GM_MR) memset(out, 0, (size_t)(K * GM_MR) * sizeof(float));
+    if (sm == 1) { /* A transposed (a convolution's columns): runs of mr along m */
+        for (ptrdiff_t k = 0; k < K; k++) {
+            const float *src = a + m0 + k * sk;
+            for (ptrdiff_t i = 0; i < mr; i++) out[k * GM_MR + i] = src[i];
+        }
+        return;
+    }
     for (ptrdiff_t i = 0; i < mr; i++) {
         const float *src = a + (m0 + i) * sm;
         float *o = out + i;
