@@ -42,10 +42,10 @@ def is_constant(value: ir.Value) -> bool:
     feed may replace (it is not also a graph input).
 
     A fused group's constants go into :attr:`FusedGroup.model
-    <ep_sdk.FusedGroup.model>` as initializers. (An initializer that is also
-    a graph input counts as an input even in a model of IR version < 4,
-    where ortcore does not let a feed replace it: passing it at run time is
-    always correct, only slower.)
+    <ep_sdk.FusedGroup.model>` as initializers. (A model of IR version < 4
+    lists its initializers as graph inputs too, but no feed may replace them
+    there: ortcore takes them out of the inputs when it loads such a model,
+    so they are constants here.)
     """
     return value.const_value is not None and value.is_initializer() and not value.is_graph_input()
 

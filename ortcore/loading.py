@@ -30,6 +30,7 @@ __all__ = [
     "LOAD_CONFIG_FROM_MODEL",
     "apply_initializers",
     "feedable_inputs",
+    "settle_constant_inputs",
     "load_options",
     "load_session_model",
     "model_session_options",
@@ -140,6 +141,27 @@ def apply_initializers(model: ir.Model, values: Mapping[str, np.ndarray]) -> Non
         if target is None:
             raise InvalidArgument(f"add_initializer: the model has no initializer {name!r}")
         target.const_value = ir.tensor(value)
+
+
+def settle_constant_inputs(model: ir.Model) -> None:
+    """Take the initializers of a model of IR version < 4 out of its graph
+    inputs, where that version had to list them.
+
+    No feed may replace them there (:func:`feedable_inputs`), so they are
+    constants, and with them out of the inputs every pass and provider sees
+    them as such (``ep_sdk.graph.is_constant``): a kernel keeps what it
+    derives from them (a Conv's packed filters, a MatMul's packed weights)
+    instead of deriving it at every run. onnxruntime treats them so too; the
+    models of onnx's model zoo are of IR version 3.
+    """
+    if model.ir_version >= 4:
+        return
+    graph = model.graph
+    init_values = set(graph.initializers.values())
+    keep = [v for v in graph.inputs if v not in init_values]
+    if len(keep) != len(graph.inputs):
+        graph.inputs.clear()
+        graph.inputs.extend(keep)
 
 
 def feedable_inputs(model: ir.Model) -> tuple[list[ir.Value], list[ir.Value]]:

@@ -39,6 +39,7 @@ from .loading import (
     load_session_model,
     model_session_options,
     reads_model_config,
+    settle_constant_inputs,
     tensor_limit,
 )
 from .model import MAP_TYPES_KEY
@@ -215,6 +216,7 @@ class InferenceSession:
         self._map_types: dict[str, str] = dict(model.meta.get(MAP_TYPES_KEY, {}))
         self._providers = self._create_providers(providers, provider_options)
         apply_initializers(model, self._sess_options.initializers)
+        settle_constant_inputs(model)
         self._input_values, self._overridable = feedable_inputs(model)
         if saved is None:
             self._optimize(model)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from ortcore import InvalidArgument, SessionOptions
+from ep_sdk.graph import is_constant
+from ortcore import InferenceSession, InvalidArgument, SessionOptions
 from ortcore.loading import (
     LOAD_CONFIG_ENV,
     LOAD_CONFIG_FROM_MODEL,
@@ -17,6 +18,7 @@ from ortcore.loading import (
     load_options,
     model_session_options,
     reads_model_config,
+    settle_constant_inputs,
     tensor_limit,
 )
 from ortcore.model import load_model
@@ -42,6 +44,31 @@ def test_feedable_inputs_follow_the_ir_version() -> None:
     assert [v.name for v in inputs] == ["x"] and [v.name for v in overridable] == ["w"]
     inputs, overridable = feedable_inputs(load_model(_model(ir_version=3)))
     assert [v.name for v in inputs] == ["x"] and overridable == []
+
+
+def test_settle_constant_inputs_before_ir_version_4() -> None:
+    """IR version 3: the initializer leaves the graph inputs (a constant, as
+    every pass and provider sees it); version 8: it stays, overridable."""
+    old = load_model(_model(ir_version=3))
+    settle_constant_inputs(old)
+    w = old.graph.initializers["w"]
+    assert [v.name for v in old.graph.inputs] == ["x"] and is_constant(w)
+    assert feedable_inputs(old) == ([old.graph.inputs[0]], [])
+    new = load_model(_model(ir_version=8))
+    settle_constant_inputs(new)
+    assert [v.name for v in new.graph.inputs] == ["x", "w"]
+    assert not is_constant(new.graph.initializers["w"])
+
+
+def test_ir3_session_treats_listed_initializers_as_constants() -> None:
+    """A session of an IR version 3 model lists and takes only ``x``, and
+    still refuses a feed for ``w``; the output is right."""
+    sess = InferenceSession(_model(ir_version=3), providers=["cpu"])
+    assert [i.name for i in sess.get_inputs()] == ["x"]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], x + W)
+    with pytest.raises(InvalidArgument, match="w"):
+        sess.run(None, {"x": x, "w": W})
 
 
 def test_apply_initializers_replaces_and_refuses_unknown_names() -> None:
