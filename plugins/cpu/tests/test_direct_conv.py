@@ -237,6 +237,16 @@ def test_direct_path_rule(monkeypatch: pytest.MonkeyPatch, ext: Any) -> None:
     assert conv._use_direct(x, w1, window((224, 224), (1, 1)), 1, True) == wide
     monkeypatch.setattr(conv, "DIRECT_POINTWISE", False)
     assert not conv._use_direct(x, w1, window((224, 224), (1, 1)), 1, True)
+    # 3x3 with 128+ channels each way on 28x28 or more: Winograd, not the
+    # direct kernel; on 14x14, or with 64 channels, the direct kernel
+    w128 = np.zeros((128, 128, 3, 3), np.float32)
+    win28, win14 = window((28, 28), (3, 3), pads=[1] * 4), window((14, 14), (3, 3), pads=[1] * 4)
+    x28, x14 = np.zeros((1, 128, 28, 28), np.float32), np.zeros((1, 128, 14, 14), np.float32)
+    assert conv._use_winograd(x28, w128, win28, 1, True)
+    assert not conv._use_direct(x28, w128, win28, 1, True)
+    assert conv._use_direct(x14, w128, win14, 1, True) == wide
+    x64 = np.zeros((1, 64, 28, 28), np.float32)
+    assert conv._use_direct(x64, np.zeros((128, 64, 3, 3), np.float32), win28, 1, True) == wide
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
