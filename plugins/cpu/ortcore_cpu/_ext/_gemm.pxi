@@ -155,7 +155,7 @@ def batched_sgemm(const float[:, :, :, :] a, const float[:, :, :, :] b, float[:,
             i1 = i // n2
             i2 = i % n2
             if ap == NULL or bp == NULL:
-                failed = 1
+                failed += 1  # a reduction: summed over the threads
             else:
                 gm_matmul_serial(&a[0, 0, 0, 0] + i1 * sa1 + i2 * sa2, M, K, sam, sak,
                                  &b[0, 0, 0, 0] + i1 * sb1 + i2 * sb2, N, sbk, sbn,
