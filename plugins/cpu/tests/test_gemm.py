@@ -200,28 +200,30 @@ def test_matmul_packs_b_once(monkeypatch: pytest.MonkeyPatch, calls: list[Any]) 
     packs: list[tuple[int, ...]] = []
     real = G.ext.pack_b
     monkeypatch.setattr(G.ext, "pack_b", lambda b, *r: packs.append(b.shape) or real(b, *r))
-    a, b = _f32(20, 8), _f32(8, 9)
+    a, b = _f32(20, 8), _f32(8, 64)
     sess = _session([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": a}, {"b": b})
     for _ in range(3):
         sess.run(None, {"a": a})
-    assert packs == [(8, 9)] and len(calls) == 3
+    assert packs == [(8, 64)] and len(calls) == 3
 
 
 @pytest.mark.parametrize(
     "case",
-    ["b fed", "few rows", "a 1-D", "b 3-D"],
+    ["b fed", "few rows", "few columns", "a 1-D", "b 3-D"],
 )
 def test_matmul_stays_on_blas(case: str, calls: list[tuple[int, ...]]) -> None:
-    a, b = _f32(20, 8), _f32(8, 9)
+    a, b = _f32(20, 8), _f32(8, G.PACKED_MIN_COLUMNS)
     inputs, inits = {"a": a}, {"b": b}
     if case == "b fed":
         inputs, inits = {"a": a, "b": b}, {}
     elif case == "few rows":
         a = inputs["a"] = _f32(G.PACKED_MIN_ROWS - 1, 8)
+    elif case == "few columns":
+        b = inits["b"] = _f32(8, G.PACKED_MIN_COLUMNS - 1)
     elif case == "a 1-D":
         a = inputs["a"] = _f32(8)
     else:
-        b = inits["b"] = _f32(3, 8, 9)
+        b = inits["b"] = _f32(3, 8, G.PACKED_MIN_COLUMNS)
     sess = _session([helper.make_node("MatMul", ["a", "b"], ["y"])], inputs, inits)
     (y,) = sess.run(None, inputs)
     _close(y, np.matmul(a.astype(np.float64), b), 8)
@@ -240,14 +242,14 @@ def test_float16_matmul_stays_on_numpy(calls: list[tuple[int, ...]]) -> None:
 
 # C's shape and beta, alpha, transA, transB; whether the packed GEMM runs
 GEMM_CASES = [
-    ({}, (30,), True),
-    ({"transB": 1}, (30,), True),
-    ({"transA": 1, "transB": 1}, (1, 30), True),
-    ({"beta": 0.5}, (30,), True),
-    ({}, (20, 30), True),
+    ({}, (70,), True),
+    ({"transB": 1}, (70,), True),
+    ({"transA": 1, "transB": 1}, (1, 70), True),
+    ({"beta": 0.5}, (70,), True),
+    ({}, (20, 70), True),
     ({}, None, True),
-    ({"beta": 0.0}, (20, 30), True),
-    ({"alpha": 2.0}, (30,), False),
+    ({"beta": 0.0}, (20, 70), True),
+    ({"alpha": 2.0}, (70,), False),
 ]
 
 
@@ -255,7 +257,7 @@ GEMM_CASES = [
 def test_gemm(
     attrs: dict[str, Any], c_shape: tuple[int, ...] | None, packed: bool, calls: list[Any]
 ) -> None:
-    a, b = _f32(20, 16), _f32(16, 30)
+    a, b = _f32(20, 16), _f32(16, 70)
     a_in = a.T.copy() if attrs.get("transA") else a
     b_in = b.T.copy() if attrs.get("transB") else b
     inits = {"b": b_in}
@@ -274,7 +276,7 @@ def test_gemm(
 def test_fused_matmul_bias_and_activation(calls: list[tuple[int, ...]]) -> None:
     """MatMul + Add + Relu fused by the optimizer: the bias goes into the
     packed product, the Relu after."""
-    a, b, bias = _f32(1, 32, 24), _f32(24, 40), _f32(40)
+    a, b, bias = _f32(1, 32, 24), _f32(24, 72), _f32(72)
     nodes = [
         helper.make_node("MatMul", ["a", "b"], ["m"]),
         helper.make_node("Add", ["m", "bias"], ["s"]),
@@ -295,7 +297,7 @@ def test_no_packed_path_on_the_baseline_build(monkeypatch: pytest.MonkeyPatch) -
     used: list[Any] = []
     monkeypatch.setattr(G, "ext", base)
     monkeypatch.setattr(base, "sgemm", lambda *args: used.append(args))
-    a, b = _f32(20, 8), _f32(8, 9)
+    a, b = _f32(20, 8), _f32(8, G.PACKED_MIN_COLUMNS)
     sess = _session([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": a}, {"b": b})
     (y,) = sess.run(None, {"a": a})
     _close(y, a.astype(np.float64) @ b, 8)

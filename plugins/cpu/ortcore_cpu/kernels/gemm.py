@@ -15,7 +15,15 @@ from collections.abc import Callable
 import numpy as np
 from ep_sdk import Compute, NodeInfo
 
-from ._common import DT, FLOATS, NUMERIC, FilterCache, constant_input, thread_count
+from ._common import (
+    DT,
+    FLOATS,
+    NUMERIC,
+    FilterCache,
+    constant_input,
+    thread_count,
+    threads_for,
+)
 from ._isa import best_build
 from ._versions import per_schema_version
 
@@ -28,6 +36,11 @@ PACKED_MIN_ROWS = 16
 fewer, a product is mostly the reading of B, which BLAS's matrix-vector
 path does as fast without tiles of padding rows."""
 
+PACKED_MIN_COLUMNS = 64
+"""Fewest columns of B for the packed GEMM: its tiles are 32 columns wide
+(padded), and packing A costs as much as the product when B is narrow
+(512x512 times 512x8 to 512x32 ran 1.4-5x slower than numpy's)."""
+
 PackedProduct = Callable[[np.ndarray, np.ndarray, "np.ndarray | None"], "np.ndarray | None"]
 """``product(a, b, bias)``: ``a @ b (+ bias)`` on the packed GEMM, or None
 where the operands are not for it (the caller falls back to numpy)."""
@@ -39,7 +52,8 @@ def packed_product(info: NodeInfo, trans_b: bool = False) -> PackedProduct | Non
     CPU's build of the GEMM is the SSE2 baseline (BLAS is faster there).
 
     ``product(a, b, bias)`` takes float32 ``a`` (..., M, K) of at least
-    :data:`PACKED_MIN_ROWS` rows in all, 2-D float32 ``b`` and a float32
+    :data:`PACKED_MIN_ROWS` rows in all, 2-D float32 ``b`` of at least
+    :data:`PACKED_MIN_COLUMNS` columns and a float32
     ``bias`` (N,) or None, and returns ``a @ b + bias``, shaped
     (..., M, N); for other operands it returns None.
     """
@@ -53,12 +67,13 @@ def packed_product(info: NodeInfo, trans_b: bool = False) -> PackedProduct | Non
             return None
         k, n = b.shape[::-1] if trans_b else b.shape
         rows = math.prod(a.shape[:-1])
-        if a.shape[-1] != k or rows < PACKED_MIN_ROWS or k == 0 or n == 0:
+        if a.shape[-1] != k or rows < PACKED_MIN_ROWS or k == 0 or n < PACKED_MIN_COLUMNS:
             return None
         if bias is not None and (bias.dtype != np.float32 or bias.shape != (n,)):
             return None
         out = np.empty((*a.shape[:-1], n), np.float32)
-        ext.sgemm(a.reshape(rows, k), packs.transform(b), n, bias, out.reshape(rows, n), threads)
+        nt = threads_for(rows * k * n, threads)
+        ext.sgemm(a.reshape(rows, k), packs.transform(b), n, bias, out.reshape(rows, n), nt)
         return out
 
     return product
@@ -69,8 +84,10 @@ def batched_matmul(
 ) -> np.ndarray | None:
     """``a @ b`` for float32 ``a`` (..., M, K) and ``b`` (..., K, N) of the
     same one or two leading axes, any strides, one product per thread at a
-    time (``batched_sgemm``): the per-head products of attention, which BLAS
-    runs one after the other, each split over the threads. The result goes
+    time (``batched_sgemm``; on one thread for a small batch, and never on
+    more than the run's share of the cores, :func:`threads_for`): the
+    per-head products of attention, which BLAS runs one after the other,
+    each split over the threads. The result goes
     into ``out`` if given (any strides but along its rows). None for other
     operands (and on the SSE2 build), where the caller uses numpy."""
     if (
@@ -88,10 +105,11 @@ def batched_matmul(
         out = np.empty(shape, np.float32)
     elif out.shape != shape or out.dtype != np.float32 or out.strides[-1] != 4:
         return None
+    nt = threads_for(math.prod(shape) * a.shape[-1], threads)
     if a.ndim == 3:
-        ext.batched_sgemm(a[None], b[None], out[None], threads)
+        ext.batched_sgemm(a[None], b[None], out[None], nt)
     else:
-        ext.batched_sgemm(a, b, out, threads)
+        ext.batched_sgemm(a, b, out, nt)
     return out
 
 
