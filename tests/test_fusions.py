@@ -669,6 +669,42 @@ def test_attention_keeps_a_transpose_read_elsewhere(cpu: str, tmp_path: Path) ->
     assert ops.count("Transpose") == 1 and "com.ortcore:FusedAttention" in ops
 
 
+def test_attention_in_a_branch_keeps_an_outer_transpose(cpu: str, tmp_path: Path) -> None:
+    """Q's Transpose is in the outer graph and read only by the attention in
+    an If branch: the branch's attention is fused, the outer Transpose stays
+    where it is (a pass never moves a node of another graph)."""
+    mk = helper.make_node
+    then = helper.make_graph(
+        [mk("MatMul", ["qh", "kt"], ["s"]), mk("Softmax", ["s"], ["p"], axis=-1),
+         mk("MatMul", ["p", "v"], ["o"])],
+        "then", [], [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)],
+    )  # fmt: skip
+    other = helper.make_graph(
+        [mk("Identity", ["alt"], ["o2"])],
+        "else", [], [helper.make_tensor_value_info("o2", TensorProto.FLOAT, None)],
+    )  # fmt: skip
+    nodes = [
+        mk("Transpose", ["q4"], ["qh"], perm=[0, 2, 1, 3]),
+        mk("If", ["c"], ["y"], then_branch=then, else_branch=other),
+    ]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, [])]
+        + [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+           for n, s in {"q4": [1, 5, 2, 4], "kt": [1, 2, 4, 6], "v": [1, 2, 6, 4],
+                        "alt": [1, 2, 5, 4]}.items()],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"c": np.array(True), "q4": _x(1, 5, 2, 4), "kt": _x(1, 2, 4, 6), "v": _x(1, 2, 6, 4),
+             "alt": _x(1, 2, 5, 4)}  # fmt: skip
+    assert _check(model.SerializeToString(), feeds, tmp_path) == ["Transpose", "If"]
+    saved = onnx.load(tmp_path / f"opt{int(L.ORT_ENABLE_ALL)}.onnx")
+    branch = next(a.g for a in saved.graph.node[1].attribute if a.name == "then_branch")
+    assert [n.op_type for n in branch.node] == ["FusedAttention"]
+    assert not [a for a in branch.node[0].attribute if a.name == "perm_q"]
+
+
 # -- provider passes ---------------------------------------------------------
 
 

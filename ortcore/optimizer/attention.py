@@ -81,14 +81,17 @@ def _transpose_perm(node: ir.Node | None) -> list[int] | None:
     return None if a is None else [int(p) for p in a.as_ints()]
 
 
-def _folded_transpose(ctx: FusionContext, v: ir.Value) -> tuple[ir.Node, list[int]] | None:
+def _folded_transpose(
+    ctx: FusionContext, v: ir.Value, group: list[ir.Node]
+) -> tuple[ir.Node, list[int]] | None:
     """``(node, perm)`` if ``v`` is the output of a Transpose with an explicit
-    ``perm`` that one node alone reads (the Transpose can go into it)."""
+    ``perm`` that one node alone reads, in this graph (not an outer one), and
+    that may join ``group`` (the same provider runs it)."""
     t = v.producer()
     perm = _transpose_perm(t)
-    if t is None or perm is None or ctx.sole_user(v) is None:
+    if t is None or perm is None or t.graph is not ctx.graph or ctx.sole_user(v) is None:
         return None
-    return t, perm
+    return (t, perm) if ctx.can_emit([*group, t], "FusedAttention") else None
 
 
 def fuse_attention(ctx: FusionContext) -> int:
@@ -131,7 +134,7 @@ def fuse_attention(ctx: FusionContext) -> int:
         attrs: list[ir.Attr] = [ir.AttrFloat32("scale", scale)]
         operands = [q, kt, v]
         for i, name in enumerate(_PERMS):
-            folded = _folded_transpose(ctx, operands[i])
+            folded = _folded_transpose(ctx, operands[i], group)
             if folded is not None and folded[0].inputs[0] is not None:
                 group.insert(0, folded[0])
                 operands[i] = folded[0].inputs[0]
@@ -139,7 +142,11 @@ def fuse_attention(ctx: FusionContext) -> int:
         result = out.outputs[0]
         after = ctx.sole_user(result)
         perm = _transpose_perm(after)
-        if perm is not None and after is not None:
+        if (
+            perm is not None
+            and after is not None
+            and ctx.can_emit([*group, after], "FusedAttention")
+        ):
             group.append(after)
             result = after.outputs[0]
             attrs.append(ir.AttrInt64s("perm_out", perm))
