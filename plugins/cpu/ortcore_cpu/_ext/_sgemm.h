@@ -6,9 +6,9 @@
  * GCC/clang vector extensions of GM_VL floats; the compiler maps them onto
  * the widest registers the build's flags allow.
  *
- * B is packed once per weight (gm_pack_b): panels of GM_NR columns, each a
+ * B is packed once per weight (gm_pack_b_panel): panels of GM_NR columns, each a
  * K x GM_NR block stored row after row (zero columns past N). A is packed
- * per call (gm_pack_a): panels of GM_MR rows, each stored column after
+ * per call (gm_pack_a_panel): panels of GM_MR rows, each stored column after
  * column (K x GM_MR, zero rows past M). gm_kernel keeps a GM_MR x GM_NR tile
  * of C in GM_MR * 2 vector registers over a slice of K: per step of k it
  * loads two vectors of B and broadcasts GM_MR values of A.
@@ -36,9 +36,7 @@
 #define GM_MR 6 /* SSE2: 12 + 2 + 1 of 16 xmm, no FMA */
 #endif
 #define GM_NR (2 * GM_VL)
-#ifndef GM_KC
-#define GM_KC 384
-#endif
+#define GM_KC 384 /* 256 to 768 tried on the transformer shapes: 384 a little ahead */
 #define GM_MC 240 /* a multiple of every GM_MR */
 
 typedef float gm_v __attribute__((vector_size(GM_VL * 4)));
