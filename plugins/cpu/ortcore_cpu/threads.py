@@ -24,8 +24,12 @@ share of the cores that other processes leave free: with eight threads calling
 ``run`` at once on two cores each run computes on one thread, instead of
 sixteen OpenMP threads and a contended BLAS pool fighting over two cores. The
 cores other processes take are read from ``/proc/loadavg``'s count of
-runnable threads (at most every 50 ms, about 10 µs a read; only on Linux):
-OpenBLAS's idle threads busy-wait for a long while after each call and split
+runnable threads (at most every 50 ms, about 10 µs a read; only on Linux),
+the median of the last three reads: one read sees a single instant, and on a
+quiet 2-core VM about one in twenty caught a passing system thread, which
+then halved the next 50 ms of runs (a 5 ms model's first layers ran on one
+thread; runs of one process took 1.5-2x as long as those of the next). Load
+that lasts shows in two reads of three, within 100 ms. OpenBLAS's idle threads busy-wait for a long while after each call and split
 every GEMM into equal static parts, so on a busy machine a pool wider than the
 free cores waits for its slowest, descheduled thread, and 60 ms runs took 2 s.
 :func:`share` is the number of threads a kernel of the current run may use;
@@ -224,7 +228,9 @@ def share_blas_pool() -> list[str]:
 _SENSE_EVERY_S = 0.05
 _budget_lock = threading.Lock()
 _active = 0  # runs in flight
-_others = 0  # cores taken by other processes, last we looked
+_others = 0  # cores taken by other processes: the median of the recent reads
+_SAMPLES = 3
+_samples: list[int] = []  # the last reads of the other processes' runnable threads
 _sensed_at = -1.0
 _sensing = os.environ.get("ORTCORE_CPU_LOAD_SENSING", "1").strip() not in ("0", "false", "no")
 _blas_default: int | None = None  # the pool's own size, before we touched it
@@ -250,6 +256,7 @@ def set_load_sensing(enabled: bool) -> None:
     with _budget_lock:
         _sensing = bool(enabled)
         _others = 0
+        _samples.clear()
 
 
 def _runnable_elsewhere(blas_now: int) -> int:
@@ -265,6 +272,15 @@ def _runnable_elsewhere(blas_now: int) -> int:
     except (OSError, ValueError, IndexError):
         return 0
     return max(running - _active - max(blas_now - 1, 0), 0)
+
+
+def _steady_load(read: int) -> int:
+    """Add ``read`` to the recent reads of other processes' runnable threads
+    and return their median (the lower middle of an even count): a thread
+    that shows in one read only does not cost the next runs their cores."""
+    _samples.append(read)
+    del _samples[:-_SAMPLES]
+    return sorted(_samples)[(len(_samples) - 1) // 2]
 
 
 _share_listeners: list[Any] = []
@@ -303,7 +319,7 @@ def run_started(cap: int) -> None:
         now = time.monotonic()
         if _sensing and now - _sensed_at >= _SENSE_EVERY_S:
             _sensed_at = now
-            _others = _runnable_elsewhere(blas_now)
+            _others = _steady_load(_runnable_elsewhere(blas_now))
         free = max(_CORES - _others, 1)
         new = max(free // _active, 1)
         if new != _share:

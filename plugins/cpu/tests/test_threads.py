@@ -100,25 +100,32 @@ def test_concurrent_runs_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_cores_taken_by_other_processes_leave_the_run_fewer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Load that shows in two reads of three takes a core; one read does not."""
     from ortcore_cpu import threads
     from ortcore_cpu.kernels._common import threads_for
 
     monkeypatch.setattr(threads, "_CORES", 2)
     monkeypatch.setattr(threads, "_sensing", True)
-    monkeypatch.setattr(threads, "_sensed_at", -1.0)
     monkeypatch.setattr(threads, "_active", 0)
+    monkeypatch.setattr(threads, "_samples", [0, 0])
     monkeypatch.setattr(threads, "_blas", lambda: [])
-    monkeypatch.setattr(threads, "_runnable_elsewhere", lambda blas_now: 1)
-    threads.run_started(0)
-    assert threads.share() == 1
-    assert threads_for(1 << 30, 2) == 1  # kernels stay on one thread
-    threads.run_ended()
-    monkeypatch.setattr(threads, "_runnable_elsewhere", lambda blas_now: 0)
-    monkeypatch.setattr(threads, "_sensed_at", -1.0)
-    threads.run_started(0)
-    assert threads.share() == 2
-    assert threads_for(1 << 30, 2) == 2
-    threads.run_ended()
+
+    def run_with_load(load: int) -> int:
+        monkeypatch.setattr(threads, "_runnable_elsewhere", lambda blas_now: load)
+        monkeypatch.setattr(threads, "_sensed_at", -1.0)
+        threads.run_started(0)
+        share = threads.share()
+        assert threads_for(1 << 30, 2) == share
+        threads.run_ended()
+        return share
+
+    assert run_with_load(1) == 2  # one busy read among quiet ones: a passing thread
+    assert run_with_load(0) == 2
+    assert run_with_load(0) == 2
+    assert run_with_load(1) == 2
+    assert run_with_load(1) == 1  # two of the last three: kernels stay on one thread
+    assert run_with_load(0) == 1
+    assert run_with_load(0) == 2  # the load is gone from two reads of three
 
 
 def test_runnable_elsewhere_discounts_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
