@@ -6,7 +6,7 @@ from cython.parallel cimport parallel, prange
 from libc.math cimport INFINITY, NAN
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy
+from libc.string cimport memcpy  # used by _index.pxi
 
 include "_index.pxi"
 
@@ -66,9 +66,6 @@ def max_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
                  (0, 0, 0), (dd, dh, dw))
     if _plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow) and _flat_fits(H, W, oh, ow, kh, kw, dh, dw):
         _pool2d_flat(x, out, kh, kw, ph, pw, dh, dw, True, NULL, NULL, nthreads)
-        return
-    if _plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow) and _plane_fits(oh, ow, kh, kw, dh, dw):
-        _pool2d_s1(x, out, kh, kw, ph, pw, dh, dw, True, NULL, NULL, nthreads)
         return
     if _row_path(D, od, kd, sd, pd, P, oh, ow, W, kw, sw, pw, dw):
         _pool2d_rows(x, out, kh, kw, sh, sw, ph, pw, dh, dw, True, NULL, NULL, nthreads)
@@ -182,7 +179,7 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
     cdef float* inv_y
     cdef Py_ssize_t* taps
     cdef float* inv_x
-    cdef bint use_rows
+    cdef bint use_rows, use_flat
     _check_window("avg_pool", kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw)
     if out.shape[0] != P:
         raise ValueError("avg_pool: x and out have different plane counts")
@@ -204,10 +201,11 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
         else:
             nx = _hi(x0, dw, kw, W, xlo) - xlo
         inv_x[i] = 1.0 / nx if nx > 0 else 0.0
-    use_rows = (not _plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow)
-                and _row_path(D, od, kd, sd, pd, P, oh, ow, W, kw, sw, pw, dw))
-    if use_rows or (_plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow)
-                    and _plane_fits(oh, ow, kh, kw, dh, dw)):
+    # small stride-1 planes as flat rows, other 2-D windows row by row
+    use_flat = (_plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow)
+                and _flat_fits(H, W, oh, ow, kh, kw, dh, dw))
+    use_rows = not use_flat and _row_path(D, od, kd, sd, pd, P, oh, ow, W, kw, sw, pw, dw)
+    if use_flat or use_rows:
         inv_y = <float*>malloc((oh + 1) * sizeof(float))
         if inv_y == NULL:
             free(taps)
@@ -219,13 +217,11 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
             ny = _end_valid(y0, dh, H + eh, kh) if count_include_pad else _hi(y0, dh, kh, H, ylo) - ylo
             inv_y[y] = 1.0 / ny if ny > 0 else 0.0
         try:
-            if use_rows:
-                _pool2d_rows(x, out, kh, kw, sh, sw, ph, pw, dh, dw, False, inv_y, inv_x,
-                             nthreads)
-            elif _flat_fits(H, W, oh, ow, kh, kw, dh, dw):
+            if use_flat:
                 _pool2d_flat(x, out, kh, kw, ph, pw, dh, dw, False, inv_y, inv_x, nthreads)
             else:
-                _pool2d_s1(x, out, kh, kw, ph, pw, dh, dw, False, inv_y, inv_x, nthreads)
+                _pool2d_rows(x, out, kh, kw, sh, sw, ph, pw, dh, dw, False, inv_y, inv_x,
+                             nthreads)
         finally:
             free(taps)
             free(inv_x)
@@ -276,101 +272,6 @@ cdef inline bint _plane_path(Py_ssize_t D, Py_ssize_t od, Py_ssize_t kd, Py_ssiz
             and P > 0 and oh > 0 and ow > 0)
 
 
-cdef inline float _mx(float a, float b) noexcept nogil:
-    return b if b > a else a
-
-
-cdef inline void _max3x3(float* tmp, const float* pad, Py_ssize_t row, Py_ssize_t col,
-                         Py_ssize_t n) noexcept nogil:
-    """``tmp[j]`` = max of the 3x3 stencil at ``pad + j`` (a NaN never wins)."""
-    cdef Py_ssize_t j
-    cdef const float* a = pad
-    cdef const float* b = pad + row
-    cdef const float* c = pad + 2 * row
-    cdef float m
-    for j in range(n):
-        m = _mx(_mx(_mx(_mx(-INFINITY, a[j]), a[j + col]), a[j + 2 * col]), b[j])
-        m = _mx(_mx(_mx(m, b[j + col]), b[j + 2 * col]), c[j])
-        tmp[j] = _mx(_mx(m, c[j + col]), c[j + 2 * col])
-
-
-cdef inline void _sum3x3(float* tmp, const float* pad, Py_ssize_t row, Py_ssize_t col,
-                         Py_ssize_t n) noexcept nogil:
-    """``tmp[j]`` = sum of the 3x3 stencil at ``pad + j``."""
-    cdef Py_ssize_t j
-    cdef const float* a = pad
-    cdef const float* b = pad + row
-    cdef const float* c = pad + 2 * row
-    for j in range(n):
-        tmp[j] = (a[j] + a[j + col] + a[j + 2 * col] + b[j] + b[j + col] + b[j + 2 * col]
-                  + c[j] + c[j + col] + c[j + 2 * col])
-
-
-cdef void _pool2d_s1(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
-                     Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t ph, Py_ssize_t pw,
-                     Py_ssize_t dh, Py_ssize_t dw, bint take_max,
-                     const float* inv_y, const float* inv_x, int nthreads) except *:
-    """Stride-1 2-D max (``take_max``) or average pooling on a padded copy of
-    each plane, as the depthwise convolution does: each tap is one long
-    loop over ``(oh - 1) * Wp + ow`` elements. Pads are -inf for max (they
-    never win) and 0 for average, whose sums are then scaled by
-    ``inv_y[y] * inv_x[i]``."""
-    cdef Py_ssize_t P = x.shape[0], H = x.shape[2], W = x.shape[3]
-    cdef Py_ssize_t oh = out.shape[2], ow = out.shape[3]
-    cdef Py_ssize_t Hp = oh + (kh - 1) * dh, Wp = ow + (kw - 1) * dw
-    cdef Py_ssize_t L = (oh - 1) * Wp + ow
-    cdef Py_ssize_t p, y, ky, kx, j
-    cdef float fill = -INFINITY if take_max else 0.0
-    cdef float v, sy
-    cdef float* buf = NULL
-    cdef float* pad
-    cdef float* tmp
-    cdef float* dst
-    cdef const float* src
-    cdef int failed = 0  # a reduction: any thread without its buffer counts
-    with nogil, parallel(num_threads=nthreads):
-        # one buffer per thread (not per plane), guarded by a cache line on
-        # both sides: two threads' buffers never share a line
-        buf = <float*>malloc((Hp * Wp + oh * Wp + 2 * _GUARD) * sizeof(float))
-        for p in prange(P, schedule="static"):
-            if buf == NULL:
-                failed += 1
-                continue
-            pad = buf + _GUARD
-            tmp = pad + Hp * Wp
-            _padded_plane(pad, &x[p, 0, 0, 0], H, W, Hp, Wp, ph, pw, fill)
-            if kh == 3 and kw == 3:
-                # the nine taps in one pass
-                if take_max:
-                    _max3x3(tmp, pad, dh * Wp, dw, L)
-                else:
-                    _sum3x3(tmp, pad, dh * Wp, dw, L)
-            else:
-                for j in range(L):
-                    tmp[j] = fill
-            for ky in range(kh if not (kh == 3 and kw == 3) else 0):
-                for kx in range(kw):
-                    src = pad + ky * dh * Wp + kx * dw
-                    if take_max:
-                        for j in range(L):
-                            v = src[j]
-                            tmp[j] = v if v > tmp[j] else tmp[j]
-                    else:
-                        for j in range(L):
-                            tmp[j] = tmp[j] + src[j]
-            for y in range(oh):
-                dst = &out[p, 0, y, 0]
-                if take_max:
-                    memcpy(dst, tmp + y * Wp, ow * sizeof(float))
-                else:
-                    sy = inv_y[y]
-                    for j in range(ow):
-                        dst[j] = tmp[y * Wp + j] * (inv_x[j] * sy)
-        free(buf)
-    if failed:
-        raise MemoryError()
-
-
 cdef void _pool2d_flat(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
                        Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t ph, Py_ssize_t pw,
                        Py_ssize_t dh, Py_ssize_t dw, bint take_max,
@@ -402,7 +303,7 @@ cdef void _pool2d_flat(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
     st_margins(H, W, oh, kh, kw, dh, dw, ph, pw, &before, &after)
     try:
         with nogil, parallel(num_threads=nthreads):
-            # one buffer per thread, guarded (see _pool2d_s1)
+            # one buffer per thread, guarded (_GUARD)
             buf = <float*>malloc((before + H * W + after + 2 * _GUARD) * sizeof(float))
             for p in prange(P, schedule="static"):
                 if buf == NULL:
@@ -436,108 +337,20 @@ cdef object _row_width(Py_ssize_t W, Py_ssize_t ow, Py_ssize_t kw, Py_ssize_t sw
     return max(<object>pw + W, (<object>ow - 1) * sw + (<object>kw - 1) * dw + 1)
 
 
-cdef inline void _hreduce(float* dst, const float* row, Py_ssize_t ow, Py_ssize_t kw,
-                          Py_ssize_t sw, Py_ssize_t dw, bint take_max) noexcept nogil:
-    """``dst[i]`` = max (or sum) of ``row[i * sw + kx * dw]`` over kx < kw.
-    The common 3-wide windows with stride 2 or 1 get loops with constant
-    offsets, which the compiler vectorizes."""
-    cdef Py_ssize_t i, kx
-    cdef const float* r
-    if kw == 3 and dw == 1 and sw == 2:
-        if take_max:
-            for i in range(ow):
-                dst[i] = _mx(_mx(row[2 * i], row[2 * i + 1]), row[2 * i + 2])
-        else:
-            for i in range(ow):
-                dst[i] = row[2 * i] + row[2 * i + 1] + row[2 * i + 2]
-        return
-    if kw == 3 and dw == 1 and sw == 1:
-        if take_max:
-            for i in range(ow):
-                dst[i] = _mx(_mx(row[i], row[i + 1]), row[i + 2])
-        else:
-            for i in range(ow):
-                dst[i] = row[i] + row[i + 1] + row[i + 2]
-        return
-    for i in range(ow):
-        dst[i] = row[i * sw]
-    for kx in range(1, kw):
-        r = row + kx * dw
-        if take_max:
-            for i in range(ow):
-                dst[i] = _mx(dst[i], r[i * sw])
-        else:
-            for i in range(ow):
-                dst[i] = dst[i] + r[i * sw]
+cdef extern from "_pool.h" nogil:
+    enum:
+        PL_SLACK
+    Py_ssize_t pl_block_rows(Py_ssize_t rs, Py_ssize_t OH)
+    void pl_plane(const float* x, Py_ssize_t H, Py_ssize_t W, float* y, Py_ssize_t OH,
+                  Py_ssize_t OW, Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t sh, Py_ssize_t sw,
+                  Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t dh, Py_ssize_t dw, int take_max,
+                  const float* inv_y, const float* inv_x, float* row, Py_ssize_t Wr)
 
 
-cdef inline void _vreduce(float* data, const float* plane, Py_ssize_t W, Py_ssize_t y0,
-                          Py_ssize_t ylo, Py_ssize_t yhi, Py_ssize_t dh,
-                          bint take_max) noexcept nogil:
-    """``data[j]`` = max (NaN never wins; -inf for no rows) or sum of column j
-    of the plane's rows ``y0 + ky * dh`` for ky in [ylo, yhi); up to three
-    rows in each pass, so each ``data`` element is stored once per pass."""
-    cdef Py_ssize_t j, ky = ylo, n
-    cdef const float* a
-    cdef const float* b
-    cdef const float* c
-    cdef bint first = True
-    if yhi <= ylo:
-        for j in range(W):
-            data[j] = -INFINITY if take_max else 0.0
-        return
-    while ky < yhi:
-        n = yhi - ky
-        a = plane + (y0 + ky * dh) * W
-        b = a
-        c = a
-        if n >= 2:
-            b = a + dh * W
-        if n >= 3:
-            c = b + dh * W
-        if n >= 3:
-            if take_max and first:
-                for j in range(W):
-                    data[j] = _mx(_mx(_mx(-INFINITY, a[j]), b[j]), c[j])
-            elif take_max:
-                for j in range(W):
-                    data[j] = _mx(_mx(_mx(data[j], a[j]), b[j]), c[j])
-            elif first:
-                for j in range(W):
-                    data[j] = a[j] + b[j] + c[j]
-            else:
-                for j in range(W):
-                    data[j] = data[j] + a[j] + b[j] + c[j]
-            ky += 3
-        elif n == 2:
-            if take_max and first:
-                for j in range(W):
-                    data[j] = _mx(_mx(-INFINITY, a[j]), b[j])
-            elif take_max:
-                for j in range(W):
-                    data[j] = _mx(_mx(data[j], a[j]), b[j])
-            elif first:
-                for j in range(W):
-                    data[j] = a[j] + b[j]
-            else:
-                for j in range(W):
-                    data[j] = data[j] + a[j] + b[j]
-            ky += 2
-        else:
-            if take_max and first:
-                for j in range(W):
-                    data[j] = _mx(-INFINITY, a[j])
-            elif take_max:
-                for j in range(W):
-                    data[j] = _mx(data[j], a[j])
-            elif first:
-                for j in range(W):
-                    data[j] = a[j]
-            else:
-                for j in range(W):
-                    data[j] = data[j] + a[j]
-            ky += 1
-        first = False
+cdef inline void _fill(float* buf, Py_ssize_t n, float value) noexcept nogil:
+    cdef Py_ssize_t j
+    for j in range(n):
+        buf[j] = value
 
 
 cdef void _pool2d_rows(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
@@ -546,45 +359,31 @@ cdef void _pool2d_rows(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
                        bint take_max, const float* inv_y, const float* inv_x,
                        int nthreads) except *:
     """2-D max (``take_max``) or average pooling, any strides, one output row
-    at a time in two passes: the window's input rows are combined column by
-    column into a padded row (contiguous loops, which vectorize), then each
-    output takes its ``kw`` taps from that row. Pads are -inf for max (they,
-    and NaN, never win) and 0 for average, whose sums are then scaled by
-    ``inv_y[y] * inv_x[i]``. Per output this reads ``kh * W / ow + kw``
-    values where the general loop reads ``kh * kw``, in short strided rows."""
+    at a time in two passes (``pl_plane`` of ``_pool.h``): the window's input
+    rows are combined column by column into a padded row, then each output
+    takes its ``kw`` taps from that row, both passes in whole vectors. Pads
+    are -inf for max (they, and NaN, never win) and 0 for average, whose
+    sums are then scaled by ``inv_y[y] * inv_x[i]``. Per output this reads
+    ``kh * W / ow + kw`` values where the general loop reads ``kh * kw``."""
     cdef Py_ssize_t P = x.shape[0], H = x.shape[2], W = x.shape[3]
     cdef Py_ssize_t oh = out.shape[2], ow = out.shape[3]
     cdef Py_ssize_t Wr = _row_width(W, ow, kw, sw, pw, dw)
-    cdef Py_ssize_t p, y, y0, ylo, yhi, j
+    cdef Py_ssize_t size = pl_block_rows(Wr + PL_SLACK, oh) * (Wr + PL_SLACK)
+    cdef Py_ssize_t p
     cdef float fill = -INFINITY if take_max else 0.0
-    cdef float sy
     cdef float* mem = NULL
-    cdef float* row
-    cdef float* data
-    cdef float* dst
     cdef int failed = 0  # a reduction: any thread without its buffer counts
     with nogil, parallel(num_threads=nthreads):
-        # one buffer per thread, guarded (see _pool2d_s1)
-        mem = <float*>malloc((Wr + 2 * _GUARD) * sizeof(float))
+        # one buffer per thread, guarded (_GUARD), holding the pads
+        mem = <float*>malloc((size + 2 * _GUARD) * sizeof(float))
+        if mem != NULL:
+            _fill(mem + _GUARD, size, fill)
         for p in prange(P, schedule="static"):
             if mem == NULL:
                 failed += 1
                 continue
-            row = mem + _GUARD
-            for j in range(Wr):
-                row[j] = fill
-            data = row + pw
-            for y in range(oh):
-                y0 = y * sh - ph
-                ylo = _first_valid(y0, dh)
-                yhi = _hi(y0, dh, kh, H, ylo)
-                _vreduce(data, &x[p, 0, 0, 0], W, y0, ylo, yhi, dh, take_max)
-                dst = &out[p, 0, y, 0]
-                _hreduce(dst, row, ow, kw, sw, dw, take_max)
-                if not take_max:
-                    sy = inv_y[y]
-                    for j in range(ow):
-                        dst[j] = dst[j] * (inv_x[j] * sy)
+            pl_plane(&x[p, 0, 0, 0], H, W, &out[p, 0, 0, 0], oh, ow, kh, kw, sh, sw, ph, pw,
+                     dh, dw, take_max, inv_y, inv_x, mem + _GUARD, Wr)
         free(mem)
     if failed:
         raise MemoryError()
