@@ -27,11 +27,12 @@ cores other processes take are read from ``/proc/loadavg``'s count of
 runnable threads (at most every 50 ms, about 10 µs a read; only on Linux),
 the median of the last three reads: one read sees a single instant, and on a
 quiet 2-core VM about one in twenty caught a passing system thread, which
-then halved the next 50 ms of runs (a 5 ms model's first layers ran on one
-thread; runs of one process took 1.5-2x as long as those of the next). Load
-that lasts shows in two reads of three, within 100 ms. OpenBLAS's idle threads busy-wait for a long while after each call and split
-every GEMM into equal static parts, so on a busy machine a pool wider than the
-free cores waits for its slowest, descheduled thread, and 60 ms runs took 2 s.
+then put the next 50 ms of runs on one thread (a 5 ms model's first Conv
+took 0.45-0.58 ms instead of 0.2). Load that lasts shows in two reads of
+three, within 100 ms. OpenBLAS's idle threads busy-wait for a long while
+after each call and split every GEMM into equal static parts, so on a busy
+machine a pool wider than the free cores waits for its slowest, descheduled
+thread, and 60 ms runs took 2 s.
 :func:`share` is the number of threads a kernel of the current run may use;
 the BLAS pool follows it, and goes back to its own size (or the session's
 ``intra_op_num_threads``) when the cores are free again.
