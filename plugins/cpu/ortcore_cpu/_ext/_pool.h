@@ -58,8 +58,10 @@ static inline void pl_rows_inside(ptrdiff_t y0, ptrdiff_t dh, ptrdiff_t kh, ptrd
 
 /* data[j] (j < W) = max (take_max) or sum over ky in [lo, hi) of the plane's
  * row y0 + ky * dh; the fill (-inf or 0) where lo == hi. */
-static inline __attribute__((always_inline)) void pl_vrows(float *data, const float *plane, ptrdiff_t W, ptrdiff_t y0, ptrdiff_t lo,
-                     ptrdiff_t hi, ptrdiff_t dh, int take_max) {
+static inline __attribute__((always_inline)) void pl_vrows(float *data, const float *plane,
+                                                          ptrdiff_t W, ptrdiff_t y0,
+                                                          ptrdiff_t lo, ptrdiff_t hi,
+                                                          ptrdiff_t dh, int take_max) {
     const float fill = take_max ? -__builtin_inff() : 0.0f;
     ptrdiff_t j = 0;
     if (hi <= lo) {
@@ -93,12 +95,14 @@ static inline __attribute__((always_inline)) void pl_vrows(float *data, const fl
             acc = _mm512_max_ps(_mm512_loadu_ps(p), f);
             if (n >= 2) acc = _mm512_max_ps(_mm512_loadu_ps(p + step), acc);
             if (n >= 3) acc = _mm512_max_ps(_mm512_loadu_ps(p + 2 * step), acc);
-            for (ptrdiff_t r = 3; r < n; r++) acc = _mm512_max_ps(_mm512_loadu_ps(p + r * step), acc);
+            for (ptrdiff_t r = 3; r < n; r++)
+                acc = _mm512_max_ps(_mm512_loadu_ps(p + r * step), acc);
         } else {
             acc = _mm512_loadu_ps(p);
             if (n >= 2) acc = _mm512_add_ps(acc, _mm512_loadu_ps(p + step));
             if (n >= 3) acc = _mm512_add_ps(acc, _mm512_loadu_ps(p + 2 * step));
-            for (ptrdiff_t r = 3; r < n; r++) acc = _mm512_add_ps(acc, _mm512_loadu_ps(p + r * step));
+            for (ptrdiff_t r = 3; r < n; r++)
+                acc = _mm512_add_ps(acc, _mm512_loadu_ps(p + r * step));
         }
         _mm512_storeu_ps(data + j, acc);
         j += 16;
@@ -114,7 +118,8 @@ static inline __attribute__((always_inline)) void pl_vrows(float *data, const fl
             for (ptrdiff_t r = 0; r < n; r++, p += step)
                 acc = _mm256_max_ps(_mm256_loadu_ps(p), acc);
         } else {
-            for (ptrdiff_t r = 0; r < n; r++, p += step) acc = _mm256_add_ps(acc, _mm256_loadu_ps(p));
+            for (ptrdiff_t r = 0; r < n; r++, p += step)
+                acc = _mm256_add_ps(acc, _mm256_loadu_ps(p));
         }
         _mm256_storeu_ps(data + j, acc);
     }
@@ -150,8 +155,11 @@ static inline __m256 pl_even8(const float *p) {
  * < kw, times inv_x[i] * sy when inv_x is not NULL. row holds at least
  * (ow - 1) * sw + (kw - 1) * dw + 1 floats, and PL_SLACK more that may be
  * read (into lanes that are dropped). */
-static inline __attribute__((always_inline)) void pl_hrow(float *dst, const float *row, ptrdiff_t ow, ptrdiff_t kw, ptrdiff_t sw,
-                    ptrdiff_t dw, int take_max, const float *inv_x, float sy) {
+static inline __attribute__((always_inline)) void pl_hrow(float *dst, const float *row,
+                                                         ptrdiff_t ow, ptrdiff_t kw,
+                                                         ptrdiff_t sw, ptrdiff_t dw,
+                                                         int take_max, const float *inv_x,
+                                                         float sy) {
     ptrdiff_t i = 0;
 #if PL_VL == 16
     if (sw <= 2) {
