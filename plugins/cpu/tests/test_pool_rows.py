@@ -1,5 +1,7 @@
 """The row path of 2-D pooling, in every build this CPU runs (any strides: padded rows combined column by
-column, then each output's taps) and AveragePool's whole-plane shortcut,
+column, then each output's taps; rows that end inside a vector or cross
+vector boundaries, stride 2 from even lanes), the flat path of small
+stride-1 planes, and AveragePool's whole-plane shortcut,
 against a brute-force numpy oracle and onnx.reference: strides, pads,
 dilations, ceil_mode, windows wider than the input, NaN, non-contiguous
 inputs, float16, one and two threads."""
@@ -62,6 +64,20 @@ GEOMETRIES = [
     ((5, 4), (3, 3), (2, 2), (2, 2, 2, 2), (1, 1), True),  # windows of padding only
     ((1, 17), (1, 3), (1, 2), (0, 1, 0, 1), (1, 1), False),
     ((6, 8), (3, 3), (2, 1), (1, 1, 1, 1), (1, 1), False),
+    # rows of one vector and more: masked and scalar tails, the overlapping
+    # last vector, stride 2 from even lanes, stride 3 on scalar columns
+    ((27, 27), (3, 3), (2, 2), (0, 0, 0, 0), (1, 1), False),  # SqueezeNet's
+    ((13, 111), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False),
+    ((9, 33), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False),  # 16 outputs + 1
+    ((6, 31), (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), False),
+    ((28, 28), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False),  # stride 1 past the flat path
+    ((14, 14), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False),  # the flat path
+    ((7, 17), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), False),
+    ((11, 40), (3, 3), (3, 3), (1, 1, 1, 1), (1, 1), False),
+    ((12, 35), (3, 3), (2, 2), (1, 2, 1, 2), (2, 2), False),
+    ((5, 16), (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), False),
+    ((4, 1), (3, 1), (1, 1), (1, 0, 1, 0), (1, 1), False),
+    ((8, 20), (3, 4), (2, 1), (2, 3, 2, 3), (1, 1), False),
 ]
 
 
@@ -75,10 +91,11 @@ def test_row_path_against_brute_force(hw: tuple, k: tuple, s: tuple, pads: tuple
                                       ceil: bool, threads: int, ext: Any) -> None:  # fmt: skip
     pb, pe = pads[:2], pads[2:]
     out = tuple(_out(hw[i], k[i], s[i], pb[i], pe[i], d[i], ceil) for i in range(2))
-    x = _rand(3, *hw)
+    x = _rand(4, *hw)
     x[1, 0, 0] = np.nan
-    x4 = x.reshape(3, 1, *hw)
-    got = np.empty((3, 1, *out), np.float32)
+    x[3] = np.nan  # a plane of NaNs: max gives -inf everywhere
+    x4 = x.reshape(4, 1, *hw)
+    got = np.empty((4, 1, *out), np.float32)
     ext.max_pool(x4, got, 1, *k, 1, *s, 0, *pb, 1, *d, threads)
     want = _oracle(x, k, s, pb, pe, d, out, True, False)
     np.testing.assert_array_equal(got[:, 0], want)
