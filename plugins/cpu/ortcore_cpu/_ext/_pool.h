@@ -5,11 +5,13 @@
  * two passes. The vertical pass (pl_vrows) combines the window's input rows
  * column by column into a row buffer that has the pads on both sides; the
  * horizontal pass (pl_hrow) takes each output's kw taps from that buffer.
- * Both passes run along rows in whole vectors: the AVX-512 build ends a
- * row with a vector that overlaps the one before (masks only for rows
- * narrower than a vector), the AVX2 build with a scalar tail, and a stride
- * of 2 along the width (the common 3x3 stride-2 pool) reads two vectors and
- * keeps their even lanes. The vertical pass runs a block of rows ahead of
+ * Both passes run along rows in whole vectors (pl_v: 16 floats with
+ * AVX-512, 8 with AVX2, one set of wrappers per build): a row ends with a
+ * vector that overlaps the one before (masks only for rows narrower than a
+ * vector), and a stride of 2 along the width (the common 3x3 stride-2 pool)
+ * reads two vectors and keeps their even lanes. The AVX2 build ended rows in
+ * scalar tails until 2026-12-03: on a Zen 3 its 3x3 max pools then took
+ * 0.5-0.8x the time they had (planes of 27x27 to 111x111). The vertical pass runs a block of rows ahead of
  * the horizontal one (PL_BLOCK_FLOATS). The Cython loops this replaces
  * were left to the compiler, which vectorized the strided reads poorly and
  * spent rows of 13-55 columns in scalar tails: a cached plane took 4-7x as
@@ -42,6 +44,54 @@
 
 static inline float pl_mx(float m, float v) { return v > m ? v : m; }
 
+#if PL_VL == 16
+/* Vectors of PL_VL floats and the masks of their first lanes, one set of
+ * wrappers per build, so that both vector builds share the passes below. */
+typedef __m512 pl_v;
+typedef __mmask16 pl_m;
+static inline pl_v pl_set1(float a) { return _mm512_set1_ps(a); }
+static inline pl_v pl_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline void pl_store(float *p, pl_v v) { _mm512_storeu_ps(p, v); }
+static inline pl_v pl_max(pl_v a, pl_v b) { return _mm512_max_ps(a, b); }
+static inline pl_v pl_add(pl_v a, pl_v b) { return _mm512_add_ps(a, b); }
+static inline pl_v pl_mul(pl_v a, pl_v b) { return _mm512_mul_ps(a, b); }
+/* The first n (< PL_VL) lanes. */
+static inline pl_m pl_mask(ptrdiff_t n) { return (pl_m)((1u << n) - 1u); }
+/* The lanes of k from p, the others `other`. */
+static inline pl_v pl_mload(pl_m k, const float *p, pl_v other) {
+    return _mm512_mask_loadu_ps(other, k, p);
+}
+static inline void pl_mstore(float *p, pl_m k, pl_v v) { _mm512_mask_storeu_ps(p, k, v); }
+/* Lanes 0, 2, ..., 30 of the 32 floats at p: 16 taps of stride 2. */
+static inline pl_v pl_even(const float *p) {
+    const __m512i idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                          28, 30);
+    return _mm512_permutex2var_ps(_mm512_loadu_ps(p), idx, _mm512_loadu_ps(p + 16));
+}
+#elif PL_VL == 8
+typedef __m256 pl_v;
+typedef __m256i pl_m;
+static inline pl_v pl_set1(float a) { return _mm256_set1_ps(a); }
+static inline pl_v pl_load(const float *p) { return _mm256_loadu_ps(p); }
+static inline void pl_store(float *p, pl_v v) { _mm256_storeu_ps(p, v); }
+static inline pl_v pl_max(pl_v a, pl_v b) { return _mm256_max_ps(a, b); }
+static inline pl_v pl_add(pl_v a, pl_v b) { return _mm256_add_ps(a, b); }
+static inline pl_v pl_mul(pl_v a, pl_v b) { return _mm256_mul_ps(a, b); }
+static inline pl_m pl_mask(ptrdiff_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+static inline pl_v pl_mload(pl_m k, const float *p, pl_v other) {
+    /* masked-off lanes read nothing (and cannot fault); they load as 0 */
+    return _mm256_blendv_ps(other, _mm256_maskload_ps(p, k), _mm256_castsi256_ps(k));
+}
+static inline void pl_mstore(float *p, pl_m k, pl_v v) { _mm256_maskstore_ps(p, k, v); }
+/* Lanes 0, 2, ..., 14 of the 16 floats at p: 8 taps of stride 2. */
+static inline pl_v pl_even(const float *p) {
+    __m256 s = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0x88);
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(s), 0xD8));
+}
+#endif
+
 /* The first kernel row ky with y0 + ky * dh >= 0 and one past the last one
  * with y0 + ky * dh < H, as [*lo, *hi) within [0, kh]. */
 static inline void pl_rows_inside(ptrdiff_t y0, ptrdiff_t dh, ptrdiff_t kh, ptrdiff_t H,
@@ -70,86 +120,55 @@ static inline __attribute__((always_inline)) void pl_vrows(float *data, const fl
     }
     const float *first = plane + (y0 + lo * dh) * W;
     const ptrdiff_t step = dh * W, n = hi - lo;
-#if PL_VL == 16
-    const __m512 f = _mm512_set1_ps(fill);
+#if PL_VL > 1
+    const pl_v f = pl_set1(fill);
+    if (W < PL_VL) { /* one masked vector */
+        const pl_m k = pl_mask(W);
+        const float *p = first;
+        pl_v acc = f;
+        for (ptrdiff_t r = 0; r < n; r++, p += step)
+            acc = take_max ? pl_max(pl_mload(k, p, f), acc) : pl_add(acc, pl_mload(k, p, f));
+        pl_mstore(data, k, acc);
+        return;
+    }
     /* Whole vectors, the last one ending at the row's end (overlapping the
-     * one before: those columns are written twice, alike). Masked loads
-     * that missed the cache took twice as long on Zen 5, so only rows
-     * narrower than a vector use them. */
-    const __mmask16 k = W >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << W) - 1u);
+     * one before: those columns are written twice, alike), rather than a
+     * scalar tail, which took as long as the vectors on rows of 13-111
+     * columns. Masked loads that missed the cache took twice as long on
+     * Zen 5, so only rows narrower than a vector use them. */
     for (;;) {
-        if (j + 16 > W && W >= 16) j = W - 16;
+        if (j + PL_VL > W) j = W - PL_VL;
         const float *p = first + j;
-        __m512 acc;
-        if (W < 16) {
-            acc = take_max ? f : _mm512_setzero_ps();
-            for (ptrdiff_t r = 0; r < n; r++, p += step)
-                acc = take_max ? _mm512_max_ps(_mm512_mask_loadu_ps(f, k, p), acc)
-                               : _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, p));
-            _mm512_mask_storeu_ps(data, k, acc);
-            return;
-        }
+        pl_v acc;
         if (take_max) {
             /* up to three rows without a loop: the usual 3-high window
              * (the first row through a max too: a NaN never wins) */
-            acc = _mm512_max_ps(_mm512_loadu_ps(p), f);
-            if (n >= 2) acc = _mm512_max_ps(_mm512_loadu_ps(p + step), acc);
-            if (n >= 3) acc = _mm512_max_ps(_mm512_loadu_ps(p + 2 * step), acc);
-            for (ptrdiff_t r = 3; r < n; r++)
-                acc = _mm512_max_ps(_mm512_loadu_ps(p + r * step), acc);
+            acc = pl_max(pl_load(p), f);
+            if (n >= 2) acc = pl_max(pl_load(p + step), acc);
+            if (n >= 3) acc = pl_max(pl_load(p + 2 * step), acc);
+            for (ptrdiff_t r = 3; r < n; r++) acc = pl_max(pl_load(p + r * step), acc);
         } else {
-            acc = _mm512_loadu_ps(p);
-            if (n >= 2) acc = _mm512_add_ps(acc, _mm512_loadu_ps(p + step));
-            if (n >= 3) acc = _mm512_add_ps(acc, _mm512_loadu_ps(p + 2 * step));
-            for (ptrdiff_t r = 3; r < n; r++)
-                acc = _mm512_add_ps(acc, _mm512_loadu_ps(p + r * step));
+            acc = pl_load(p);
+            if (n >= 2) acc = pl_add(acc, pl_load(p + step));
+            if (n >= 3) acc = pl_add(acc, pl_load(p + 2 * step));
+            for (ptrdiff_t r = 3; r < n; r++) acc = pl_add(acc, pl_load(p + r * step));
         }
-        _mm512_storeu_ps(data + j, acc);
-        j += 16;
+        pl_store(data + j, acc);
+        j += PL_VL;
         if (j >= W) return;
     }
 #else
-#if PL_VL == 8
-    const __m256 f = _mm256_set1_ps(fill);
-    for (; j + 8 <= W; j += 8) {
-        const float *p = first + j;
-        __m256 acc = f;
-        if (take_max) {
-            for (ptrdiff_t r = 0; r < n; r++, p += step)
-                acc = _mm256_max_ps(_mm256_loadu_ps(p), acc);
-        } else {
-            for (ptrdiff_t r = 0; r < n; r++, p += step)
-                acc = _mm256_add_ps(acc, _mm256_loadu_ps(p));
-        }
-        _mm256_storeu_ps(data + j, acc);
-    }
-#endif
-    for (ptrdiff_t t = j; t < W; t++) data[t] = fill;
+    for (ptrdiff_t t = 0; t < W; t++) data[t] = fill;
     for (ptrdiff_t r = 0; r < n; r++) {
         const float *p = first + r * step;
         if (take_max) {
-            for (ptrdiff_t t = j; t < W; t++) data[t] = pl_mx(data[t], p[t]);
+            for (ptrdiff_t t = 0; t < W; t++) data[t] = pl_mx(data[t], p[t]);
         } else {
-            for (ptrdiff_t t = j; t < W; t++) data[t] += p[t];
+            for (ptrdiff_t t = 0; t < W; t++) data[t] += p[t];
         }
     }
 #endif
 }
-
-#if PL_VL == 16
-/* Lanes 0, 2, ..., 30 of the 32 floats at p: 16 taps of stride 2. */
-static inline __m512 pl_even16(const float *p) {
-    const __m512i idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
-                                          28, 30);
-    return _mm512_permutex2var_ps(_mm512_loadu_ps(p), idx, _mm512_loadu_ps(p + 16));
-}
-#elif PL_VL == 8
-/* Lanes 0, 2, ..., 14 of the 16 floats at p: 8 taps of stride 2. */
-static inline __m256 pl_even8(const float *p) {
-    __m256 s = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0x88);
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(s), 0xD8));
-}
-#endif
 
 /* dst[i] (i < ow) = max (take_max) or sum of row[i * sw + kx * dw] over kx
  * < kw, times inv_x[i] * sy when inv_x is not NULL. row holds at least
@@ -161,46 +180,30 @@ static inline __attribute__((always_inline)) void pl_hrow(float *dst, const floa
                                                          int take_max, const float *inv_x,
                                                          float sy) {
     ptrdiff_t i = 0;
-#if PL_VL == 16
+#if PL_VL > 1
     if (sw <= 2) {
         /* whole vectors, the last one ending at the row's end (see
          * pl_vrows); masked only in rows narrower than a vector */
-        const __m512 syv = _mm512_set1_ps(sy);
-        const __mmask16 k = ow >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << ow) - 1u);
+        const pl_v syv = pl_set1(sy);
+        const pl_m k = pl_mask(ow < PL_VL ? ow : 0);
         for (;;) {
-            if (i + 16 > ow && ow >= 16) i = ow - 16;
+            if (i + PL_VL > ow && ow >= PL_VL) i = ow - PL_VL;
             const float *p = row + i * sw;
-            __m512 acc = sw == 1 ? _mm512_loadu_ps(p) : pl_even16(p);
+            pl_v acc = sw == 1 ? pl_load(p) : pl_even(p);
             for (ptrdiff_t kx = 1; kx < kw; kx++) {
                 const float *q = p + kx * dw;
-                const __m512 v = sw == 1 ? _mm512_loadu_ps(q) : pl_even16(q);
-                acc = take_max ? _mm512_max_ps(v, acc) : _mm512_add_ps(acc, v);
+                const pl_v v = sw == 1 ? pl_load(q) : pl_even(q);
+                acc = take_max ? pl_max(v, acc) : pl_add(acc, v);
             }
-            if (ow < 16) {
-                if (inv_x)
-                    acc = _mm512_mul_ps(acc, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, inv_x), syv));
-                _mm512_mask_storeu_ps(dst, k, acc);
+            if (ow < PL_VL) {
+                if (inv_x) acc = pl_mul(acc, pl_mul(pl_mload(k, inv_x, syv), syv));
+                pl_mstore(dst, k, acc);
                 return;
             }
-            if (inv_x) acc = _mm512_mul_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(inv_x + i), syv));
-            _mm512_storeu_ps(dst + i, acc);
-            i += 16;
+            if (inv_x) acc = pl_mul(acc, pl_mul(pl_load(inv_x + i), syv));
+            pl_store(dst + i, acc);
+            i += PL_VL;
             if (i >= ow) return;
-        }
-    }
-#elif PL_VL == 8
-    if (sw <= 2) {
-        const __m256 syv = _mm256_set1_ps(sy);
-        for (; i + 8 <= ow; i += 8) {
-            const float *p = row + i * sw;
-            __m256 acc = sw == 1 ? _mm256_loadu_ps(p) : pl_even8(p);
-            for (ptrdiff_t kx = 1; kx < kw; kx++) {
-                const float *q = p + kx * dw;
-                const __m256 v = sw == 1 ? _mm256_loadu_ps(q) : pl_even8(q);
-                acc = take_max ? _mm256_max_ps(v, acc) : _mm256_add_ps(acc, v);
-            }
-            if (inv_x) acc = _mm256_mul_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(inv_x + i), syv));
-            _mm256_storeu_ps(dst + i, acc);
         }
     }
 #endif
