@@ -9,14 +9,15 @@
  * AVX-512, 8 with AVX2, one set of wrappers per build): a row ends with a
  * vector that overlaps the one before (masks only for rows narrower than a
  * vector), and a stride of 2 along the width (the common 3x3 stride-2 pool)
- * reads two vectors and keeps their even lanes. The AVX2 build ended rows in
- * scalar tails until 2026-12-03: on a Zen 3 its 3x3 max pools then took
+ * reads two vectors and keeps their even lanes. The AVX2 build ended rows
+ * in scalar tails until 2026-12-03: on a Zen 3 its 3x3 max pools then took
  * 0.5-0.8x the time they had (planes of 27x27 to 111x111). The vertical
  * pass runs a block of rows ahead of the horizontal one (PL_BLOCK_FLOATS).
- * The Cython loops this replaces were left to the compiler, which vectorized the strided reads poorly and
- * spent rows of 13-55 columns in scalar tails: a cached plane took 4-7x as
- * long as copying it; this takes 0.5-0.9x their time on planes of 14x14 to
- * 56x56 and as long on larger ones, whose reads wait on memory.
+ * The Cython loops this replaces were left to the compiler, which
+ * vectorized the strided reads poorly and spent rows of 13-55 columns in
+ * scalar tails: a cached plane took 4-7x as long as copying it; this takes
+ * 0.5-0.9x their time on planes of 14x14 to 56x56 and as long on larger
+ * ones, whose reads wait on memory.
  *
  * Max: the pads and the fill are -inf, and a NaN input never wins (the
  * running max m becomes v only where v > m), so a window of pads and NaNs
