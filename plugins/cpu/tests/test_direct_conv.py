@@ -166,6 +166,10 @@ def _reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: Any) -> np.
         ((1, 4, 80), (6, 4, 31), {"strides": [2], "dilations": [2], "pads": [1, 3]}, (True, True)),
         ((1, 3, 19, 19), (8, 3, 5, 5), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, (True, True)),
         ((1, 3, 9, 9), (8, 3, 3, 3), {"auto_pad": "SAME_UPPER"}, (False, True)),  # few taps
+        # an image's channels, strided: 3x3 is enough
+        ((1, 3, 17, 17), (8, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, (True, True)),
+        ((1, 5, 17, 17), (8, 5, 3, 3), {"strides": [2, 2]}, (False, True)),  # 5 channels
+        ((1, 3, 17, 17), (8, 3, 2, 2), {"strides": [2, 2]}, (False, True)),  # 4 taps
         ((1, 11, 12, 12), (8, 11, 5, 5), {}, (False, True)),  # too deep (275) for narrow
         ((1, 32, 12, 12), (32, 32, 3, 3), {"pads": [1, 1, 1, 1]}, (False, True)),  # Winograd
         ((1, 40, 10, 10), (8, 40, 3, 3), {"strides": [2, 2]}, (False, True)),  # deep, narrow
@@ -225,6 +229,8 @@ def test_direct_path_rule(monkeypatch: pytest.MonkeyPatch, ext: Any) -> None:
     win3 = window((224, 224), (3, 3))
     assert conv._use_direct(x, w3, win3, 1, True) == wide
     assert conv._flat(win3) == wide
+    # strided on an image's channels: direct in every build
+    assert conv._use_direct(x, w3, window((224, 224), (3, 3), strides=[2, 2]), 1, True)
     x8 = np.zeros((1, 16, 32, 32), np.float32)
     win8 = window((32, 32), (3, 3))
     assert conv._use_direct(x8, np.zeros((32, 8, 3, 3), np.float32), win8, 2, True) == wide

@@ -5,10 +5,12 @@ im2col / col2im plus a BLAS matmul, a straight matmul for pointwise (1x1)
 convolutions, and a direct Cython kernel for depthwise 2-D ones. 1-D and 2-D
 convolutions with large kernels on few input channels (at least
 ``DIRECT_MIN_TAPS`` taps, at most ``DIRECT_MAX_DEPTH`` = C * KH * KW, as in
-the 7x7 first layer of most CNNs) use a direct kernel vectorized along the
-output width (``_direct_conv.h``) that adds the bias, the residual and the
-clamp as it writes the output: there im2col writes the input many times over
-for a matmul too thin for BLAS to run well. The AVX-512 build's direct
+the 7x7 first layer of most CNNs), and strided ones with a 3x3 window or
+more on an image's few channels (``DIRECT_IMAGE_CHANNELS``), use a direct
+kernel vectorized along the output width (``_direct_conv.h``) that adds the
+bias, the residual and the clamp as it writes the output: there im2col
+writes the input many times over for a matmul too thin for BLAS to run
+well. The AVX-512 build's direct
 kernel, with twice the vector width and registers, also takes every other
 Conv of one group with more than one tap, strided ones on row and column
 phases of the input (see ``DIRECT_WIDE_VECTOR``), the 1x1 ones
@@ -187,7 +189,22 @@ stride-2 Conv of 3 -> 64 channels on 224x224 took 0.60-0.73x im2col's time
 on 1 and 2 threads, with BLAS's pool spinning or not. Small kernels won only
 on 2 threads and only while no BLAS call ran between them (3x3 3 -> 64
 stride 2: 0.75x alone, 1.39x when interleaved with GEMMs, whose pool keeps
-spinning on the second core; 1.33x on 1 thread), so they keep im2col."""
+spinning on the second core; 1.33x on 1 thread), so they keep im2col,
+except on an image's few channels with a stride (see
+:data:`DIRECT_IMAGE_CHANNELS`)."""
+
+DIRECT_IMAGE_CHANNELS = 4
+"""Most input channels for which a strided 2-D Conv of one group with at
+least ``DIRECT_IMAGE_MIN_TAPS`` taps takes the narrow build's direct kernel
+(row mode): a network's first layer on the RGB image, where im2col writes
+9 copies of a large input for a matmul of K = 27. Measured on a Zen 3 (AVX2,
+OpenBLAS's Haswell kernels, whose threads share the kernels' OpenMP team):
+ShuffleNet's 3 -> 24 3x3 stride 2 and SqueezeNet's 3 -> 64 took 0.46-0.68x
+im2col's time on 2 threads and 0.8-0.93x on 1. Unstrided ones (VGG's 3 ->
+64 3x3) won on 2 threads but lost on 1 (1.28x), so they keep im2col."""
+
+DIRECT_IMAGE_MIN_TAPS = 9
+"""Fewest taps for :data:`DIRECT_IMAGE_CHANNELS`: a 3x3 window."""
 
 
 def direct_filter(w: np.ndarray, group: int = 1) -> np.ndarray:
@@ -265,7 +282,8 @@ WINOGRAD_OVER_DIRECT_POSITIONS = 28 * 28
 
 def _use_direct(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: bool) -> bool:
     """Whether a float32 Conv takes the direct path (see
-    :data:`DIRECT_MAX_DEPTH` and :data:`DIRECT_WIDE_VECTOR`); ``cached``: its
+    :data:`DIRECT_MAX_DEPTH`, :data:`DIRECT_IMAGE_CHANNELS` and
+    :data:`DIRECT_WIDE_VECTOR`); ``cached``: its
     weight is constant (Winograd's transform would be cached)."""
     if not (
         len(win.out) in (1, 2)
@@ -288,9 +306,15 @@ def _use_direct(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: b
             depthwise = group == x.shape[1] and w.shape[0] == group
             return DIRECT_GROUPS and not depthwise
         return taps > 1 or DIRECT_POINTWISE
+    image = (
+        x.shape[1] <= DIRECT_IMAGE_CHANNELS
+        and taps >= DIRECT_IMAGE_MIN_TAPS
+        and len(win.out) == 2
+        and max(win.strides) > 1
+    )
     return (
         group == 1
-        and taps >= DIRECT_MIN_TAPS
+        and (taps >= DIRECT_MIN_TAPS or image)
         and x.shape[1] * taps <= DIRECT_MAX_DEPTH
         and not _use_winograd(x, w, win, group, cached)
     )
