@@ -1,7 +1,8 @@
 """The direct depthwise convolution (``depthwise2d``) in every build this CPU
-runs, against a brute-force numpy oracle: stride 1 (padded plane), column
-strides > 1 (column phases) and the general loop; pads, dilations, odd and
-non-square kernels, 1-D, non-contiguous inputs, one and two threads."""
+runs, against a brute-force numpy oracle: stride 1 (padded plane), 3x3
+stride 2 (rows in vectors), column strides > 1 (phases) and the general
+loop; pads, dilations, odd and non-square kernels, 1-D, non-contiguous
+inputs, one and two threads."""
 
 from __future__ import annotations
 
@@ -47,6 +48,14 @@ GEOMETRIES = [
     ((1, 21), (1, 3), (1, 2), (0, 1), (1, 1)),  # a 1-D convolution
     ((7, 7), (3, 3), (1, 1), (1, 1), (1, 1)),
     ((4, 5), (3, 3), (2, 2), (2, 2), (1, 1)),  # pads wider than the kernel reach
+    # 3x3 stride 2 row by row in vectors: rows of outputs that end inside a
+    # vector, fill one, or cross vector boundaries, with and without pads
+    ((14, 14), (3, 3), (2, 2), (1, 1), (1, 1)),  # 7 outputs a row
+    ((16, 17), (3, 3), (2, 2), (0, 0), (1, 1)),  # 7x8
+    ((34, 34), (3, 3), (2, 2), (1, 1), (1, 1)),  # 17
+    ((9, 66), (3, 3), (2, 2), (1, 1), (1, 1)),  # 33
+    ((3, 3), (3, 3), (2, 2), (0, 0), (1, 1)),  # one output
+    ((2, 31), (3, 3), (2, 2), (1, 0), (1, 1)),
 ]
 
 

@@ -4,7 +4,7 @@
 
 from cython.parallel cimport parallel, prange
 from libc.math cimport INFINITY
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 
 include "_index.pxi"
@@ -163,6 +163,10 @@ def depthwise2d(const float[:, :, ::1] x, const float[:, :, ::1] w, float[:, :, 
     if sh == 1 and sw == 1 and _plane_fits(oh, ow, kh, kw, dh, dw):
         _depthwise2d_s1(x, w, out, ph, pw, dh, dw, nthreads)
         return
+    if (kh == 3 and kw == 3 and sh == 2 and sw == 2 and dh == 1 and dw == 1
+            and <object>st_dw_s2_rows(H, oh, ph) * st_dw_s2_cols(W, ow, pw) <= _STRIDED_MAX):
+        _depthwise2d_3x3s2(x, w, out, ph, pw, nthreads)
+        return
     if _strided_floats(oh, ow, kh, kw, sh, sw, dh, dw):
         _depthwise2d_strided(x, w, out, sh, sw, ph, pw, dh, dw, nthreads)
         return
@@ -282,6 +286,34 @@ cdef void _depthwise2d_strided(const float[:, :, ::1] x, const float[:, :, ::1] 
                 continue
             st_depthwise_strided(&x[c, 0, 0], &w[c, 0, 0], &out[c, 0, 0], mem + _GUARD, H, W,
                                  oh, ow, kh, kw, sh, sw, dh, dw, ph, pw)
+        free(mem)
+    if failed:
+        raise MemoryError()
+
+
+cdef void _depthwise2d_3x3s2(const float[:, :, ::1] x, const float[:, :, ::1] w,
+                             float[:, :, ::1] out, Py_ssize_t ph, Py_ssize_t pw,
+                             int nthreads) except *:
+    """3x3 stride-2 depthwise convolution, one output row at a time in
+    vectors on a zero-padded copy of each plane (``st_dw3x3_s2`` of
+    ``_stencil.h``), added to ``out``. Each thread's buffer is zeroed once:
+    the pads stay zero, every channel writes only its plane's place."""
+    cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
+    cdef Py_ssize_t oh = out.shape[1], ow = out.shape[2]
+    cdef Py_ssize_t WP = st_dw_s2_cols(W, ow, pw)
+    cdef Py_ssize_t size = st_dw_s2_rows(H, oh, ph) * WP + ST_S2_SLACK
+    cdef Py_ssize_t c
+    cdef float* mem = NULL
+    cdef int failed = 0  # a reduction: any thread without its buffer counts
+    with nogil, parallel(num_threads=nthreads):
+        # one buffer per thread, guarded (see _depthwise2d_s1)
+        mem = <float*>calloc(size + 2 * _GUARD, sizeof(float))
+        for c in prange(C, schedule="static"):
+            if mem == NULL:
+                failed += 1
+                continue
+            st_dw3x3_s2(&x[c, 0, 0], &w[c, 0, 0], &out[c, 0, 0], mem + _GUARD, H, W, oh, ow,
+                        ph, pw, WP)
         free(mem)
     if failed:
         raise MemoryError()

@@ -119,6 +119,13 @@ cdef bint _plane_fits(Py_ssize_t oh, Py_ssize_t ow, Py_ssize_t kh, Py_ssize_t kw
 
 
 cdef extern from "_stencil.h" nogil:
+    enum:
+        ST_S2_SLACK
+    Py_ssize_t st_dw_s2_rows(Py_ssize_t H, Py_ssize_t OH, Py_ssize_t ph)
+    Py_ssize_t st_dw_s2_cols(Py_ssize_t W, Py_ssize_t OW, Py_ssize_t pw)
+    void st_dw3x3_s2(const float* x, const float* w, float* out, float* buf, Py_ssize_t H,
+                     Py_ssize_t W, Py_ssize_t OH, Py_ssize_t OW, Py_ssize_t ph, Py_ssize_t pw,
+                     Py_ssize_t WP)
     void st_masks(unsigned char* m, Py_ssize_t L, Py_ssize_t W, Py_ssize_t kw, Py_ssize_t dw,
                   Py_ssize_t pw)
     void st_margins(Py_ssize_t H, Py_ssize_t W, Py_ssize_t OH, Py_ssize_t kh, Py_ssize_t kw,

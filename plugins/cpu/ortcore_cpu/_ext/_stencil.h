@@ -285,4 +285,92 @@ static inline void st_depthwise_strided(const float *x, const float *w, float *o
     }
 }
 
+
+/* 3x3 depthwise convolution with stride 2 and no dilation (MobileNet's and
+ * ShuffleNet's downsampling), one output row at a time in vectors. The
+ * plane is copied into a zero-padded buffer (st_dw_s2_rows x
+ * st_dw_s2_cols floats, ST_S2_SLACK more), whose pads the caller zeroes
+ * once: each call writes only the plane's place. Output (y, i) reads
+ * columns 2i, 2i + 1 and 2i + 2 of padded rows 2y to 2y + 2: with AVX2
+ * and AVX-512, two vectors of a row give the even lanes (a vector of
+ * outputs' first taps), and one float on, the second taps, and so on. The
+ * phase path above (st_depthwise_strided) left its gathers and its nine
+ * streams to the compiler, which ran them as scalar code. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define ST_VL 16
+typedef __m512 st_v;
+typedef float st_vu __attribute__((vector_size(64), aligned(4), may_alias));
+/* Lanes 0, 2, ..., 30 of the 32 floats at p. */
+static inline st_v st_even(const float *p) {
+    const __m512i idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                          28, 30);
+    return _mm512_permutex2var_ps(_mm512_loadu_ps(p), idx, _mm512_loadu_ps(p + 16));
+}
+#elif defined(__AVX2__)
+#include <immintrin.h>
+#define ST_VL 8
+typedef __m256 st_v;
+typedef float st_vu __attribute__((vector_size(32), aligned(4), may_alias));
+/* Lanes 0, 2, ..., 14 of the 16 floats at p. */
+static inline st_v st_even(const float *p) {
+    __m256 s = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0x88);
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(s), 0xD8));
+}
+#else
+#define ST_VL 1
+#endif
+
+/* Floats read past the padded plane (by the last vectors, into lanes that
+ * are dropped). */
+#define ST_S2_SLACK (2 * ST_VL + 8)
+
+/* Rows and columns of the padded plane: the plane after its begin pads,
+ * and every row and column an output reads. */
+static inline ptrdiff_t st_dw_s2_rows(ptrdiff_t H, ptrdiff_t OH, ptrdiff_t ph) {
+    return ph + H > 2 * OH + 1 ? ph + H : 2 * OH + 1;
+}
+static inline ptrdiff_t st_dw_s2_cols(ptrdiff_t W, ptrdiff_t OW, ptrdiff_t pw) {
+    return pw + W > 2 * OW + 1 ? pw + W : 2 * OW + 1;
+}
+
+/* out (OH, OW), holding zeros or the bias, += the 3x3 stride-2 depthwise
+ * convolution of plane x (H, W) with w (9 floats), begin pads ph, pw; buf:
+ * the padded plane (rows of WP = st_dw_s2_cols floats), zero outside the
+ * plane's place. */
+static inline void st_dw3x3_s2(const float *x, const float *w, float *out, float *buf,
+                               ptrdiff_t H, ptrdiff_t W, ptrdiff_t OH, ptrdiff_t OW,
+                               ptrdiff_t ph, ptrdiff_t pw, ptrdiff_t WP) {
+    for (ptrdiff_t r = 0; r < H; r++)
+        memcpy(buf + (r + ph) * WP + pw, x + r * W, (size_t)W * sizeof(float));
+    const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4];
+    const float w5 = w[5], w6 = w[6], w7 = w[7], w8 = w[8];
+    for (ptrdiff_t y = 0; y < OH; y++) {
+        const float *a = buf + 2 * y * WP, *b = a + WP, *c = b + WP;
+        float *dst = out + y * OW;
+        ptrdiff_t i = 0;
+#if ST_VL > 1
+        for (; i < OW; i += ST_VL) {
+            const ptrdiff_t j = 2 * i;
+            st_v s = w0 * st_even(a + j) + w1 * st_even(a + j + 1) + w2 * st_even(a + j + 2);
+            s += w3 * st_even(b + j) + w4 * st_even(b + j + 1) + w5 * st_even(b + j + 2);
+            s += w6 * st_even(c + j) + w7 * st_even(c + j + 1) + w8 * st_even(c + j + 2);
+            if (i + ST_VL <= OW) {
+                *(st_vu *)(dst + i) = *(const st_vu *)(dst + i) + s;
+            } else { /* the row's last outputs: the vector's first lanes */
+                float t[ST_VL];
+                *(st_vu *)t = s;
+                for (ptrdiff_t k = 0; i + k < OW; k++) dst[i + k] += t[k];
+            }
+        }
+#else
+        for (; i < OW; i++) {
+            const ptrdiff_t j = 2 * i;
+            dst[i] += w0 * a[j] + w1 * a[j + 1] + w2 * a[j + 2] + w3 * b[j] + w4 * b[j + 1]
+                      + w5 * b[j + 2] + w6 * c[j] + w7 * c[j + 1] + w8 * c[j + 2];
+        }
+#endif
+    }
+}
+
 #endif
