@@ -186,6 +186,10 @@ def _reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: Any) -> np.
         ((1, 6, 9, 11), (48, 2, 3, 3), {"group": 3, "strides": [2, 2]}, (False, True)),
         ((1, 6, 9, 11), (30, 2, 3, 3), {"group": 3}, (False, True)),  # 10 a group: 16 computed
         ((1, 4, 6, 6, 6), (8, 4, 3, 3, 3), {}, (False, False)),  # 3-D
+        # 16 channels a group or more: direct in the narrow build too
+        ((1, 32, 9, 9), (24, 16, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, (True, True)),
+        ((1, 64, 7, 7), (64, 16, 1, 1), {"group": 4}, (True, True)),
+        ((1, 48, 11, 11), (30, 16, 3, 3), {"group": 3, "strides": [2, 2]}, (True, True)),
     ],
 )
 @pytest.mark.parametrize("ext", BUILDS, ids=IDS)
@@ -238,6 +242,11 @@ def test_direct_path_rule(monkeypatch: pytest.MonkeyPatch, ext: Any) -> None:
     assert conv._use_direct(x8, np.zeros((32, 4, 1, 1), np.float32), win1, 4, True) == wide
     assert conv._use_direct(x8, np.zeros((16, 4, 3, 3), np.float32), win8, 4, True) == wide
     assert not conv._use_direct(x8, np.zeros((16, 1, 3, 3), np.float32), win8, 16, True)  # depthwise
+    # 16 channels a group: direct in every build, in the narrow one on 2+ threads
+    x32, w16 = np.zeros((1, 32, 32, 32), np.float32), np.zeros((32, 16, 3, 3), np.float32)
+    assert conv._use_direct(x32, w16, win8, 2, True)
+    assert conv._use_direct(x32, w16, win8, 2, True, 1) == wide
+    assert conv._flat(win8, 2)
     assert not conv._use_direct(x[:, :, :0], w7, win, 1, True)  # empty
     w1 = np.zeros((64, 3, 1, 1), np.float32)  # 1x1: direct, unless turned off
     assert conv._use_direct(x, w1, window((224, 224), (1, 1)), 1, True) == wide

@@ -14,7 +14,9 @@ well. The AVX-512 build's direct
 kernel, with twice the vector width and registers, also takes every other
 Conv of one group with more than one tap, strided ones on row and column
 phases of the input (see ``DIRECT_WIDE_VECTOR``), the 1x1 ones
-(``DIRECT_POINTWISE``) and the grouped ones (``DIRECT_GROUPS``). Large
+(``DIRECT_POINTWISE``) and the grouped ones (``DIRECT_GROUPS``; the AVX2
+build those with 16 channels a group or more, on two threads or more:
+``DIRECT_NARROW_GROUP_CHANNELS``). Large
 enough 2-D 3x3 convolutions with stride 1, dilation 1 and one group use
 Winograd F(2x2, 3x3) instead (Lavin & Gray 2015): Cython input and output
 transforms around 16 BLAS matmuls, which do 16 multiplies per 2x2 output
@@ -263,7 +265,18 @@ a block of 8. Grouped 1x1 Convs (ShuffleNet's, 6-136 channels a group, the
 input read in place) kept BLAS until the kernel wrote its sums from the
 registers (2026-12-03): then whole ShuffleNet runs took 0.88-0.99x the time
 of BLAS per group and a bias pass (5 rounds in one process, sessions
-alternating)."""
+alternating). The narrow build: see :data:`DIRECT_NARROW_GROUP_CHANNELS`."""
+
+DIRECT_NARROW_GROUP_CHANNELS = 16
+"""Fewest input channels a group from which the narrow (AVX2) build
+computes a grouped Conv (not depthwise) directly, in flat mode, when its
+node runs on two threads or more. Measured on a Zen 3 (OpenBLAS's Haswell
+kernels) against a BLAS matmul per group and a bias pass, 2 threads:
+AlexNet's 3x3 Convs of 2 groups (192 channels a group, 12x12) 0.38-0.59x
+the time, ShuffleNet's 1x1 Convs of 4 groups (28-136 channels a group)
+0.78-0.98x; 6 channels a group (ShuffleNet's first) lost (1.25x), and on
+one thread the 3x3 ones lost too (1.15-1.35x: BLAS on one thread is not
+slowed by the threads' hand-offs that it pays on two)."""
 
 
 WINOGRAD_OVER_DIRECT_CHANNELS = 128
@@ -280,11 +293,14 @@ WINOGRAD_OVER_DIRECT_POSITIONS = 28 * 28
 """Fewest output positions for :data:`WINOGRAD_OVER_DIRECT_CHANNELS`."""
 
 
-def _use_direct(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: bool) -> bool:
+def _use_direct(
+    x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: bool, threads: int = 2
+) -> bool:
     """Whether a float32 Conv takes the direct path (see
-    :data:`DIRECT_MAX_DEPTH`, :data:`DIRECT_IMAGE_CHANNELS` and
-    :data:`DIRECT_WIDE_VECTOR`); ``cached``: its
-    weight is constant (Winograd's transform would be cached)."""
+    :data:`DIRECT_MAX_DEPTH`, :data:`DIRECT_IMAGE_CHANNELS`,
+    :data:`DIRECT_NARROW_GROUP_CHANNELS` and :data:`DIRECT_WIDE_VECTOR`);
+    ``cached``: its weight is constant (Winograd's transform would be
+    cached); ``threads``: the node's threads."""
     if not (
         len(win.out) in (1, 2)
         and w.shape[2:] == tuple(win.kernel)
@@ -306,6 +322,14 @@ def _use_direct(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: b
             depthwise = group == x.shape[1] and w.shape[0] == group
             return DIRECT_GROUPS and not depthwise
         return taps > 1 or DIRECT_POINTWISE
+    if group > 1:
+        depthwise = group == x.shape[1] and w.shape[0] == group
+        return (
+            DIRECT_GROUPS
+            and not depthwise
+            and threads >= 2
+            and x.shape[1] // group >= DIRECT_NARROW_GROUP_CHANNELS
+        )
     image = (
         x.shape[1] <= DIRECT_IMAGE_CHANNELS
         and taps >= DIRECT_IMAGE_MIN_TAPS
@@ -320,10 +344,11 @@ def _use_direct(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: b
     )
 
 
-def _flat(win: Window) -> bool:
+def _flat(win: Window, group: int = 1) -> bool:
     """Whether the direct kernel runs in flat mode (see ``direct_conv2d``):
-    in the build with wide vectors."""
-    return bool(ext.DIRECT_VECTOR >= DIRECT_WIDE_VECTOR)
+    in the build with wide vectors, and for grouped Convs (only flat mode
+    takes groups)."""
+    return bool(ext.DIRECT_VECTOR >= DIRECT_WIDE_VECTOR or group > 1)
 
 
 def _conv_direct(
@@ -409,7 +434,7 @@ def _direct_call(
     m = w_shape[0]
     k3, s3, pb3, _, d3, o3 = win.padded3()
     oh, ow = o3[1], o3[2]
-    flat = _flat(win)
+    flat = _flat(win, group)
     spatial = tuple(x_shape[2:])
     sub = None
     pointwise = all(k == 1 for k in win.kernel) and not any(win.pads_begin + win.pads_end)
@@ -662,7 +687,7 @@ def build_conv(
         win = window(x.shape[2:], kernel_shape or w.shape[2:], partial=False, **geometry)
         fast = x.dtype in (np.float32, np.float16) and 1 <= len(win.out) <= 3
         call = None
-        if fast and _use_direct(x, w, win, group, filters is not None):
+        if fast and _use_direct(x, w, win, group, filters is not None, threads):
             call = _direct_call(x.shape, w.shape, win, group)
         return win, fast, call
 
