@@ -29,6 +29,8 @@
 
 #include <stddef.h>
 
+#include "_stencil.h" /* st_even: a stride of 2 from the even lanes */
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define PL_VL 16
@@ -63,12 +65,6 @@ static inline pl_v pl_mload(pl_m k, const float *p, pl_v other) {
     return _mm512_mask_loadu_ps(other, k, p);
 }
 static inline void pl_mstore(float *p, pl_m k, pl_v v) { _mm512_mask_storeu_ps(p, k, v); }
-/* Lanes 0, 2, ..., 30 of the 32 floats at p: 16 taps of stride 2. */
-static inline pl_v pl_even(const float *p) {
-    const __m512i idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
-                                          28, 30);
-    return _mm512_permutex2var_ps(_mm512_loadu_ps(p), idx, _mm512_loadu_ps(p + 16));
-}
 #elif PL_VL == 8
 typedef __m256 pl_v;
 typedef __m256i pl_m;
@@ -79,18 +75,14 @@ static inline pl_v pl_max(pl_v a, pl_v b) { return _mm256_max_ps(a, b); }
 static inline pl_v pl_add(pl_v a, pl_v b) { return _mm256_add_ps(a, b); }
 static inline pl_v pl_mul(pl_v a, pl_v b) { return _mm256_mul_ps(a, b); }
 static inline pl_m pl_mask(ptrdiff_t n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 static inline pl_v pl_mload(pl_m k, const float *p, pl_v other) {
     /* masked-off lanes read nothing (and cannot fault); they load as 0 */
     return _mm256_blendv_ps(other, _mm256_maskload_ps(p, k), _mm256_castsi256_ps(k));
 }
 static inline void pl_mstore(float *p, pl_m k, pl_v v) { _mm256_maskstore_ps(p, k, v); }
-/* Lanes 0, 2, ..., 14 of the 16 floats at p: 8 taps of stride 2. */
-static inline pl_v pl_even(const float *p) {
-    __m256 s = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0x88);
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(s), 0xD8));
-}
 #endif
 
 /* The first kernel row ky with y0 + ky * dh >= 0 and one past the last one
@@ -190,10 +182,10 @@ static inline __attribute__((always_inline)) void pl_hrow(float *dst, const floa
         for (;;) {
             if (i + PL_VL > ow && ow >= PL_VL) i = ow - PL_VL;
             const float *p = row + i * sw;
-            pl_v acc = sw == 1 ? pl_load(p) : pl_even(p);
+            pl_v acc = sw == 1 ? pl_load(p) : st_even(p);
             for (ptrdiff_t kx = 1; kx < kw; kx++) {
                 const float *q = p + kx * dw;
-                const pl_v v = sw == 1 ? pl_load(q) : pl_even(q);
+                const pl_v v = sw == 1 ? pl_load(q) : st_even(q);
                 acc = take_max ? pl_max(v, acc) : pl_add(acc, v);
             }
             if (ow < PL_VL) {
