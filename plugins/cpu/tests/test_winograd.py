@@ -104,6 +104,47 @@ def test_winograd_matches_im2col(
     np.testing.assert_allclose(y, conv._conv_f32(x, wt, win, 1, 2)[0], rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize(
+    ("n", "c", "h", "w", "m", "pads"), [*SHAPES[4:], (1, 32, 27, 27, 128, (1,) * 4)]
+)
+def test_products_one_per_thread(
+    monkeypatch: pytest.MonkeyPatch,
+    n: int,
+    c: int,
+    h: int,
+    w: int,
+    m: int,
+    pads: tuple[int, int, int, int],
+) -> None:
+    """The 16 products on the packed GEMM, one per thread (the narrow
+    build's rule, taken here for any step), give what BLAS gives."""
+    calls: list[tuple[int, ...]] = []
+    real = conv.batched_matmul
+
+    def spy(a: np.ndarray, b: np.ndarray, threads: int, out: np.ndarray) -> np.ndarray | None:
+        calls.append(b.shape)
+        return real(a, b, threads, out=out)
+
+    monkeypatch.setattr(conv, "batched_matmul", spy)
+    monkeypatch.setattr(conv, "WINOGRAD_BATCHED_MIN_TILES", 1)
+    x, wt = _data(n, c, h, w, m)
+    win = _win(x, pads)
+    want = _reference(x, wt, win)
+    for threads in (1, 2):
+        y = conv._conv_winograd(x, conv.winograd_filter(wt), win, threads)
+        np.testing.assert_allclose(y, want, rtol=RTOL, atol=ATOL)
+    assert calls and all(shape[0] == 16 and shape[1] == c for shape in calls)
+
+
+def test_products_one_per_thread_rule() -> None:
+    """Many tiles and small weights on two threads take the packed GEMM;
+    one thread, few tiles or large weights keep BLAS."""
+    assert conv._winograd_batched(196, 128, 32, 2)
+    assert not conv._winograd_batched(196, 128, 32, 1)
+    assert not conv._winograd_batched(49, 128, 32, 2)
+    assert not conv._winograd_batched(504, 256, 256, 2)
+
+
 @pytest.mark.parametrize("block", [1, 3000, 200_000])
 def test_bands_and_image_groups(monkeypatch: pytest.MonkeyPatch, block: int) -> None:
     """A small V + M budget splits images into bands of tile rows (down to
