@@ -189,6 +189,8 @@ def _reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: Any) -> np.
         # 16 channels a group or more: direct in the narrow build too
         ((1, 32, 9, 9), (24, 16, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, (True, True)),
         ((1, 64, 7, 7), (64, 16, 1, 1), {"group": 4}, (True, True)),
+        ((1, 8, 56, 56), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}, (True, True)),  # few channels
+        ((1, 32, 56, 56), (16, 32, 3, 3), {"pads": [1, 1, 1, 1]}, (False, True)),
         ((1, 48, 11, 11), (30, 16, 3, 3), {"group": 3, "strides": [2, 2]}, (True, True)),
     ],
 )
@@ -231,8 +233,22 @@ def test_direct_path_rule(monkeypatch: pytest.MonkeyPatch, ext: Any) -> None:
     assert conv._use_direct(x, w11, win11, 1, True) == wide
     w3 = np.zeros((64, 3, 3, 3), np.float32)  # few taps: im2col and BLAS in narrow builds
     win3 = window((224, 224), (3, 3))
-    assert conv._use_direct(x, w3, win3, 1, True) == wide
+    assert conv._use_direct(x, w3, win3, 1, True, 1) == wide  # on one thread
     assert conv._flat(win3) == wide
+    # few channels on a large plane, two threads: direct in every build
+    assert conv._use_direct(x, w3, win3, 1, True)
+    x16 = np.zeros((1, 16, 55, 55), np.float32)
+    win55 = window((55, 55), (3, 3), pads=[1] * 4)
+    assert conv._use_direct(x16, np.zeros((64, 16, 3, 3), np.float32), win55, 1, True)
+    x112 = np.zeros((1, 16, 112, 112), np.float32)  # Winograd's otherwise
+    win112 = window((112, 112), (3, 3), pads=[1] * 4)
+    assert conv._use_direct(x112, np.zeros((32, 16, 3, 3), np.float32), win112, 1, True)
+    x32c = np.zeros((1, 32, 55, 55), np.float32)  # 32 channels: BLAS in narrow builds
+    assert conv._use_direct(x32c, np.zeros((64, 32, 3, 3), np.float32), win55, 1, True) == wide
+    x28c = np.zeros((1, 16, 28, 28), np.float32)  # a small plane: the same
+    w28c = np.zeros((64, 16, 3, 3), np.float32)
+    win28c = window((28, 28), (3, 3), pads=[1] * 4)
+    assert conv._use_direct(x28c, w28c, win28c, 1, True) == wide
     # strided on an image's channels: direct in every build
     assert conv._use_direct(x, w3, window((224, 224), (3, 3), strides=[2, 2]), 1, True)
     x8 = np.zeros((1, 16, 32, 32), np.float32)

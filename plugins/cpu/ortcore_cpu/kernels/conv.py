@@ -280,6 +280,24 @@ one thread the 3x3 ones lost too (1.15-1.35x: BLAS on one thread is not
 slowed by the threads' hand-offs that it pays on two)."""
 
 
+DIRECT_NARROW_SHALLOW_DEPTH = 144
+"""Most input values per output (C * KH * KW) for which the narrow (AVX2)
+build computes a 2-D Conv of one group with at least a 3x3 window directly
+(row mode) when its node runs on two threads or more and its output has
+:data:`DIRECT_NARROW_SHALLOW_POSITIONS` positions or more: the few channels
+of a network's first layers on large planes, where im2col copies the input
+9 times for a short matmul. Measured on a Zen 3 (AVX2, OpenBLAS's Haswell
+kernels on the kernels' OpenMP team), one Conv and Relu a session, runs
+paired: SqueezeNet's 16 -> 64 on 55x55 0.87-0.95x the time of im2col and
+BLAS, VGG's 3 -> 64 on 224x224 0.92x, 16 -> 32 on 112x112 0.74x (of
+Winograd), 8 -> 32 on 56x56 0.71x; 24 channels broke even, 32 lost
+(1.29x), and so did 16 channels on 28x28 (1.09x). On one thread they won
+less (0.88-1.01x)."""
+
+DIRECT_NARROW_SHALLOW_POSITIONS = 3000
+"""Fewest output positions for :data:`DIRECT_NARROW_SHALLOW_DEPTH` (55 x 55
+is 3025)."""
+
 WINOGRAD_OVER_DIRECT_CHANNELS = 128
 """Fewest input and output channels, with :data:`WINOGRAD_OVER_DIRECT_POSITIONS`,
 from which a 3x3 Conv that Winograd takes (:func:`_use_winograd`) goes there
@@ -299,7 +317,7 @@ def _use_direct(
 ) -> bool:
     """Whether a float32 Conv takes the direct path (see
     :data:`DIRECT_MAX_DEPTH`, :data:`DIRECT_IMAGE_CHANNELS`,
-    :data:`DIRECT_NARROW_GROUP_CHANNELS` and :data:`DIRECT_WIDE_VECTOR`);
+    :data:`DIRECT_NARROW_SHALLOW_DEPTH`, :data:`DIRECT_NARROW_GROUP_CHANNELS` and :data:`DIRECT_WIDE_VECTOR`);
     ``cached``: its weight is constant (Winograd's transform would be
     cached); ``threads``: the node's threads."""
     if not (
@@ -337,11 +355,18 @@ def _use_direct(
         and len(win.out) == 2
         and max(win.strides) > 1
     )
+    shallow = (
+        threads >= 2
+        and taps >= DIRECT_IMAGE_MIN_TAPS
+        and len(win.out) == 2
+        and x.shape[1] * taps <= DIRECT_NARROW_SHALLOW_DEPTH
+        and math.prod(win.out) >= DIRECT_NARROW_SHALLOW_POSITIONS
+    )
     return (
         group == 1
-        and (taps >= DIRECT_MIN_TAPS or image)
+        and (taps >= DIRECT_MIN_TAPS or image or shallow)
         and x.shape[1] * taps <= DIRECT_MAX_DEPTH
-        and not _use_winograd(x, w, win, group, cached)
+        and (shallow or not _use_winograd(x, w, win, group, cached))
     )
 
 
