@@ -172,6 +172,21 @@ def test_concat(shapes: list[tuple[int, ...]], axis: int, dtype: Any) -> None:
     _check("Concat", ins, {"axis": axis}, strided=tuple(range(len(ins))))
 
 
+@pytest.mark.parametrize("outer", [1, 2, 3, 9])
+@pytest.mark.parametrize("threads", [1, 2, 3, 4])
+def test_concat_pieces(outer: int, threads: int) -> None:
+    """The copy kernel cuts blocks of any sizes (empty, under, at and over
+    its piece of 64 KiB, one much larger than the others) into the threads'
+    shares and writes every byte once."""
+    from ortcore_cpu._ext import movement
+
+    sizes = [0, 1, 65535, 65536, 65537, 3 * 65536 + 5, 17, 300_001]
+    parts = [RNG.integers(0, 256, (outer, k), dtype=np.uint8) for k in sizes]
+    out = np.full((outer, sum(sizes)), 7, np.uint8)
+    movement.concat([p.reshape(-1) for p in parts], out.reshape(-1), outer, threads)
+    np.testing.assert_array_equal(out, np.concatenate(parts, axis=1))
+
+
 @pytest.mark.parametrize(
     ("shape", "ishape", "axis"),
     [((30, 8), (5,), 0), ((30, 8), (2, 3), -2), ((4, 6, 5), (3,), 1), ((4, 6, 5), (2, 2), -1),
