@@ -183,8 +183,12 @@ static inline void dc_write(float *out, float *src, const float *zr, float bv, p
     }
 }
 
+typedef int dc_vi __attribute__((vector_size(DC_VL * 4)));
+
 /* Write n columns of one accumulated vector group to y rows, with the
- * bias, residual and clamp. */
+ * bias, residual and clamp: whole vectors from the registers, a row's last
+ * partial one through dc_write (which took as long as the sums of a first
+ * layer's few channels when every vector went through it). */
 static inline void dc_store(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, const float *z,
                             const float *bias, ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW,
                             ptrdiff_t ocb, ptrdiff_t oy, ptrdiff_t ow0, float lo, float hi,
@@ -192,12 +196,33 @@ static inline void dc_store(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, const f
     float tmp[DC_VL * DC_VMAX];
     ptrdiff_t n = OW - ow0;
     if (n > DC_VL * V) n = DC_VL * V;
+    const int whole = (int)(n / DC_VL); /* vectors written from the registers */
+    const dc_v8 lov = lo - (dc_v8){0}, hiv = hi - (dc_v8){0};
     for (int r = 0; r < DC_OCB; r++) {
         ptrdiff_t m = ocb * DC_OCB + r;
         if (m >= M) break;
-        memcpy(tmp, acc[r], sizeof(float) * DC_VL * (size_t)V);
         ptrdiff_t at = (m * OH + oy) * OW + ow0;
-        dc_write(y + at, tmp, z ? z + at : NULL, bias ? bias[m] : 0.0f, n, lo, hi, clamp);
+        const float bv = bias ? bias[m] : 0.0f;
+        const dc_v8 bvv = bv - (dc_v8){0};
+        for (int v = 0; v < whole; v++) {
+            dc_v8 t = acc[r][v] + bvv;
+            if (z) t += *(const dc_v8u *)(z + at + DC_VL * v);
+            if (clamp) {
+                /* t < lo ? lo : t, then t > hi ? hi : t, as dc_write (a NaN
+                 * stays NaN), in bit operations: C's vector extensions
+                 * compare but have no ?: on vectors */
+                dc_vi below = t < lov;
+                t = (dc_v8)((below & (dc_vi)lov) | (~below & (dc_vi)t));
+                dc_vi above = t > hiv;
+                t = (dc_v8)((above & (dc_vi)hiv) | (~above & (dc_vi)t));
+            }
+            *(dc_v8u *)(y + at + DC_VL * v) = t;
+        }
+        const ptrdiff_t done = (ptrdiff_t)whole * DC_VL;
+        if (done < n) {
+            memcpy(tmp, &acc[r][whole], sizeof(float) * DC_VL);
+            dc_write(y + at + done, tmp, z ? z + at + done : NULL, bv, n - done, lo, hi, clamp);
+        }
     }
 }
 

@@ -142,7 +142,7 @@ def concat(list parts, uint8_t[::1] dst, Py_ssize_t outer, int nthreads):
     block into as many pieces as the largest one needed (until 2026-12-03)
     left the thread that took the small blocks idle: DenseNet's Concats of
     128-992 + 32 channels, in cache, took 0.85-0.97x their one-thread time
-    on two threads, now 0.63-0.69x (Zen 3); inside DenseNet, whose
+    on two threads, now 0.57-0.70x (Zen 3); inside DenseNet, whose
     Concats read memory, the model's time did not move (0.97-1.0x)."""
     cdef Py_ssize_t K = len(parts), k, row = 0, t, i, s, lo, hi, blk, r, per_row = 0, n
     cdef const uint8_t[::1] view
