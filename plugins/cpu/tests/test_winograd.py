@@ -116,33 +116,57 @@ def test_products_one_per_thread(
     m: int,
     pads: tuple[int, int, int, int],
 ) -> None:
-    """The 16 products on the packed GEMM, one per thread (the narrow
-    build's rule, taken here for any step), give what BLAS gives."""
+    """The 16 products on the packed GEMM, one per thread, the filter
+    transform packed once (the narrow build's rule, taken here for any step
+    on two threads), give what BLAS gives."""
+    if conv.gemm.ext.VECTOR < 8:
+        pytest.skip("the portable GEMM build is not used for these products")
     calls: list[tuple[int, ...]] = []
-    real = conv.batched_matmul
+    real = conv.gemm.ext.batched_sgemm_packed_a
 
-    def spy(a: np.ndarray, b: np.ndarray, threads: int, out: np.ndarray) -> np.ndarray | None:
+    def spy(ap: np.ndarray, rows: int, b: np.ndarray, out: np.ndarray, nt: int) -> None:
         calls.append(b.shape)
-        return real(a, b, threads, out=out)
+        real(ap, rows, b, out, nt)
 
-    monkeypatch.setattr(conv, "batched_matmul", spy)
-    monkeypatch.setattr(conv, "WINOGRAD_BATCHED_MIN_TILES", 1)
+    monkeypatch.setattr(conv.gemm.ext, "batched_sgemm_packed_a", spy)
+    monkeypatch.setattr(conv, "WINOGRAD_BATCHED_MAX_WORK", 1 << 40)
     x, wt = _data(n, c, h, w, m)
     win = _win(x, pads)
     want = _reference(x, wt, win)
-    for threads in (1, 2):
-        y = conv._conv_winograd(x, conv.winograd_filter(wt), win, threads)
+    filters = conv.WinogradFilters()
+    for threads in (1, 2, 2):  # the second two-thread call takes the kept packing
+        u = filters.transform(wt)
+        y = conv._conv_winograd(x, u, win, threads, filters.packed)
         np.testing.assert_allclose(y, want, rtol=RTOL, atol=ATOL)
+    y = conv._conv_winograd(x, conv.winograd_filter(wt), win, 2)  # packed at the call
+    np.testing.assert_allclose(y, want, rtol=RTOL, atol=ATOL)
     assert calls and all(shape[0] == 16 and shape[1] == c for shape in calls)
 
 
+def test_packed_products_match_matmul() -> None:
+    """``batched_sgemm_packed_a`` on any rows (a partial last panel too),
+    strided B and a wider output row than N."""
+    g = conv.gemm.ext
+    for rows, k, cols in [(1, 1, 1), (7, 5, 33), (13, 40, 17), (64, 9, 100)]:
+        a = RNG.standard_normal((3, rows, k)).astype(np.float32)
+        b = RNG.standard_normal((3, cols, k)).astype(np.float32).transpose(0, 2, 1)
+        out = np.full((3, rows, cols + 5), np.nan, np.float32)[:, :, :cols]
+        for nt in (1, 2, 4):
+            g.batched_sgemm_packed_a(g.pack_a_batch(a), rows, b, out, nt)
+            np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="do not match"):
+        g.batched_sgemm_packed_a(g.pack_a_batch(a), rows + 1, b, out, 2)
+
+
 def test_products_one_per_thread_rule() -> None:
-    """Many tiles and small weights on two threads take the packed GEMM;
-    one thread, few tiles or large weights keep BLAS."""
+    """Small products on two threads take the packed GEMM; one thread or
+    large products keep BLAS."""
+    if conv.gemm.ext.VECTOR < 8:
+        pytest.skip("the portable GEMM build is not used for these products")
     assert conv._winograd_batched(196, 128, 32, 2)
+    assert conv._winograd_batched(16, 512, 512, 2)
     assert not conv._winograd_batched(196, 128, 32, 1)
-    assert not conv._winograd_batched(49, 128, 32, 2)
-    assert not conv._winograd_batched(504, 256, 256, 2)
+    assert not conv._winograd_batched(504, 128, 128, 2)
 
 
 @pytest.mark.parametrize("block", [1, 3000, 200_000])

@@ -164,3 +164,67 @@ def batched_sgemm(const float[:, :, :, :] a, const float[:, :, :, :] b, float[:,
         free(bp)
     if failed:
         raise MemoryError()
+
+
+def pack_a_batch(const float[:, :, :] a):
+    """The matrices of ``a`` (B, M, K), any strides, packed for
+    :func:`batched_sgemm_packed_a`: an array (B, ceil(M / ROWS) * ROWS * K)
+    holding each one's row panels (K x ROWS each, zero past M); a constant
+    operand (Winograd's transformed filters) is packed once this way
+    instead of at every product."""
+    cdef Py_ssize_t nb = a.shape[0], M = a.shape[1], K = a.shape[2]
+    cdef Py_ssize_t mpanels = (M + GM_MR - 1) // GM_MR, size = mpanels * GM_MR * K, i, q
+    cdef Py_ssize_t sb = a.strides[0] // sizeof(float)
+    cdef Py_ssize_t sm = a.strides[1] // sizeof(float), sk = a.strides[2] // sizeof(float)
+    packed = np.zeros((nb, size), np.float32)
+    cdef float[:, ::1] out = packed
+    if nb == 0 or M == 0 or K == 0:
+        return packed
+    for i in range(nb):
+        for q in range(mpanels):
+            gm_pack_a_panel(&a[0, 0, 0] + i * sb, M, K, sm, sk, q * GM_MR, &out[i, q * K * GM_MR])
+    return packed
+
+
+def batched_sgemm_packed_a(const float[:, ::1] ap, Py_ssize_t M, const float[:, :, :] b,
+                           float[:, :, :] out, int nthreads):
+    """``out[i] = a[i] @ b[i]`` for each i, ``a`` given packed by
+    :func:`pack_a_batch` (``ap``, M rows each), the products split over
+    ``nthreads`` OpenMP threads, one product per thread at a time (each
+    thread packs its product's B). ``b`` (B, K, N) of any strides, ``out``
+    (B, M, N) with rows of contiguous values."""
+    cdef Py_ssize_t nb = b.shape[0], K = b.shape[1], N = b.shape[2], i, p
+    cdef Py_ssize_t mpanels = (M + GM_MR - 1) // GM_MR
+    cdef Py_ssize_t panels = (N + GM_NR - 1) // GM_NR
+    cdef Py_ssize_t sb0 = b.strides[0] // sizeof(float)
+    cdef Py_ssize_t sbk = b.strides[1] // sizeof(float), sbn = b.strides[2] // sizeof(float)
+    cdef Py_ssize_t sc0 = out.strides[0] // sizeof(float), ldc = out.strides[1] // sizeof(float)
+    cdef Py_ssize_t b_size = panels * GM_NR * K
+    cdef float* bp
+    cdef int failed = 0
+    if ap.shape[0] != nb or ap.shape[1] != mpanels * GM_MR * K or out.shape[0] != nb \
+            or out.shape[1] != M or out.shape[2] != N:
+        raise ValueError(
+            f"batched_sgemm_packed_a: packed A ({ap.shape[0]}, {ap.shape[1]}) for {M} rows, "
+            f"B ({nb}, {K}, {N}) and out ({out.shape[0]}, {out.shape[1]}, {out.shape[2]}) "
+            "do not match")
+    if N > 1 and out.strides[2] != sizeof(float):
+        raise ValueError("batched_sgemm_packed_a: out's rows are not contiguous")
+    if nb == 0 or M == 0 or N == 0:
+        return
+    if K == 0:
+        raise ValueError("batched_sgemm_packed_a: K is 0 (no terms to sum)")
+    with nogil, parallel(num_threads=max(1, min(nthreads, nb))):
+        bp = <float*>malloc(b_size * sizeof(float))
+        for i in prange(nb, schedule="static"):
+            if bp == NULL:
+                failed += 1  # a reduction: summed over the threads
+            else:
+                for p in range(panels):
+                    gm_pack_b_panel(&b[0, 0, 0] + i * sb0, K, N, sbk, sbn, p * GM_NR,
+                                    bp + p * K * GM_NR)
+                gm_run(&ap[i, 0], bp, &out[0, 0, 0] + i * sc0, N, K, ldc, NULL, 0, M, 0,
+                       panels)
+        free(bp)
+    if failed:
+        raise MemoryError()

@@ -37,7 +37,7 @@ import numpy as np
 from ep_sdk import Compute, NodeInfo
 
 from .._ext import winograd as wino
-from . import registry
+from . import gemm, registry
 from ._common import (
     FLOATS,
     FilterCache,
@@ -57,7 +57,6 @@ from ._window import (
     strided_slice,
     window,
 )
-from .gemm import batched_matmul
 
 ext = best_build("conv")
 """The build of the Cython convolution helpers this CPU runs fastest (``_isa.py``)."""
@@ -177,6 +176,9 @@ class WinogradFilters(FilterCache):
 
     def __init__(self) -> None:
         super().__init__(lambda w: winograd_filter(w))
+        self.packed = FilterCache(lambda u: gemm.ext.pack_a_batch(u))
+        """The transform packed for the packed GEMM (see
+        :data:`WINOGRAD_BATCHED_MAX_WORK`), kept for the last transform."""
 
 
 DIRECT_MAX_DEPTH = 256
@@ -527,43 +529,46 @@ def _plane_size(n: int) -> int:
     return size if (size // 16) % 2 else size + 16
 
 
-WINOGRAD_BATCHED_MIN_TILES = 128
-"""Fewest tiles in a step of the narrow (AVX2) build's Winograd path from
-which, on two threads or more, its 16 products run one per thread at a time
-on the provider's packed GEMM (``batched_matmul``) rather than one after the
-other through numpy's BLAS, each split over the threads (while the
-weights are small enough, :data:`WINOGRAD_BATCHED_MAX_WEIGHTS`). Measured
-on a Zen 3 (OpenBLAS's Haswell kernels on the kernels' OpenMP team, 2
-threads), the products alone: 196 to 1008 tiles with 16-256 channels took
-0.6-1.0x the time; 49 tiles or fewer lost with 64 channels or more
-(1.05-1.2x: each product packs its weights again, which a small product
-does not pay back). Whole models, sessions alternating in one process
-(2026-12-03, 2-3 rounds): SqueezeNet 0.96-0.97x, Inception v2 0.89-0.94x,
-ResNet-50 0.98-0.99x, DenseNet 0.97-1.01x, VGG-19 0.98x."""
-
-WINOGRAD_BATCHED_MAX_WEIGHTS = 128 * 128
-"""Most weights a product (output times input channels) for
-:data:`WINOGRAD_BATCHED_MIN_TILES`. Alone, 256 -> 256 products still won
-and 256 -> 512 ones lost (1.05-1.3x); inside VGG-19 (sessions alternating)
-allowing up to 128 -> 128 took 0.93x the whole model's time, up to 256 ->
-256 1.02x."""
+WINOGRAD_BATCHED_MAX_WORK = 1 << 22
+"""Most multiply-adds a product (output channels x input channels x tiles)
+for which the narrow (AVX2) build's Winograd path, on two threads or more,
+runs its 16 products one per thread at a time on the provider's packed
+GEMM, with the filter transform packed once per weight
+(``pack_a_batch``), rather than one after the other through numpy's BLAS,
+each split over the threads. Measured on a Zen 3 (OpenBLAS's Haswell
+kernels on the kernels' OpenMP team, 2 threads), the products alone: 16
+-> 128 channels to 512 -> 512, 16 to 784 tiles, up to 4.2 million each,
+0.58-1.0x the time; larger ones (128 -> 128 on 504 tiles, 256 -> 512 on
+252) 1.09-1.21x. Whole models against BLAS for every product, sessions
+alternating in one process (2 rounds): SqueezeNet 0.92-0.93x, Inception v1
+0.94-0.97x, Inception v2 0.9-0.93x, ResNet-50 0.95-0.96x, DenseNet 0.96x,
+VGG-19 0.98x. Packing the transform at every product instead lost on
+products of 64 channels or more with 49 tiles or fewer (1.05-1.2x)."""
 
 
 def _winograd_batched(tiles: int, m: int, c: int, threads: int) -> bool:
     """Whether a step of ``tiles`` Winograd tiles of ``c`` -> ``m`` channels on
-    ``threads`` threads runs its products on ``batched_matmul`` (see
-    :data:`WINOGRAD_BATCHED_MIN_TILES`)."""
+    ``threads`` threads runs its products on the packed GEMM (see
+    :data:`WINOGRAD_BATCHED_MAX_WORK`)."""
     return (
         ext.DIRECT_VECTOR < DIRECT_WIDE_VECTOR
+        and gemm.ext.VECTOR >= 8
         and threads >= 2
-        and tiles >= WINOGRAD_BATCHED_MIN_TILES
-        and m * c <= WINOGRAD_BATCHED_MAX_WEIGHTS
+        and m * c * tiles <= WINOGRAD_BATCHED_MAX_WORK
     )
 
 
-def _conv_winograd(x: np.ndarray, u: np.ndarray, win: Window, threads: int) -> np.ndarray:
+def _conv_winograd(
+    x: np.ndarray,
+    u: np.ndarray,
+    win: Window,
+    threads: int,
+    packed: FilterCache | None = None,
+) -> np.ndarray:
     """Winograd F(2x2, 3x3) convolution without bias of contiguous float32
-    ``x`` (N, C, H, W) with filter transform ``u`` (16, M, C); stride 1."""
+    ``x`` (N, C, H, W) with filter transform ``u`` (16, M, C); stride 1.
+    ``packed`` keeps ``u`` packed for the packed GEMM (packed at each call
+    that needs it without)."""
     n, c = x.shape[:2]
     m = u.shape[1]
     oh, ow = win.out
@@ -591,8 +596,11 @@ def _conv_winograd(x: np.ndarray, u: np.ndarray, win: Window, threads: int) -> n
             wino.input_transform(xi, v_buf, ph, pw, ty0, ty1, tw, threads_for(work, threads))
             vv = v_buf[:, : c * t].reshape(16, c, t)
             mm = m_buf[:, : m * t].reshape(16, m, t)
-            batched = _winograd_batched(t, m, c, threads)
-            if not (batched and batched_matmul(u, vv, threads, out=mm) is not None):
+            if _winograd_batched(t, m, c, threads):
+                ap = packed.transform(u) if packed is not None else gemm.ext.pack_a_batch(u)
+                nt = threads_for(16 * m * c * t, threads)
+                gemm.ext.batched_sgemm_packed_a(ap, m, vv, mm, nt)
+            else:
                 np.matmul(u, vv, out=mm)
             wino.output_transform(m_buf, yi, ty0, ty1, tw, threads_for(work, threads))
     return y
@@ -624,7 +632,8 @@ def _conv_f32(
         return np.empty((n, m, *out_sp), np.float32), False
     if _use_winograd(x, w, win, group, filters is not None):
         u = filters.transform(w) if filters is not None else winograd_filter(w)
-        return _conv_winograd(f32_contiguous(x), u, win, threads), False
+        packed = filters.packed if filters is not None else None
+        return _conv_winograd(f32_contiguous(x), u, win, threads, packed), False
     y = np.empty((n, m, *out_sp), np.float32)
     ksize = math.prod(win.kernel)
     x = f32_contiguous(x)
