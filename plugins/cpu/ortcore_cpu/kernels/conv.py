@@ -319,7 +319,8 @@ def _use_direct(
 ) -> bool:
     """Whether a float32 Conv takes the direct path (see
     :data:`DIRECT_MAX_DEPTH`, :data:`DIRECT_IMAGE_CHANNELS`,
-    :data:`DIRECT_NARROW_SHALLOW_DEPTH`, :data:`DIRECT_NARROW_GROUP_CHANNELS` and :data:`DIRECT_WIDE_VECTOR`);
+    :data:`DIRECT_NARROW_SHALLOW_DEPTH`, :data:`DIRECT_NARROW_GROUP_CHANNELS`
+    and :data:`DIRECT_WIDE_VECTOR`);
     ``cached``: its weight is constant (Winograd's transform would be
     cached); ``threads``: the node's threads."""
     if not (
