@@ -193,7 +193,7 @@ static inline void dc_store(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, const f
                             const float *bias, ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW,
                             ptrdiff_t ocb, ptrdiff_t oy, ptrdiff_t ow0, float lo, float hi,
                             int clamp) {
-    float tmp[DC_VL * DC_VMAX];
+    float tmp[DC_VL]; /* a row's last partial vector */
     ptrdiff_t n = OW - ow0;
     if (n > DC_VL * V) n = DC_VL * V;
     const int whole = (int)(n / DC_VL); /* vectors written from the registers */

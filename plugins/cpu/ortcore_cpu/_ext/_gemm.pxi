@@ -20,6 +20,9 @@ cdef extern from "_sgemm.h" nogil:
     void gm_run(const float* ap, const float* bp, float* c, Py_ssize_t N, Py_ssize_t K,
                 Py_ssize_t ldc, const float* bias, Py_ssize_t m_lo, Py_ssize_t m_hi,
                 Py_ssize_t p_lo, Py_ssize_t p_hi)
+    void gm_matmul_packed_a(const float* ap, Py_ssize_t M, Py_ssize_t K, const float* b,
+                            Py_ssize_t N, Py_ssize_t sbk, Py_ssize_t sbn, float* c,
+                            Py_ssize_t ldc, float* bp)
     void gm_matmul_serial(const float* a, Py_ssize_t M, Py_ssize_t K, Py_ssize_t sam,
                           Py_ssize_t sak, const float* b, Py_ssize_t N, Py_ssize_t sbk,
                           Py_ssize_t sbn, float* c, Py_ssize_t ldc, float* ap, float* bp)
@@ -193,7 +196,7 @@ def batched_sgemm_packed_a(const float[:, ::1] ap, Py_ssize_t M, const float[:, 
     ``nthreads`` OpenMP threads, one product per thread at a time (each
     thread packs its product's B). ``b`` (B, K, N) of any strides, ``out``
     (B, M, N) with rows of contiguous values."""
-    cdef Py_ssize_t nb = b.shape[0], K = b.shape[1], N = b.shape[2], i, p
+    cdef Py_ssize_t nb = b.shape[0], K = b.shape[1], N = b.shape[2], i
     cdef Py_ssize_t mpanels = (M + GM_MR - 1) // GM_MR
     cdef Py_ssize_t panels = (N + GM_NR - 1) // GM_NR
     cdef Py_ssize_t sb0 = b.strides[0] // sizeof(float)
@@ -220,11 +223,8 @@ def batched_sgemm_packed_a(const float[:, ::1] ap, Py_ssize_t M, const float[:, 
             if bp == NULL:
                 failed += 1  # a reduction: summed over the threads
             else:
-                for p in range(panels):
-                    gm_pack_b_panel(&b[0, 0, 0] + i * sb0, K, N, sbk, sbn, p * GM_NR,
-                                    bp + p * K * GM_NR)
-                gm_run(&ap[i, 0], bp, &out[0, 0, 0] + i * sc0, N, K, ldc, NULL, 0, M, 0,
-                       panels)
+                gm_matmul_packed_a(&ap[i, 0], M, K, &b[0, 0, 0] + i * sb0, N, sbk, sbn,
+                                   &out[0, 0, 0] + i * sc0, ldc, bp)
         free(bp)
     if failed:
         raise MemoryError()

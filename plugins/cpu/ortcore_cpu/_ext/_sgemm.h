@@ -163,6 +163,19 @@ static inline void gm_run(const float *ap, const float *bp, float *c, ptrdiff_t 
     }
 }
 
+/* C (M x N, row stride ldc) = A B on one thread, A given packed (ap: the
+ * row panels of gm_pack_a_panel, K x GM_MR each), B packed here into bp
+ * (ceil(N / GM_NR) * GM_NR * K floats): B (K x N) with (k, n) at b[k * sbk
+ * + n * sbn]. For a constant A packed once (Winograd's filter transform). */
+static inline void gm_matmul_packed_a(const float *ap, ptrdiff_t M, ptrdiff_t K,
+                                      const float *b, ptrdiff_t N, ptrdiff_t sbk,
+                                      ptrdiff_t sbn, float *c, ptrdiff_t ldc, float *bp) {
+    ptrdiff_t panels = (N + GM_NR - 1) / GM_NR;
+    for (ptrdiff_t p = 0; p < panels; p++)
+        gm_pack_b_panel(b, K, N, sbk, sbn, p * GM_NR, bp + p * K * GM_NR);
+    gm_run(ap, bp, c, N, K, ldc, NULL, 0, M, 0, panels);
+}
+
 /* C (M x N, row stride ldc) = A B on one thread, both operands packed here:
  * A (M x K) with element (m, k) at a[m * sam + k * sak], B (K x N) with
  * (k, n) at b[k * sbk + n * sbn]; ap and bp hold ceil(M / GM_MR) * GM_MR * K
@@ -171,10 +184,10 @@ static inline void gm_run(const float *ap, const float *bp, float *c, ptrdiff_t 
 static inline void gm_matmul_serial(const float *a, ptrdiff_t M, ptrdiff_t K, ptrdiff_t sam,
                                     ptrdiff_t sak, const float *b, ptrdiff_t N, ptrdiff_t sbk,
                                     ptrdiff_t sbn, float *c, ptrdiff_t ldc, float *ap, float *bp) {
-    ptrdiff_t mpanels = (M + GM_MR - 1) / GM_MR, panels = (N + GM_NR - 1) / GM_NR;
-    for (ptrdiff_t q = 0; q < mpanels; q++) gm_pack_a_panel(a, M, K, sam, sak, q * GM_MR, ap + q * K * GM_MR);
-    for (ptrdiff_t p = 0; p < panels; p++) gm_pack_b_panel(b, K, N, sbk, sbn, p * GM_NR, bp + p * K * GM_NR);
-    gm_run(ap, bp, c, N, K, ldc, NULL, 0, M, 0, panels);
+    ptrdiff_t mpanels = (M + GM_MR - 1) / GM_MR;
+    for (ptrdiff_t q = 0; q < mpanels; q++)
+        gm_pack_a_panel(a, M, K, sam, sak, q * GM_MR, ap + q * K * GM_MR);
+    gm_matmul_packed_a(ap, M, K, b, N, sbk, sbn, c, ldc, bp);
 }
 
 #endif
