@@ -168,11 +168,11 @@ def _reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: Any) -> np.
         ((1, 3, 9, 9), (8, 3, 3, 3), {"auto_pad": "SAME_UPPER"}, (False, True)),  # few taps
         # an image's channels, strided: 3x3 is enough
         ((1, 3, 17, 17), (8, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, (True, True)),
-        ((1, 5, 17, 17), (8, 5, 3, 3), {"strides": [2, 2]}, (False, True)),  # 5 channels
+        ((1, 5, 33, 33), (8, 5, 3, 3), {"strides": [2, 2]}, (False, True)),  # 5 channels
         ((1, 3, 17, 17), (8, 3, 2, 2), {"strides": [2, 2]}, (False, True)),  # 4 taps
         ((1, 11, 12, 12), (8, 11, 5, 5), {}, (False, True)),  # too deep (275) for narrow
         ((1, 32, 12, 12), (32, 32, 3, 3), {"pads": [1, 1, 1, 1]}, (False, True)),  # Winograd
-        ((1, 40, 10, 10), (8, 40, 3, 3), {"strides": [2, 2]}, (False, True)),  # deep, narrow
+        ((1, 40, 10, 10), (8, 40, 3, 3), {"strides": [2, 2]}, (True, True)),  # deep, to 4x4
         ((1, 40, 10, 100), (8, 40, 3, 3), {"strides": [2, 2]}, (False, True)),  # deep, wide
         ((2, 24, 7, 7), (40, 24, 1, 1), {}, (False, True)),  # 1x1
         ((1, 24, 8, 8), (40, 24, 1, 1), {"strides": [2, 2]}, (False, True)),  # strided 1x1
@@ -192,6 +192,10 @@ def _reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: Any) -> np.
         ((1, 8, 56, 56), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}, (True, True)),  # few channels
         ((1, 32, 56, 56), (16, 32, 3, 3), {"pads": [1, 1, 1, 1]}, (False, True)),
         ((1, 48, 11, 11), (30, 16, 3, 3), {"group": 3, "strides": [2, 2]}, (True, True)),
+        # strided to at most 64 positions: direct in flat mode at any depth
+        ((1, 72, 14, 14), (20, 72, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, (True, True)),
+        ((1, 40, 13, 13), (12, 40, 3, 3), {"strides": [2, 2]}, (True, True)),  # 6x6
+        ((1, 72, 28, 28), (20, 72, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, (False, True)),
     ],
 )
 @pytest.mark.parametrize("ext", BUILDS, ids=IDS)
@@ -278,6 +282,17 @@ def test_direct_path_rule(monkeypatch: pytest.MonkeyPatch, ext: Any) -> None:
     assert conv._use_direct(x14, w128, win14, 1, True) == wide
     x64 = np.zeros((1, 64, 28, 28), np.float32)
     assert conv._use_direct(x64, np.zeros((128, 64, 3, 3), np.float32), win28, 1, True) == wide
+    # strided 3x3 to 7x7 at any depth: direct in flat mode in every build, on any
+    # number of threads; to 14x14 (196 positions) only in the wide one
+    w512 = np.zeros((512, 512, 3, 3), np.float32)
+    x512 = np.zeros((1, 512, 14, 14), np.float32)
+    win7 = window((14, 14), (3, 3), strides=[2, 2], pads=[1] * 4)
+    assert conv._use_direct(x512, w512, win7, 1, True, 1) and conv._flat(win7)
+    win14 = window((28, 28), (3, 3), strides=[2, 2], pads=[1] * 4)
+    x512w = np.zeros((1, 512, 28, 28), np.float32)
+    assert conv._use_direct(x512w, w512, win14, 1, True) == wide
+    assert conv._flat(win14) == wide
+    assert conv._flat(window((14, 14), (1, 1), strides=[2, 2])) == wide  # 1x1: BLAS there
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
