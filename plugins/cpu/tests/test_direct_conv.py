@@ -170,7 +170,8 @@ def _reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: Any) -> np.
         ((1, 3, 17, 17), (8, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, (True, True)),
         ((1, 5, 33, 33), (8, 5, 3, 3), {"strides": [2, 2]}, (False, True)),  # 5 channels
         ((1, 3, 17, 17), (8, 3, 2, 2), {"strides": [2, 2]}, (False, True)),  # 4 taps
-        ((1, 11, 12, 12), (8, 11, 5, 5), {}, (False, True)),  # too deep (275) for narrow
+        ((1, 11, 16, 16), (8, 11, 5, 5), {}, (False, True)),  # too deep (275) for narrow
+        ((1, 11, 12, 12), (8, 11, 5, 5), {}, (True, True)),  # unless the output is small
         ((1, 32, 12, 12), (32, 32, 3, 3), {"pads": [1, 1, 1, 1]}, (False, True)),  # Winograd
         ((1, 40, 10, 10), (8, 40, 3, 3), {"strides": [2, 2]}, (True, True)),  # deep, to 4x4
         ((1, 40, 10, 100), (8, 40, 3, 3), {"strides": [2, 2]}, (False, True)),  # deep, wide
@@ -192,7 +193,8 @@ def _reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: Any) -> np.
         ((1, 8, 56, 56), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}, (True, True)),  # few channels
         ((1, 32, 56, 56), (16, 32, 3, 3), {"pads": [1, 1, 1, 1]}, (False, True)),
         ((1, 48, 11, 11), (30, 16, 3, 3), {"group": 3, "strides": [2, 2]}, (True, True)),
-        # strided to at most 64 positions: direct in flat mode at any depth
+        # to at most 64 positions: direct in flat mode at any depth, unless Winograd
+        ((1, 40, 6, 6), (12, 40, 3, 3), {"pads": [1, 1, 1, 1]}, (True, True)),  # 9 tiles
         ((1, 72, 14, 14), (20, 72, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, (True, True)),
         ((1, 40, 13, 13), (12, 40, 3, 3), {"strides": [2, 2]}, (True, True)),  # 6x6
         ((1, 72, 28, 28), (20, 72, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, (False, True)),
@@ -293,6 +295,15 @@ def test_direct_path_rule(monkeypatch: pytest.MonkeyPatch, ext: Any) -> None:
     assert conv._use_direct(x512w, w512, win14, 1, True) == wide
     assert conv._flat(win14) == wide
     assert conv._flat(window((14, 14), (1, 1), strides=[2, 2])) == wide  # 1x1: BLAS there
+    # unstrided to 6x6 (9 Winograd tiles, too few): the same; to 7x7 (16) Winograd's
+    w256 = np.zeros((256, 256, 3, 3), np.float32)
+    win6 = window((6, 6), (3, 3), pads=[1] * 4)
+    assert conv._use_direct(np.zeros((1, 256, 6, 6), np.float32), w256, win6, 1, True, 1)
+    assert conv._flat(win6)
+    win7u = window((7, 7), (3, 3), pads=[1] * 4)
+    x7 = np.zeros((1, 256, 7, 7), np.float32)
+    assert conv._use_winograd(x7, w256, win7u, 1, True)
+    assert conv._use_direct(x7, w256, win7u, 1, True) == wide
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])

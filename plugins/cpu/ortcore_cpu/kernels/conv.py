@@ -300,18 +300,23 @@ DIRECT_NARROW_SHALLOW_POSITIONS = 3000
 """Fewest output positions for :data:`DIRECT_NARROW_SHALLOW_DEPTH` (55 x 55
 is 3025)."""
 
-DIRECT_NARROW_STRIDED_POSITIONS = 64
-"""Most output positions for which the narrow (AVX2) build computes a
-strided 2-D Conv of one group with at least a 3x3 window directly, in flat
-mode (row and column phases of the input, runs of vectors across the
-output's rows), at any depth: the 3x3 stride-2 Convs that halve a 14x14 or
-13x13 plane at the end of a network, where im2col's matmul has only 36-49
-columns. Measured on a Zen 3 (AVX2, OpenBLAS's Haswell kernels), one Conv
-and Relu a session, sessions alternating run by run: 128 -> 192, 256 ->
-256, 256 -> 384 and 512 -> 512 to 6x6 or 7x7 0.8-0.9x the time of im2col
-and BLAS on 2 threads (0.9-0.97x on 1), 1024 -> 512 to 4x4 0.71x; to 10x10
-it broke even (1.04x), to 14x14 it lost (1.1-1.2x), and row mode lost
-everywhere here (1.15-1.8x: a row of 7 fills one vector of 8)."""
+DIRECT_NARROW_SMALL_POSITIONS = 64
+"""Most output positions for which the narrow (AVX2) build computes a 2-D
+Conv of one group with at least a 3x3 window directly, in flat mode (runs
+of vectors across the output's rows; with a stride on row and column
+phases of the input), at any depth, unless Winograd takes it: the planes
+of 7x7 and less at the end of a network, where im2col's matmul has a few
+dozen columns and BLAS runs at 40-50 GFLOP/s. Measured on a Zen 3 (AVX2,
+OpenBLAS's Haswell kernels), one Conv and Relu a session, sessions
+alternating run by run, against im2col and BLAS on 2 threads: stride 2,
+128 -> 192, 256 -> 256, 256 -> 384 and 512 -> 512 to 6x6 or 7x7
+0.8-0.9x the time (0.9-0.97x on 1 thread), 1024 -> 512 to 4x4 0.71x;
+stride 1, 64 -> 64 up to 512 -> 512 and 1024 -> 256 on 2x2 to 6x6
+0.59-0.76x (0.64-0.8x on 1); 5x5 windows to 7x7 or 8x8 0.53-0.92x (of
+row mode or im2col). Strided to 10x10 it broke even (1.04x), to
+14x14 it lost (1.1-1.2x); against Winograd on 7x7 (16 tiles) it lost with
+192-512 channels (1.13-1.21x), so Winograd keeps those. Row mode lost on
+all of them (1.1-1.9x: a row of 7 fills one vector of 8)."""
 
 WINOGRAD_OVER_DIRECT_CHANNELS = 128
 """Fewest input and output channels, with :data:`WINOGRAD_OVER_DIRECT_POSITIONS`,
@@ -333,7 +338,7 @@ def _use_direct(
     """Whether a float32 Conv takes the direct path (see
     :data:`DIRECT_MAX_DEPTH`, :data:`DIRECT_IMAGE_CHANNELS`,
     :data:`DIRECT_NARROW_SHALLOW_DEPTH`, :data:`DIRECT_NARROW_GROUP_CHANNELS`,
-    :data:`DIRECT_NARROW_STRIDED_POSITIONS` and :data:`DIRECT_WIDE_VECTOR`);
+    :data:`DIRECT_NARROW_SMALL_POSITIONS` and :data:`DIRECT_WIDE_VECTOR`);
     ``cached``: its weight is constant (Winograd's transform would be
     cached); ``threads``: the node's threads."""
     if not (
@@ -365,8 +370,8 @@ def _use_direct(
             and threads >= 2
             and x.shape[1] // group >= DIRECT_NARROW_GROUP_CHANNELS
         )
-    if _narrow_strided(win):
-        return True
+    if _narrow_small(win):
+        return not _use_winograd(x, w, win, group, cached)
     image = (
         x.shape[1] <= DIRECT_IMAGE_CHANNELS
         and taps >= DIRECT_IMAGE_MIN_TAPS
@@ -388,23 +393,22 @@ def _use_direct(
     )
 
 
-def _narrow_strided(win: Window) -> bool:
-    """Whether a Conv of one group with this window is one that the narrow
-    build computes directly in flat mode for its stride and small output
-    (see :data:`DIRECT_NARROW_STRIDED_POSITIONS`)."""
+def _narrow_small(win: Window) -> bool:
+    """Whether a Conv with this window has the small 2-D output that the
+    narrow build computes directly in flat mode when Winograd does not
+    take it (see :data:`DIRECT_NARROW_SMALL_POSITIONS`)."""
     return (
         len(win.out) == 2
-        and max(win.strides) > 1
         and math.prod(win.kernel) >= DIRECT_IMAGE_MIN_TAPS
-        and math.prod(win.out) <= DIRECT_NARROW_STRIDED_POSITIONS
+        and math.prod(win.out) <= DIRECT_NARROW_SMALL_POSITIONS
     )
 
 
 def _flat(win: Window, group: int = 1) -> bool:
     """Whether the direct kernel runs in flat mode (see ``direct_conv2d``):
     in the build with wide vectors, for grouped Convs (only flat mode takes
-    groups), and for strided Convs with small outputs (:func:`_narrow_strided`)."""
-    return bool(ext.DIRECT_VECTOR >= DIRECT_WIDE_VECTOR or group > 1 or _narrow_strided(win))
+    groups), and for Convs with small outputs (:func:`_narrow_small`)."""
+    return bool(ext.DIRECT_VECTOR >= DIRECT_WIDE_VECTOR or group > 1 or _narrow_small(win))
 
 
 def _conv_direct(
