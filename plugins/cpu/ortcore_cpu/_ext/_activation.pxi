@@ -283,3 +283,54 @@ def attention_softmax(float[:, ::1] s, const float[:, ::1] mask, const Py_ssize_
     with nogil:
         for r in prange(R, num_threads=nthreads, schedule="static"):
             sm_scaled_softmax(&s[r, 0], &mask[mask_row[r], 0] if M else NULL, L, scale)
+
+
+# -- LRN ---------------------------------------------------------------------
+
+cdef extern from "_lrn.h" nogil:
+    int LRN_BLOCK
+    void lrn_chunk(const float* x, float* y, Py_ssize_t C, Py_ssize_t S, Py_ssize_t p0,
+                   Py_ssize_t L, Py_ssize_t before, Py_ssize_t after, float scale, float bias,
+                   float beta, int powmode)
+
+
+def lrn_f32(const float[:, :, ::1] x, float[:, :, ::1] out, Py_ssize_t size, float alpha,
+            float beta, float bias, int nthreads):
+    """ONNX LRN of float32 ``x`` (N, C, S: the spatial axes flattened) into
+    ``out`` (the same shape, not ``x``): ``x / (bias + alpha / size *
+    window_sum(x**2)) ** beta``, the window over ``(size - 1) // 2`` channels
+    before and ``ceil((size - 1) / 2)`` after each channel. Runs of positions,
+    every channel each, split over ``nthreads`` threads.
+
+    Raises:
+        ValueError: ``out``'s shape is not ``x``'s, or ``size`` < 1.
+    """
+    cdef Py_ssize_t N = x.shape[0], C = x.shape[1], S = x.shape[2]
+    cdef Py_ssize_t before = (size - 1) // 2, after = size - 1 - (size - 1) // 2
+    cdef Py_ssize_t per, L, k, n, p0
+    cdef int powmode = 0
+    cdef float scale
+    if size < 1:
+        raise ValueError(f"lrn_f32: size {size} < 1")
+    if out.shape[0] != N or out.shape[1] != C or out.shape[2] != S:
+        raise ValueError(f"lrn_f32: out of shape {(out.shape[0], out.shape[1], out.shape[2])} for x of {(N, C, S)}")
+    if N == 0 or C == 0 or S == 0:
+        return
+    scale = alpha / <float>size
+    if beta == 0.75:
+        powmode = 1
+    elif beta == 0.5:
+        powmode = 2
+    elif beta == 1.0:
+        powmode = 3
+    # About four runs a thread, of 8 to LRN_BLOCK positions.
+    per = (4 * max(nthreads, 1) + N - 1) // N
+    L = (S + per - 1) // per
+    L = min(max((L + 7) // 8 * 8, 8), LRN_BLOCK, S)
+    per = (S + L - 1) // L
+    with nogil:
+        for k in prange(N * per, num_threads=max(nthreads, 1), schedule="static"):
+            n = k // per
+            p0 = (k % per) * L
+            lrn_chunk(&x[n, 0, 0], &out[n, 0, 0], C, S, p0, min(L, S - p0), before, after,
+                      scale, bias, beta, powmode)

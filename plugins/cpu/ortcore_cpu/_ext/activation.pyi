@@ -35,3 +35,6 @@ def activation_f32(
 def attention_softmax(
     s: F32, mask: F32, mask_row: npt.NDArray[np.intp], scale: float, nthreads: int
 ) -> None: ...
+def lrn_f32(
+    x: F32, out: F32, size: int, alpha: float, beta: float, bias: float, nthreads: int
+) -> None: ...

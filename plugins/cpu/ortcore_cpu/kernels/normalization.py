@@ -16,18 +16,26 @@ from . import registry
 from ._common import (
     DT,
     FLOATS,
+    MEMORY_BOUND,
     constant_input,
     f32_contiguous,
     normalize_axis,
     thread_count,
     threads_for,
 )
+from ._isa import activation_module
 from ._paths import NATIVE, NUMPY, float32_path
 from ._versions import per_schema_version
 
 _FLOATS_BF16 = FLOATS | {DT.BFLOAT16}
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
 """Dtypes of the Cython row-wise kernels."""
+
+_LRN_NATIVE = (np.dtype(np.float32), np.dtype(np.float16))
+"""Dtypes LRN computes on the float32 kernel (float16 through float32, as
+its numpy path does)."""
+
+_act = activation_module()
 
 
 def _channel_view(x: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -313,16 +321,35 @@ def mean_variance_norm(info: NodeInfo) -> Compute:
 
 @per_schema_version("LRN", types={"T": FLOATS})
 def lrn(info: NodeInfo) -> Compute:
-    """Local response normalization across channels."""
+    """Local response normalization across channels: float32 and float16
+    on the native kernel (``lrn_f32``, threads over runs of positions),
+    float64 in numpy."""
     size = int(info.attrs["size"])
+    if size < 1:
+        raise ValueError(f"LRN attribute size must be at least 1, got {size}")
     alpha = float(info.attrs.get("alpha", 1e-4))
     beta = float(info.attrs.get("beta", 0.75))
     bias = float(info.attrs.get("bias", 1.0))
     before = (size - 1) // 2
     after = math.ceil((size - 1) / 2)
 
+    threads = thread_count(info)
+
     def compute(x: np.ndarray) -> tuple[np.ndarray]:
-        sq = np.square(x, dtype=np.float32 if x.dtype == np.float16 else x.dtype)
+        if x.ndim < 2:
+            raise ValueError(f"LRN input X of rank {x.ndim}: it needs (N, C, ...)")
+        if x.dtype in _LRN_NATIVE:
+            x32 = f32_contiguous(x)
+            out = np.empty(x32.shape, np.float32)
+            n, c = x32.shape[:2]
+            shape3 = (n, c, x32.size // max(n * c, 1))
+            work = x32.size * (size + 8) // MEMORY_BOUND
+            _act.lrn_f32(
+                x32.reshape(shape3), out.reshape(shape3), size, alpha, beta, bias,
+                threads_for(work, threads),
+            )  # fmt: skip
+            return (out.astype(x.dtype, copy=False),)
+        sq = np.square(x)
         c = x.shape[1]
         # Window sums over channels from a prefix sum along axis 1.
         csum = np.zeros((x.shape[0], c + 1, *x.shape[2:]), sq.dtype)
