@@ -170,8 +170,13 @@ def _reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, **attrs: Any) -> np.
         ((1, 3, 17, 17), (8, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, (True, True)),
         ((1, 5, 33, 33), (8, 5, 3, 3), {"strides": [2, 2]}, (False, True)),  # 5 channels
         ((1, 3, 17, 17), (8, 3, 2, 2), {"strides": [2, 2]}, (False, True)),  # 4 taps
-        ((1, 11, 16, 16), (8, 11, 5, 5), {}, (False, True)),  # too deep (275) for narrow
-        ((1, 11, 12, 12), (8, 11, 5, 5), {}, (True, True)),  # unless the output is small
+        ((1, 32, 16, 16), (8, 32, 5, 5), {}, (False, True)),  # too deep (800) for narrow
+        ((1, 32, 12, 12), (8, 32, 5, 5), {}, (True, True)),  # unless the output is small
+        # 5x5 and wider windows over a few dozen channels: flat mode in narrow builds
+        ((1, 11, 16, 16), (8, 11, 5, 5), {}, (True, True)),  # depth 275
+        ((1, 16, 27, 27), (12, 16, 5, 5), {"pads": [2, 2, 2, 2]}, (True, True)),  # 400
+        ((1, 16, 20, 20), (8, 16, 7, 7), {"pads": [3, 3, 3, 3]}, (True, True)),  # 784
+        ((1, 16, 31, 31), (8, 16, 5, 5), {"strides": [2, 2]}, (False, True)),  # strided
         ((1, 32, 12, 12), (32, 32, 3, 3), {"pads": [1, 1, 1, 1]}, (False, True)),  # Winograd
         ((1, 40, 10, 10), (8, 40, 3, 3), {"strides": [2, 2]}, (True, True)),  # deep, to 4x4
         ((1, 40, 10, 100), (8, 40, 3, 3), {"strides": [2, 2]}, (False, True)),  # deep, wide
@@ -237,6 +242,14 @@ def test_direct_path_rule(monkeypatch: pytest.MonkeyPatch, ext: Any) -> None:
     w11 = np.zeros((96, 3, 11, 11), np.float32)  # depth 363: BLAS as fast in narrow builds
     win11 = window((224, 224), (11, 11), strides=[4, 4])
     assert conv._use_direct(x, w11, win11, 1, True) == wide
+    # 5x5 windows: row mode to depth 256, flat mode to 784 in narrow builds
+    win5 = window((27, 27), (5, 5), pads=[2] * 4)
+    for c, flat in ((8, wide), (16, True), (31, True)):
+        xc, wc = np.zeros((1, c, 27, 27), np.float32), np.zeros((32, c, 5, 5), np.float32)
+        assert conv._use_direct(xc, wc, win5, 1, True, 1)
+        assert conv._flat(win5, 1, c) == flat
+    x32, w32 = np.zeros((1, 32, 27, 27), np.float32), np.zeros((32, 32, 5, 5), np.float32)
+    assert conv._use_direct(x32, w32, win5, 1, True) == wide
     w3 = np.zeros((64, 3, 3, 3), np.float32)  # few taps: im2col and BLAS in narrow builds
     win3 = window((224, 224), (3, 3))
     assert conv._use_direct(x, w3, win3, 1, True, 1) == wide  # on one thread

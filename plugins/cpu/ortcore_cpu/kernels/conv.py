@@ -318,6 +318,20 @@ row mode or im2col). Strided to 10x10 it broke even (1.04x), to
 192-512 channels (1.13-1.21x), so Winograd keeps those. Row mode lost on
 all of them (1.1-1.9x: a row of 7 fills one vector of 8)."""
 
+DIRECT_NARROW_WIDE_WINDOW_DEPTH = 784
+"""Most input values per output (C * KH * KW) for which the narrow (AVX2)
+build computes an unstrided 2-D Conv of one group with a 5x5 window or
+larger (:data:`DIRECT_MIN_TAPS` taps) directly in flat mode, past
+:data:`DIRECT_MAX_DEPTH` (below it they take row mode): 16 channels 5x5 or
+7x7, 24 channels 5x5, where im2col copies the input 25 or 49 times for a
+short matmul. Measured on a Zen 3 (AVX2, OpenBLAS's Haswell kernels), one
+Conv and Relu a session, sessions alternating run by run, against im2col and
+BLAS: Inception v1's 16 -> 32 5x5 on 27x27 0.53x the time on 2 threads,
+0.77x on 1; 16 -> 48 on 13x13 0.79x / 0.78x; 24 -> 64 on 13x13 0.87x /
+0.89x; 16 -> 32 on 56x56 0.54x / 0.8x; 16 -> 32 7x7 on 28x28 0.42x /
+0.72x. 32 channels 5x5 (depth 800) went either way (0.64-1.11x), so they
+keep im2col."""
+
 WINOGRAD_OVER_DIRECT_CHANNELS = 128
 """Fewest input and output channels, with :data:`WINOGRAD_OVER_DIRECT_POSITIONS`,
 from which a 3x3 Conv that Winograd takes (:func:`_use_winograd`) goes there
@@ -372,6 +386,8 @@ def _use_direct(
         )
     if _narrow_small(win):
         return not _use_winograd(x, w, win, group, cached)
+    if _narrow_wide_window(win, x.shape[1]):
+        return True
     image = (
         x.shape[1] <= DIRECT_IMAGE_CHANNELS
         and taps >= DIRECT_IMAGE_MIN_TAPS
@@ -404,11 +420,31 @@ def _narrow_small(win: Window) -> bool:
     )
 
 
-def _flat(win: Window, group: int = 1) -> bool:
+def _narrow_wide_window(win: Window, channels: int) -> bool:
+    """Whether an unstrided 2-D Conv of one group with this window over
+    ``channels`` input channels is one the narrow build computes directly in
+    flat mode for its wide window (see :data:`DIRECT_NARROW_WIDE_WINDOW_DEPTH`)."""
+    depth = channels * math.prod(win.kernel)
+    return (
+        len(win.out) == 2
+        and math.prod(win.kernel) >= DIRECT_MIN_TAPS
+        and all(s == 1 for s in win.strides)
+        and all(d == 1 for d in win.dilations)
+        and DIRECT_MAX_DEPTH < depth <= DIRECT_NARROW_WIDE_WINDOW_DEPTH
+    )
+
+
+def _flat(win: Window, group: int = 1, channels: int = 0) -> bool:
     """Whether the direct kernel runs in flat mode (see ``direct_conv2d``):
     in the build with wide vectors, for grouped Convs (only flat mode takes
-    groups), and for Convs with small outputs (:func:`_narrow_small`)."""
-    return bool(ext.DIRECT_VECTOR >= DIRECT_WIDE_VECTOR or group > 1 or _narrow_small(win))
+    groups), for Convs with small outputs (:func:`_narrow_small`) and for
+    wide windows over a few dozen ``channels`` (:func:`_narrow_wide_window`)."""
+    return bool(
+        ext.DIRECT_VECTOR >= DIRECT_WIDE_VECTOR
+        or group > 1
+        or _narrow_small(win)
+        or (group == 1 and _narrow_wide_window(win, channels))
+    )
 
 
 def _conv_direct(
@@ -494,7 +530,7 @@ def _direct_call(
     m = w_shape[0]
     k3, s3, pb3, _, d3, o3 = win.padded3()
     oh, ow = o3[1], o3[2]
-    flat = _flat(win, group)
+    flat = _flat(win, group, c)
     spatial = tuple(x_shape[2:])
     sub = None
     pointwise = all(k == 1 for k in win.kernel) and not any(win.pads_begin + win.pads_end)
