@@ -122,3 +122,25 @@ def test_session_rejects_a_size_below_one(size: int) -> None:
 def test_node_rejects_rank_one() -> None:
     with pytest.raises(Exception, match="LRN input X of rank 1"):
         kit.run_node("LRN", [np.ones(4, np.float32)], {"size": 3}, opset=13)
+
+
+def test_marked_native_and_runs_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ortcore_cpu.kernels import normalization, registry
+    from ortcore_cpu.kernels._paths import NATIVE, float32_path_of
+
+    marks = {float32_path_of(k.builder) for k in registry if (k.domain, k.op_type) == ("", "LRN")}
+    assert marks == {NATIVE}
+    calls: list[int] = []
+    real = normalization._act
+
+    class Spy:
+        @staticmethod
+        def lrn_f32(*args: object) -> None:
+            calls.append(1)
+            real.lrn_f32(*args)
+
+    monkeypatch.setattr(normalization, "_act", Spy)
+    x = RNG.standard_normal((1, 6, 5, 5)).astype(np.float32)
+    (y,) = kit.run_node("LRN", [x], {"size": 3}, opset=13)
+    assert calls
+    np.testing.assert_allclose(y, _oracle(x, 3, float(np.float32(1e-4)), 0.75, 1.0), rtol=2e-6)

@@ -320,6 +320,7 @@ def mean_variance_norm(info: NodeInfo) -> Compute:
 
 
 @per_schema_version("LRN", types={"T": FLOATS})
+@float32_path(NATIVE)
 def lrn(info: NodeInfo) -> Compute:
     """Local response normalization across channels: float32 and float16
     on the native kernel (``lrn_f32``, threads over runs of positions),
