@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import os
 import statistics
 import sys
@@ -30,13 +29,15 @@ from typing import Any
 import onnx
 from onnx import shape_inference
 
+from ortcore.profiling import load_trace
+
 sys.path.insert(0, str(Path(__file__).parent))
 from light_models import feeds_for, light_models
 
 
 def _events(path: str) -> list[dict[str, Any]]:
-    with open(path) as f:
-        events = json.load(f)
+    """The kernel events of a profile file, which is then removed."""
+    events = load_trace(path)
     os.remove(path)
     return [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
 
@@ -77,6 +78,7 @@ def _shapes(model: Path) -> dict[str, str]:
 
 
 def _per_op(prof: dict[str, Any]) -> collections.Counter[str]:
+    """Microseconds per op type of one :func:`_profile`."""
     total: collections.Counter[str] = collections.Counter()
     for name, us in prof["us"].items():
         total[prof["ops"][name]] += us

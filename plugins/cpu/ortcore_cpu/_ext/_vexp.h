@@ -1,4 +1,4 @@
-/* exp and expm1 of one float, as plain arithmetic that vectorizes.
+/* exp, expm1 and log of one float, as plain arithmetic that vectorizes.
  *
  * Included by _activation.pxi (so compiled for the baseline, AVX2 and
  * AVX-512 builds). The functions are always inlined: in the activation
@@ -67,6 +67,35 @@ ORTC_ALWAYS_INLINE float ortc_expm1_neg(float x) {
     float q = ortc_expm1_poly(ortc_reduce(x, &k));
     float s = ortc_pow2((int32_t)k);
     return s * q + (s - 1.0f);
+}
+
+/* log(x) of a float: NaN below 0 and for NaN, -inf at 0, inf at inf.
+ * x = 2**e * m with m in [sqrt(1/2), sqrt(2)), log(m) = 2 atanh(s) with
+ * s = (m - 1) / (m + 1), |s| <= 0.172, its odd series to s**11 (the next
+ * term is below 2e-10). Subnormals are scaled by 2**23 first. */
+ORTC_ALWAYS_INLINE float ortc_log(float x) {
+    const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
+    float xs = x < 1.17549435e-38f ? x * 8388608.0f : x;
+    float bias = x < 1.17549435e-38f ? 23.0f : 0.0f;
+    int32_t i;
+    memcpy(&i, &xs, sizeof i);
+    int32_t e = ((i >> 23) & 0xff) - 127;
+    int32_t mi = (i & 0x7fffff) | 0x3f800000;
+    float m;
+    memcpy(&m, &mi, sizeof m);
+    float big = m > 1.41421356f ? 1.0f : 0.0f;
+    m = big > 0.0f ? m * 0.5f : m;
+    float k = (float)e + big - bias;
+    float s = (m - 1.0f) / (m + 1.0f);
+    float z = s * s;
+    float r = 2.0f * s +
+              2.0f * s * z *
+                  (0.33333333f + z * (0.2f + z * (0.14285714f + z * (0.11111111f + z * 0.09090909f))));
+    float out = k * ln2_hi + (k * ln2_lo + r);
+    out = x == 0.0f ? -__builtin_inff() : out;
+    out = x > 3.40282347e38f ? __builtin_inff() : out;
+    out = (x < 0.0f || x != x) ? __builtin_nanf("") : out;
+    return out;
 }
 
 #endif

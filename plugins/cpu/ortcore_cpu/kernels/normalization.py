@@ -16,12 +16,12 @@ from . import registry
 from ._common import (
     DT,
     FLOATS,
-    MEMORY_BOUND,
     constant_input,
     f32_contiguous,
     normalize_axis,
     thread_count,
     threads_for,
+    threads_for_memory_bound,
 )
 from ._isa import activation_module
 from ._paths import NATIVE, NUMPY, float32_path
@@ -344,10 +344,9 @@ def lrn(info: NodeInfo) -> Compute:
             out = np.empty(x32.shape, np.float32)
             n, c = x32.shape[:2]
             shape3 = (n, c, x32.size // max(n * c, 1))
-            work = x32.size * (size + 8) // MEMORY_BOUND
             _act.lrn_f32(
                 x32.reshape(shape3), out.reshape(shape3), size, alpha, beta, bias,
-                threads_for(work, threads),
+                threads_for_memory_bound(x32.size * (size + 8), threads),
             )  # fmt: skip
             return (out.astype(x.dtype, copy=False),)
         sq = np.square(x)
