@@ -84,12 +84,13 @@ static inline void gm_pack_a_panel(const float *a, ptrdiff_t M, ptrdiff_t K, ptr
     }
 }
 
-/* One GM_MR x GM_NR tile: c[i, j] (+)= sum over k < kc of ap[k, i] bp[k, j],
- * starting from c (add), from bias[j] (bias non-NULL) or from 0. Writes
- * mr rows and nr columns of c (row stride ldc). */
-static inline void gm_kernel(const float *restrict ap, const float *restrict bp, ptrdiff_t kc,
-                             float *restrict c, ptrdiff_t ldc, ptrdiff_t mr, ptrdiff_t nr,
-                             int add, const float *restrict bias) {
+/* One GM_MR x GM_NR tile: c[i, j] (+)= sum over k < kc of ap[k, i]
+ * bp[k * ldb + j], starting from c (add), from bias[j] (bias non-NULL) or
+ * from 0. Writes mr rows and nr columns of c (row stride ldc). ldb is GM_NR
+ * for a packed panel of B, B's row stride for a panel read in place. */
+static inline void gm_kernel(const float *restrict ap, const float *restrict bp, ptrdiff_t ldb,
+                             ptrdiff_t kc, float *restrict c, ptrdiff_t ldc, ptrdiff_t mr,
+                             ptrdiff_t nr, int add, const float *restrict bias) {
     gm_v c0[GM_MR], c1[GM_MR];
 #pragma GCC unroll 16
     for (int i = 0; i < GM_MR; i++) {
@@ -97,8 +98,8 @@ static inline void gm_kernel(const float *restrict ap, const float *restrict bp,
         c1[i] = (gm_v){0};
     }
     for (ptrdiff_t k = 0; k < kc; k++) {
-        gm_v b0 = *(const gm_vu *)(bp + k * GM_NR);
-        gm_v b1 = *(const gm_vu *)(bp + k * GM_NR + GM_VL);
+        gm_v b0 = *(const gm_vu *)(bp + k * ldb);
+        gm_v b1 = *(const gm_vu *)(bp + k * ldb + GM_VL);
         const float *a = ap + k * GM_MR;
 #pragma GCC unroll 16
         for (int i = 0; i < GM_MR; i++) {
@@ -138,12 +139,15 @@ static inline void gm_kernel(const float *restrict ap, const float *restrict bp,
 }
 
 /* C rows [m_lo, m_hi) (m_lo a multiple of GM_MR) and B panels [p_lo, p_hi)
- * of C = A B (+ bias): ap is all of A packed (panels of K x GM_MR), bp all
- * of B (panels of K x GM_NR). Rows go in blocks of GM_MC, so that the slice
- * of packed A a block reads (GM_MC x GM_KC floats) stays in L2. */
-static inline void gm_run(const float *ap, const float *bp, float *c, ptrdiff_t N, ptrdiff_t K,
-                          ptrdiff_t ldc, const float *bias, ptrdiff_t m_lo, ptrdiff_t m_hi,
-                          ptrdiff_t p_lo, ptrdiff_t p_hi) {
+ * of C = A B (+ bias): ap is all of A packed (panels of K x GM_MR); panel p
+ * of B starts at bp + p * pstride, its rows ldb floats apart (packed:
+ * pstride K * GM_NR, ldb GM_NR; read in place from a row-major B: pstride
+ * GM_NR, ldb B's row stride, every panel whole). Rows go in blocks of
+ * GM_MC, so that the slice of packed A a block reads (GM_MC x GM_KC floats)
+ * stays in L2. */
+static inline void gm_run_b(const float *ap, const float *bp, ptrdiff_t ldb, ptrdiff_t pstride,
+                            float *c, ptrdiff_t N, ptrdiff_t K, ptrdiff_t ldc, const float *bias,
+                            ptrdiff_t m_lo, ptrdiff_t m_hi, ptrdiff_t p_lo, ptrdiff_t p_hi) {
     for (ptrdiff_t k0 = 0; k0 < K; k0 += GM_KC) {
         ptrdiff_t kc = K - k0 < GM_KC ? K - k0 : GM_KC;
         for (ptrdiff_t mb = m_lo; mb < m_hi; mb += GM_MC) {
@@ -151,29 +155,63 @@ static inline void gm_run(const float *ap, const float *bp, float *c, ptrdiff_t 
             for (ptrdiff_t p = p_lo; p < p_hi; p++) {
                 ptrdiff_t n0 = p * GM_NR;
                 ptrdiff_t nr = N - n0 < GM_NR ? N - n0 : GM_NR;
-                const float *bs = bp + p * K * GM_NR + k0 * GM_NR;
+                const float *bs = bp + p * pstride + k0 * ldb;
                 const float *bias_p = bias != NULL ? bias + n0 : NULL;
                 for (ptrdiff_t m0 = mb; m0 < mb_hi; m0 += GM_MR) {
                     ptrdiff_t mr = mb_hi - m0 < GM_MR ? mb_hi - m0 : GM_MR;
-                    gm_kernel(ap + m0 * K + k0 * GM_MR, bs, kc, c + m0 * ldc + n0, ldc, mr, nr,
-                              k0 > 0, bias_p);
+                    gm_kernel(ap + m0 * K + k0 * GM_MR, bs, ldb, kc, c + m0 * ldc + n0, ldc, mr,
+                              nr, k0 > 0, bias_p);
                 }
             }
         }
     }
 }
 
+/* gm_run_b on B packed (panels of K x GM_NR). */
+static inline void gm_run(const float *ap, const float *bp, float *c, ptrdiff_t N, ptrdiff_t K,
+                          ptrdiff_t ldc, const float *bias, ptrdiff_t m_lo, ptrdiff_t m_hi,
+                          ptrdiff_t p_lo, ptrdiff_t p_hi) {
+    gm_run_b(ap, bp, GM_NR, K * GM_NR, c, N, K, ldc, bias, m_lo, m_hi, p_lo, p_hi);
+}
+
 /* C (M x N, row stride ldc) = A B on one thread, A given packed (ap: the
- * row panels of gm_pack_a_panel, K x GM_MR each), B packed here into bp
- * (ceil(N / GM_NR) * GM_NR * K floats): B (K x N) with (k, n) at b[k * sbk
- * + n * sbn]. For a constant A packed once (Winograd's filter transform). */
-static inline void gm_matmul_packed_a(const float *ap, ptrdiff_t M, ptrdiff_t K,
-                                      const float *b, ptrdiff_t N, ptrdiff_t sbk,
-                                      ptrdiff_t sbn, float *c, ptrdiff_t ldc, float *bp) {
+ * row panels of gm_pack_a_panel, K x GM_MR each), B (K x N) with (k, n) at
+ * b[k * sbk + n * sbn] packed here into bp (ceil(N / GM_NR) * GM_NR * K
+ * floats). */
+static inline void gm_matmul_pack_b(const float *ap, ptrdiff_t M, ptrdiff_t K, const float *b,
+                                    ptrdiff_t N, ptrdiff_t sbk, ptrdiff_t sbn, float *c,
+                                    ptrdiff_t ldc, float *bp) {
     ptrdiff_t panels = (N + GM_NR - 1) / GM_NR;
     for (ptrdiff_t p = 0; p < panels; p++)
         gm_pack_b_panel(b, K, N, sbk, sbn, p * GM_NR, bp + p * K * GM_NR);
     gm_run(ap, bp, c, N, K, ldc, NULL, 0, M, 0, panels);
+}
+
+/* gm_matmul_pack_b for a constant A packed once (Winograd's filter
+ * transform). B is packed here into bp (ceil(N / GM_NR) * GM_NR * K
+ * floats), except where its rows are contiguous, M <= GM_MC (each panel of
+ * B is read once, all of A passing over it) and N >= 4 * GM_NR: its whole
+ * panels are then read in place and only a last partial one is packed.
+ * Winograd's products of 32-128 output channels on 196-784 tiles took
+ * 0.90-0.95x the time so on a Zen 3 (2 threads, a product each: packing B
+ * took as long as reading it from L3 again); with 49 tiles (rows of 49
+ * floats, a panel's rows straddling two cache lines) they lost 1.06-1.09x,
+ * and more rows than GM_MC read each panel of B once per block of rows. */
+static inline void gm_matmul_packed_a(const float *ap, ptrdiff_t M, ptrdiff_t K,
+                                      const float *b, ptrdiff_t N, ptrdiff_t sbk,
+                                      ptrdiff_t sbn, float *c, ptrdiff_t ldc, float *bp) {
+    ptrdiff_t panels = (N + GM_NR - 1) / GM_NR;
+    if (sbn == 1 && M <= GM_MC && N >= 4 * GM_NR) {
+        ptrdiff_t whole = N / GM_NR;
+        gm_run_b(ap, b, sbk, GM_NR, c, N, K, ldc, NULL, 0, M, 0, whole);
+        if (whole < panels) {
+            ptrdiff_t n0 = whole * GM_NR;
+            gm_pack_b_panel(b, K, N, sbk, sbn, n0, bp);
+            gm_run(ap, bp, c + n0, N - n0, K, ldc, NULL, 0, M, 0, 1);
+        }
+        return;
+    }
+    gm_matmul_pack_b(ap, M, K, b, N, sbk, sbn, c, ldc, bp);
 }
 
 /* C (M x N, row stride ldc) = A B on one thread, both operands packed here:
@@ -187,7 +225,7 @@ static inline void gm_matmul_serial(const float *a, ptrdiff_t M, ptrdiff_t K, pt
     ptrdiff_t mpanels = (M + GM_MR - 1) / GM_MR;
     for (ptrdiff_t q = 0; q < mpanels; q++)
         gm_pack_a_panel(a, M, K, sam, sak, q * GM_MR, ap + q * K * GM_MR);
-    gm_matmul_packed_a(ap, M, K, b, N, sbk, sbn, c, ldc, bp);
+    gm_matmul_pack_b(ap, M, K, b, N, sbk, sbn, c, ldc, bp);
 }
 
 #endif
