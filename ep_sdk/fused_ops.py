@@ -19,6 +19,7 @@ kernel::
 | Operator | What it computes |
 | --- | --- |
 | ``FusedConv`` | Conv (its attributes) + ``activation`` |
+| ``GrowingConcat`` | Concat of ``X`` and ``Y`` along axis 1, room kept for ``capacity`` channels |
 | ``FusedConvAdd`` | ``activation(Conv(X, W, B) + Z)``; inputs ``X, W, Z[, B]``, ``Z`` as Y |
 | ``FusedConvConcat`` | FusedConv into channels ``channel_offset``.. of Y (``Into`` or new) |
 | ``FusedBatchNorm`` | BatchNormalization in inference (``epsilon``) + ``activation`` |
@@ -115,6 +116,15 @@ def _conv_concat(ctx: Any) -> None:
         ctx.set_output_type(0, out)
 
 
+def _growing_concat(ctx: Any) -> None:
+    """Concat's inference along axis 1."""
+    types = {f"i{i}": ctx.get_input_type(i) for i in range(2)}
+    node = onnx.helper.make_node("Concat", list(types), ["y"], axis=1)
+    out = onnx.shape_inference.infer_node_outputs(onnx.defs.get_schema("Concat", 21), node, types)
+    if "y" in out:
+        ctx.set_output_type(0, out["y"])
+
+
 def _same_as_input(ctx: Any) -> None:
     for i in range(ctx.get_num_outputs()):
         ctx.set_output_type(i, ctx.get_input_type(0))
@@ -203,6 +213,13 @@ def _schemas() -> list[Any]:
                "Y, a tensor of `channels` channels: Into, written in place (Y is Into), or "
                "a new tensor; a chain of them, each taking the last one's Y as Into, is a "
                "Concat of Conv outputs along the channels with no copy"),
+        schema("GrowingConcat", [_p("X"), _p("Y")], [_p("Z")], [_attr("capacity", _A.INT)],
+               _growing_concat,
+               "Concat(X, Y) along axis 1, a link of a chain of them (each one's Z the next "
+               "one's X: DenseNet's blocks) that ends in `capacity` channels: a kernel may "
+               "make the first link's Z in a tensor of `capacity` channels and the next "
+               "links' Z in the same one, writing only their Y, each Z the channels "
+               "before"),
         schema("FusedConvAdd", [_p("X"), _p("W"), _p("Z"), _p("B", True)], [_p("Y")],
                conv_attrs + _ACT_ATTRS, _like("Conv", 2, _CONV_ATTRS),
                "activation(Conv(X, W, B) + Z), Z of Y's shape (a residual added in the "

@@ -321,6 +321,111 @@ def test_fused_conv_concat_never_writes_into_a_feed() -> None:
         sess.run(None, {"x": x, "into": _x(1, 4, 4, 4)})
 
 
+# -- DenseNet's growing Concats: GrowingConcat chains ------------------------
+
+
+def _dense_block(layers: int, n: int = 1, extra: Sequence[str] = ()) -> tuple[bytes, Any]:
+    """A DenseNet block: each layer's Conv reads the last Concat's output
+    (through a Relu) and adds 2 channels to it by a Concat; ``extra`` names
+    more graph outputs (``z0`` is the block's input, ``zi`` the i-th
+    Concat's output)."""
+    nodes, inits = [], []
+    for i in range(1, layers + 1):
+        c = 3 + 2 * (i - 1)
+        nodes += [
+            helper.make_node("Relu", [f"z{i - 1}"], [f"r{i}"]),
+            helper.make_node("Conv", [f"r{i}", f"w{i}"], [f"y{i}"], pads=[1, 1, 1, 1]),
+            helper.make_node("Concat", [f"z{i - 1}", f"y{i}"], [f"z{i}"], axis=1),
+        ]
+        inits.append(_init(f"w{i}", _x(2, c, 3, 3)))
+    model = _model(nodes, {"z0": [n, 3, 5, 5]}, [f"z{layers}", *extra], inits)
+    return model, {"z0": _x(n, 3, 5, 5)}
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_growing_concats_become_a_chain(cpu: str, tmp_path: Path, n: int) -> None:
+    """Each Concat of the last one's output and a layer's channels becomes a
+    GrowingConcat that knows the block's channels; the results are the
+    Concats' for one image (the block's tensor filled in place) and for a
+    batch, intermediate outputs too."""
+    model, feeds = _dense_block(3, n, extra=["z1", "z2"])
+    ops = _check(model, feeds, tmp_path)
+    assert ops.count("com.ortcore:GrowingConcat") == 3 and "Concat" not in ops
+    opt = onnx.load(tmp_path / f"opt{int(L.ORT_ENABLE_ALL)}.onnx")
+    caps = [a.i for nd in opt.graph.node if nd.op_type == "GrowingConcat" for a in nd.attribute]
+    assert caps == [9, 9, 9]
+    got, _ = _run(model, feeds, L.ORT_ENABLE_ALL, tmp_path)
+    ref = onnx.reference.ReferenceEvaluator(onnx.load_from_string(model)).run(None, feeds)
+    for g, w in zip(got, ref, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    assert got[0].shape == (n, 9, 5, 5) and got[1].shape == (n, 5, 5, 5)
+
+
+def test_growing_concat_branches_left_alone(cpu: str, tmp_path: Path) -> None:
+    """A Concat whose output two Concats extend ends no chain: a lone Concat
+    stays a Concat."""
+    nodes = [
+        helper.make_node("Concat", ["x", "a"], ["z1"], axis=1),
+        helper.make_node("Concat", ["z1", "b"], ["z2"], axis=1),
+        helper.make_node("Concat", ["z1", "c"], ["z3"], axis=1),
+    ]
+    shapes = {"x": [1, 2, 3], "a": [1, 1, 3], "b": [1, 2, 3], "c": [1, 3, 3]}
+    model = _model(nodes, shapes, ["z2", "z3"])
+    ops = _check(model, {k: _x(*v) for k, v in shapes.items()}, tmp_path)
+    assert ops == ["Concat"] * 3
+
+
+def _growing_links(links: Sequence[tuple[str, str, str]], capacity: int) -> Any:
+    """A session of GrowingConcat links ``(x, y, z)`` of ``capacity``,
+    unoptimized; every name not made by a link is a graph input."""
+    from ep_sdk.fused_ops import register_fused_schemas
+
+    register_fused_schemas()
+    made = {z for _, _, z in links}
+    nodes = [
+        helper.make_node("GrowingConcat", [x, y], [z], domain="com.ortcore", capacity=capacity)
+        for x, y, z in links
+    ]
+    feeds = list(dict.fromkeys(n for x, y, _ in links for n in (x, y) if n not in made))
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in feeds],
+        [helper.make_tensor_value_info(z, TensorProto.FLOAT, None) for _, _, z in links],
+    )  # fmt: skip
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.ortcore", 1)]
+    )
+    so = ortcore.SessionOptions()
+    so.graph_optimization_level = L.ORT_DISABLE_ALL
+    return ortcore.InferenceSession(model.SerializeToString(), so, providers=["cpu"])
+
+
+def test_growing_concat_links_never_overwrite() -> None:
+    """Two links extending one tensor each get their own channels (the
+    second copies), a feed is never written, and a link past ``capacity``
+    or on a batch is a plain Concat."""
+    sess = _growing_links([("x", "a", "z1"), ("z1", "b", "z2"), ("z1", "c", "z3"),
+                           ("z2", "d", "z4")], capacity=8)  # fmt: skip
+    feeds = {"x": _x(1, 2, 3), "a": _x(1, 1, 3), "b": _x(1, 2, 3), "c": _x(1, 3, 3),
+             "d": _x(1, 3, 3)}  # fmt: skip
+    kept = {k: v.copy() for k, v in feeds.items()}
+    z1, z2, z3, z4 = sess.run(None, feeds)
+    cat = np.concatenate
+    np.testing.assert_array_equal(z1, cat([kept["x"], kept["a"]], 1))
+    np.testing.assert_array_equal(z2, cat([z1, kept["b"]], 1))
+    np.testing.assert_array_equal(z3, cat([z1, kept["c"]], 1))
+    np.testing.assert_array_equal(z4, cat([z2, kept["d"]], 1))  # 8 channels: the capacity
+    for k, v in feeds.items():
+        np.testing.assert_array_equal(v, kept[k])
+    batch = {k: np.concatenate([v, v + 1]) for k, v in feeds.items()}
+    for got, want in zip(sess.run(None, batch), [z1, z2, z3, z4], strict=True):
+        np.testing.assert_array_equal(got[:1], want)
+        np.testing.assert_array_equal(got[1:], want + 1)
+    over = dict(feeds, d=_x(1, 4, 3))  # 9 channels: more than the capacity
+    np.testing.assert_array_equal(sess.run(None, over)[3], cat([z2, over["d"]], 1))
+    with pytest.raises(ortcore.RuntimeException):
+        sess.run(None, dict(feeds, a=_x(1, 1, 4)))  # lengths disagree
+
+
 def test_fused_conv_add_kernel_float16_and_float64() -> None:
     from ep_sdk.fused_ops import register_fused_schemas
 

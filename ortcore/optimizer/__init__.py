@@ -59,7 +59,7 @@ from .conv_activation import (
     fuse_conv_activation,
     fuse_conv_add_activation,
 )
-from .conv_concat import ConvConcatFusionPass, fuse_conv_concat
+from .conv_concat import ConvConcatFusionPass, fuse_conv_concat, fuse_growing_concat
 from .conv_folding import ConvAffineFoldingPass, fold_batchnorm_affine, fold_conv_affine
 from .cse import CommonSubexpressionEliminationPass, eliminate_common_subexpressions
 from .dead_code import DeadCodeEliminationPass, remove_dead_code
@@ -112,6 +112,7 @@ __all__ = [
     "fuse_conv_concat",
     "fuse_gelu",
     "fuse_gemm_activation",
+    "fuse_growing_concat",
     "fuse_layer_norm",
     "fuse_matmul_add",
     "fuse_rms_norm",

@@ -10,6 +10,14 @@ writes its own, in place; the last one's output replaces the Concat's. The
 chain orders the Convs (each reads the last one's output), which the
 Concat's inputs being read by nothing else makes safe: no node can read a
 Conv's output before the chain ends.
+
+DenseNet's blocks hold the other kind of chain: each layer's Concat joins
+the last layer's Concat output (which other nodes read too) and the
+layer's new channels. :func:`fuse_growing_concat` makes each link of such a
+chain a ``com.ortcore.GrowingConcat`` that knows the channels the chain ends
+in, so that a kernel can make the whole block's tensor once and have each
+link write only its new channels (the joined tensor before it is the
+channels before them), where each Concat copied all of the last one.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from ..fused_ops import DOMAIN
 from ._common import attr_int
 from ._fusion import FusionContext, FusionPass, op
 
-__all__ = ["ConvConcatFusionPass", "fuse_conv_concat"]
+__all__ = ["ConvConcatFusionPass", "fuse_conv_concat", "fuse_growing_concat"]
 
 def _conv_of(ctx: FusionContext, v: ir.Value, cat: ir.Node) -> ir.Node | None:
     """The Conv or FusedConv producing ``v`` if the Concat ``cat`` is its only reader."""
@@ -87,8 +95,55 @@ def fuse_conv_concat(ctx: FusionContext) -> int:
     return done
 
 
+def _link(cat: ir.Node) -> int | None:
+    """The output channels of a Concat of two distinct inputs along axis 1
+    whose output's channel count is static, else None."""
+    if not op(cat, "Concat") or len(cat.inputs) != 2 or None in cat.inputs:
+        return None
+    if cat.inputs[0] is cat.inputs[1]:
+        return None
+    shape = cat.outputs[0].shape
+    if shape is None or len(shape) < 2 or not isinstance(shape[1], int):
+        return None
+    return int(shape[1]) if attr_int(cat, "axis", 1) in (1, 1 - len(shape)) else None
+
+
+def fuse_growing_concat(ctx: FusionContext) -> int:
+    """Replace each chain of two or more Concats along axis 1, each joining
+    the last one's output and one more input, with GrowingConcat nodes whose
+    ``capacity`` is the last one's channels; returns the Concats replaced.
+    A Concat whose output starts two such Concats ends its chain there
+    (each one then starts its own)."""
+    channels = {cat: c for cat in ctx.graph if (c := _link(cat)) is not None}
+    nexts: dict[ir.Node, list[ir.Node]] = {}
+    for cat in channels:
+        prev = cat.inputs[0].producer()  # type: ignore[union-attr]
+        if prev in channels and prev is not cat:
+            nexts.setdefault(prev, []).append(cat)
+    follows = {nxt[0]: prev for prev, nxt in nexts.items() if len(nxt) == 1}
+    done = 0
+    for start in channels:
+        if start in follows:
+            continue
+        chain = [start]
+        while len(nexts.get(chain[-1], ())) == 1:
+            chain.append(nexts[chain[-1]][0])
+        if len(chain) < 2 or not ctx.can_emit(chain, "GrowingConcat"):
+            continue
+        capacity = channels[chain[-1]]
+        for cat in chain:
+            attrs = [ir.AttrInt64("capacity", capacity)]
+            grown = ir.Node(
+                DOMAIN, "GrowingConcat", list(cat.inputs), attrs, name=cat.name, num_outputs=1
+            )
+            ctx.replace([cat], grown, [(cat.outputs[0], grown.outputs[0])])
+            done += 1
+    return done
+
+
 class ConvConcatFusionPass(FusionPass):
     """Fuse Concats of Conv outputs into FusedConvConcat chains (after the
-    Conv + activation fusions, so that the chains keep the activations)."""
+    Conv + activation fusions, so that the chains keep the activations),
+    then chains of growing Concats into GrowingConcat links."""
 
-    fusions = (fuse_conv_concat,)
+    fusions = (fuse_conv_concat, fuse_growing_concat)

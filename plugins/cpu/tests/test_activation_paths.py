@@ -49,6 +49,7 @@ FUSED_PATHS = {
     "FusedMatMul": NATIVE,
     "FusedRMSNorm": NUMPY,
     "FusedSwish": NATIVE,
+    "GrowingConcat": NATIVE,  # Cython copies
     "SkipLayerNormalization": NATIVE,
 }
 """Every op of the fused domain and its float32 path."""
@@ -158,6 +159,7 @@ def _sample(domain: str, op: str) -> tuple[list[np.ndarray], dict[str, Any], int
             "FusedRMSNorm": ([x3, _f(8)], {}),
             "SkipLayerNormalization": ([x3, _f(2, 3, 8), _f(8), _f(8), _f(8)], {}),
             "FusedAttention": ([_f(1, 2, 4, 8), _f(1, 2, 8, 4), _f(1, 2, 4, 8)], {}),
+            "GrowingConcat": ([_f(1, 3, 4, 4), _f(1, 2, 4, 4)], {"capacity": 9}),
         }
         inputs, attrs = samples[op]
         return inputs, attrs, 17

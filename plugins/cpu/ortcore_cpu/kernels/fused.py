@@ -24,7 +24,7 @@ from ep_sdk import Compute, NodeInfo
 from ep_sdk.fused_ops import DOMAIN
 
 from .._ext import elementwise as ew
-from . import activations, conv, gemm, normalization, registry, unary
+from . import activations, conv, gemm, normalization, registry, shape_ops, unary
 from ._common import DT, FLOATS, is_tail, thread_count, threads_for
 from ._paths import NATIVE, float32_path
 from .unary import Act, native
@@ -191,6 +191,21 @@ def fused_conv_concat(info: NodeInfo) -> Compute:
                                           y.dtype, offset, y.shape[1])  # fmt: skip
         part[...] = y
         return (joined,)
+
+    return compute
+
+
+@registry.kernel("GrowingConcat", domain=DOMAIN, types=_T)
+@float32_path(NATIVE)
+def growing_concat(info: NodeInfo) -> Compute:
+    """Concat of X and Y along axis 1, for one image written into a tensor
+    of ``capacity`` channels that the chain's next links extend in place
+    (see ``shape_ops.grow_concat``)."""
+    capacity = int(info.attrs.get("capacity", 0))
+    threads = thread_count(info)
+
+    def compute(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray]:
+        return (shape_ops.grow_concat(x, y, capacity, threads),)
 
     return compute
 

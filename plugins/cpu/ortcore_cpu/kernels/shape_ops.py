@@ -162,6 +162,75 @@ def _concat(xs: tuple[np.ndarray, ...], axis: int, threads: int) -> np.ndarray:
     return out
 
 
+class _GrowBuffer(np.ndarray):
+    """The tensor a chain of GrowingConcat links fills (see
+    :func:`grow_concat`); ``filled`` is the channels written so far. Only
+    plain views of it leave the kernel."""
+
+    filled: int
+
+
+def _grow_buffer(a: np.ndarray) -> _GrowBuffer | None:
+    """The _GrowBuffer ``a`` is a view of, else None."""
+    base = a.base
+    while base is not None and type(base) is not _GrowBuffer:
+        base = getattr(base, "base", None)
+    return base
+
+
+def grow_concat(x: np.ndarray, y: np.ndarray, capacity: int, threads: int) -> np.ndarray:
+    """``Concat(x, y)`` along axis 1 as a link of a chain that ends in
+    ``capacity`` channels (``com.ortcore.GrowingConcat``).
+
+    For one image (``N == 1``) the result is the first channels of a tensor of
+    ``capacity`` channels, so that the next link can write its channels after
+    them: when ``x`` is exactly the channels a link filled so far of such a
+    tensor (the last link's result, or the same memory), ``y`` is written
+    after them and nothing else is copied; else (a first link, or a tensor
+    already extended by another link that read ``x`` too) a new tensor is
+    made and ``x`` is copied into it. A link never writes into channels
+    another result covers: every result is a prefix of the channels filled
+    when it was made, and the next link must start at the end of them.
+    Batches, mixed dtypes and more channels than ``capacity`` take a plain
+    Concat.
+    """
+    if (
+        x.ndim < 2
+        or y.ndim != x.ndim
+        or x.shape[0] != 1
+        or y.shape[0] != 1
+        or x.shape[2:] != y.shape[2:]
+        or x.dtype != y.dtype
+        or x.dtype.hasobject
+        or x.shape[1] + y.shape[1] > capacity
+    ):
+        return _concat((x, y), 1, threads)
+    c0, c1 = x.shape[1], x.shape[1] + y.shape[1]
+    buf = _grow_buffer(x)
+    if not (
+        buf is not None
+        and buf.filled == c0
+        and buf.dtype == x.dtype
+        and buf.shape[1] >= c1
+        and buf.shape[2:] == x.shape[2:]
+        and x.flags.c_contiguous
+        and x.ctypes.data == buf.ctypes.data
+    ):
+        buf = _GrowBuffer((1, capacity, *x.shape[2:]), x.dtype)
+        buf.filled = 0
+        parts = [x, y]
+    else:
+        parts = [y]
+    out = buf.view(np.ndarray)
+    start = buf.filled
+    dst = out[:, start:c1]
+    if dst.size:
+        srcs = [_as_bytes(np.ascontiguousarray(p)) for p in parts if p.size]
+        movement.concat(srcs, _as_bytes(dst), 1, threads_for(dst.size // _CHEAP, threads))
+    buf.filled = c1
+    return out[:, :c1]
+
+
 @per_schema_version("Transpose")
 def transpose(info: NodeInfo) -> Compute:
     """Permute dims (default: reverse them); the result is contiguous."""
