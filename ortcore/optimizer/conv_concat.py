@@ -113,12 +113,14 @@ def fuse_growing_concat(ctx: FusionContext) -> int:
     the last one's output and one more input, with GrowingConcat nodes whose
     ``capacity`` is the last one's channels; returns the Concats replaced.
     A Concat whose output starts two such Concats ends its chain there
-    (each one then starts its own)."""
+    (each one then starts its own), and so does one whose output is a graph
+    output (the caller gets outputs that share no memory)."""
     channels = {cat: c for cat in ctx.graph if (c := _link(cat)) is not None}
+    outputs = set(ctx.graph.outputs)
     nexts: dict[ir.Node, list[ir.Node]] = {}
     for cat in channels:
         prev = cat.inputs[0].producer()  # type: ignore[union-attr]
-        if prev in channels and prev is not cat:
+        if prev in channels and prev is not cat and prev.outputs[0] not in outputs:
             nexts.setdefault(prev, []).append(cat)
     follows = {nxt[0]: prev for prev, nxt in nexts.items() if len(nxt) == 1}
     done = 0

@@ -10,6 +10,7 @@ accept every element type (no ``T`` constraint).
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 from ep_sdk import Compute, NodeInfo, check_tensor_size
@@ -162,6 +163,10 @@ def _concat(xs: tuple[np.ndarray, ...], axis: int, threads: int) -> np.ndarray:
     return out
 
 
+_GROW_LOCK = threading.Lock()
+"""Guards the ``filled`` mark of every :class:`_GrowBuffer`."""
+
+
 class _GrowBuffer(np.ndarray):
     """The tensor a chain of GrowingConcat links fills (see
     :func:`grow_concat`); ``filled`` is the channels written so far. Only
@@ -207,27 +212,29 @@ def grow_concat(x: np.ndarray, y: np.ndarray, capacity: int, threads: int) -> np
         return _concat((x, y), 1, threads)
     c0, c1 = x.shape[1], x.shape[1] + y.shape[1]
     buf = _grow_buffer(x)
-    if not (
-        buf is not None
-        and buf.filled == c0
-        and buf.dtype == x.dtype
-        and buf.shape[1] >= c1
-        and buf.shape[2:] == x.shape[2:]
-        and x.flags.c_contiguous
-        and x.ctypes.data == buf.ctypes.data
-    ):
-        buf = _GrowBuffer((1, capacity, *x.shape[2:]), x.dtype)
-        buf.filled = 0
-        parts = [x, y]
+    with _GROW_LOCK:  # the check and the claim in one step (concurrent runs)
+        claimed = (
+            buf is not None
+            and buf.filled == c0
+            and buf.dtype == x.dtype
+            and buf.shape[1] >= c1
+            and buf.shape[2:] == x.shape[2:]
+            and x.flags.c_contiguous
+            and x.ctypes.data == buf.ctypes.data
+        )
+        if claimed:
+            buf.filled = c1  # type: ignore[union-attr]
+    if claimed:
+        start, parts = c0, [y]
     else:
-        parts = [y]
-    out = buf.view(np.ndarray)
-    start = buf.filled
+        buf = _GrowBuffer((1, capacity, *x.shape[2:]), x.dtype)
+        buf.filled = c1
+        start, parts = 0, [x, y]
+    out = buf.view(np.ndarray)  # type: ignore[union-attr]
     dst = out[:, start:c1]
     if dst.size:
         srcs = [_as_bytes(np.ascontiguousarray(p)) for p in parts if p.size]
         movement.concat(srcs, _as_bytes(dst), 1, threads_for(dst.size // _CHEAP, threads))
-    buf.filled = c1
     return out[:, :c1]
 
 
