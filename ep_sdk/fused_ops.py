@@ -19,9 +19,9 @@ kernel::
 | Operator | What it computes |
 | --- | --- |
 | ``FusedConv`` | Conv (its attributes) + ``activation`` |
-| ``GrowingConcat`` | Concat of ``X`` and ``Y`` along axis 1, room kept for ``capacity`` channels |
 | ``FusedConvAdd`` | ``activation(Conv(X, W, B) + Z)``; inputs ``X, W, Z[, B]``, ``Z`` as Y |
 | ``FusedConvConcat`` | FusedConv into channels ``channel_offset``.. of Y (``Into`` or new) |
+| ``GrowingConcat`` | Concat of ``X`` and ``Y`` along axis 1, room kept for ``capacity`` channels |
 | ``FusedBatchNorm`` | BatchNormalization in inference (``epsilon``) + ``activation`` |
 | ``FusedGemm`` | Gemm (its attributes) + ``activation`` |
 | ``FusedMatMul`` | ``activation(A @ B + bias)``, bias optional |

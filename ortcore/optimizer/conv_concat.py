@@ -122,7 +122,7 @@ def fuse_growing_concat(ctx: FusionContext) -> int:
         prev = cat.inputs[0].producer()  # type: ignore[union-attr]
         if prev in channels and prev is not cat and prev.outputs[0] not in outputs:
             nexts.setdefault(prev, []).append(cat)
-    follows = {nxt[0]: prev for prev, nxt in nexts.items() if len(nxt) == 1}
+    follows = {nxt[0] for nxt in nexts.values() if len(nxt) == 1}  # links, not starts
     done = 0
     for start in channels:
         if start in follows:

@@ -200,11 +200,10 @@ static inline void gm_matmul_pack_b(const float *ap, ptrdiff_t M, ptrdiff_t K, c
 static inline void gm_matmul_packed_a(const float *ap, ptrdiff_t M, ptrdiff_t K,
                                       const float *b, ptrdiff_t N, ptrdiff_t sbk,
                                       ptrdiff_t sbn, float *c, ptrdiff_t ldc, float *bp) {
-    ptrdiff_t panels = (N + GM_NR - 1) / GM_NR;
     if (sbn == 1 && M <= GM_MC && N >= 4 * GM_NR) {
         ptrdiff_t whole = N / GM_NR;
         gm_run_b(ap, b, sbk, GM_NR, c, N, K, ldc, NULL, 0, M, 0, whole);
-        if (whole < panels) {
+        if (whole * GM_NR < N) { /* the partial last panel */
             ptrdiff_t n0 = whole * GM_NR;
             gm_pack_b_panel(b, K, N, sbk, sbn, n0, bp);
             gm_run(ap, bp, c + n0, N - n0, K, ldc, NULL, 0, M, 0, 1);

@@ -1,5 +1,6 @@
 """Shape and data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze,
-Transpose, Concat, Shape, Size, Identity, Dropout, Expand, Tile.
+Transpose, Concat (and the Concat of GrowingConcat links, :func:`grow_concat`),
+Shape, Size, Identity, Dropout, Expand, Tile.
 (Cast lives in ``casting``.)
 
 Reshape-like ops return views of their input (kernels never write into
