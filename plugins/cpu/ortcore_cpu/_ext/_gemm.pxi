@@ -3,6 +3,7 @@
 # CPUs, see setup.py). Documented in gemm.pyx.
 
 from cython.parallel cimport parallel, prange
+from libc.math cimport INFINITY
 from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free, malloc
 
@@ -17,6 +18,17 @@ cdef extern from "_sgemm.h" nogil:
                          Py_ssize_t sn, Py_ssize_t n0, float* out)
     void gm_pack_a_panel(const float* a, Py_ssize_t M, Py_ssize_t K, Py_ssize_t sm,
                          Py_ssize_t sk, Py_ssize_t m0, float* out)
+    ctypedef struct gm_epi:
+        const float* rbias
+        const float* z
+        Py_ssize_t ldz
+        float lo
+        float hi
+        int clamp
+    void gm_run_b(const float* ap, const float* bp, Py_ssize_t ldb, Py_ssize_t pstride,
+                  float* c, Py_ssize_t N, Py_ssize_t K, Py_ssize_t ldc, const float* bias,
+                  Py_ssize_t m_lo, Py_ssize_t m_hi, Py_ssize_t p_lo, Py_ssize_t p_hi,
+                  const gm_epi* ep)
     void gm_run(const float* ap, const float* bp, float* c, Py_ssize_t N, Py_ssize_t K,
                 Py_ssize_t ldc, const float* bias, Py_ssize_t m_lo, Py_ssize_t m_hi,
                 Py_ssize_t p_lo, Py_ssize_t p_hi)
@@ -226,5 +238,82 @@ def batched_sgemm_packed_a(const float[:, ::1] ap, Py_ssize_t M, const float[:, 
                 gm_matmul_packed_a(&ap[i, 0], M, K, &b[0, 0, 0] + i * sb0, N, sbk, sbn,
                                    &out[0, 0, 0] + i * sc0, ldc, bp)
         free(bp)
+    if failed:
+        raise MemoryError()
+
+
+def pointwise(const float[:, ::1] ap, Py_ssize_t M, const float[:, :] x, float[:, :] y,
+              const float[::1] bias, const float[:, :] z, float lo, float hi, int nthreads):
+    """``y = clamp(a @ x + bias[:, None] + z, lo, hi)``: a 1x1 convolution of
+    one image, ``a`` (M, K) its weights given packed by :func:`pack_a_batch`
+    (``ap``: one row of it), ``x`` (K, N) its input planes, ``y`` (M, N)
+    its output (a slice of channels of a larger tensor too), ``bias`` (M,)
+    or empty, ``z`` a residual of ``y``'s shape or None; ``x``, ``y`` and
+    ``z`` with rows of contiguous values. ``x`` is read in place in panels
+    of PANEL columns (only a last, partial one is packed); the tiles are
+    split over ``nthreads`` OpenMP threads along N or M, whichever splits
+    more evenly; the bias, residual and clamp are applied as the register
+    tiles are written."""
+    cdef Py_ssize_t K = x.shape[0], N = x.shape[1]
+    cdef Py_ssize_t mpanels = (M + GM_MR - 1) // GM_MR, whole = N // GM_NR
+    cdef Py_ssize_t panels = (N + GM_NR - 1) // GM_NR, n0 = whole * GM_NR
+    cdef Py_ssize_t shares_n = max(1, min(nthreads, panels))
+    cdef Py_ssize_t shares_m = max(1, min(nthreads, mpanels))
+    cdef bint along_n = _speedup(panels, shares_n) >= _speedup(mpanels, shares_m)
+    cdef Py_ssize_t shares = shares_n if along_n else shares_m
+    cdef Py_ssize_t ldx = x.strides[0] // sizeof(float), ldy = y.strides[0] // sizeof(float)
+    cdef Py_ssize_t t, m_lo, m_hi, p_lo, p_hi
+    cdef gm_epi ep
+    cdef gm_epi tail
+    cdef float* bp
+    cdef int failed = 0
+    if ap.shape[0] != 1 or ap.shape[1] != mpanels * GM_MR * K or y.shape[0] != M \
+            or y.shape[1] != N:
+        raise ValueError(
+            f"pointwise: packed A ({ap.shape[0]}, {ap.shape[1]}) for {M} rows, "
+            f"x ({K}, {N}) and y ({y.shape[0]}, {y.shape[1]}) do not match")
+    if bias.shape[0] not in (0, M):
+        raise ValueError(f"pointwise: bias of {bias.shape[0]} values for {M} rows")
+    if z is not None and (z.shape[0] != M or z.shape[1] != N):
+        raise ValueError(f"pointwise: residual ({z.shape[0]}, {z.shape[1]}) for y ({M}, {N})")
+    if N > 1 and (x.strides[1] != sizeof(float) or y.strides[1] != sizeof(float)
+                  or (z is not None and z.strides[1] != sizeof(float))):
+        raise ValueError("pointwise: x, y and z need rows of contiguous values")
+    if M == 0 or N == 0:
+        return
+    if K == 0:
+        raise ValueError("pointwise: K is 0 (no terms to sum)")
+    ep.rbias = &bias[0] if bias.shape[0] else NULL
+    ep.z = &z[0, 0] if z is not None else NULL
+    ep.ldz = z.strides[0] // sizeof(float) if z is not None else 0
+    ep.lo = lo
+    ep.hi = hi
+    ep.clamp = lo > -INFINITY or hi < INFINITY
+    tail = ep  # for the partial last panel, its columns from n0
+    if tail.z != NULL:
+        tail.z = tail.z + n0
+    with nogil, parallel(num_threads=shares):
+        for t in prange(shares, schedule="static", chunksize=1):
+            if along_n:
+                m_lo = 0
+                m_hi = M
+                p_lo = panels * t // shares
+                p_hi = panels * (t + 1) // shares
+            else:
+                m_lo = mpanels * t // shares * GM_MR
+                m_hi = min(M, mpanels * (t + 1) // shares * GM_MR)
+                p_lo = 0
+                p_hi = panels
+            gm_run_b(&ap[0, 0], &x[0, 0], ldx, GM_NR, &y[0, 0], N, K, ldy, NULL, m_lo, m_hi,
+                     p_lo, min(p_hi, whole), &ep)
+            if p_hi > whole:  # the partial last panel, packed
+                bp = <float*>malloc(K * GM_NR * sizeof(float))
+                if bp == NULL:
+                    failed += 1  # a reduction: summed over the threads
+                else:
+                    gm_pack_b_panel(&x[0, 0], K, N, ldx, 1, n0, bp)
+                    gm_run_b(&ap[0, 0], bp, GM_NR, K * GM_NR, &y[0, 0] + n0, N - n0, K, ldy,
+                             NULL, m_lo, m_hi, 0, 1, &tail)
+                    free(bp)
     if failed:
         raise MemoryError()

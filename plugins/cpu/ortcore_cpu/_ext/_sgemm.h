@@ -84,13 +84,40 @@ static inline void gm_pack_a_panel(const float *a, ptrdiff_t M, ptrdiff_t K, ptr
     }
 }
 
+/* A convolution's epilogue (1x1 Convs on this GEMM, see gemm.pyx's
+ * pointwise): a bias per row of C, added with the first slice of K; a
+ * residual z (C's layout, row stride ldz) and a clamp to [lo, hi] (a NaN
+ * stays NaN), applied with the last slice. */
+typedef struct {
+    const float *rbias; /* NULL: none */
+    const float *z;     /* NULL: none */
+    ptrdiff_t ldz;
+    float lo, hi;
+    int clamp;
+} gm_epi;
+
+typedef int gm_vi __attribute__((vector_size(GM_VL * 4)));
+
+/* t < lo ? lo : t, then t > hi ? hi : t, lane by lane (a NaN stays NaN), in
+ * bit operations: C's vector extensions compare but have no ?: on vectors. */
+static inline gm_v gm_clamp(gm_v t, gm_v lo, gm_v hi) {
+    gm_vi below = t < lo;
+    t = (gm_v)((below & (gm_vi)lo) | (~below & (gm_vi)t));
+    gm_vi above = t > hi;
+    return (gm_v)((above & (gm_vi)hi) | (~above & (gm_vi)t));
+}
+
 /* One GM_MR x GM_NR tile: c[i, j] (+)= sum over k < kc of ap[k, i]
  * bp[k * ldb + j], starting from c (add), from bias[j] (bias non-NULL) or
  * from 0. Writes mr rows and nr columns of c (row stride ldc). ldb is GM_NR
- * for a packed panel of B, B's row stride for a panel read in place. */
+ * for a packed panel of B, B's row stride for a panel read in place. With
+ * an epilogue ep (else NULL), the tile's first row being row m0 of ep's
+ * and its first column column n0: its row bias joins the start (without
+ * add), its residual and clamp apply when `last` (the last slice of K). */
 static inline void gm_kernel(const float *restrict ap, const float *restrict bp, ptrdiff_t ldb,
                              ptrdiff_t kc, float *restrict c, ptrdiff_t ldc, ptrdiff_t mr,
-                             ptrdiff_t nr, int add, const float *restrict bias) {
+                             ptrdiff_t nr, int add, const float *restrict bias,
+                             const gm_epi *ep, ptrdiff_t m0, ptrdiff_t n0, int last) {
     gm_v c0[GM_MR], c1[GM_MR];
 #pragma GCC unroll 16
     for (int i = 0; i < GM_MR; i++) {
@@ -108,6 +135,10 @@ static inline void gm_kernel(const float *restrict ap, const float *restrict bp,
             c1[i] += av * b1;
         }
     }
+    const float *rbias = ep != NULL && !add ? ep->rbias : NULL;
+    const float *z = ep != NULL && last ? ep->z : NULL;
+    const int clamp = ep != NULL && last && ep->clamp;
+    const gm_v lo = (clamp ? ep->lo : 0.0f) - (gm_v){0}, hi = (clamp ? ep->hi : 0.0f) - (gm_v){0};
     gm_v s0 = (gm_v){0}, s1 = (gm_v){0};
     if (!add && bias != NULL && nr == GM_NR) {
         s0 = *(const gm_vu *)bias;
@@ -116,13 +147,29 @@ static inline void gm_kernel(const float *restrict ap, const float *restrict bp,
     if (nr == GM_NR) {
         for (ptrdiff_t i = 0; i < mr; i++) {
             gm_vu *r0 = (gm_vu *)(c + i * ldc), *r1 = (gm_vu *)(c + i * ldc + GM_VL);
+            gm_v t0, t1;
             if (add) {
-                *r0 += c0[i];
-                *r1 += c1[i];
+                t0 = *r0 + c0[i];
+                t1 = *r1 + c1[i];
             } else {
-                *r0 = c0[i] + s0;
-                *r1 = c1[i] + s1;
+                t0 = c0[i] + s0;
+                t1 = c1[i] + s1;
+                if (rbias != NULL) {
+                    t0 += rbias[m0 + i];
+                    t1 += rbias[m0 + i];
+                }
             }
+            if (z != NULL) {
+                const float *zr = z + (m0 + i) * ep->ldz + n0;
+                t0 += *(const gm_vu *)zr;
+                t1 += *(const gm_vu *)(zr + GM_VL);
+            }
+            if (clamp) {
+                t0 = gm_clamp(t0, lo, hi);
+                t1 = gm_clamp(t1, lo, hi);
+            }
+            *r0 = t0;
+            *r1 = t1;
         }
         return;
     }
@@ -133,7 +180,14 @@ static inline void gm_kernel(const float *restrict ap, const float *restrict bp,
         float *r = c + i * ldc;
         for (ptrdiff_t j = 0; j < nr; j++) {
             float start = add ? r[j] : (bias != NULL ? bias[j] : 0.0f);
-            r[j] = start + t[j];
+            float v = start + t[j];
+            if (rbias != NULL) v += rbias[m0 + i];
+            if (z != NULL) v += z[(m0 + i) * ep->ldz + n0 + j];
+            if (clamp) {
+                v = v < ep->lo ? ep->lo : v;
+                v = v > ep->hi ? ep->hi : v;
+            }
+            r[j] = v;
         }
     }
 }
@@ -144,10 +198,12 @@ static inline void gm_kernel(const float *restrict ap, const float *restrict bp,
  * pstride K * GM_NR, ldb GM_NR; read in place from a row-major B: pstride
  * GM_NR, ldb B's row stride, every panel whole). Rows go in blocks of
  * GM_MC, so that the slice of packed A a block reads (GM_MC x GM_KC floats)
- * stays in L2. */
+ * stays in L2. ep: a convolution's epilogue (rows and columns of C), or
+ * NULL. */
 static inline void gm_run_b(const float *ap, const float *bp, ptrdiff_t ldb, ptrdiff_t pstride,
                             float *c, ptrdiff_t N, ptrdiff_t K, ptrdiff_t ldc, const float *bias,
-                            ptrdiff_t m_lo, ptrdiff_t m_hi, ptrdiff_t p_lo, ptrdiff_t p_hi) {
+                            ptrdiff_t m_lo, ptrdiff_t m_hi, ptrdiff_t p_lo, ptrdiff_t p_hi,
+                            const gm_epi *ep) {
     for (ptrdiff_t k0 = 0; k0 < K; k0 += GM_KC) {
         ptrdiff_t kc = K - k0 < GM_KC ? K - k0 : GM_KC;
         for (ptrdiff_t mb = m_lo; mb < m_hi; mb += GM_MC) {
@@ -160,7 +216,7 @@ static inline void gm_run_b(const float *ap, const float *bp, ptrdiff_t ldb, ptr
                 for (ptrdiff_t m0 = mb; m0 < mb_hi; m0 += GM_MR) {
                     ptrdiff_t mr = mb_hi - m0 < GM_MR ? mb_hi - m0 : GM_MR;
                     gm_kernel(ap + m0 * K + k0 * GM_MR, bs, ldb, kc, c + m0 * ldc + n0, ldc, mr,
-                              nr, k0 > 0, bias_p);
+                              nr, k0 > 0, bias_p, ep, m0, n0, k0 + kc >= K);
                 }
             }
         }
@@ -171,7 +227,7 @@ static inline void gm_run_b(const float *ap, const float *bp, ptrdiff_t ldb, ptr
 static inline void gm_run(const float *ap, const float *bp, float *c, ptrdiff_t N, ptrdiff_t K,
                           ptrdiff_t ldc, const float *bias, ptrdiff_t m_lo, ptrdiff_t m_hi,
                           ptrdiff_t p_lo, ptrdiff_t p_hi) {
-    gm_run_b(ap, bp, GM_NR, K * GM_NR, c, N, K, ldc, bias, m_lo, m_hi, p_lo, p_hi);
+    gm_run_b(ap, bp, GM_NR, K * GM_NR, c, N, K, ldc, bias, m_lo, m_hi, p_lo, p_hi, NULL);
 }
 
 /* C (M x N, row stride ldc) = A B on one thread, A given packed (ap: the
@@ -202,7 +258,7 @@ static inline void gm_matmul_packed_a(const float *ap, ptrdiff_t M, ptrdiff_t K,
                                       ptrdiff_t sbn, float *c, ptrdiff_t ldc, float *bp) {
     if (sbn == 1 && M <= GM_MC && N >= 4 * GM_NR) {
         ptrdiff_t whole = N / GM_NR;
-        gm_run_b(ap, b, sbk, GM_NR, c, N, K, ldc, NULL, 0, M, 0, whole);
+        gm_run_b(ap, b, sbk, GM_NR, c, N, K, ldc, NULL, 0, M, 0, whole, NULL);
         if (whole * GM_NR < N) { /* the partial last panel */
             ptrdiff_t n0 = whole * GM_NR;
             gm_pack_b_panel(b, K, N, sbk, sbn, n0, bp);

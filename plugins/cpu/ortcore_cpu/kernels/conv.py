@@ -2,7 +2,9 @@
 
 Float32 (and float16, computed in float32) with 1-3 spatial dims use Cython
 im2col / col2im plus a BLAS matmul, a straight matmul for pointwise (1x1)
-convolutions, and a direct Cython kernel for depthwise 2-D ones. 1-D and 2-D
+convolutions (with a constant weight, the provider's packed GEMM reading the
+input in place and adding the bias, residual and clamp as it writes:
+``POINTWISE_GEMM``), and a direct Cython kernel for depthwise 2-D ones. 1-D and 2-D
 convolutions with large kernels on few input channels (at least
 ``DIRECT_MIN_TAPS`` taps, at most ``DIRECT_MAX_DEPTH`` = C * KH * KW, as in
 the 7x7 first layer of most CNNs), and strided ones with a 3x3 window or
@@ -344,6 +346,107 @@ lost)."""
 
 WINOGRAD_OVER_DIRECT_POSITIONS = 28 * 28
 """Fewest output positions for :data:`WINOGRAD_OVER_DIRECT_CHANNELS`."""
+
+
+POINTWISE_GEMM = True
+"""Whether the narrow (AVX2) and portable builds compute a 1x1 Conv of one
+group with a constant weight on the provider's packed GEMM
+(``gemm.pointwise``): the weight packed once, the input planes read in
+place, the bias, residual and clamp added as the register tiles are
+written, the output written where the node wants it (its channels of a
+FusedConvConcat's tensor too), rather than a BLAS matmul, a pass for the
+bias and a copy. Measured on a Zen 3 (AVX2, OpenBLAS's Haswell kernels on
+the kernels' OpenMP team), sessions alternating run by run in one process:
+SqueezeNet's 1x1 Convs 0.5-0.7x their time on 2 threads (16 -> 64 on 55x55:
+80 us, from 152), the whole model 0.92-0.94x (0.98-1.02x on 1 thread);
+Inception v1 0.97-0.98x, Inception v2 0.99x, DenseNet-121 0.985x, ResNet-50
+0.99x (its 28x28 ones 0.9-0.95x each)."""
+
+
+POINTWISE_MAX_WEIGHTS = 1 << 16
+"""Most weights (output x input channels) of a 1x1 Conv for
+:data:`POINTWISE_GEMM`: every panel of the input is multiplied by all of
+them, which must stay in L2. One Conv a session, 2 threads: 512 -> 256 on
+13x13, 1024 -> 128 and 2048 -> 512 on 7x7, 512 -> 1000 on 13x13 (128K-1M
+weights) took 1.06-1.23x BLAS's time; up to 64K weights 0.85-1.0x."""
+
+
+POINTWISE_ALIASED_PLANE = 64
+"""Planes of a multiple of this many positions keep BLAS: rows a multiple
+of 256 bytes apart fall into 16 sets of a 4 KiB-way L1 cache, so the panel
+the GEMM reads in place (a row per input channel) and the tiles it writes
+evict themselves. Inside ResNet-50 its 1x1 Convs on 56x56 (rows 12544
+bytes apart) took 1.1-1.2x BLAS's time on 2 threads, 1.2-1.45x on 1,
+where those on 28x28 gained."""
+
+
+def _use_pointwise(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: bool) -> bool:
+    """Whether a float32 Conv takes the packed GEMM's pointwise path (see
+    :data:`POINTWISE_GEMM`)."""
+    return (
+        POINTWISE_GEMM
+        and cached
+        and group == 1
+        and gemm.ext.VECTOR >= 8
+        and all(k == 1 for k in win.kernel)
+        and w.shape[2:] == tuple(win.kernel)
+        and not any(win.pads_begin)
+        and not any(win.pads_end)
+        and 0 < w.size <= POINTWISE_MAX_WEIGHTS
+        and math.prod(win.out) % POINTWISE_ALIASED_PLANE != 0
+        and x.size > 0
+    )
+
+
+def _conv_pointwise(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    z: np.ndarray | None,
+    win: Window,
+    threads: int,
+    clamp: Clamp | None,
+    packs: FilterCache,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """A 1x1 Conv of one group (see :data:`POINTWISE_GEMM`) of float32 ``x``
+    (N, C, *S) with its bias, residual ``z`` and clamp; ``packs`` keeps the
+    weight packed. Strided windows read the positions they take, copied
+    from the input first. The result goes to ``out`` if given (the output's
+    shape, each image's channels C-contiguous)."""
+    m = w.shape[0]
+    if any(st != 1 for st in win.strides):
+        x = x[(slice(None), slice(None), *(slice(None, None, st) for st in win.strides))]
+    x = f32_contiguous(x)
+    n, c = x.shape[:2]
+    p = math.prod(win.out)
+    if b is not None and b.shape != (m,):
+        raise ValueError(f"bias of shape {list(b.shape)} for {m} output channels")
+    bias = _NO_BIAS if b is None else f32_contiguous(b)
+    y = np.empty((n, m, *win.out), np.float32) if out is None else out
+    if z is not None:
+        if z.shape != y.shape:
+            raise ValueError(
+                f"residual Z of shape {list(z.shape)} for an output of {list(y.shape)}"
+            )
+        z = f32_contiguous(z)
+    lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
+    ap = packs.transform(w)
+    share = threads_for(m * p * c // 8, threads)
+    for i in range(n):
+        yi = y[i]
+        if not yi.flags.c_contiguous:
+            raise ValueError("the output's channels of one image are not contiguous")
+        gemm.ext.pointwise(
+            ap, m, x[i].reshape(c, p), yi.reshape(m, p), bias,
+            None if z is None else z[i].reshape(m, p), lo, hi, share,
+        )  # fmt: skip
+    return y
+
+
+def _pack_pointwise(w: np.ndarray) -> np.ndarray:
+    """A 1x1 Conv's weight (M, C, 1, ...) packed for ``gemm.pointwise``."""
+    return gemm.ext.pack_a_batch(f32_contiguous(w).reshape(1, w.shape[0], -1))
 
 
 def _use_direct(
@@ -811,11 +914,12 @@ def build_conv(
     constant_weight = constant_input(info, 1)
     filters = WinogradFilters() if constant_weight else None
     packs = FilterCache(lambda w: direct_filter(w, group)) if constant_weight else None
+    pointwise_packs = FilterCache(_pack_pointwise) if constant_weight else None
     # per input and weight shape and dtype seen (a few per node): the window,
     # whether the Cython paths take it, and the direct kernel's call
-    plans: dict[Hashable, tuple[Window, bool, _DirectCall | None]] = {}
+    plans: dict[Hashable, tuple[Window, bool, _DirectCall | None, bool]] = {}
 
-    def plan(x: np.ndarray, w: np.ndarray) -> tuple[Window, bool, _DirectCall | None]:
+    def plan(x: np.ndarray, w: np.ndarray) -> tuple[Window, bool, _DirectCall | None, bool]:
         if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
             raise ValueError(
                 f"{info.describe()}: input channels {x.shape[1]} / weight {w.shape} "
@@ -826,9 +930,12 @@ def build_conv(
         call = None
         if fast and _use_direct(x, w, win, group, filters is not None, threads):
             call = _direct_call(x.shape, w.shape, win, group)
-        return win, fast, call
+        pointwise = (
+            fast and call is None and _use_pointwise(x, w, win, group, pointwise_packs is not None)
+        )
+        return win, fast, call, pointwise
 
-    def lookup(x: np.ndarray, w: np.ndarray) -> tuple[Window, bool, _DirectCall | None]:
+    def lookup(x: np.ndarray, w: np.ndarray) -> tuple[Window, bool, _DirectCall | None, bool]:
         key = (x.shape, w.shape, x.dtype)
         return plans.get(key) or remember(plans, key, plan(x, w))
 
@@ -839,11 +946,14 @@ def build_conv(
         z: np.ndarray | None,
         out: np.ndarray | None = None,
     ) -> np.ndarray:
-        win, fast, call = lookup(x, w)
+        win, fast, call, pointwise = lookup(x, w)
         if fast:
+            into = out if x.dtype == np.float32 else None
             if call is not None:
-                direct_out = out if x.dtype == np.float32 else None
-                y = _conv_direct(x, w, b, z, win, threads, clamp, packs, group, call, direct_out)
+                y = _conv_direct(x, w, b, z, win, threads, clamp, packs, group, call, into)
+                return y.astype(x.dtype, copy=False)
+            if pointwise and pointwise_packs is not None and POINTWISE_GEMM:
+                y = _conv_pointwise(x, w, b, z, win, threads, clamp, pointwise_packs, into)
                 return y.astype(x.dtype, copy=False)
             alone = clamp is None and z is None  # the bias is all the epilogue
             y, added = _conv_f32(x, w, win, group, threads, filters, b if alone else None)
