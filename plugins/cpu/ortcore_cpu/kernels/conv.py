@@ -349,7 +349,7 @@ WINOGRAD_OVER_DIRECT_POSITIONS = 28 * 28
 
 
 POINTWISE_GEMM = True
-"""Whether the narrow (AVX2) and portable builds compute a 1x1 Conv of one
+"""Whether the narrow (AVX2) build computes a 1x1 Conv of one
 group with a constant weight on the provider's packed GEMM
 (``gemm.pointwise``): the weight packed once, the input planes read in
 place, the bias, residual and clamp added as the register tiles are
