@@ -1,8 +1,8 @@
 """1x1 Convs on the packed GEMM (``gemm.pointwise``): every build this CPU
 runs against a float64 product with the bias, residual and clamp, its
 argument checks, and the Conv nodes that take it (a constant weight, one
-group, no pads, planes whose rows do not alias in the cache) and the ones
-that keep BLAS, against onnx.reference."""
+group or a few channels a group, no pads, planes whose rows do not alias
+in the cache) and the ones that keep BLAS, against onnx.reference."""
 
 from __future__ import annotations
 
@@ -61,6 +61,26 @@ def test_every_build_against_float64(build: Any, shape: tuple[int, int, int], th
 
 
 @pytest.mark.parametrize("build", BUILDS, ids=IDS)
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+@pytest.mark.parametrize(
+    ("group", "mg", "kg", "n"), [(2, 5, 3, 7), (4, 34, 34, 196), (3, 13, 400, 40)]
+)
+def test_groups_against_float64(
+    build: Any, threads: int, group: int, mg: int, kg: int, n: int
+) -> None:
+    """Each group's rows of the output are its weights times its rows of
+    the input, with its bias and residual rows; more threads than groups
+    split each group's tiles too."""
+    a, x = _f32(group, mg, kg), _f32(group * kg, n)
+    bias, z = _f32(group * mg), _f32(group * mg, n)
+    out = np.full((group * mg, n), np.nan, np.float32)
+    build.pointwise(build.pack_a_batch(a), group * mg, x, out, bias, z, -1.0, 2.0, threads, group)
+    xs = x.astype(np.float64).reshape(group, kg, n)
+    ref = np.concatenate([a[g].astype(np.float64) @ xs[g] for g in range(group)])
+    _close(out, np.clip(ref + bias[:, None] + z, -1.0, 2.0), kg)
+
+
+@pytest.mark.parametrize("build", BUILDS, ids=IDS)
 def test_clamp_keeps_nan(build: Any) -> None:
     """A NaN sum stays NaN through the clamp, as Relu and Clip keep it."""
     a, x = _f32(7, 5), _f32(5, 40)
@@ -88,6 +108,10 @@ def test_refuses_bad_arguments(build: Any) -> None:
         build.pointwise(ap, 6, x, y, none, _f32(6, 19), 0.0, 1.0, 1)
     with pytest.raises(ValueError, match="contiguous"):
         build.pointwise(ap, 6, np.asfortranarray(x), y, none, None, 0.0, 1.0, 1)
+    with pytest.raises(ValueError, match="4 input and 6 output rows in 4 groups"):
+        build.pointwise(ap, 6, x, y, none, None, 0.0, 1.0, 1, 4)
+    with pytest.raises(ValueError, match="in 2 groups"):  # packed for one group
+        build.pointwise(ap, 6, x, y, none, None, 0.0, 1.0, 1, 2)
 
 
 # --- Conv nodes in sessions ---------------------------------------------------
@@ -120,16 +144,24 @@ x86-64 baseline's)."""
 
 
 def _model(
-    xs: tuple[int, ...], m: int, strides: int = 1, tail: str = "Relu", weight_input: bool = False
+    xs: tuple[int, ...],
+    m: int,
+    strides: int = 1,
+    tail: str = "Relu",
+    weight_input: bool = False,
+    group: int = 1,
 ) -> onnx.ModelProto:
-    """x -> Conv 1x1 (m channels, bias) -> ``tail``: Relu, Add (of a
-    residual input r), Concat (with a second 1x1 Conv of x, 3 channels) or
-    Identity. ``weight_input``: the weight is a graph input, not a constant."""
+    """x -> Conv 1x1 (m channels in ``group`` groups, bias) -> ``tail``:
+    Relu, Add (of a residual input r), Concat (with a second 1x1 Conv of x,
+    3 channels) or Identity. ``weight_input``: the weight is a graph input,
+    not a constant."""
     c = xs[1]
-    w = numpy_helper.from_array(_f32(m, c, 1, 1) / np.sqrt(c), "w")
+    w = numpy_helper.from_array(_f32(m, c // group, 1, 1) / np.sqrt(c), "w")
     b = numpy_helper.from_array(_f32(m), "b")
     w2 = numpy_helper.from_array(_f32(3, c, 1, 1), "w2")
-    conv_node = helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[strides, strides])
+    conv_node = helper.make_node(
+        "Conv", ["x", "w", "b"], ["c"], strides=[strides, strides], group=group
+    )
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(xs))]
     nodes = [conv_node]
     if tail == "Add":
@@ -194,21 +226,37 @@ def test_conv_nodes_take_pointwise(
     assert pointwise_calls
 
 
+@pytest.mark.skipif(not NARROW, reason="the x86-64 baseline build keeps BLAS")
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("xs", "m", "group"), [((1, 272, 14, 14), 272, 4), ((2, 6, 5, 5), 9, 3)])
+def test_grouped_conv_nodes_take_pointwise(
+    pointwise_calls: list[tuple[int, ...]], xs: tuple[int, ...], m: int, group: int, threads: int
+) -> None:
+    """ShuffleNet's grouped 1x1 Convs, and a small one of two images."""
+    _run(_model(xs, m, group=group), {"x": _f32(*xs)}, threads)
+    assert pointwise_calls
+
+
 @pytest.mark.parametrize(
-    ("xs", "m", "weight_input"),
+    ("xs", "m", "weight_input", "group"),
     [
-        ((1, 16, 56, 56), 64, False),  # 3136 positions: rows 12544 bytes apart alias
-        ((1, 512, 13, 13), 1000, False),  # more weights than POINTWISE_MAX_WEIGHTS
-        ((1, 16, 13, 13), 8, True),  # a weight that is not a constant
+        ((1, 16, 56, 56), 64, False, 1),  # 3136 positions: rows 12544 bytes apart alias
+        ((1, 512, 13, 13), 1000, False, 1),  # more weights than POINTWISE_MAX_WEIGHTS
+        ((1, 16, 13, 13), 8, True, 1),  # a weight that is not a constant
+        ((1, 16, 13, 13), 16, False, 16),  # depthwise: a kernel of its own
     ],
 )
 def test_conv_nodes_keep_blas(
-    pointwise_calls: list[tuple[int, ...]], xs: tuple[int, ...], m: int, weight_input: bool
+    pointwise_calls: list[tuple[int, ...]],
+    xs: tuple[int, ...],
+    m: int,
+    weight_input: bool,
+    group: int,
 ) -> None:
     feeds = {"x": _f32(*xs)}
     if weight_input:
         feeds["w"] = _f32(m, xs[1], 1, 1)
-    _run(_model(xs, m, weight_input=weight_input), feeds)
+    _run(_model(xs, m, weight_input=weight_input, group=group), feeds)
     assert not pointwise_calls
 
 

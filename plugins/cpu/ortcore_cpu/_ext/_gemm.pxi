@@ -29,6 +29,9 @@ cdef extern from "_sgemm.h" nogil:
                   float* c, Py_ssize_t N, Py_ssize_t K, Py_ssize_t ldc, const float* bias,
                   Py_ssize_t m_lo, Py_ssize_t m_hi, Py_ssize_t p_lo, Py_ssize_t p_hi,
                   const gm_epi* ep)
+    int gm_pointwise_share(const float* ap, const float* x, Py_ssize_t ldx, float* y,
+                           Py_ssize_t ldy, Py_ssize_t N, Py_ssize_t K, const gm_epi* ep,
+                           Py_ssize_t m_lo, Py_ssize_t m_hi, Py_ssize_t p_lo, Py_ssize_t p_hi)
     void gm_run(const float* ap, const float* bp, float* c, Py_ssize_t N, Py_ssize_t K,
                 Py_ssize_t ldc, const float* bias, Py_ssize_t m_lo, Py_ssize_t m_hi,
                 Py_ssize_t p_lo, Py_ssize_t p_hi)
@@ -243,35 +246,48 @@ def batched_sgemm_packed_a(const float[:, ::1] ap, Py_ssize_t M, const float[:, 
 
 
 def pointwise(const float[:, ::1] ap, Py_ssize_t M, const float[:, :] x, float[:, :] y,
-              const float[::1] bias, const float[:, :] z, float lo, float hi, int nthreads):
+              const float[::1] bias, const float[:, :] z, float lo, float hi, int nthreads,
+              Py_ssize_t group=1):
     """``y = clamp(a @ x + bias[:, None] + z, lo, hi)``: a 1x1 convolution of
     one image, ``a`` (M, K) its weights given packed by :func:`pack_a_batch`
     (``ap``: one row of it), ``x`` (K, N) its input planes, ``y`` (M, N)
     its output (a slice of channels of a larger tensor too), ``bias`` (M,)
     or empty, ``z`` a residual of ``y``'s shape or None; ``x``, ``y`` and
-    ``z`` with rows of contiguous values. ``x`` is read in place in panels
-    of PANEL columns (only a last, partial one is packed); the tiles are
-    split over ``nthreads`` OpenMP threads along N or M, whichever splits
-    more evenly; the bias, residual and clamp are applied as the register
-    tiles are written."""
+    ``z`` with rows of contiguous values. With ``group`` > 1 the rows of
+    ``x`` and of ``y`` split into that many groups, each group's output
+    the product of its own weights (``ap`` then holds ``pack_a_batch`` of
+    the (group, M / group, K / group) weights, a row each) and its input.
+
+    ``x`` is read in place in panels of PANEL columns (only a last, partial
+    one is packed). Each group's tiles split into shares along N or M,
+    whichever splits more evenly, so that the groups' shares make up
+    ``nthreads`` OpenMP threads' work (a group a thread when there are as
+    many groups); the bias, residual and clamp are applied to each row
+    block's panel of the output once its sums are whole (while it is in L1)."""
     cdef Py_ssize_t K = x.shape[0], N = x.shape[1]
-    cdef Py_ssize_t mpanels = (M + GM_MR - 1) // GM_MR, whole = N // GM_NR
-    cdef Py_ssize_t panels = (N + GM_NR - 1) // GM_NR, n0 = whole * GM_NR
-    cdef Py_ssize_t shares_n = max(1, min(nthreads, panels))
-    cdef Py_ssize_t shares_m = max(1, min(nthreads, mpanels))
+    if group < 1 or K % group or M % group:
+        raise ValueError(f"pointwise: {K} input and {M} output rows in {group} groups")
+    cdef Py_ssize_t kg = K // group, mg = M // group
+    cdef Py_ssize_t mpanels = (mg + GM_MR - 1) // GM_MR
+    cdef Py_ssize_t panels = (N + GM_NR - 1) // GM_NR
+    cdef Py_ssize_t per_group = max(1, nthreads // group)
+    cdef Py_ssize_t shares_n = max(1, min(per_group, panels))
+    cdef Py_ssize_t shares_m = max(1, min(per_group, mpanels))
     cdef bint along_n = _speedup(panels, shares_n) >= _speedup(mpanels, shares_m)
     cdef Py_ssize_t shares = shares_n if along_n else shares_m
     cdef Py_ssize_t ldx = x.strides[0] // sizeof(float), ldy = y.strides[0] // sizeof(float)
-    cdef Py_ssize_t t, m_lo, m_hi, p_lo, p_hi
+    cdef Py_ssize_t item, g, t, m_lo, m_hi, p_lo, p_hi
     cdef gm_epi ep
-    cdef gm_epi tail
-    cdef float* bp
+    cdef gm_epi epg
+    cdef const float* ag
+    cdef const float* xg
+    cdef float* yg
     cdef int failed = 0
-    if ap.shape[0] != 1 or ap.shape[1] != mpanels * GM_MR * K or y.shape[0] != M \
+    if ap.shape[0] != group or ap.shape[1] != mpanels * GM_MR * kg or y.shape[0] != M \
             or y.shape[1] != N:
         raise ValueError(
-            f"pointwise: packed A ({ap.shape[0]}, {ap.shape[1]}) for {M} rows, "
-            f"x ({K}, {N}) and y ({y.shape[0]}, {y.shape[1]}) do not match")
+            f"pointwise: packed A ({ap.shape[0]}, {ap.shape[1]}) for {M} rows in {group} "
+            f"groups, x ({K}, {N}) and y ({y.shape[0]}, {y.shape[1]}) do not match")
     if bias.shape[0] not in (0, M):
         raise ValueError(f"pointwise: bias of {bias.shape[0]} values for {M} rows")
     if z is not None and (z.shape[0] != M or z.shape[1] != N):
@@ -289,31 +305,30 @@ def pointwise(const float[:, ::1] ap, Py_ssize_t M, const float[:, :] x, float[:
     ep.lo = lo
     ep.hi = hi
     ep.clamp = lo > -INFINITY or hi < INFINITY
-    tail = ep  # for the partial last panel, its columns from n0
-    if tail.z != NULL:
-        tail.z = tail.z + n0
-    with nogil, parallel(num_threads=shares):
-        for t in prange(shares, schedule="static", chunksize=1):
+    with nogil, parallel(num_threads=min(nthreads, group * shares)):
+        for item in prange(group * shares, schedule="static", chunksize=1):
+            g = item // shares
+            t = item % shares
+            # group g's weights, input and output rows, bias and residual
+            ag = &ap[g, 0]
+            xg = &x[0, 0] + g * kg * ldx
+            yg = &y[0, 0] + g * mg * ldy
+            epg = ep
+            if epg.rbias != NULL:
+                epg.rbias = epg.rbias + g * mg
+            if epg.z != NULL:
+                epg.z = epg.z + g * mg * epg.ldz
             if along_n:
                 m_lo = 0
-                m_hi = M
+                m_hi = mg
                 p_lo = panels * t // shares
                 p_hi = panels * (t + 1) // shares
             else:
                 m_lo = mpanels * t // shares * GM_MR
-                m_hi = min(M, mpanels * (t + 1) // shares * GM_MR)
+                m_hi = min(mg, mpanels * (t + 1) // shares * GM_MR)
                 p_lo = 0
                 p_hi = panels
-            gm_run_b(&ap[0, 0], &x[0, 0], ldx, GM_NR, &y[0, 0], N, K, ldy, NULL, m_lo, m_hi,
-                     p_lo, min(p_hi, whole), &ep)
-            if p_hi > whole:  # the partial last panel, packed
-                bp = <float*>malloc(K * GM_NR * sizeof(float))
-                if bp == NULL:
-                    failed += 1  # a reduction: summed over the threads
-                else:
-                    gm_pack_b_panel(&x[0, 0], K, N, ldx, 1, n0, bp)
-                    gm_run_b(&ap[0, 0], bp, GM_NR, K * GM_NR, &y[0, 0] + n0, N - n0, K, ldy,
-                             NULL, m_lo, m_hi, 0, 1, &tail)
-                    free(bp)
+            if gm_pointwise_share(ag, xg, ldx, yg, ldy, N, kg, &epg, m_lo, m_hi, p_lo, p_hi):
+                failed += 1  # a reduction: summed over the threads
     if failed:
         raise MemoryError()

@@ -23,6 +23,7 @@
 #define ORTCORE_SGEMM_H
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__AVX512F__)
@@ -84,10 +85,64 @@ static inline void gm_pack_a_panel(const float *a, ptrdiff_t M, ptrdiff_t K, ptr
     }
 }
 
+/* One GM_MR x GM_NR tile: c[i, j] (+)= sum over k < kc of ap[k, i]
+ * bp[k * ldb + j], starting from c (add), from bias[j] (bias non-NULL) or
+ * from 0. Writes mr rows and nr columns of c (row stride ldc). ldb is GM_NR
+ * for a packed panel of B, B's row stride for a panel read in place. */
+static inline void gm_kernel(const float *restrict ap, const float *restrict bp, ptrdiff_t ldb,
+                             ptrdiff_t kc, float *restrict c, ptrdiff_t ldc, ptrdiff_t mr,
+                             ptrdiff_t nr, int add, const float *restrict bias) {
+    gm_v c0[GM_MR], c1[GM_MR];
+#pragma GCC unroll 16
+    for (int i = 0; i < GM_MR; i++) {
+        c0[i] = (gm_v){0};
+        c1[i] = (gm_v){0};
+    }
+    for (ptrdiff_t k = 0; k < kc; k++) {
+        gm_v b0 = *(const gm_vu *)(bp + k * ldb);
+        gm_v b1 = *(const gm_vu *)(bp + k * ldb + GM_VL);
+        const float *a = ap + k * GM_MR;
+#pragma GCC unroll 16
+        for (int i = 0; i < GM_MR; i++) {
+            gm_v av = a[i] - (gm_v){0}; /* a[i] in every lane */
+            c0[i] += av * b0;
+            c1[i] += av * b1;
+        }
+    }
+    gm_v s0 = (gm_v){0}, s1 = (gm_v){0};
+    if (!add && bias != NULL && nr == GM_NR) {
+        s0 = *(const gm_vu *)bias;
+        s1 = *(const gm_vu *)(bias + GM_VL);
+    }
+    if (nr == GM_NR) {
+        for (ptrdiff_t i = 0; i < mr; i++) {
+            gm_vu *r0 = (gm_vu *)(c + i * ldc), *r1 = (gm_vu *)(c + i * ldc + GM_VL);
+            if (add) {
+                *r0 += c0[i];
+                *r1 += c1[i];
+            } else {
+                *r0 = c0[i] + s0;
+                *r1 = c1[i] + s1;
+            }
+        }
+        return;
+    }
+    for (ptrdiff_t i = 0; i < mr; i++) {
+        float t[GM_NR];
+        *(gm_vu *)t = c0[i];
+        *(gm_vu *)(t + GM_VL) = c1[i];
+        float *r = c + i * ldc;
+        for (ptrdiff_t j = 0; j < nr; j++) {
+            float start = add ? r[j] : (bias != NULL ? bias[j] : 0.0f);
+            r[j] = start + t[j];
+        }
+    }
+}
+
 /* A convolution's epilogue (1x1 Convs on this GEMM, see gemm.pyx's
- * pointwise): a bias per row of C, added with the first slice of K; a
- * residual z (C's layout, row stride ldz) and a clamp to [lo, hi] (a NaN
- * stays NaN), applied with the last slice. */
+ * pointwise), applied to each tile of C once its sums are whole: a bias
+ * per row, a residual z (C's layout, row stride ldz), then a clamp to
+ * [lo, hi] (a NaN stays NaN). */
 typedef struct {
     const float *rbias; /* NULL: none */
     const float *z;     /* NULL: none */
@@ -107,83 +162,30 @@ static inline gm_v gm_clamp(gm_v t, gm_v lo, gm_v hi) {
     return (gm_v)((above & (gm_vi)hi) | (~above & (gm_vi)t));
 }
 
-/* One GM_MR x GM_NR tile: c[i, j] (+)= sum over k < kc of ap[k, i]
- * bp[k * ldb + j], starting from c (add), from bias[j] (bias non-NULL) or
- * from 0. Writes mr rows and nr columns of c (row stride ldc). ldb is GM_NR
- * for a packed panel of B, B's row stride for a panel read in place. With
- * an epilogue ep (else NULL), the tile's first row being row m0 of ep's
- * and its first column column n0: its row bias joins the start (without
- * add), its residual and clamp apply when `last` (the last slice of K). */
-static inline void gm_kernel(const float *restrict ap, const float *restrict bp, ptrdiff_t ldb,
-                             ptrdiff_t kc, float *restrict c, ptrdiff_t ldc, ptrdiff_t mr,
-                             ptrdiff_t nr, int add, const float *restrict bias,
-                             const gm_epi *ep, ptrdiff_t m0, ptrdiff_t n0, int last) {
-    gm_v c0[GM_MR], c1[GM_MR];
-#pragma GCC unroll 16
-    for (int i = 0; i < GM_MR; i++) {
-        c0[i] = (gm_v){0};
-        c1[i] = (gm_v){0};
-    }
-    for (ptrdiff_t k = 0; k < kc; k++) {
-        gm_v b0 = *(const gm_vu *)(bp + k * ldb);
-        gm_v b1 = *(const gm_vu *)(bp + k * ldb + GM_VL);
-        const float *a = ap + k * GM_MR;
-#pragma GCC unroll 16
-        for (int i = 0; i < GM_MR; i++) {
-            gm_v av = a[i] - (gm_v){0}; /* a[i] in every lane */
-            c0[i] += av * b0;
-            c1[i] += av * b1;
-        }
-    }
-    const float *rbias = ep != NULL && !add ? ep->rbias : NULL;
-    const float *z = ep != NULL && last ? ep->z : NULL;
-    const int clamp = ep != NULL && last && ep->clamp;
-    const gm_v lo = (clamp ? ep->lo : 0.0f) - (gm_v){0}, hi = (clamp ? ep->hi : 0.0f) - (gm_v){0};
-    gm_v s0 = (gm_v){0}, s1 = (gm_v){0};
-    if (!add && bias != NULL && nr == GM_NR) {
-        s0 = *(const gm_vu *)bias;
-        s1 = *(const gm_vu *)(bias + GM_VL);
-    }
-    if (nr == GM_NR) {
-        for (ptrdiff_t i = 0; i < mr; i++) {
-            gm_vu *r0 = (gm_vu *)(c + i * ldc), *r1 = (gm_vu *)(c + i * ldc + GM_VL);
-            gm_v t0, t1;
-            if (add) {
-                t0 = *r0 + c0[i];
-                t1 = *r1 + c1[i];
-            } else {
-                t0 = c0[i] + s0;
-                t1 = c1[i] + s1;
-                if (rbias != NULL) {
-                    t0 += rbias[m0 + i];
-                    t1 += rbias[m0 + i];
-                }
-            }
-            if (z != NULL) {
-                const float *zr = z + (m0 + i) * ep->ldz + n0;
-                t0 += *(const gm_vu *)zr;
-                t1 += *(const gm_vu *)(zr + GM_VL);
-            }
-            if (clamp) {
-                t0 = gm_clamp(t0, lo, hi);
-                t1 = gm_clamp(t1, lo, hi);
-            }
-            *r0 = t0;
-            *r1 = t1;
-        }
-        return;
-    }
+/* ep on the mr x nr block at c (row stride ldc), row m0 and column n0 of
+ * ep's: a panel's rows of a row block, in L1 after gm_kernel wrote them.
+ * Not in gm_kernel, whose sums keep every register (the epilogue's values
+ * there pushed the sums onto the stack and halved the kernel's speed), nor
+ * inlined into the tile loop. */
+static __attribute__((noinline)) void gm_epi_tile(float *c, ptrdiff_t ldc, ptrdiff_t mr,
+                                                  ptrdiff_t nr, const gm_epi *ep, ptrdiff_t m0,
+                                                  ptrdiff_t n0) {
+    const gm_v lo = ep->lo - (gm_v){0}, hi = ep->hi - (gm_v){0};
     for (ptrdiff_t i = 0; i < mr; i++) {
-        float t[GM_NR];
-        *(gm_vu *)t = c0[i];
-        *(gm_vu *)(t + GM_VL) = c1[i];
         float *r = c + i * ldc;
-        for (ptrdiff_t j = 0; j < nr; j++) {
-            float start = add ? r[j] : (bias != NULL ? bias[j] : 0.0f);
-            float v = start + t[j];
-            if (rbias != NULL) v += rbias[m0 + i];
-            if (z != NULL) v += z[(m0 + i) * ep->ldz + n0 + j];
-            if (clamp) {
+        const float rb = ep->rbias != NULL ? ep->rbias[m0 + i] : 0.0f;
+        const float *zr = ep->z != NULL ? ep->z + (m0 + i) * ep->ldz + n0 : NULL;
+        ptrdiff_t j = 0;
+        for (; j + GM_VL <= nr; j += GM_VL) {
+            gm_v t = *(const gm_vu *)(r + j) + rb;
+            if (zr != NULL) t += *(const gm_vu *)(zr + j);
+            if (ep->clamp) t = gm_clamp(t, lo, hi);
+            *(gm_vu *)(r + j) = t;
+        }
+        for (; j < nr; j++) {
+            float v = r[j] + rb;
+            if (zr != NULL) v += zr[j];
+            if (ep->clamp) {
                 v = v < ep->lo ? ep->lo : v;
                 v = v > ep->hi ? ep->hi : v;
             }
@@ -216,11 +218,40 @@ static inline void gm_run_b(const float *ap, const float *bp, ptrdiff_t ldb, ptr
                 for (ptrdiff_t m0 = mb; m0 < mb_hi; m0 += GM_MR) {
                     ptrdiff_t mr = mb_hi - m0 < GM_MR ? mb_hi - m0 : GM_MR;
                     gm_kernel(ap + m0 * K + k0 * GM_MR, bs, ldb, kc, c + m0 * ldc + n0, ldc, mr,
-                              nr, k0 > 0, bias_p, ep, m0, n0, k0 + kc >= K);
+                              nr, k0 > 0, bias_p);
                 }
+                /* the block's rows of this panel are whole (still in L1) */
+                if (ep != NULL && k0 + kc >= K)
+                    gm_epi_tile(c + mb * ldc + n0, ldc, mb_hi - mb, nr, ep, mb, n0);
             }
         }
     }
+}
+
+/* One share of a 1x1 convolution (gemm.pyx's pointwise): rows [m_lo,
+ * m_hi) and panels [p_lo, p_hi) of y (M x N, row stride ldy) = A x with
+ * the epilogue ep, A packed (ap), x (K x N, row stride ldx) read in place
+ * but for a partial last panel, packed here. Not inlined into the OpenMP
+ * region, where the compiler kept the tile loop's bounds on the stack.
+ * Returns 0, or -1 without memory for the last panel. */
+static __attribute__((noinline)) int gm_pointwise_share(const float *ap, const float *x,
+                                                         ptrdiff_t ldx, float *y, ptrdiff_t ldy,
+                                                         ptrdiff_t N, ptrdiff_t K, const gm_epi *ep,
+                                                         ptrdiff_t m_lo, ptrdiff_t m_hi,
+                                                         ptrdiff_t p_lo, ptrdiff_t p_hi) {
+    const ptrdiff_t whole = N / GM_NR, n0 = whole * GM_NR;
+    gm_run_b(ap, x, ldx, GM_NR, y, N, K, ldy, NULL, m_lo, m_hi, p_lo,
+             p_hi < whole ? p_hi : whole, ep);
+    if (p_hi > whole) {
+        float *bp = (float *)malloc((size_t)(K * GM_NR) * sizeof(float));
+        if (bp == NULL) return -1;
+        gm_epi tail = *ep; /* its columns from n0 */
+        if (tail.z != NULL) tail.z += n0;
+        gm_pack_b_panel(x, K, N, ldx, 1, n0, bp);
+        gm_run_b(ap, bp, GM_NR, K * GM_NR, y + n0, N - n0, K, ldy, NULL, m_lo, m_hi, 0, 1, &tail);
+        free(bp);
+    }
+    return 0;
 }
 
 /* gm_run_b on B packed (panels of K x GM_NR). */

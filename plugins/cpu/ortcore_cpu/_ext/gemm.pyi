@@ -15,5 +15,14 @@ def batched_sgemm(a: F32, b: F32, out: F32, nthreads: int) -> None: ...
 def pack_a_batch(a: F32) -> F32: ...
 def batched_sgemm_packed_a(ap: F32, M: int, b: F32, out: F32, nthreads: int) -> None: ...
 def pointwise(
-    ap: F32, M: int, x: F32, y: F32, bias: F32, z: F32 | None, lo: float, hi: float, nthreads: int
+    ap: F32,
+    M: int,
+    x: F32,
+    y: F32,
+    bias: F32,
+    z: F32 | None,
+    lo: float,
+    hi: float,
+    nthreads: int,
+    group: int = 1,
 ) -> None: ...

@@ -281,7 +281,8 @@ AlexNet's 3x3 Convs of 2 groups (192 channels a group, 12x12) 0.38-0.59x
 the time, ShuffleNet's 1x1 Convs of 4 groups (28-136 channels a group)
 0.78-0.98x; 6 channels a group (ShuffleNet's first) lost (1.25x), and on
 one thread the 3x3 ones lost too (1.15-1.35x: BLAS on one thread is not
-slowed by the threads' hand-offs that it pays on two)."""
+slowed by the threads' hand-offs that it pays on two). Grouped 1x1 Convs with a
+constant weight take the packed GEMM first (:data:`POINTWISE_GROUPS`)."""
 
 
 DIRECT_NARROW_SHALLOW_DEPTH = 144
@@ -349,18 +350,21 @@ WINOGRAD_OVER_DIRECT_POSITIONS = 28 * 28
 
 
 POINTWISE_GEMM = True
-"""Whether the narrow (AVX2) build computes a 1x1 Conv of one
-group with a constant weight on the provider's packed GEMM
-(``gemm.pointwise``): the weight packed once, the input planes read in
-place, the bias, residual and clamp added as the register tiles are
-written, the output written where the node wants it (its channels of a
+"""Whether the narrow (AVX2) build computes a 1x1 Conv (of one group, or
+of several: :data:`POINTWISE_GROUPS`) with a constant weight on the
+provider's packed GEMM (``gemm.pointwise``): the weight packed once, the
+input planes read in place, the bias, residual and clamp added to the
+output's tiles while they are in L1, the output written where the node wants it (its channels of a
 FusedConvConcat's tensor too), rather than a BLAS matmul, a pass for the
 bias and a copy. Measured on a Zen 3 (AVX2, OpenBLAS's Haswell kernels on
 the kernels' OpenMP team), sessions alternating run by run in one process:
 SqueezeNet's 1x1 Convs 0.5-0.7x their time on 2 threads (16 -> 64 on 55x55:
-80 us, from 152), the whole model 0.92-0.94x (0.98-1.02x on 1 thread);
-Inception v1 0.97-0.98x, Inception v2 0.99x, DenseNet-121 0.985x, ResNet-50
-0.99x (its 28x28 ones 0.9-0.95x each)."""
+80 us, from 152), the whole model 0.92-0.97x (0.98-1.02x on 1 thread);
+Inception v1 0.97-0.98x, Inception v2 0.99x, DenseNet-121 0.985-1.0x,
+ResNet-50 0.99-1.02x. The tiles' sums run at 65-77 GFLOP/s on one thread
+(the packed GEMM without the epilogue at 73-87): the epilogue runs on each
+row block's panel once its sums are whole, outside the tile loop (inside
+it, its values pushed the sums onto the stack: 37-41 GFLOP/s)."""
 
 
 POINTWISE_MAX_WEIGHTS = 1 << 16
@@ -380,19 +384,30 @@ bytes apart) took 1.1-1.2x BLAS's time on 2 threads, 1.2-1.45x on 1,
 where those on 28x28 gained."""
 
 
+POINTWISE_GROUPS = True
+"""Whether :data:`POINTWISE_GEMM` takes grouped 1x1 Convs too (not
+depthwise ones), each group's product its own, the groups' shares in one
+parallel region (before the narrow build's direct kernel, see
+:data:`DIRECT_NARROW_GROUP_CHANNELS`). ShuffleNet's, 4 groups, one Conv
+and Relu a session against the direct kernel on 2 threads: 272 channels
+on 14x14 0.91x the time, 136 and 112 on 28x28 0.8-0.84x; against BLAS per
+group on 1 thread 0.93-1.0x; the whole model 0.97x on 2 threads."""
+
+
 def _use_pointwise(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: bool) -> bool:
     """Whether a float32 Conv takes the packed GEMM's pointwise path (see
     :data:`POINTWISE_GEMM`)."""
     return (
         POINTWISE_GEMM
         and cached
-        and group == 1
+        and (group == 1 or (POINTWISE_GROUPS and w.shape[0] > group))
         and gemm.ext.VECTOR >= 8
+        and ext.DIRECT_VECTOR < DIRECT_WIDE_VECTOR
         and all(k == 1 for k in win.kernel)
         and w.shape[2:] == tuple(win.kernel)
         and not any(win.pads_begin)
         and not any(win.pads_end)
-        and 0 < w.size <= POINTWISE_MAX_WEIGHTS
+        and 0 < w.size <= POINTWISE_MAX_WEIGHTS * group
         and math.prod(win.out) % POINTWISE_ALIASED_PLANE != 0
         and x.size > 0
     )
@@ -408,10 +423,11 @@ def _conv_pointwise(
     clamp: Clamp | None,
     packs: FilterCache,
     out: np.ndarray | None = None,
+    group: int = 1,
 ) -> np.ndarray:
-    """A 1x1 Conv of one group (see :data:`POINTWISE_GEMM`) of float32 ``x``
-    (N, C, *S) with its bias, residual ``z`` and clamp; ``packs`` keeps the
-    weight packed. Strided windows read the positions they take, copied
+    """A 1x1 Conv (see :data:`POINTWISE_GEMM`) of float32 ``x`` (N, C, *S)
+    in ``group`` groups with its bias, residual ``z`` and clamp; ``packs``
+    keeps the weight packed (:func:`_pack_pointwise`). Strided windows read the positions they take, copied
     from the input first. The result goes to ``out`` if given (the output's
     shape, each image's channels C-contiguous)."""
     m = w.shape[0]
@@ -432,21 +448,22 @@ def _conv_pointwise(
         z = f32_contiguous(z)
     lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
     ap = packs.transform(w)
-    share = threads_for(m * p * c // 8, threads)
+    share = threads_for(m * p * (c // group) // 8, threads)
     for i in range(n):
         yi = y[i]
         if not yi.flags.c_contiguous:
             raise ValueError("the output's channels of one image are not contiguous")
         gemm.ext.pointwise(
             ap, m, x[i].reshape(c, p), yi.reshape(m, p), bias,
-            None if z is None else z[i].reshape(m, p), lo, hi, share,
+            None if z is None else z[i].reshape(m, p), lo, hi, share, group,
         )  # fmt: skip
     return y
 
 
-def _pack_pointwise(w: np.ndarray) -> np.ndarray:
-    """A 1x1 Conv's weight (M, C, 1, ...) packed for ``gemm.pointwise``."""
-    return gemm.ext.pack_a_batch(f32_contiguous(w).reshape(1, w.shape[0], -1))
+def _pack_pointwise(w: np.ndarray, group: int = 1) -> np.ndarray:
+    """A 1x1 Conv's weight (M, C / group, 1, ...) packed for
+    ``gemm.pointwise``: each group's (M / group, C / group) a row."""
+    return gemm.ext.pack_a_batch(f32_contiguous(w).reshape(group, w.shape[0] // group, -1))
 
 
 def _use_direct(
@@ -914,7 +931,7 @@ def build_conv(
     constant_weight = constant_input(info, 1)
     filters = WinogradFilters() if constant_weight else None
     packs = FilterCache(lambda w: direct_filter(w, group)) if constant_weight else None
-    pointwise_packs = FilterCache(_pack_pointwise) if constant_weight else None
+    pointwise_packs = FilterCache(lambda w: _pack_pointwise(w, group)) if constant_weight else None
     # per input and weight shape and dtype seen (a few per node): the window,
     # whether the Cython paths take it, and the direct kernel's call
     plans: dict[Hashable, tuple[Window, bool, _DirectCall | None, bool]] = {}
@@ -928,11 +945,9 @@ def build_conv(
         win = window(x.shape[2:], kernel_shape or w.shape[2:], partial=False, **geometry)
         fast = x.dtype in (np.float32, np.float16) and 1 <= len(win.out) <= 3
         call = None
-        if fast and _use_direct(x, w, win, group, filters is not None, threads):
+        pointwise = fast and _use_pointwise(x, w, win, group, pointwise_packs is not None)
+        if fast and not pointwise and _use_direct(x, w, win, group, filters is not None, threads):
             call = _direct_call(x.shape, w.shape, win, group)
-        pointwise = (
-            fast and call is None and _use_pointwise(x, w, win, group, pointwise_packs is not None)
-        )
         return win, fast, call, pointwise
 
     def lookup(x: np.ndarray, w: np.ndarray) -> tuple[Window, bool, _DirectCall | None, bool]:
@@ -953,7 +968,7 @@ def build_conv(
                 y = _conv_direct(x, w, b, z, win, threads, clamp, packs, group, call, into)
                 return y.astype(x.dtype, copy=False)
             if pointwise and pointwise_packs is not None and POINTWISE_GEMM:
-                y = _conv_pointwise(x, w, b, z, win, threads, clamp, pointwise_packs, into)
+                y = _conv_pointwise(x, w, b, z, win, threads, clamp, pointwise_packs, into, group)
                 return y.astype(x.dtype, copy=False)
             alone = clamp is None and z is None  # the bias is all the epilogue
             y, added = _conv_f32(x, w, win, group, threads, filters, b if alone else None)
