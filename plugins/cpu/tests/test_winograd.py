@@ -235,6 +235,37 @@ def test_transform_argument_checks() -> None:
         wino.output_transform(np.zeros((16, 1), np.float32), y, 0, 1, 1, 1)
     with pytest.raises(ValueError, match="does not fit"):
         wino.output_transform(np.zeros((16, 64), np.float32), y, 0, 1, 3, 1)
+    with pytest.raises(ValueError, match="rows are not contiguous"):
+        wino.output_transform(
+            np.zeros((16, 64), np.float32), np.zeros((1, 2, 2, 4), np.float32)[..., ::2], 0, 1, 1, 1
+        )
+    with pytest.raises(ValueError, match="bias of 3 values for 2 channels"):
+        wino.output_transform(
+            np.zeros((16, 64), np.float32), y, 0, 1, 1, 1, np.zeros(3, np.float32)
+        )
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("n", [1, 2])
+def test_epilogue_into_a_window_of_channels(threads: int, n: int) -> None:
+    """The bias and clamp in the output transform, written into channels
+    [3, 3 + M) of a larger tensor (a FusedConvConcat's), NaN kept; the
+    other channels untouched."""
+    x, w = _data(n, 6, 9, 7, 5)
+    x[0, 1, 4, 3] = np.nan  # reaches the outputs around it in every channel
+    b = RNG.standard_normal(5).astype(np.float32)
+    win = _win(x, (1, 1, 1, 1))
+    ref = _reference(x, w, win) + b.reshape(1, 5, 1, 1)
+    full = np.full((n, 11, 9, 7), 5.0, np.float32)
+    got = conv._conv_winograd(x, conv.winograd_filter(w), win, threads, None, b, (0.0, 1.0),
+                              full[:, 3:8])  # fmt: skip
+    want = np.clip(ref, 0.0, 1.0)  # np.clip keeps NaN
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+    assert np.shares_memory(got, full)
+    assert np.isnan(full[0, 3:8, 4, 3]).all() and not np.isnan(full[1:]).any()
+    assert (full[:, :3] == 5.0).all() and (full[:, 8:] == 5.0).all()
+    with pytest.raises(ValueError, match="bias of shape"):
+        conv._conv_winograd(x, conv.winograd_filter(w), win, 1, None, b[:4])
 
 
 # --- when the path is taken ---------------------------------------------------

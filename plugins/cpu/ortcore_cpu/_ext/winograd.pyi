@@ -14,6 +14,9 @@ def input_transform(
     ty1: int,
     tw: int,
     nthreads: int,
+    bias: F32 | None = None,
+    lo: float = ...,
+    hi: float = ...,
 ) -> None: ...
 def output_transform(
     m: F32,
@@ -22,4 +25,7 @@ def output_transform(
     ty1: int,
     tw: int,
     nthreads: int,
+    bias: F32 | None = None,
+    lo: float = ...,
+    hi: float = ...,
 ) -> None: ...

@@ -27,6 +27,7 @@ the loops across tiles.
 """
 
 from cython.parallel cimport prange
+from libc.math cimport INFINITY
 from libc.string cimport memcpy, memset
 
 cdef enum:
@@ -100,10 +101,12 @@ cdef void _input_tiles(const float* x, Py_ssize_t H, Py_ssize_t W, Py_ssize_t iy
 
 
 cdef void _output_tiles(const float* s, Py_ssize_t kstride, Py_ssize_t nt,
-                        float* y0, float* y1, Py_ssize_t ncols) noexcept nogil:
+                        float* y0, float* y1, Py_ssize_t ncols, float bias, float lo,
+                        float hi, bint clamp) noexcept nogil:
     """Transform ``nt`` <= _CHUNK tiles, element k of tile ``i`` at
     ``s[k * kstride + i]``, into output rows ``y0`` and ``y1`` (``NULL``: past
-    the output), of which the first ``ncols`` <= 2 * nt columns are written."""
+    the output), of which the first ``ncols`` <= 2 * nt columns are written,
+    plus ``bias``, clamped to [lo, hi] with ``clamp`` (a NaN stays NaN)."""
     cdef float r0[2 * _CHUNK]
     cdef float r1[2 * _CHUNK]
     cdef const float* p0 = s
@@ -138,6 +141,15 @@ cdef void _output_tiles(const float* s, Py_ssize_t kstride, Py_ssize_t nt,
         r0[2 * i + 1] = s01 - s02 - s03
         r1[2 * i] = s10 + s11 + s12
         r1[2 * i + 1] = s11 - s12 - s13
+    for i in range(2 * nt):
+        r0[i] = r0[i] + bias
+        r1[i] = r1[i] + bias
+    if clamp:
+        for i in range(2 * nt):
+            r0[i] = lo if r0[i] < lo else r0[i]
+            r0[i] = hi if r0[i] > hi else r0[i]
+            r1[i] = lo if r1[i] < lo else r1[i]
+            r1[i] = hi if r1[i] > hi else r1[i]
     memcpy(y0, &r0[0], ncols * sizeof(float))
     if y1 != NULL:
         memcpy(y1, &r1[0], ncols * sizeof(float))
@@ -189,10 +201,14 @@ def input_transform(const float[:, :, :, ::1] x, float[:, ::1] v,
                 _input_tiles(plane, H, W, 2 * ty - ph, 2 * tx - pw, nt, o + tx, kstride)
 
 
-def output_transform(const float[:, ::1] m, float[:, :, :, ::1] y,
-                     Py_ssize_t ty0, Py_ssize_t ty1, Py_ssize_t tw, int nthreads):
+def output_transform(const float[:, ::1] m, float[:, :, :, :] y,
+                     Py_ssize_t ty0, Py_ssize_t ty1, Py_ssize_t tw, int nthreads,
+                     const float[::1] bias=None, float lo=-INFINITY, float hi=INFINITY):
     """Output transform ``A^T M A`` of the tiles in ``m`` into rows ``2*ty0`` to
-    ``2*ty1 - 1`` of ``y`` (N, M, oh, ow).
+    ``2*ty1 - 1`` of ``y`` (N, M, oh, ow), plus ``bias`` ((M,), or None) and
+    clamped to [lo, hi] (a Conv's fused Relu or Clip; a NaN stays NaN) as it
+    is written. ``y``'s rows are contiguous; its other strides are any (the
+    channels of a larger tensor).
 
     ``m`` is (16, S) with S >= M * T, T = N * (ty1 - ty0) * tw, laid out like
     the ``v`` of :func:`input_transform`; ``tw`` must be ``ceil(ow / 2)``.
@@ -208,10 +224,19 @@ def output_transform(const float[:, ::1] m, float[:, :, :, ::1] y,
     cdef const float* s
     cdef float* y0
     cdef float* y1
+    cdef const float* bp = NULL
+    cdef bint clamp = lo > -INFINITY or hi < INFINITY
+    cdef Py_ssize_t yrow = y.strides[2] // sizeof(float)
     if ty0 < 0 or nty < 0 or 2 * <object>ty1 > oh + 1 or 2 * <object>tw < ow or 2 * <object>tw > ow + 1:
         raise ValueError("winograd output_transform: tile range does not fit y")
     if m.shape[0] != 16 or m.shape[1] < M * <object>N * nty * tw:
         raise ValueError("winograd output_transform: m has the wrong shape")
+    if ow > 1 and y.strides[3] != sizeof(float):
+        raise ValueError("winograd output_transform: y's rows are not contiguous")
+    if bias is not None and bias.shape[0] != M:
+        raise ValueError(f"winograd output_transform: bias of {bias.shape[0]} values for {M} channels")
+    if bias is not None and M > 0:
+        bp = &bias[0]
     if tiles == 0 or M == 0:
         return
     kstride = m.shape[1]
@@ -225,10 +250,11 @@ def output_transform(const float[:, ::1] m, float[:, :, :, ::1] y,
             ty = ty0 + rest - n * nty
             s = &m[0, r * tw]
             y0 = &y[n, mm, 2 * ty, 0]
-            y1 = y0 + ow if 2 * ty + 1 < oh else NULL
+            y1 = y0 + yrow if 2 * ty + 1 < oh else NULL
             for ch in range(nch):
                 tx = ch * _CHUNK
                 nt = tw - tx if tw - tx < _CHUNK else _CHUNK
                 ncols = ow - 2 * tx if ow - 2 * tx < 2 * nt else 2 * nt
                 _output_tiles(s + tx, kstride, nt, y0 + 2 * tx,
-                              y1 + 2 * tx if y1 != NULL else NULL, ncols)
+                              y1 + 2 * tx if y1 != NULL else NULL, ncols,
+                              bp[mm] if bp != NULL else 0.0, lo, hi, clamp)
