@@ -823,11 +823,13 @@ def _conv_f32(
     threads: int,
     filters: WinogradFilters | None = None,
     bias: np.ndarray | None = None,
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, bool]:
     """Convolution of float32 ``x`` (N, C, *S), 1-3 spatial dims, and whether
     it added ``bias`` (one value per output channel) too: the depthwise
     kernel starts from it instead of zeros, the other paths leave it to the
-    caller.
+    caller. The result goes to ``out`` if given: a C-contiguous float32
+    array of the output's shape (a FusedConvConcat's channels of one image).
 
     ``filters`` caches the Winograd filter transform of a constant ``w``;
     without it the transform is computed at each call that needs it.
@@ -842,8 +844,10 @@ def _conv_f32(
     if _use_winograd(x, w, win, group, filters is not None):
         u = filters.transform(w) if filters is not None else winograd_filter(w)
         packed = filters.packed if filters is not None else None
-        return _conv_winograd(f32_contiguous(x), u, win, threads, packed), False
-    y = np.empty((n, m, *out_sp), np.float32)
+        return _conv_winograd(f32_contiguous(x), u, win, threads, packed, out=out), False
+    if out is not None and not (out.flags.c_contiguous and out.dtype == np.float32):
+        raise ValueError("a Conv's output buffer must be C-contiguous float32")
+    y = np.empty((n, m, *out_sp), np.float32) if out is None else out
     ksize = math.prod(win.kernel)
     x = f32_contiguous(x)
     w = f32_contiguous(w)
@@ -1003,7 +1007,9 @@ def build_conv(
                 y = _conv_winograd(xc, u, win, threads, packed, b, clamp, into)
                 return y.astype(x.dtype, copy=False)
             alone = clamp is None and z is None  # the bias is all the epilogue
-            y, added = _conv_f32(x, w, win, group, threads, filters, b if alone else None)
+            # into the node's buffer where every reshape of it is a view
+            target = into if into is not None and into.flags.c_contiguous else None
+            y, added = _conv_f32(x, w, win, group, threads, filters, b if alone else None, target)
             if not added:
                 _add_bias(y, b, threads, clamp, z)
             return y.astype(x.dtype, copy=False)
