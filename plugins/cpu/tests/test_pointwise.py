@@ -108,6 +108,8 @@ def test_refuses_bad_arguments(build: Any) -> None:
         build.pointwise(ap, 6, x, y, none, _f32(6, 19), 0.0, 1.0, 1)
     with pytest.raises(ValueError, match="contiguous"):
         build.pointwise(ap, 6, np.asfortranarray(x), y, none, None, 0.0, 1.0, 1)
+    with pytest.raises(TypeError, match="bias"):
+        build.pointwise(ap, 6, x, y, None, None, 0.0, 1.0, 1)
     with pytest.raises(ValueError, match="4 input and 6 output rows in 4 groups"):
         build.pointwise(ap, 6, x, y, none, None, 0.0, 1.0, 1, 4)
     with pytest.raises(ValueError, match="in 2 groups"):  # packed for one group

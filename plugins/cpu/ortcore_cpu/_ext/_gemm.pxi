@@ -25,10 +25,6 @@ cdef extern from "_sgemm.h" nogil:
         float lo
         float hi
         int clamp
-    void gm_run_b(const float* ap, const float* bp, Py_ssize_t ldb, Py_ssize_t pstride,
-                  float* c, Py_ssize_t N, Py_ssize_t K, Py_ssize_t ldc, const float* bias,
-                  Py_ssize_t m_lo, Py_ssize_t m_hi, Py_ssize_t p_lo, Py_ssize_t p_hi,
-                  const gm_epi* ep)
     int gm_pointwise_share(const float* ap, const float* x, Py_ssize_t ldx, float* y,
                            Py_ssize_t ldy, Py_ssize_t N, Py_ssize_t K, const gm_epi* ep,
                            Py_ssize_t m_lo, Py_ssize_t m_hi, Py_ssize_t p_lo, Py_ssize_t p_hi)
@@ -245,9 +241,9 @@ def batched_sgemm_packed_a(const float[:, ::1] ap, Py_ssize_t M, const float[:, 
         raise MemoryError()
 
 
-def pointwise(const float[:, ::1] ap, Py_ssize_t M, const float[:, :] x, float[:, :] y,
-              const float[::1] bias, const float[:, :] z, float lo, float hi, int nthreads,
-              Py_ssize_t group=1):
+def pointwise(const float[:, ::1] ap not None, Py_ssize_t M, const float[:, :] x not None,
+              float[:, :] y not None, const float[::1] bias not None, const float[:, :] z,
+              float lo, float hi, int nthreads, Py_ssize_t group=1):
     """``y = clamp(a @ x + bias[:, None] + z, lo, hi)``: a 1x1 convolution of
     one image, ``a`` (M, K) its weights given packed by :func:`pack_a_batch`
     (``ap``: one row of it), ``x`` (K, N) its input planes, ``y`` (M, N)
