@@ -413,6 +413,41 @@ def _use_pointwise(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached
     )
 
 
+class _Epilogue(NamedTuple):
+    """What a kernel that writes a Conv's output adds as it writes: checked
+    by :func:`_epilogue`."""
+
+    bias: np.ndarray
+    """float32 (M,), or empty: no bias."""
+    z: np.ndarray | None
+    """The residual, contiguous float32 of the output's shape, or None."""
+    lo: float
+    hi: float
+
+
+def _epilogue(
+    b: np.ndarray | None, z: np.ndarray | None, shape: tuple[int, ...], clamp: Clamp | None
+) -> _Epilogue:
+    """The bias, residual and clamp bounds of a Conv whose output has
+    ``shape`` (N, M, ...), checked against it.
+
+    Raises:
+        ValueError: ``b`` is not of shape (M,), or ``z`` not of ``shape``.
+    """
+    m = shape[1]
+    if b is not None and b.shape != (m,):
+        raise ValueError(f"bias of shape {list(b.shape)} for {m} output channels")
+    if z is not None and z.shape != tuple(shape):
+        raise ValueError(f"residual Z of shape {list(z.shape)} for an output of {list(shape)}")
+    lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
+    return _Epilogue(
+        _NO_BIAS if b is None else f32_contiguous(b),
+        None if z is None else f32_contiguous(z),
+        lo,
+        hi,
+    )
+
+
 def _conv_pointwise(
     x: np.ndarray,
     w: np.ndarray,
@@ -427,26 +462,18 @@ def _conv_pointwise(
 ) -> np.ndarray:
     """A 1x1 Conv (see :data:`POINTWISE_GEMM`) of float32 ``x`` (N, C, *S)
     in ``group`` groups with its bias, residual ``z`` and clamp; ``packs``
-    keeps the weight packed (:func:`_pack_pointwise`). Strided windows read the positions they take, copied
-    from the input first. The result goes to ``out`` if given (the output's
-    shape, each image's channels C-contiguous)."""
+    keeps the weight packed (:func:`_pack_pointwise`). Strided windows read
+    the positions they take, copied from the input first. The result goes
+    to ``out`` if given (the output's shape, each image's channels
+    C-contiguous)."""
     m = w.shape[0]
     if any(st != 1 for st in win.strides):
         x = x[(slice(None), slice(None), *(slice(None, None, st) for st in win.strides))]
     x = f32_contiguous(x)
     n, c = x.shape[:2]
     p = math.prod(win.out)
-    if b is not None and b.shape != (m,):
-        raise ValueError(f"bias of shape {list(b.shape)} for {m} output channels")
-    bias = _NO_BIAS if b is None else f32_contiguous(b)
     y = np.empty((n, m, *win.out), np.float32) if out is None else out
-    if z is not None:
-        if z.shape != y.shape:
-            raise ValueError(
-                f"residual Z of shape {list(z.shape)} for an output of {list(y.shape)}"
-            )
-        z = f32_contiguous(z)
-    lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
+    bias, z, lo, hi = _epilogue(b, z, y.shape, clamp)
     ap = packs.transform(w)
     share = threads_for(m * p * (c // group) // 8, threads)
     for i in range(n):
@@ -588,24 +615,14 @@ def _conv_direct(
     channels C-contiguous (a slice of channels of a larger tensor)."""
     if call is None:
         call = _direct_call(x.shape, w.shape, win, group)
-    m = w.shape[0]
     wp = packs.transform(w) if packs is not None else direct_filter(w, group)
-    if b is not None and b.shape != (m,):
-        raise ValueError(f"bias of shape {list(b.shape)} for {m} output channels")
-    bias = _NO_BIAS if b is None else f32_contiguous(b)
     if call.sub is not None:  # a strided 1x1 window reads only these positions
         x = x[(slice(None), slice(None), *(slice(None, None, st) for st in call.sub))]
     x4 = f32_contiguous(x).reshape(call.x4)
     y = np.empty(call.y, np.float32) if out is None else out
     y4 = y.reshape(call.y4)
-    z4 = None
-    if z is not None:
-        if z.shape != y.shape:
-            raise ValueError(
-                f"residual Z of shape {list(z.shape)} for an output of {list(y.shape)}"
-            )
-        z4 = f32_contiguous(z).reshape(call.y4)
-    lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
+    bias, z, lo, hi = _epilogue(b, z, y.shape, clamp)
+    z4 = None if z is None else z.reshape(call.y4)
     size = call.size
     scratch = _scratch.get(size) if size <= _COL_SCRATCH_MAX else np.empty(size, np.float32)
     share = threads_for(call.work, threads)
