@@ -234,7 +234,8 @@ def output_transform(const float[:, ::1] m, float[:, :, :, :] y,
     if ow > 1 and y.strides[3] != sizeof(float):
         raise ValueError("winograd output_transform: y's rows are not contiguous")
     if bias is not None and bias.shape[0] != M:
-        raise ValueError(f"winograd output_transform: bias of {bias.shape[0]} values for {M} channels")
+        raise ValueError(
+            f"winograd output_transform: bias of {bias.shape[0]} values for {M} channels")
     if bias is not None and M > 0:
         bp = &bias[0]
     if tiles == 0 or M == 0:

@@ -4,8 +4,8 @@ Float32 (and float16, computed in float32) with 1-3 spatial dims use Cython
 im2col / col2im plus a BLAS matmul, a straight matmul for pointwise (1x1)
 convolutions (with a constant weight, the provider's packed GEMM reading the
 input in place and adding the bias, residual and clamp as it writes:
-``POINTWISE_GEMM``), and a direct Cython kernel for depthwise 2-D ones. 1-D and 2-D
-convolutions with large kernels on few input channels (at least
+``POINTWISE_GEMM``), and a direct Cython kernel for depthwise 2-D ones. 1-D
+and 2-D convolutions with large kernels on few input channels (at least
 ``DIRECT_MIN_TAPS`` taps, at most ``DIRECT_MAX_DEPTH`` = C * KH * KW, as in
 the 7x7 first layer of most CNNs), and strided ones with a 3x3 window or
 more on an image's few channels (``DIRECT_IMAGE_CHANNELS``), use a direct
@@ -281,8 +281,8 @@ AlexNet's 3x3 Convs of 2 groups (192 channels a group, 12x12) 0.38-0.59x
 the time, ShuffleNet's 1x1 Convs of 4 groups (28-136 channels a group)
 0.78-0.98x; 6 channels a group (ShuffleNet's first) lost (1.25x), and on
 one thread the 3x3 ones lost too (1.15-1.35x: BLAS on one thread is not
-slowed by the threads' hand-offs that it pays on two). Grouped 1x1 Convs with a
-constant weight take the packed GEMM first (:data:`POINTWISE_GROUPS`)."""
+slowed by the threads' hand-offs that it pays on two). Grouped 1x1 Convs
+with a constant weight take the packed GEMM first (:data:`POINTWISE_GROUPS`)."""
 
 
 DIRECT_NARROW_SHALLOW_DEPTH = 144
@@ -354,10 +354,11 @@ POINTWISE_GEMM = True
 of several: :data:`POINTWISE_GROUPS`) with a constant weight on the
 provider's packed GEMM (``gemm.pointwise``): the weight packed once, the
 input planes read in place, the bias, residual and clamp added to the
-output's tiles while they are in L1, the output written where the node wants it (its channels of a
-FusedConvConcat's tensor too), rather than a BLAS matmul, a pass for the
-bias and a copy. Measured on a Zen 3 (AVX2, OpenBLAS's Haswell kernels on
-the kernels' OpenMP team), sessions alternating run by run in one process:
+output's tiles while they are in L1, the output written where the node
+wants it (its channels of a FusedConvConcat's tensor too), rather than a
+BLAS matmul, a pass for the bias and a copy. Measured on a Zen 3 (AVX2,
+OpenBLAS's Haswell kernels on the kernels' OpenMP team), sessions
+alternating run by run in one process:
 SqueezeNet's 1x1 Convs 0.5-0.7x their time on 2 threads (16 -> 64 on 55x55:
 80 us, from 152), the whole model 0.92-0.97x (0.98-1.02x on 1 thread);
 Inception v1 0.97-0.98x, Inception v2 0.99x, DenseNet-121 0.985-1.0x,
@@ -975,7 +976,8 @@ def build_conv(
     packs = FilterCache(lambda w: direct_filter(w, group)) if constant_weight else None
     pointwise_packs = FilterCache(lambda w: _pack_pointwise(w, group)) if constant_weight else None
     # per input and weight shape and dtype seen (a few per node): the window,
-    # whether the Cython paths take it, and the direct kernel's call
+    # whether the Cython paths take it, the direct kernel's call and whether
+    # the packed GEMM takes it as a 1x1 Conv
     plans: dict[Hashable, tuple[Window, bool, _DirectCall | None, bool]] = {}
 
     def plan(x: np.ndarray, w: np.ndarray) -> tuple[Window, bool, _DirectCall | None, bool]:
