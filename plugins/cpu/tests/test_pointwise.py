@@ -14,23 +14,15 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
+from test_gemm import BUILDS, IDS, _close  # the GEMM builds and their float64 tolerance
 
 from ortcore_cpu.kernels import conv
-from ortcore_cpu.kernels._isa import runnable_builds
 
-BUILDS = runnable_builds("gemm")
-IDS = [m.__name__.rsplit(".", 1)[1] for m in BUILDS]
 RNG = np.random.default_rng(11)
 
 
 def _f32(*shape: int) -> np.ndarray:
     return RNG.standard_normal(shape).astype(np.float32)
-
-
-def _close(y: np.ndarray, ref: np.ndarray, k: int) -> None:
-    """float32 sums of ``k`` terms against float64: a few ulp per term."""
-    scale = float(np.abs(ref).max(initial=1.0))
-    np.testing.assert_allclose(y, ref, rtol=0, atol=4e-7 * max(k, 1) ** 0.5 * scale * 8)
 
 
 # (M, K, N): under one register tile; ragged tiles and a partial last panel;

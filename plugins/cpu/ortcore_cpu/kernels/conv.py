@@ -795,12 +795,9 @@ def _conv_winograd(
     oh, ow = win.out
     ph, pw = win.pads_begin
     th, tw = (oh + 1) // 2, (ow + 1) // 2
-    if bias is not None:
-        if bias.shape != (m,):
-            raise ValueError(f"bias of shape {list(bias.shape)} for {m} output channels")
-        bias = f32_contiguous(bias)
-    lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
     y = np.empty((n, m, oh, ow), np.float32) if out is None else out
+    checked, _, lo, hi = _epilogue(bias, None, y.shape, clamp)
+    bias = None if bias is None else checked
     # images per step and tile rows per step, within the V + M byte budget
     row_bytes = 64 * (c + m) * tw
     if row_bytes * th <= _WINOGRAD_BLOCK_BYTES:
@@ -833,6 +830,17 @@ def _conv_winograd(
     return y
 
 
+def _winograd_operands(
+    w: np.ndarray, filters: WinogradFilters | None
+) -> tuple[np.ndarray, FilterCache | None]:
+    """The Winograd filter transform of ``w`` and the cache of its packed
+    form: kept by ``filters`` for a constant weight; without, computed (and
+    packed where needed) at each call."""
+    if filters is None:
+        return winograd_filter(w), None
+    return filters.transform(w), filters.packed
+
+
 def _conv_f32(
     x: np.ndarray,
     w: np.ndarray,
@@ -860,8 +868,7 @@ def _conv_f32(
     if n * m * p == 0:
         return np.empty((n, m, *out_sp), np.float32), False
     if _use_winograd(x, w, win, group, filters is not None):
-        u = filters.transform(w) if filters is not None else winograd_filter(w)
-        packed = filters.packed if filters is not None else None
+        u, packed = _winograd_operands(w, filters)
         return _conv_winograd(f32_contiguous(x), u, win, threads, packed, out=out), False
     if out is not None and not (out.flags.c_contiguous and out.dtype == np.float32):
         raise ValueError("a Conv's output buffer must be C-contiguous float32")
@@ -1020,8 +1027,7 @@ def build_conv(
                 and _use_winograd(x, w, win, group, filters is not None)
             ):
                 # the output transform adds the bias and clamps
-                u = filters.transform(w) if filters is not None else winograd_filter(w)
-                packed = filters.packed if filters is not None else None
+                u, packed = _winograd_operands(w, filters)
                 xc = f32_contiguous(x)
                 y = _conv_winograd(xc, u, win, threads, packed, b, clamp, into)
                 return y.astype(x.dtype, copy=False)
