@@ -129,10 +129,11 @@ static inline __attribute__((always_inline)) void dc_channel(
 }
 
 #if DC_PAIR
-/* dc_accumulate of one vector (V = 1) of a 3x3 window whose taps read at
- * offsets o, the even and odd input channels summed apart and added at the
- * end (see DC_PAIR). */
-static inline __attribute__((always_inline)) void dc_accumulate_pair(
+/* Add the first C - C % 2 input channels of a 3x3 window whose taps read at
+ * offsets o to one vector of sums (V = 1), the even and odd channels summed
+ * apart and added at the end (see DC_PAIR); return how many channels that
+ * is (dc_accumulate adds an odd count's last one). */
+static inline __attribute__((always_inline)) ptrdiff_t dc_accumulate_pairs(
     dc_v8 acc[DC_OCB][DC_VMAX], const float *xph, ptrdiff_t C, ptrdiff_t CS,
     const float *xlast, const float *w, const ptrdiff_t o[9]) {
     dc_v8 a0[DC_OCB], a1[DC_OCB];
@@ -150,13 +151,8 @@ static inline __attribute__((always_inline)) void dc_accumulate_pair(
             }
         }
     }
-    if (c < C) { /* an odd count: the last channel (its plane at xlast) */
-        for (int t = 0; t < 9; t++) {
-            const dc_v8 i0 = *(const dc_v8u *)(xlast + o[t]);
-            for (int r = 0; r < DC_OCB; r++) a1[r] += (w[t * DC_OCB + r] - (dc_v8){0}) * i0;
-        }
-    }
-    for (int r = 0; r < DC_OCB; r++) acc[r][0] = a0[r] + a1[r];
+    for (int r = 0; r < DC_OCB; r++) acc[r][0] += a0[r] + a1[r];
+    return c;
 }
 #endif
 
@@ -191,13 +187,14 @@ static inline __attribute__((always_inline)) void dc_accumulate(
         /* 3x3: the nine tap offsets once, each channel's taps unrolled */
         ptrdiff_t o[9];
         for (int t = 0; t < 9; t++) o[t] = at + kyoff[t / 3] + koff[t % 3] + ow0;
+        ptrdiff_t c = 0;
 #if DC_PAIR
-        if (V == 1 && C >= 2) {
-            dc_accumulate_pair(acc, xph, C, CS, xlast, w, o);
-            return;
+        if (V == 1) {
+            c = dc_accumulate_pairs(acc, xph, C, CS, xlast, w, o);
+            w += c * 9 * DC_OCB;
         }
 #endif
-        for (ptrdiff_t c = 0; c < C; c++, w += 9 * DC_OCB) {
+        for (; c < C; c++, w += 9 * DC_OCB) {
             const float *plane = c < C - 1 ? xph + c * CS : xlast;
             for (int t = 0; t < 9; t++) {
                 dc_v8 in[DC_VMAX];
