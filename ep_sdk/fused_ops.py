@@ -21,6 +21,7 @@ kernel::
 | ``FusedConv`` | Conv (its attributes) + ``activation`` |
 | ``FusedConvAdd`` | ``activation(Conv(X, W, B) + Z)``; inputs ``X, W, Z[, B]``, ``Z`` as Y |
 | ``FusedConvConcat`` | FusedConv into channels ``channel_offset``.. of Y (``Into`` or new) |
+| ``FusedConvShuffle`` | FusedConv, its channels shuffled in ``shuffle_groups`` groups |
 | ``GrowingConcat`` | Concat of ``X`` and ``Y`` along axis 1, room kept for ``capacity`` channels |
 | ``FusedBatchNorm`` | BatchNormalization in inference (``epsilon``) + ``activation`` |
 | ``FusedGemm`` | Gemm (its attributes) + ``activation`` |
@@ -213,6 +214,13 @@ def _schemas() -> list[Any]:
                "Y, a tensor of `channels` channels: Into, written in place (Y is Into), or "
                "a new tensor; a chain of them, each taking the last one's Y as Into, is a "
                "Concat of Conv outputs along the channels with no copy"),
+        schema("FusedConvShuffle", [_p("X"), _p("W"), _p("B", True)], [_p("Y")],
+               [*conv_attrs, *_ACT_ATTRS, _attr("shuffle_groups", _A.INT, 1)],
+               _like("Conv", 3, _CONV_ATTRS),
+               "FusedConv, then ShuffleNet's channel shuffle of its output Y (N, C, ...): "
+               "channel j * shuffle_groups + i of Y is channel i * C / shuffle_groups + j "
+               "of the FusedConv's (a Reshape to (N, shuffle_groups, C / shuffle_groups, "
+               "...), a Transpose of axes 1 and 2 and a Reshape back)"),
         schema("GrowingConcat", [_p("X"), _p("Y")], [_p("Z")], [_attr("capacity", _A.INT)],
                _growing_concat,
                "Concat(X, Y) along axis 1, a link of a chain of them (each one's Z the next "

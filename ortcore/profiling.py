@@ -39,6 +39,7 @@ _FUSION_SUFFIXES = ("_fused", "_act")
 _FUSED_FROM = {
     "FusedConv": "Conv",
     "FusedConvConcat": "Conv",
+    "FusedConvShuffle": "Conv",
     "GrowingConcat": "Concat",
     "FusedBatchNorm": "BatchNormalization",
     "FusedGemm": "Gemm",

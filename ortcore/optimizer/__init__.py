@@ -22,7 +22,9 @@
    (erf and tanh forms) and BiasGelu, Swish (``x * Sigmoid(alpha * x)``:
    SiLU, QuickGelu), SkipLayerNormalization, attention,
    MatMul + Add, Gemm/MatMul + activation, Conv + activation, Concat of
-   Convs along the channels (the Convs write into the joined tensor). A pattern is
+   Convs along the channels (the Convs write into the joined tensor), a
+   channel shuffle after a Conv (folded into its weights, or a
+   FusedConvShuffle). A pattern is
    fused only where all its nodes are assigned to the same provider, to run
    with its kernels (not in a group it compiles), and that provider has a
    kernel for the fused op; the fused node inherits the assignment
@@ -52,6 +54,7 @@ from ..partition import partition_model
 from ._fusion import FusionContext, FusionPass
 from ._pass import OptimizerPass
 from .attention import AttentionFusionPass, fuse_attention
+from .channel_shuffle import ChannelShuffleFusionPass, fuse_conv_shuffle
 from .constant_folding import ConstantFoldingPass, fold_constants
 from .conv_activation import (
     ConvActivationFusionPass,
@@ -78,6 +81,7 @@ __all__ = [
     "FUSIONS",
     "FUSION_PASSES",
     "AttentionFusionPass",
+    "ChannelShuffleFusionPass",
     "CommonSubexpressionEliminationPass",
     "ConstantFoldingPass",
     "ConvActivationFusionPass",
@@ -110,6 +114,7 @@ __all__ = [
     "fuse_conv_activation",
     "fuse_conv_add_activation",
     "fuse_conv_concat",
+    "fuse_conv_shuffle",
     "fuse_gelu",
     "fuse_gemm_activation",
     "fuse_growing_concat",
@@ -133,6 +138,7 @@ FUSION_PASSES: tuple[type[FusionPass], ...] = (
     GemmActivationFusionPass,
     ConvActivationFusionPass,
     ConvConcatFusionPass,
+    ChannelShuffleFusionPass,
 )
 """The extended-level fusion passes, in the order they run."""
 

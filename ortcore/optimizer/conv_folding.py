@@ -25,7 +25,12 @@ from ._common import constant
 from ._pass import OptimizerPass
 from .constant_folding import const_tensor
 
-__all__ = ["ConvAffineFoldingPass", "fold_batchnorm_affine", "fold_conv_affine"]
+__all__ = [
+    "ConvAffineFoldingPass",
+    "fold_batchnorm_affine",
+    "fold_conv_affine",
+    "new_initializer",
+]
 
 
 def _per_channel(c: np.ndarray, channels: int, rank: int) -> np.ndarray | None:
@@ -121,10 +126,10 @@ def fold_conv_affine(graph: ir.Graph, overridable: Set[ir.Value] = frozenset()) 
             new_w = np.multiply(w, k.astype(w.dtype).reshape(-1, *([1] * (w.ndim - 1))))
             new_b = (b.astype(np.float64) * k + shift).astype(w.dtype)
             assert w_val is not None
-            conv.replace_input_with(1, _initializer(graph, f"{w_val.name}_folded", new_w))
+            conv.replace_input_with(1, new_initializer(graph, f"{w_val.name}_folded", new_w))
             if len(conv.inputs) < 3:
                 conv.resize_inputs(3)
-            conv.replace_input_with(2, _initializer(graph, f"{y.name}_bias_folded", new_b))
+            conv.replace_input_with(2, new_initializer(graph, f"{y.name}_bias_folded", new_b))
             outputs = _bypass(graph, y, nxt, outputs)
             folded += 1
     return folded
@@ -218,13 +223,16 @@ def fold_batchnorm_affine(graph: ir.Graph, overridable: Set[ir.Value] = frozense
             for index, array, tag in ((1, new_scale, "scale"), (2, new_bias, "B")):
                 old = bn.inputs[index]
                 assert old is not None
-                bn.replace_input_with(index, _initializer(graph, f"{old.name}_{tag}_folded", array))
+                folded_input = new_initializer(graph, f"{old.name}_{tag}_folded", array)
+                bn.replace_input_with(index, folded_input)
             outputs = _bypass(graph, y, nxt, outputs)
             folded += 1
     return folded
 
 
-def _initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
+def new_initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
+    """A new initializer of ``graph`` holding ``array``, named ``name`` (with
+    a number added while another initializer has the name)."""
     base, i = name, 0
     while name in graph.initializers:
         i += 1

@@ -43,6 +43,7 @@ FUSED_PATHS = {
     "FusedConv": NATIVE,
     "FusedConvAdd": NATIVE,
     "FusedConvConcat": NATIVE,
+    "FusedConvShuffle": NATIVE,
     "FusedGelu": NATIVE,
     "FusedGemm": NATIVE,
     "FusedLayerNorm": NATIVE,
@@ -141,6 +142,10 @@ def _sample(domain: str, op: str) -> tuple[list[np.ndarray], dict[str, Any], int
             "FusedConvConcat": (
                 [_f(1, 3, 6, 6), _f(4, 3, 3, 3), _f(4)],
                 {"activation": "Relu", "channels": 6, "channel_offset": 2},
+            ),
+            "FusedConvShuffle": (
+                [_f(1, 8, 6, 6), _f(8, 2, 1, 1), _f(8)],
+                {"activation": "Relu", "group": 4, "shuffle_groups": 4},
             ),
             "FusedConvAdd": (
                 [_f(1, 3, 6, 6), _f(4, 3, 3, 3), _f(1, 4, 4, 4), _f(4)],

@@ -73,6 +73,31 @@ def test_groups_against_float64(
 
 
 @pytest.mark.parametrize("build", BUILDS, ids=IDS)
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+@pytest.mark.parametrize(
+    ("group", "mg", "kg", "n"), [(2, 5, 3, 7), (4, 34, 34, 49), (4, 28, 6, 196), (3, 13, 40, 40)]
+)
+def test_interleaved_groups_against_float64(
+    build: Any, threads: int, group: int, mg: int, kg: int, n: int
+) -> None:
+    """With ``interleave`` row j of group g's output is row j * group + g of
+    y (ShuffleNet's channel shuffle), with that group's bias and clamp; the
+    output a window of a wider array whose other columns stay."""
+    a, x, bias = _f32(group, mg, kg), _f32(group * kg, n), _f32(group * mg)
+    wide = np.full((group * mg, n + 5), 7.0, np.float32)
+    out = wide[:, 2 : 2 + n]
+    build.pointwise(
+        build.pack_a_batch(a), group * mg, x, out, bias, None, 0.0, 3.0, threads, group, True
+    )
+    xs = x.astype(np.float64).reshape(group, kg, n)
+    ref = np.concatenate([a[g].astype(np.float64) @ xs[g] for g in range(group)])
+    ref = np.clip(ref + bias[:, None], 0.0, 3.0)
+    shuffled = ref.reshape(group, mg, n).transpose(1, 0, 2).reshape(group * mg, n)
+    _close(out, shuffled, kg)
+    assert (wide[:, :2] == 7.0).all() and (wide[:, 2 + n :] == 7.0).all()
+
+
+@pytest.mark.parametrize("build", BUILDS, ids=IDS)
 def test_clamp_keeps_nan(build: Any) -> None:
     """A NaN sum stays NaN through the clamp, as Relu and Clip keep it."""
     a, x = _f32(7, 5), _f32(5, 40)
@@ -106,6 +131,8 @@ def test_refuses_bad_arguments(build: Any) -> None:
         build.pointwise(ap, 6, x, y, none, None, 0.0, 1.0, 1, 4)
     with pytest.raises(ValueError, match="in 2 groups"):  # packed for one group
         build.pointwise(ap, 6, x, y, none, None, 0.0, 1.0, 1, 2)
+    with pytest.raises(ValueError, match="residual with interleaved"):
+        build.pointwise(ap, 6, x, y, none, _f32(6, 20), 0.0, 1.0, 1, 1, True)
 
 
 # --- Conv nodes in sessions ---------------------------------------------------
@@ -229,6 +256,40 @@ def test_grouped_conv_nodes_take_pointwise(
     """ShuffleNet's grouped 1x1 Convs, and a small one of two images."""
     _run(_model(xs, m, group=group), {"x": _f32(*xs)}, threads)
     assert pointwise_calls
+
+
+@pytest.mark.skipif(not NARROW, reason="the x86-64 baseline build keeps BLAS")
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("n", "shuffle"), [(1, 4), (2, 4), (1, 2)])
+def test_shuffled_grouped_conv_nodes(
+    monkeypatch: pytest.MonkeyPatch, threads: int, n: int, shuffle: int
+) -> None:
+    """ShuffleNet's grouped 1x1 Conv, Relu and channel shuffle: one
+    FusedConvShuffle on the pointwise path, its rows written shuffled when
+    the shuffle's groups are the Conv's, shuffled after otherwise."""
+    interleaved: list[bool] = []
+    real = conv._conv_pointwise
+
+    def spy(*args: Any, **kwargs: Any) -> np.ndarray:
+        interleaved.append(bool(kwargs.get("interleave")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(conv, "_conv_pointwise", spy)
+    xs = (n, 32, 7, 7)
+    model = _model(xs, 32, group=4)
+    relu = model.graph.node[1]
+    relu.output[0] = "a"
+    model.graph.node.extend([
+        helper.make_node("Reshape", ["a", "s1"], ["r1"]),
+        helper.make_node("Transpose", ["r1"], ["t"], perm=[0, 2, 1, 3, 4]),
+        helper.make_node("Reshape", ["t", "s2"], ["y"]),
+    ])  # fmt: skip
+    model.graph.initializer.extend([
+        numpy_helper.from_array(np.array([n, shuffle, 32 // shuffle, 7, 7], np.int64), "s1"),
+        numpy_helper.from_array(np.array(xs, np.int64), "s2"),
+    ])  # fmt: skip
+    _run(model, {"x": _f32(*xs)}, threads)
+    assert interleaved and all(i == (shuffle == 4) for i in interleaved)
 
 
 @pytest.mark.parametrize(

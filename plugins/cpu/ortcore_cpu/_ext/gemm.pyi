@@ -25,4 +25,5 @@ def pointwise(
     hi: float,
     nthreads: int,
     group: int = 1,
+    interleave: bool = False,
 ) -> None: ...

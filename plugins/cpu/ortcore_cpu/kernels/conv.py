@@ -39,7 +39,7 @@ import numpy as np
 from ep_sdk import Compute, NodeInfo
 
 from .._ext import winograd as wino
-from . import gemm, registry
+from . import gemm, registry, shape_ops
 from ._common import (
     FLOATS,
     FilterCache,
@@ -460,13 +460,15 @@ def _conv_pointwise(
     packs: FilterCache,
     out: np.ndarray | None = None,
     group: int = 1,
+    interleave: bool = False,
 ) -> np.ndarray:
     """A 1x1 Conv (see :data:`POINTWISE_GEMM`) of float32 ``x`` (N, C, *S)
     in ``group`` groups with its bias, residual ``z`` and clamp; ``packs``
     keeps the weight packed (:func:`_pack_pointwise`). Strided windows read
     the positions they take, copied from the input first. The result goes
     to ``out`` if given (the output's shape, each image's channels
-    C-contiguous)."""
+    C-contiguous). With ``interleave`` its channels come out shuffled in
+    ``group`` groups (:func:`shuffle_channels`), written so by the GEMM."""
     m = w.shape[0]
     if any(st != 1 for st in win.strides):
         x = x[(slice(None), slice(None), *(slice(None, None, st) for st in win.strides))]
@@ -483,9 +485,27 @@ def _conv_pointwise(
             raise ValueError("the output's channels of one image are not contiguous")
         gemm.ext.pointwise(
             ap, m, x[i].reshape(c, p), yi.reshape(m, p), bias,
-            None if z is None else z[i].reshape(m, p), lo, hi, share, group,
+            None if z is None else z[i].reshape(m, p), lo, hi, share, group, interleave,
         )  # fmt: skip
     return y
+
+
+def shuffle_channels(y: np.ndarray, groups: int, threads: int) -> np.ndarray:
+    """ShuffleNet's channel shuffle of ``y`` (N, C, ...): the Reshape to
+    (N, groups, C / groups, ...), Transpose of axes 1 and 2 and Reshape
+    back, as one copy; channel ``j * groups + i`` of the result is channel
+    ``i * C / groups + j`` of ``y``.
+
+    Raises:
+        ValueError: C is not a multiple of ``groups``.
+    """
+    n, c = y.shape[:2]
+    if groups < 1 or c % groups:
+        raise ValueError(f"shuffle of {c} channels in {groups} groups")
+    if groups == 1 or c == groups:
+        return y
+    split = y.reshape(n, groups, c // groups, -1)
+    return shape_ops.transpose_copy(split, [0, 2, 1, 3], threads).reshape(y.shape)
 
 
 def _pack_pointwise(w: np.ndarray, group: int = 1) -> np.ndarray:
@@ -965,6 +985,7 @@ def build_conv(
     clamp: Clamp | None = None,
     residual: bool = False,
     concat: tuple[int, int] | None = None,
+    shuffle: int = 1,
 ) -> Compute:
     """The Conv kernel of ``info``; with ``clamp`` its output is clamped to
     ``(lo, hi)`` in the bias's pass (FusedConv's Relu and Clip). With
@@ -972,7 +993,13 @@ def build_conv(
     output's shape) in that pass too (FusedConvAdd). With ``concat``
     ``(channels, offset)`` it takes ``(x, w, b=None, into=None)`` and writes
     its output as the channels from ``offset`` of a tensor of ``channels``
-    channels (FusedConvConcat, see :func:`concat_buffer`), which it returns."""
+    channels (FusedConvConcat, see :func:`concat_buffer`), which it returns.
+    With ``shuffle`` > 1 (no residual or concat) its output's channels come
+    out shuffled in that many groups (FusedConvShuffle, see
+    :func:`shuffle_channels`): written so by the packed GEMM when the Conv
+    is 1x1 in as many groups, else shuffled after."""
+    if shuffle > 1 and (residual or concat is not None):
+        raise ValueError(f"{info.describe()}: a channel shuffle with a residual or concat")
     check_window_attrs(info.attrs)
     group = int(info.attrs.get("group", 1))
     kernel_shape = info.attrs.get("kernel_shape")
@@ -1013,6 +1040,32 @@ def build_conv(
         out: np.ndarray | None = None,
     ) -> np.ndarray:
         win, fast, call, pointwise = lookup(x, w)
+        if (
+            shuffle > 1
+            and fast
+            and pointwise
+            and group == shuffle
+            and pointwise_packs is not None
+            and POINTWISE_GEMM
+        ):
+            y = _conv_pointwise(
+                x, w, b, None, win, threads, clamp, pointwise_packs, None, group, interleave=True
+            )
+            return y.astype(x.dtype, copy=False)
+        y = unshuffled(x, w, b, z, win, fast, call, pointwise, out)
+        return y if shuffle <= 1 else shuffle_channels(y, shuffle, threads)
+
+    def unshuffled(
+        x: np.ndarray,
+        w: np.ndarray,
+        b: np.ndarray | None,
+        z: np.ndarray | None,
+        win: Window,
+        fast: bool,
+        call: _DirectCall | None,
+        pointwise: bool,
+        out: np.ndarray | None,
+    ) -> np.ndarray:
         if fast:
             into = out if x.dtype == np.float32 else None
             if call is not None:

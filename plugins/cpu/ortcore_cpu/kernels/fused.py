@@ -2,7 +2,8 @@
 ``com.ortcore``; their domain and schemas are in ``ep_sdk.fused_ops``).
 
 Each reuses the kernel of the op it fuses: FusedConv, FusedConvAdd (a
-residual added too), FusedGemm and FusedMatMul run the Conv, Gemm and
+residual added too), FusedConvShuffle (its channels shuffled), FusedGemm
+and FusedMatMul run the Conv, Gemm and
 MatMul products and then add the bias and
 apply the activation in one Cython pass, in place on their fresh output
 (float32; numpy for the other dtypes); FusedBatchNorm clamps (Relu, Clip)
@@ -191,6 +192,46 @@ def fused_conv_concat(info: NodeInfo) -> Compute:
                                           y.dtype, offset, y.shape[1])  # fmt: skip
         part[...] = y
         return (joined,)
+
+    return compute
+
+
+@registry.kernel("FusedConvShuffle", domain=DOMAIN, types=_T_NO_BF16)
+@float32_path(NATIVE)
+def fused_conv_shuffle(info: NodeInfo) -> Compute:
+    """FusedConv whose output channels come out shuffled in
+    ``shuffle_groups`` groups (ShuffleNet's Reshape/Transpose/Reshape after
+    a grouped 1x1 Conv): a 1x1 Conv in as many groups on the packed GEMM
+    writes them so, Relu and Clip in its epilogue; any other Conv is
+    shuffled after, in one copy (``conv.shuffle_channels``).
+
+    Raises:
+        ValueError: ``shuffle_groups`` is below 1 (at build), or does not
+            divide the output's channels (at run).
+    """
+    groups = int(info.attrs.get("shuffle_groups", 1))
+    if groups < 1:
+        raise ValueError(f"{info.describe()}: shuffle_groups is {groups}, not a positive count")
+    clamp = _clamp(info)
+    threads = thread_count(info)
+    run: Compute
+    if clamp is not None:
+        run = conv.build_conv(info, clamp=clamp, shuffle=groups)
+    else:
+        whole = fused_conv(info)
+
+        def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray]:
+            (y,) = whole(x, w, b)
+            return (conv.shuffle_channels(y, groups, threads),)
+
+    def compute(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray]:
+        if w.ndim < 1 or w.shape[0] % groups:
+            raise ValueError(
+                f"{info.describe()}: {w.shape[0] if w.ndim else 0} output channels do not "
+                f"split into shuffle_groups={groups}"
+            )
+        (y,) = run(x, w, b)
+        return (y,)
 
     return compute
 

@@ -122,7 +122,7 @@ def _simplify(shape: tuple[int, ...], perm: list[int]) -> tuple[list[int], list[
     return new_shape, [rank_of[g] for g in range(len(groups))]
 
 
-def _transpose(x: np.ndarray, perm: list[int], threads: int) -> np.ndarray:
+def transpose_copy(x: np.ndarray, perm: list[int], threads: int) -> np.ndarray:
     """Contiguous ``x.transpose(perm)``: a tiled Cython copy for fixed-size
     element types, numpy otherwise."""
     if perm and perm[-1] == x.ndim - 1 and x.nbytes <= _NUMPY_ROWS_MAX:
@@ -256,7 +256,7 @@ def transpose(info: NodeInfo) -> Compute:
                     f"{info.describe()}: perm {p} is not a permutation of rank {x.ndim}"
                 )
             perms[x.ndim] = p
-        return (_transpose(x, p, threads),)
+        return (transpose_copy(x, p, threads),)
 
     return compute
 
