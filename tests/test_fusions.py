@@ -960,8 +960,28 @@ def test_one_group_conv_shuffle_with_a_weight_feed_is_fused(cpu: str, tmp_path: 
 
 
 @pytest.mark.parametrize(
-    "case", ["perm", "split-spatial", "back-other", "conv-read-twice", "one-per-group", "residual"]
+    ("split_n", "back"), [(-1, [0, 12, 5, 5]), (0, [-1, 12, 5, 5]), (0, [0, -1, 5, 5])]
 )
+def test_conv_shuffle_of_an_unknown_batch(
+    cpu: str, tmp_path: Path, split_n: int, back: list[int]
+) -> None:
+    """A batch dim that shape inference does not know: Reshape targets
+    that keep it (0 or -1) are still a channel shuffle, for every batch."""
+    c, hw = 12, 5
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], group=3)]
+    more, inits = _shuffle_nodes("c", 1, c, 3, hw, split=[split_n, 3, 4, hw, hw], back=back)
+    model = _model([*nodes, *more], {"x": ["N", c, hw, hw]}, ["y"],  # type: ignore[dict-item]
+                   [_init("w", _x(c, 4, 1, 1)), *inits])  # fmt: skip
+    for n in (1, 3):
+        ops = _check(model, {"x": _x(n, c, hw, hw)}, tmp_path)
+        assert ops == ["com.ortcore:FusedConvShuffle"]
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["perm", "split-spatial", "back-other", "conv-read-twice", "one-per-group", "residual",
+     "fixed-batch-of-unknown"],
+)  # fmt: skip
 def test_conv_shuffle_left_alone(cpu: str, tmp_path: Path, case: str) -> None:
     """Patterns that are not a channel shuffle of the Conv's output alone keep their nodes."""
     c, hw, g = 8, 4, 2
@@ -974,6 +994,9 @@ def test_conv_shuffle_left_alone(cpu: str, tmp_path: Path, case: str) -> None:
         kw["back"] = [1, c * hw, hw]
     elif case == "one-per-group":  # as many groups as channels: no shuffle
         kw.update(split=[1, c, 1, hw, hw])
+    batch: int | str = 1
+    if case == "fixed-batch-of-unknown":  # a batch of 1 in the target, N in the model
+        batch = "N"
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], group=2)]
     outputs = ["y"]
     inits = [_init("w", _x(c, c // 2, 1, 1))]
@@ -983,7 +1006,8 @@ def test_conv_shuffle_left_alone(cpu: str, tmp_path: Path, case: str) -> None:
     if case == "conv-read-twice":
         outputs.append("c")
     more, shuffle_inits = _shuffle_nodes("c", 1, c, g, hw, **kw)
-    model = _model([*nodes, *more], {"x": [1, c, hw, hw]}, outputs, inits + shuffle_inits)
+    shape: list[Any] = [batch, c, hw, hw]
+    model = _model([*nodes, *more], {"x": shape}, outputs, inits + shuffle_inits)
     ops = _check(model, {"x": _x(1, c, hw, hw)}, tmp_path)
     assert "com.ortcore:FusedConvShuffle" not in ops and "Transpose" in ops
 

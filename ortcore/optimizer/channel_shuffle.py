@@ -19,57 +19,94 @@ each node of the pattern by the next one alone:
   the CPU provider's writes a grouped 1x1 Conv's rows in the shuffled order
   from its GEMM, so the copy goes.
 
-The shapes come from shape inference and the Reshapes' constant targets,
-checked against each other, so a pattern that is not a channel shuffle of
-static shapes is left alone.
+The Conv output's dims but the batch must be known (from shape
+inference), and the Reshapes' constant targets must split its channels
+and give them back as they were, keeping the batch (0, -1 or its value):
+a pattern that is not exactly a channel shuffle is left alone.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import onnx_ir as ir
 
 from ..fused_ops import DOMAIN
-from ._common import attr, attr_int, known_shape
+from ..nodeinfo import static_shape
+from ._common import attr, attr_int
 from ._fusion import FusionContext, FusionPass, op
 from .conv_folding import new_initializer
 
 __all__ = ["ChannelShuffleFusionPass", "fuse_conv_shuffle", "shuffle_order"]
 
 
-def _reshaped(shape: Sequence[int], target: np.ndarray, allowzero: bool) -> tuple[int, ...] | None:
-    """The shape a Reshape of a ``shape`` tensor to ``target`` makes (0 copies
-    the input's dim unless ``allowzero``, one -1 is inferred), else None."""
-    if target.ndim != 1 or target.dtype.kind not in "iu":
-        return None
-    dims = [int(d) for d in target]
-    out: list[int] = []
-    for i, d in enumerate(dims):
+_N = "N"
+"""The batch in :func:`_resolve`'s dims when shape inference does not know it."""
+
+
+def _resolve(
+    target: Sequence[int], dims: Sequence[int | str], allowzero: bool
+) -> list[int | str] | None:
+    """What a Reshape of a tensor of ``dims`` (ints, and :data:`_N` for an
+    unknown batch) to ``target`` makes, by onnx's rules (0 copies the
+    input's dim unless ``allowzero``, one -1 takes what is left), with the
+    batch kept symbolic; None where that is not one shape."""
+    out: list[int | str] = []
+    for i, d in enumerate(target):
         if d == 0 and not allowzero:
-            if i >= len(shape):
+            if i >= len(dims):
                 return None
-            d = shape[i]
-        out.append(d)
-    if out.count(-1) > 1 or any(d < -1 for d in out):
-        return None
-    total = int(np.prod(shape))
-    if -1 in out:
-        rest = int(np.prod([d for d in out if d != -1]))
-        if rest == 0 or total % rest:
+            out.append(dims[i])
+        elif d >= -1:
+            out.append(d)
+        else:
             return None
-        out[out.index(-1)] = total // rest
-    return tuple(out) if int(np.prod(out)) == total else None
-
-
-def _shuffle_after(ctx: FusionContext, y: ir.Value) -> tuple[list[ir.Node], int] | None:
-    """The Reshape, Transpose and Reshape that shuffle the channels of ``y``
-    (each read by the next alone) and the shuffle's group count, else None."""
-    shape = known_shape(y)
-    if shape is None or len(shape) < 3:
+    if out.count(-1) > 1:
         return None
-    n, c, spatial = shape[0], shape[1], shape[2:]
+    size = math.prod(d for d in dims if isinstance(d, int))
+    known = math.prod(d for d in out if isinstance(d, int) and d != -1)
+    symbolic = _N in dims
+    if -1 not in out:
+        return out if known == size and (_N in out) == symbolic else None
+    if known == 0 or size % known:
+        return None
+    rest = size // known
+    if _N in out or not symbolic:
+        out[out.index(-1)] = rest
+    elif rest == 1:
+        out[out.index(-1)] = _N
+    else:
+        return None
+    return out
+
+
+def _target(ctx: FusionContext, reshape: ir.Node) -> tuple[list[int], bool] | None:
+    """The constant target of ``reshape`` and its ``allowzero``, else None."""
+    if len(reshape.inputs) != 2:
+        return None
+    target = ctx.const(reshape.inputs[1])
+    if target is None or target.ndim != 1 or target.dtype.kind not in "iu":
+        return None
+    return [int(d) for d in target], bool(attr_int(reshape, "allowzero", 0))
+
+
+def _shuffle_after(
+    ctx: FusionContext, y: ir.Value
+) -> tuple[list[ir.Node], int, int] | None:
+    """The Reshape, Transpose and Reshape that shuffle the channels of ``y``
+    (each read by the next alone), the shuffle's group count and ``y``'s
+    channels, else None.
+
+    ``y``'s dims but the batch must be known; the Reshapes' targets must
+    name the channel split and the spatial dims as they are, and keep the
+    batch (0, -1 or its value)."""
+    shape = static_shape(y)
+    known = [d for d in (shape or ())[1:] if d is not None]
+    if shape is None or len(shape) < 3 or len(known) != len(shape) - 1 or min(known) <= 0:
+        return None
+    n, c, spatial = shape[0], known[0], known[1:]
     nodes: list[ir.Node] = []
     value = y
     for step in ("Reshape", "Transpose", "Reshape"):
@@ -81,30 +118,26 @@ def _shuffle_after(ctx: FusionContext, y: ir.Value) -> tuple[list[ir.Node], int]
         nodes.append(node)
         value = node.outputs[0]
     first, transpose, last = nodes
-    split = _target(ctx, first, shape)
-    if split is None or len(split) != len(shape) + 1 or split[0] != n or split[3:] != spatial:
+    split, back = _target(ctx, first), _target(ctx, last)
+    if split is None or back is None:
         return None
-    g = split[1]
-    if g <= 1 or g >= c or c % g or split[2] != c // g:
+    (s1, zero1), (s2, zero2) = split, back
+    batch: int | str = _N if n is None else n
+    resolved = _resolve(s1, [batch, c, *spatial], zero1)
+    if resolved is None or len(resolved) != len(shape) + 1 or resolved[0] != batch:
         return None
-    rank = len(split)
+    g = resolved[1]
+    if not isinstance(g, int) or g <= 1 or g >= c or c % g:
+        return None
+    if resolved[2:] != [c // g, *spatial]:
+        return None
+    if _resolve(s2, [batch, c // g, g, *spatial], zero2) != [batch, c, *spatial]:
+        return None
     perm = attr(transpose, "perm")
+    rank = len(s1)
     if not isinstance(perm, Sequence) or [int(p) for p in perm] != [0, 2, 1, *range(3, rank)]:
         return None
-    swapped = (n, c // g, g, *spatial)
-    if _target(ctx, last, swapped) != shape:
-        return None
-    return nodes, g
-
-
-def _target(ctx: FusionContext, reshape: ir.Node, shape: Sequence[int]) -> tuple[int, ...] | None:
-    """What ``reshape`` makes of a tensor of ``shape``, its target a constant."""
-    if len(reshape.inputs) != 2:
-        return None
-    target = ctx.const(reshape.inputs[1])
-    if target is None:
-        return None
-    return _reshaped(shape, target, bool(attr_int(reshape, "allowzero", 0)))
+    return nodes, g, c
 
 
 def shuffle_order(channels: int, groups: int) -> np.ndarray:
@@ -151,8 +184,7 @@ def fuse_conv_shuffle(ctx: FusionContext) -> int:
         found = _shuffle_after(ctx, conv.outputs[0])
         if found is None:
             continue
-        shuffle, groups = found
-        channels = known_shape(conv.outputs[0])[1]  # type: ignore[index]
+        shuffle, groups, channels = found
         nodes = [conv, *shuffle]
         out = shuffle[-1].outputs[0]
         permuted = None
