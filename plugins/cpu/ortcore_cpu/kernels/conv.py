@@ -1040,32 +1040,6 @@ def build_conv(
         out: np.ndarray | None = None,
     ) -> np.ndarray:
         win, fast, call, pointwise = lookup(x, w)
-        if (
-            shuffle > 1
-            and fast
-            and pointwise
-            and group == shuffle
-            and pointwise_packs is not None
-            and POINTWISE_GEMM
-        ):
-            y = _conv_pointwise(
-                x, w, b, None, win, threads, clamp, pointwise_packs, None, group, interleave=True
-            )
-            return y.astype(x.dtype, copy=False)
-        y = unshuffled(x, w, b, z, win, fast, call, pointwise, out)
-        return y if shuffle <= 1 else shuffle_channels(y, shuffle, threads)
-
-    def unshuffled(
-        x: np.ndarray,
-        w: np.ndarray,
-        b: np.ndarray | None,
-        z: np.ndarray | None,
-        win: Window,
-        fast: bool,
-        call: _DirectCall | None,
-        pointwise: bool,
-        out: np.ndarray | None,
-    ) -> np.ndarray:
         if fast:
             into = out if x.dtype == np.float32 else None
             if call is not None:
@@ -1113,6 +1087,22 @@ def build_conv(
             return (joined,)
 
         return compute_into
+
+    if shuffle > 1:
+
+        def compute_shuffled(
+            x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
+        ) -> tuple[np.ndarray]:
+            win, fast, _, pointwise = lookup(x, w)
+            gemm_packs = pointwise_packs
+            if fast and pointwise and group == shuffle and gemm_packs is not None and POINTWISE_GEMM:
+                # the GEMM writes each group's rows where the shuffle puts them
+                y = _conv_pointwise(x, w, b, None, win, threads, clamp, gemm_packs, None, group,
+                                    interleave=True)  # fmt: skip
+                return (y.astype(x.dtype, copy=False),)
+            return (shuffle_channels(run(x, w, b, None), shuffle, threads),)
+
+        return compute_shuffled
 
     if residual:
 
