@@ -17,7 +17,7 @@ import onnx_ir as ir
 
 from ..nodeinfo import static_shape
 
-__all__ = ["attr", "attr_int", "constant", "known_shape"]
+__all__ = ["attr", "attr_int", "constant", "known_shape", "reshaped"]
 
 
 def constant(value: ir.Value | None, overridable: Set[ir.Value]) -> np.ndarray | None:
@@ -59,3 +59,37 @@ def attr_int(node: ir.Node, name: str, default: int) -> int:
     """The int attribute ``name`` of ``node`` (``default`` if absent)."""
     a = node.attributes.get(name)
     return default if a is None else int(a.value)
+
+
+def reshaped(
+    shape: tuple[int, ...], target: np.ndarray, allowzero: bool
+) -> tuple[int, ...] | None:
+    """Reshape's output shape for an input of ``shape`` and a constant
+    ``target`` (onnx's rules: 0 copies the input's dim unless ``allowzero``,
+    one -1 takes what is left), or ``None`` if invalid."""
+    dims = [int(d) for d in target]
+    out: list[int] = []
+    infer = -1
+    for i, d in enumerate(dims):
+        if d == 0 and not allowzero:
+            if i >= len(shape):
+                return None
+            out.append(shape[i])
+        elif d == -1:
+            if infer >= 0:
+                return None
+            infer = i
+            out.append(1)
+        elif d < 0:
+            return None
+        else:
+            out.append(d)
+    total = int(np.prod(shape, dtype=np.int64))
+    known = int(np.prod(out, dtype=np.int64))
+    if infer >= 0:
+        if known == 0 or total % known:
+            return None
+        out[infer] = total // known
+    elif known != total:
+        return None
+    return tuple(out)

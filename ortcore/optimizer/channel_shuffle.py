@@ -27,7 +27,6 @@ a pattern that is not exactly a channel shuffle is left alone.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -35,61 +34,53 @@ import onnx_ir as ir
 
 from ..fused_ops import DOMAIN
 from ..nodeinfo import static_shape
-from ._common import attr, attr_int
+from ._common import attr, attr_int, reshaped
 from ._fusion import FusionContext, FusionPass, op
 from .conv_folding import new_initializer
 
 __all__ = ["ChannelShuffleFusionPass", "fuse_conv_shuffle", "shuffle_order"]
 
 
-_N = "N"
-"""The batch in :func:`_resolve`'s dims when shape inference does not know it."""
+_PROBE_BATCHES = (2, 3)
+"""The batches the Reshapes are resolved for when shape inference does not
+know the batch. A Reshape's output is the same function of every batch (a
+0 copies it, a -1 scales with it), so targets that keep two batches and
+split the channels alike for both keep every batch."""
 
 
-def _resolve(
-    target: Sequence[int], dims: Sequence[int | str], allowzero: bool
-) -> list[int | str] | None:
-    """What a Reshape of a tensor of ``dims`` (ints, and :data:`_N` for an
-    unknown batch) to ``target`` makes, by onnx's rules (0 copies the
-    input's dim unless ``allowzero``, one -1 takes what is left), with the
-    batch kept symbolic; None where that is not one shape."""
-    out: list[int | str] = []
-    for i, d in enumerate(target):
-        if d == 0 and not allowzero:
-            if i >= len(dims):
-                return None
-            out.append(dims[i])
-        elif d >= -1:
-            out.append(d)
-        else:
-            return None
-    if out.count(-1) > 1:
-        return None
-    size = math.prod(d for d in dims if isinstance(d, int))
-    known = math.prod(d for d in out if isinstance(d, int) and d != -1)
-    symbolic = _N in dims
-    if -1 not in out:
-        return out if known == size and (_N in out) == symbolic else None
-    if known == 0 or size % known:
-        return None
-    rest = size // known
-    if _N in out or not symbolic:
-        out[out.index(-1)] = rest
-    elif rest == 1:
-        out[out.index(-1)] = _N
-    else:
-        return None
-    return out
-
-
-def _target(ctx: FusionContext, reshape: ir.Node) -> tuple[list[int], bool] | None:
+def _target(ctx: FusionContext, reshape: ir.Node) -> tuple[np.ndarray, bool] | None:
     """The constant target of ``reshape`` and its ``allowzero``, else None."""
     if len(reshape.inputs) != 2:
         return None
     target = ctx.const(reshape.inputs[1])
     if target is None or target.ndim != 1 or target.dtype.kind not in "iu":
         return None
-    return [int(d) for d in target], bool(attr_int(reshape, "allowzero", 0))
+    return target, bool(attr_int(reshape, "allowzero", 0))
+
+
+def _groups(
+    split: tuple[np.ndarray, bool],
+    back: tuple[np.ndarray, bool],
+    n: int | None,
+    c: int,
+    spatial: list[int],
+) -> int | None:
+    """The group count of a channel shuffle whose Reshapes have targets
+    ``split`` and ``back`` (each with its ``allowzero``), of a tensor of
+    batch ``n`` (None: not known), ``c`` channels and ``spatial`` dims,
+    else None."""
+    found: set[int] = set()
+    for batch in (n,) if n is not None else _PROBE_BATCHES:
+        parts = reshaped((batch, c, *spatial), *split)
+        if parts is None or len(parts) != len(spatial) + 3 or parts[0] != batch:
+            return None
+        g = parts[1]
+        if g <= 1 or g >= c or c % g or parts[2:] != (c // g, *spatial):
+            return None
+        if reshaped((batch, c // g, g, *spatial), *back) != (batch, c, *spatial):
+            return None
+        found.add(g)
+    return found.pop() if len(found) == 1 else None
 
 
 def _shuffle_after(
@@ -121,20 +112,11 @@ def _shuffle_after(
     split, back = _target(ctx, first), _target(ctx, last)
     if split is None or back is None:
         return None
-    (s1, zero1), (s2, zero2) = split, back
-    batch: int | str = _N if n is None else n
-    resolved = _resolve(s1, [batch, c, *spatial], zero1)
-    if resolved is None or len(resolved) != len(shape) + 1 or resolved[0] != batch:
-        return None
-    g = resolved[1]
-    if not isinstance(g, int) or g <= 1 or g >= c or c % g:
-        return None
-    if resolved[2:] != [c // g, *spatial]:
-        return None
-    if _resolve(s2, [batch, c // g, g, *spatial], zero2) != [batch, c, *spatial]:
+    g = _groups(split, back, n, c, spatial)
+    if g is None:
         return None
     perm = attr(transpose, "perm")
-    rank = len(s1)
+    rank = len(shape) + 1
     if not isinstance(perm, Sequence) or [int(p) for p in perm] != [0, 2, 1, *range(3, rank)]:
         return None
     return nodes, g, c

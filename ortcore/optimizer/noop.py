@@ -27,7 +27,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ..nodeinfo import static_shape
-from ._common import attr_int, constant, known_shape
+from ._common import attr_int, constant, known_shape, reshaped
 from ._pass import OptimizerPass
 from .elimination import bypass
 from .shape_folding import derived_from
@@ -170,7 +170,7 @@ class _NoopPass:
         src = node.inputs[0]
         assert src is not None
         shape = self.shape_of(src)
-        if shape is not None and _reshaped(shape, target, allowzero) == shape:
+        if shape is not None and reshaped(shape, target, allowzero) == shape:
             self.bypass(node, src)
 
     def expand(self, node: ir.Node) -> None:
@@ -250,38 +250,6 @@ def _cast_to(node: ir.Node) -> ir.DataType | None:
 
 def _is_identity(perm: Sequence[int]) -> bool:
     return all(p == i for i, p in enumerate(perm))
-
-
-def _reshaped(
-    shape: tuple[int, ...], target: np.ndarray, allowzero: bool
-) -> tuple[int, ...] | None:
-    """Reshape's output shape for an input of ``shape``, or ``None`` if invalid."""
-    dims = [int(d) for d in target]
-    out: list[int] = []
-    infer = -1
-    for i, d in enumerate(dims):
-        if d == 0 and not allowzero:
-            if i >= len(shape):
-                return None
-            out.append(shape[i])
-        elif d == -1:
-            if infer >= 0:
-                return None
-            infer = i
-            out.append(1)
-        elif d < 0:
-            return None
-        else:
-            out.append(d)
-    total = int(np.prod(shape, dtype=np.int64))
-    known = int(np.prod(out, dtype=np.int64))
-    if infer >= 0:
-        if known == 0 or total % known:
-            return None
-        out[infer] = total // known
-    elif known != total:
-        return None
-    return tuple(out)
 
 
 class NoopEliminationPass(OptimizerPass):
