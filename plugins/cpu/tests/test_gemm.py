@@ -32,8 +32,19 @@ def _close(y: np.ndarray, ref: np.ndarray, k: int) -> None:
 
 
 # (M, K, N): under one register tile, ragged tiles and panels, K past one
-# slice (384), M past one row block (240), few panels (split along M)
-SHAPES = [(1, 1, 1), (5, 3, 7), (13, 17, 33), (37, 400, 65), (250, 70, 20), (64, 800, 130)]
+# slice (384), M past one row block (240), few panels (split along M); last
+# panels of 1-8 columns (one vector: the half-width kernel, AVX2) and of 13
+# (the full kernel, cut)
+SHAPES = [
+    (1, 1, 1),
+    (5, 3, 7),
+    (13, 17, 33),
+    (37, 400, 65),
+    (250, 70, 20),
+    (64, 800, 130),
+    (7, 31, 24),
+    (11, 50, 29),
+]
 
 
 @pytest.mark.parametrize("build", BUILDS, ids=IDS)
