@@ -162,11 +162,12 @@ def test_packed_products_read_rows_of_b_in_place() -> None:
     """B with contiguous rows, as Winograd's transformed input is: its whole
     panels are read in place (a last partial one packed) while the rows fit
     one block, and packed past it; K past one slice of the kernel; rows of
-    B wider than N (a slice of them), and every product alike."""
+    B wider than N (a slice of them), and every product alike; B wider than
+    one chunk of the row-panel order (several chunks, the last partial)."""
     g = conv.gemm.ext
     nr = 2 * g.VECTOR
     for rows, k, cols in [(32, 128, 4 * nr), (33, 20, 4 * nr + 3), (250, 7, 9 * nr + 1),
-                          (6, 400, 5 * nr - 1), (17, 3, 3 * nr)]:  # fmt: skip
+                          (6, 400, 5 * nr - 1), (17, 3, 3 * nr), (13, 100, 45 * nr + 5)]:  # fmt: skip
         a = RNG.standard_normal((4, rows, k)).astype(np.float32)
         b = RNG.standard_normal((4, k, cols + 7)).astype(np.float32)[:, :, 3 : cols + 3]
         out = np.full((4, rows, cols), np.nan, np.float32)
