@@ -60,12 +60,6 @@
  * rows without a lone vector (13, 14, 111, 112) as before. AVX-512 already
  * has 8 chains; SSE2 has no spare registers. */
 #if DC_VMAX > 1 && DC_OCB < 8
-/* dc_rows sums the lone last vectors of two rows together instead (an even
- * row's with the next row's: 8 chains, 6 loads for 8 multiplies against
- * the pairs' 10): 16 -> 64 channels on 55x55 and 54x54 0.94x the time of
- * the pairs (one thread) and 0.95x (two), 32 -> 128 on 27x27 0.89x, 64 ->
- * 64 on 56x56 0.92x; SqueezeNet 0.998x, Inception v1 0.997x in the model.
- * The pairs keep a last even row's. */
 #define DC_PAIR 1
 #else
 #define DC_PAIR 0
@@ -117,14 +111,14 @@ static inline void dc_pack_phase(const float *x, ptrdiff_t H, ptrdiff_t W, float
 static inline __attribute__((always_inline)) void dc_channel(
     dc_v8 acc[DC_OCB][DC_VMAX], const int V, const float *plane, const float *w,
     ptrdiff_t KH, ptrdiff_t KW, ptrdiff_t at, const ptrdiff_t *kyoff, const ptrdiff_t *koff,
-    ptrdiff_t ow0, ptrdiff_t vs) {
+    ptrdiff_t ow0) {
     for (ptrdiff_t ky = 0; ky < KH; ky++) {
         const float *row = plane + at + kyoff[ky] + ow0;
         const float *wk = w + ky * KW * DC_OCB;
         for (ptrdiff_t kx = 0; kx < KW; kx++) {
             const float *src = row + koff[kx];
             dc_v8 in[DC_VMAX];
-            for (int v = 0; v < V; v++) in[v] = *(const dc_v8u *)(src + vs * v);
+            for (int v = 0; v < V; v++) in[v] = *(const dc_v8u *)(src + DC_VL * v);
             for (int r = 0; r < DC_OCB; r++) {
                 const float s = wk[kx * DC_OCB + r];
                 const dc_v8 b = s - (dc_v8){0}; /* s in every lane */
@@ -170,7 +164,7 @@ static inline __attribute__((always_inline)) ptrdiff_t dc_accumulate_pairs(
 static inline __attribute__((always_inline)) void dc_accumulate(
     dc_v8 acc[DC_OCB][DC_VMAX], const int V, const float *xph, ptrdiff_t C, ptrdiff_t CS,
     const float *xlast, const float *wp, ptrdiff_t KH, ptrdiff_t KW, ptrdiff_t ocb,
-    ptrdiff_t at, const ptrdiff_t *kyoff, const ptrdiff_t *koff, ptrdiff_t ow0, ptrdiff_t vs) {
+    ptrdiff_t at, const ptrdiff_t *kyoff, const ptrdiff_t *koff, ptrdiff_t ow0) {
     for (int r = 0; r < DC_OCB; r++)
         for (int v = 0; v < V; v++) acc[r][v] = (dc_v8){0};
     const ptrdiff_t WC = KH * KW * DC_OCB; /* weights per input channel */
@@ -180,13 +174,13 @@ static inline __attribute__((always_inline)) void dc_accumulate(
         const float *src = xph + at + kyoff[0] + koff[0] + ow0;
         for (ptrdiff_t c = 0; c < C - 1; c++, src += CS, w += DC_OCB) {
             dc_v8 in[DC_VMAX];
-            for (int v = 0; v < V; v++) in[v] = *(const dc_v8u *)(src + vs * v);
+            for (int v = 0; v < V; v++) in[v] = *(const dc_v8u *)(src + DC_VL * v);
             for (int r = 0; r < DC_OCB; r++) {
                 const dc_v8 b = w[r] - (dc_v8){0};
                 for (int v = 0; v < V; v++) acc[r][v] += b * in[v];
             }
         }
-        dc_channel(acc, V, xlast, w, 1, 1, at, kyoff, koff, ow0, vs);
+        dc_channel(acc, V, xlast, w, 1, 1, at, kyoff, koff, ow0);
         return;
     }
     if (KH == 3 && KW == 3) {
@@ -204,7 +198,7 @@ static inline __attribute__((always_inline)) void dc_accumulate(
             const float *plane = c < C - 1 ? xph + c * CS : xlast;
             for (int t = 0; t < 9; t++) {
                 dc_v8 in[DC_VMAX];
-                for (int v = 0; v < V; v++) in[v] = *(const dc_v8u *)(plane + o[t] + vs * v);
+                for (int v = 0; v < V; v++) in[v] = *(const dc_v8u *)(plane + o[t] + DC_VL * v);
                 for (int r = 0; r < DC_OCB; r++) {
                     const dc_v8 b = w[t * DC_OCB + r] - (dc_v8){0};
                     for (int v = 0; v < V; v++) acc[r][v] += b * in[v];
@@ -214,8 +208,8 @@ static inline __attribute__((always_inline)) void dc_accumulate(
         return;
     }
     for (ptrdiff_t c = 0; c < C - 1; c++)
-        dc_channel(acc, V, xph + c * CS, w + c * WC, KH, KW, at, kyoff, koff, ow0, vs);
-    dc_channel(acc, V, xlast, w + (C - 1) * WC, KH, KW, at, kyoff, koff, ow0, vs);
+        dc_channel(acc, V, xph + c * CS, w + c * WC, KH, KW, at, kyoff, koff, ow0);
+    dc_channel(acc, V, xlast, w + (C - 1) * WC, KH, KW, at, kyoff, koff, ow0);
 }
 
 /* Write n sums from src (scratch: changed) to out, with the bias bv, the
@@ -295,7 +289,7 @@ static void dc_rows(const float *xph, ptrdiff_t C, ptrdiff_t HP, ptrdiff_t WQ,
 #define DC_STEP(V)                                                                          \
     do {                                                                                    \
         dc_accumulate(acc, V, xph, C, HP * WQ, xph + (C - 1) * HP * WQ, wp, KH, KW, ocb,    \
-                      oy * sh * WQ, kyoff, koff, ow0, DC_VL);                               \
+                      oy * sh * WQ, kyoff, koff, ow0);                                      \
         dc_store(acc, V, y, z, bias, M, OH, OW, ocb, oy, ow0, lo, hi, clamp);               \
     } while (0)
     for (; ow0 + DC_VL * DC_VMAX <= OW; ow0 += DC_VL * DC_VMAX) DC_STEP(DC_VMAX);
@@ -310,21 +304,6 @@ static void dc_rows(const float *xph, ptrdiff_t C, ptrdiff_t HP, ptrdiff_t WQ,
     if (OW - ow0 > DC_VL) {
         DC_STEP(2);
         return;
-    }
-#endif
-#if DC_PAIR
-    if (OW - ow0 <= DC_VL) {
-        /* a lone last vector: an even row's and the next row's together,
-         * as two vectors of sums (see DC_PAIR); a last even row alone */
-        if (oy % 2) return;
-        if (oy + 1 < OH) {
-            dc_accumulate(acc, 2, xph, C, HP * WQ, xph + (C - 1) * HP * WQ, wp, KH, KW, ocb,
-                          oy * sh * WQ, kyoff, koff, ow0, sh * WQ);
-            dc_store(acc, 1, y, z, bias, M, OH, OW, ocb, oy, ow0, lo, hi, clamp);
-            for (int r = 0; r < DC_OCB; r++) acc[r][0] = acc[r][1];
-            dc_store(acc, 1, y, z, bias, M, OH, OW, ocb, oy + 1, ow0, lo, hi, clamp);
-            return;
-        }
     }
 #endif
     for (; ow0 < OW; ow0 += DC_VL) DC_STEP(1);
@@ -464,8 +443,7 @@ static void dc_flat(const float *xph, ptrdiff_t C, ptrdiff_t HQ, ptrdiff_t WQ,
 #endif
 #define DC_FLAT(V)                                                                          \
     do {                                                                                    \
-        dc_accumulate(acc, V, xph, C, HQ * WQ, xlast, wp, KH, KW, ocb, 0, kyoff, koff, j0,   \
-                      DC_VL);                                                               \
+        dc_accumulate(acc, V, xph, C, HQ * WQ, xlast, wp, KH, KW, ocb, 0, kyoff, koff, j0); \
         dc_store_flat(acc, V, y, z, bias, M, OH, OW, WQ, ocb, j0, lo, hi, clamp);           \
     } while (0)
 #if DC_VMAX > 2
