@@ -85,6 +85,17 @@ static inline void gm_pack_a_panel(const float *a, ptrdiff_t M, ptrdiff_t K, ptr
     }
 }
 
+/* The first nr sums t of a tile's row into r: added to it (add), else
+ * from bias[j] (bias non-NULL) or from 0. A cut tile's (its last columns
+ * past N) store. */
+static inline void gm_put_cut(float *r, const float *t, ptrdiff_t nr, int add,
+                              const float *bias) {
+    for (ptrdiff_t j = 0; j < nr; j++) {
+        float start = add ? r[j] : (bias != NULL ? bias[j] : 0.0f);
+        r[j] = start + t[j];
+    }
+}
+
 /* gm_kernel for a tile of nr <= GM_VL columns (a last, partial panel of
  * B): one vector of sums per row instead of two, half the multiplies. The
  * 16 products of a Winograd convolution on 13x13 (49 tiles: a last panel of
@@ -107,11 +118,7 @@ static __attribute__((noinline)) void gm_kernel_half(const float *restrict ap,
     for (ptrdiff_t i = 0; i < mr; i++) {
         float t[GM_VL];
         *(gm_vu *)t = c0[i];
-        float *r = c + i * ldc;
-        for (ptrdiff_t j = 0; j < nr; j++) {
-            float start = add ? r[j] : (bias != NULL ? bias[j] : 0.0f);
-            r[j] = start + t[j];
-        }
+        gm_put_cut(c + i * ldc, t, nr, add, bias);
     }
 }
 
@@ -165,11 +172,7 @@ static inline void gm_kernel(const float *restrict ap, const float *restrict bp,
         float t[GM_NR];
         *(gm_vu *)t = c0[i];
         *(gm_vu *)(t + GM_VL) = c1[i];
-        float *r = c + i * ldc;
-        for (ptrdiff_t j = 0; j < nr; j++) {
-            float start = add ? r[j] : (bias != NULL ? bias[j] : 0.0f);
-            r[j] = start + t[j];
-        }
+        gm_put_cut(c + i * ldc, t, nr, add, bias);
     }
 }
 
@@ -297,8 +300,8 @@ static __attribute__((noinline)) int gm_pointwise_share(const float *ap, const f
  * panel: each panel of GM_MR rows of A runs along a chunk of B's panels (up
  * to GM_ROWS_B floats of B), so that C is written a few whole rows at a time
  * instead of a column panel of every row. Winograd's products with wide
- * transformed outputs, 96-192 x 64 x 476-784 (a band of 56x56 tiles),
- * took 0.67-0.76x the time so on one thread of a Zen 3 and 0.90x on two;
+ * transformed outputs, 96-192 x 64-96 x 476-784 (bands of 56x56 tiles),
+ * took 0.67-0.93x the time so on one thread of a Zen 3 and 0.90x on two;
  * 196 columns or fewer as before; ResNet-50 0.98x, SqueezeNet 0.99-1.0x,
  * Inception v2 1.0x in-process paired (2 threads). */
 static inline void gm_run_rows(const float *ap, const float *bp, ptrdiff_t ldb, ptrdiff_t pstride,
