@@ -113,12 +113,90 @@ def test_direct_conv2d_matches_numpy(
     assert np.isnan(y.flat[0])  # NaN stays NaN through the clamp
 
 
-def _packed(ext: Any, w: np.ndarray) -> np.ndarray:
-    """``w`` packed for ``ext``'s block of output channels."""
+VECTOR_CASES = [
+    # output channels filling no block of 16, one block, and more than two
+    ((16, 55, 55), (64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # 3025 positions: 16 runs
+    ((7, 5, 5), (33, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # 25: tiles of 5
+    ((4, 3, 3), (16, 3, 3), (1, 1), (0, 0, 0, 0), (1, 1)),  # one position
+    ((9, 4, 2), (20, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # 8: tiles of 4 across rows
+    # planes past the cache size: items go run by run
+    ((80, 40, 41), (24, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((96, 28, 28), (40, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(
+    "case", CASES + VECTOR_CASES, ids=[str(i) for i in range(len(CASES) + len(VECTOR_CASES))]
+)
+@pytest.mark.parametrize("ext", BUILDS, ids=IDS)
+def test_channel_vector_conv2d_matches_numpy(
+    ext: Any, case: tuple[Any, ...], threads: int
+) -> None:
+    (c, h, wd), (m, kh, kw), strides, pads, dilations = case
+    x = RNG.standard_normal((c, h, wd)).astype(np.float32)
+    w = RNG.standard_normal((m, c, kh, kw)).astype(np.float32)
+    want = _numpy_conv(x, w, strides, pads, dilations)
+    oh, ow = want.shape[1:]
+    (sh, sw), (dh, dw) = strides, dilations
+    size = ext.direct_conv2d_scratch(c, oh, ow, kh, kw, sh, sw, dh, dw)
+    scratch = np.full(size + 3, np.nan, np.float32)  # stale contents must not leak in
+    args = (kh, kw, sh, sw, pads[0], pads[1], dh, dw)
+    y = np.full((m, oh, ow), np.nan, np.float32)
+    wp = _packed(ext, w, vector=True)
+    assert wp.shape == (-(-m // ext.CHANNEL_VECTOR_BLOCK), c, kh * kw, ext.CHANNEL_VECTOR_BLOCK)
+    ext.channel_vector_conv2d(x, wp, y, np.empty(0, np.float32), None, scratch, *args,
+                              -INF, INF, threads)  # fmt: skip
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4)
+
+    # bias, residual and a clamp, applied as the output is written; the
+    # output a slice of channels of a larger tensor (a FusedConvConcat's)
+    b = RNG.standard_normal(m).astype(np.float32)
+    z = RNG.standard_normal((m, oh, ow)).astype(np.float32)
+    z.flat[0] = np.nan
+    joined = np.full((m + 5, oh, ow), 7.0, np.float32)
+    ext.channel_vector_conv2d(x, wp, joined[2 : m + 2], b, z, scratch, *args, -0.5, 0.75,
+                              threads)  # fmt: skip
+    full = want + b[:, None, None] + z
+    np.testing.assert_allclose(joined[2 : m + 2], np.clip(full, -0.5, 0.75), rtol=1e-5, atol=1e-4)
+    assert np.isnan(joined[2, 0, 0])  # NaN stays NaN through the clamp
+    assert (joined[:2] == 7).all() and (joined[m + 2 :] == 7).all()  # the rest untouched
+
+
+@pytest.mark.parametrize("ext", BUILDS, ids=IDS)
+def test_channel_vector_conv2d_refuses_what_it_cannot_do_safely(ext: Any) -> None:
+    x = np.zeros((3, 8, 8), np.float32)
+    wp = _packed(ext, np.zeros((5, 3, 3, 3), np.float32), vector=True)
+    y = np.zeros((5, 8, 8), np.float32)
+    none = np.empty(0, np.float32)
+    ok = np.zeros(ext.direct_conv2d_scratch(3, 8, 8, 3, 3, 1, 1, 1, 1), np.float32)
+    geometry = (3, 3, 1, 1, 1, 1, 1, 1)
+    ext.channel_vector_conv2d(x, wp, y, none, None, ok, *geometry, -INF, INF, 1)
+    with pytest.raises(ValueError, match="scratch of"):
+        ext.channel_vector_conv2d(x, wp, y, none, None, ok[:-1], *geometry, -INF, INF, 1)
+    more = np.zeros((5 + ext.CHANNEL_VECTOR_BLOCK, 8, 8), np.float32)
+    with pytest.raises(ValueError, match="packed weights"):
+        ext.channel_vector_conv2d(x, wp, more, none, None, ok, *geometry, -INF, INF, 1)
+    with pytest.raises(ValueError, match="packed weights"):
+        ext.channel_vector_conv2d(x[:2], wp, y, none, None, ok, *geometry, -INF, INF, 1)
+    with pytest.raises(ValueError, match="packed weights"):  # another window
+        ext.channel_vector_conv2d(x, wp, y, none, None, ok, 1, 5, 1, 1, 0, 2, 1, 1, -INF, INF, 1)
+    with pytest.raises(ValueError, match="bias of 2"):
+        ext.channel_vector_conv2d(x, wp, y, np.zeros(2, np.float32), None, ok, *geometry,
+                                  -INF, INF, 1)  # fmt: skip
+    with pytest.raises(ValueError, match="residual"):
+        ext.channel_vector_conv2d(x, wp, y, none, y[:, :4].copy(), ok, *geometry, -INF, INF, 1)
+    with pytest.raises(ValueError, match="pads must be >= 0"):
+        ext.channel_vector_conv2d(x, wp, y, none, None, ok, 3, 3, 1, 1, -1, 1, 1, 1, -INF, INF, 1)
+
+
+def _packed(ext: Any, w: np.ndarray, vector: bool = False) -> np.ndarray:
+    """``w`` packed for ``ext``'s block of output channels (``vector``: for
+    its channel-vector kernel)."""
     real = conv.ext
     conv.ext = ext
     try:
-        return conv.direct_filter(w)
+        return conv.channel_vector_filter(w) if vector else conv.direct_filter(w)
     finally:
         conv.ext = real
 
@@ -230,6 +308,7 @@ def test_conv_kernel_takes_the_direct_path_where_it_should(
 
     monkeypatch.setattr(conv, "ext", ext)
     monkeypatch.setattr(conv, "_conv_direct", spy)
+    monkeypatch.setattr(conv, "CHANNEL_VECTOR", False)  # its choice: the test below
     x = RNG.standard_normal(xs).astype(np.float32)
     w = RNG.standard_normal(ws).astype(np.float32)
     b = RNG.standard_normal(ws[0]).astype(np.float32)
@@ -238,6 +317,58 @@ def test_conv_kernel_takes_the_direct_path_where_it_should(
     np.testing.assert_allclose(y, _reference(x, w, b, **attrs), rtol=1e-4, atol=1e-4)
     wide = ext.DIRECT_VECTOR >= conv.DIRECT_WIDE_VECTOR
     assert bool(calls) == direct[wide]
+
+
+@pytest.mark.parametrize(
+    ("xs", "ws", "attrs", "vector"),
+    [
+        # windows of 5x5 and more, strided 3x3, few channels: the channel-vector kernel
+        ((2, 3, 30, 30), (16, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}, True),
+        ((1, 32, 16, 16), (20, 32, 5, 5), {}, True),
+        ((1, 16, 31, 31), (8, 16, 5, 5), {"strides": [2, 2], "dilations": [2, 1]}, True),
+        ((1, 40, 10, 100), (8, 40, 3, 3), {"strides": [2, 2]}, True),
+        ((1, 16, 55, 55), (64, 16, 3, 3), {"pads": [1, 1, 1, 1]}, True),
+        ((1, 32, 12, 12), (40, 32, 3, 3), {"auto_pad": "SAME_UPPER"}, True),  # Winograd's else
+        ((1, 96, 14, 14), (32, 96, 3, 3), {"pads": [1, 1, 1, 1]}, True),  # 32 out, 196 positions
+        # not: Winograd's (64+ channels in, and out or 28x28+), the RGB image's 3x3
+        # (27 deep), strided to small planes (the direct kernel's flat mode), 1x1,
+        # groups, 1-D and 3-D
+        ((1, 64, 28, 28), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, False),
+        ((1, 96, 28, 28), (32, 96, 3, 3), {"pads": [1, 1, 1, 1]}, False),
+        ((1, 3, 33, 33), (16, 3, 3, 3), {"strides": [2, 2]}, False),
+        ((1, 64, 14, 14), (64, 64, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, False),
+        ((1, 24, 9, 9), (40, 24, 1, 1), {}, False),
+        ((1, 32, 9, 9), (24, 16, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, False),
+        ((1, 8, 80), (6, 8, 31), {"pads": [15, 15]}, False),
+        ((1, 4, 6, 6, 6), (8, 4, 3, 3, 3), {}, False),
+    ],
+)
+@pytest.mark.parametrize("ext", BUILDS, ids=IDS)
+def test_conv_kernel_takes_the_channel_vector_kernel_where_it_should(
+    monkeypatch: pytest.MonkeyPatch, ext: Any, xs: tuple[int, ...], ws: tuple[int, ...],
+    attrs: dict[str, Any], vector: bool,
+) -> None:  # fmt: skip
+    calls: list[bool] = []
+    real = conv._conv_direct
+
+    def spy(*args: Any) -> np.ndarray:
+        calls.append(args[9].vector)  # the _DirectCall
+        return real(*args)
+
+    monkeypatch.setattr(conv, "ext", ext)
+    monkeypatch.setattr(conv, "_conv_direct", spy)
+    x = RNG.standard_normal(xs).astype(np.float32)
+    w = RNG.standard_normal(ws).astype(np.float32)
+    b = RNG.standard_normal(ws[0]).astype(np.float32)
+    compute = kit.build_node("Conv", [x, w, b], {"group": 1, **attrs}, opset=17)
+    (y,) = compute(x, w, b)
+    (y2,) = compute(x, w, b)  # the packed weights kept
+    np.testing.assert_allclose(y, _reference(x, w, b, **attrs), rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(y, y2)
+    # only the AVX2 build: the wide one has its own direct kernel, the
+    # baseline one's sums would not fit in its registers
+    native = ext.CHANNEL_VECTOR_NATIVE and ext.DIRECT_VECTOR < conv.DIRECT_WIDE_VECTOR
+    assert (True in calls) == (vector and native)
 
 
 @pytest.mark.parametrize("ext", BUILDS, ids=IDS)

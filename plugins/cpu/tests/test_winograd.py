@@ -50,7 +50,9 @@ def _narrow_direct_rule(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def winograd_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, ...]]]:
-    """Records the input shape of every call of the Winograd path."""
+    """Records the input shape of every call of the Winograd path (with the
+    channel-vector kernel, which takes Winograd's Convs of few channels
+    first, off: these tests are about Winograd's rule)."""
     calls: list[tuple[int, ...]] = []
     real = conv._conv_winograd
 
@@ -59,6 +61,7 @@ def winograd_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, 
         return real(x, *args)
 
     monkeypatch.setattr(conv, "_conv_winograd", spy)
+    monkeypatch.setattr(conv, "CHANNEL_VECTOR", False)
     yield calls
 
 

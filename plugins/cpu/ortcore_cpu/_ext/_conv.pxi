@@ -788,3 +788,117 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     finally:
         free(koff)
         free(kyoff)
+
+
+cdef extern from "_cvec_conv.h" nogil:
+    void cv_run(const float* xph, Py_ssize_t C, Py_ssize_t CS, Py_ssize_t WQ, const float* wp,
+                Py_ssize_t T, const Py_ssize_t* toff, Py_ssize_t sh, float* y, const float* z,
+                const float* bias, Py_ssize_t M, Py_ssize_t OH, Py_ssize_t OW, float lo,
+                float hi, int clamp, Py_ssize_t ocb, Py_ssize_t j0, Py_ssize_t j1)
+    int CV_OCB
+    int CV_NP
+    int CV_NATIVE
+
+
+CHANNEL_VECTOR_BLOCK = CV_OCB
+"""Output channels :func:`channel_vector_conv2d` computes together (its
+weights' last axis)."""
+
+CHANNEL_VECTOR_NATIVE = bool(CV_NATIVE)
+"""Whether this build runs :func:`channel_vector_conv2d` as designed (with
+AVX: its 12 vectors of sums in registers); in the x86-64 baseline build it
+gives the same results, slowly."""
+
+# tiles of output positions per work item of channel_vector_conv2d (at most)
+cdef Py_ssize_t _CV_RUN_TILES = 32
+
+
+def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp,
+                          float[:, :, ::1] y, const float[::1] b, const float[:, :, ::1] z,
+                          float[::1] scratch, Py_ssize_t KH, Py_ssize_t KW, Py_ssize_t sh,
+                          Py_ssize_t sw, Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t dh,
+                          Py_ssize_t dw, float lo, float hi, int nthreads):
+    """Direct 2-D convolution of one image ``x`` (C, H, W) into ``y`` (M, OH, OW)
+    with the output channels in the vector lanes: the bias ``b`` ((M,) or
+    empty), the residual ``z`` (``y``'s shape, or ``None``) and the clamp to
+    [lo, hi] applied as ``y`` is written.
+
+    ``wp`` holds the weights (M, C, KH, KW) packed as (ceil(M / B), C, KH *
+    KW, B) with B = :data:`CHANNEL_VECTOR_BLOCK` output channels side by side
+    (zeros past M). ``scratch`` receives the padded, column-phase-split input
+    copy (:func:`direct_conv2d_scratch` floats, row mode; a 1x1 window
+    with stride 1 and no pads reads ``x`` in place). Begin pads are
+    ``ph``, ``pw``; every input position a window reaches past the input
+    reads 0. Each work item is one block of B output channels over a run of
+    the flattened output plane's positions, in tiles of up to 6 positions
+    (across row ends); the items split over ``nthreads``."""
+    cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
+    cdef Py_ssize_t MB = wp.shape[0], T = KH * KW
+    cdef Py_ssize_t M = y.shape[0], OH = y.shape[1], OW = y.shape[2]
+    cdef Py_ssize_t HP, WQ, CS, P, tiles, runs, items, item, blk, run, c, t
+    cdef bint by_run, in_place
+    cdef const float* zp = NULL
+    cdef const float* bp = NULL
+    cdef float* xph
+    cdef Py_ssize_t* toff
+    cdef bint clamp = lo > -INFINITY or hi < INFINITY
+    _check_window("channel_vector_conv2d", 1, KH, KW, 1, sh, sw, 0, ph, pw, 1, dh, dw)
+    if wp.shape[1] != C or wp.shape[2] != T or wp.shape[3] != CV_OCB or MB != (M + CV_OCB - 1) // CV_OCB:
+        raise ValueError(
+            f"channel_vector_conv2d: packed weights {tuple(wp.shape)[:4]} for {C} input and "
+            f"{M} output channels, a {KH}x{KW} window (blocks of {CV_OCB})"
+        )
+    if b.shape[0] not in (0, M):
+        raise ValueError(f"channel_vector_conv2d: bias of {b.shape[0]} values for {M} channels")
+    if z is not None:
+        if tuple(z.shape)[:3] != tuple(y.shape)[:3]:
+            raise ValueError("channel_vector_conv2d: the residual's shape differs from the output's")
+        zp = &z[0, 0, 0] if z.shape[0] * z.shape[1] * z.shape[2] else NULL
+    if M == 0 or OH == 0 or OW == 0:
+        return
+    if C == 0:
+        raise ValueError("channel_vector_conv2d: no input channels")
+    need = _dc_scratch(C, OH, OW, KH, KW, sh, sw, dh, dw, False)
+    if scratch.shape[0] < need:
+        raise ValueError(
+            f"channel_vector_conv2d: scratch of {scratch.shape[0]} floats, {need} needed")
+    # a 1x1 window on the input as it is: its planes are the padded planes
+    in_place = (KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0
+                and OH == H and OW == W)
+    if in_place:
+        HP, WQ = H, W
+    else:
+        HP = _dc_rows_needed(OH, KH, sh, dh)
+        WQ = _dc_cols_needed(OW, KW, sw, dw)
+    CS = HP * WQ
+    P = OH * OW
+    tiles = (P + CV_NP - 1) // CV_NP
+    runs = (tiles + _CV_RUN_TILES - 1) // _CV_RUN_TILES
+    items = MB * runs
+    # items block by block while the planes fit in the cache, else run by run
+    by_run = sw * C * CS > _DC_CACHE_FLOATS
+    if b.shape[0]:
+        bp = &b[0]
+    xph = &x[0, 0, 0] if in_place else &scratch[0]
+    toff = <Py_ssize_t*>malloc(T * sizeof(Py_ssize_t))
+    if toff == NULL:
+        raise MemoryError()
+    for t in range(T):
+        # tap (ky, kx): row ky * dh, column kx * dw in phase (kx * dw) % sw
+        toff[t] = ((t // KW) * dh * WQ + (((t % KW) * dw) % sw) * C * CS
+                   + ((t % KW) * dw) // sw)
+    try:
+        with nogil, parallel(num_threads=nthreads):
+            for c in prange(0 if in_place else C, schedule="static"):
+                dc_pack_phase(&x[0, 0, 0], H, W, xph, C, 1, sw, HP, WQ, ph, pw, c, 0)
+            for item in prange(items, schedule="static"):
+                if by_run:
+                    blk = item % MB
+                    run = item // MB
+                else:
+                    blk = item // runs
+                    run = item % runs
+                cv_run(xph, C, CS, WQ, &wp[0, 0, 0, 0], T, toff, sh, &y[0, 0, 0], zp, bp, M,
+                       OH, OW, lo, hi, clamp, blk, run * P // runs, (run + 1) * P // runs)
+    finally:
+        free(toff)

@@ -93,3 +93,26 @@ def direct_conv2d(
     nthreads: int,
     flat: bool = ...,
 ) -> None: ...
+
+CHANNEL_VECTOR_BLOCK: int
+CHANNEL_VECTOR_NATIVE: bool
+
+def channel_vector_conv2d(
+    x: F32,
+    wp: F32,
+    y: F32,
+    b: F32,
+    z: F32 | None,
+    scratch: F32,
+    KH: int,
+    KW: int,
+    sh: int,
+    sw: int,
+    ph: int,
+    pw: int,
+    dh: int,
+    dw: int,
+    lo: float,
+    hi: float,
+    nthreads: int,
+) -> None: ...

@@ -232,6 +232,55 @@ def direct_filter(w: np.ndarray, group: int = 1) -> np.ndarray:
     return np.ascontiguousarray(packed.transpose(0, 2, 3, 4, 1))
 
 
+def channel_vector_filter(w: np.ndarray) -> np.ndarray:
+    """2-D weights (M, C, KH, KW) packed for ``channel_vector_conv2d``:
+    float32 (ceil(M / B), C, KH * KW, B), B output channels side by side
+    (zeros past M)."""
+    block = int(ext.CHANNEL_VECTOR_BLOCK)
+    m, c = w.shape[:2]
+    blocks = -(-m // block)
+    packed = np.zeros((blocks * block, c, math.prod(w.shape[2:])), np.float32)
+    packed[:m] = w.reshape(m, c, -1)
+    return np.ascontiguousarray(packed.reshape(blocks, block, *packed.shape[1:]).transpose(0, 2, 3, 1))
+
+
+CHANNEL_VECTOR = True
+"""Whether the narrow (AVX2) build computes 2-D Convs of one group with a
+3x3 window or larger on the channel-vector kernel (``channel_vector_conv2d``:
+16 output channels in two vectors, a tile of 6 output positions, 12 sums in
+registers; the input read as broadcast values, so no lane is lost at a
+row's end) where :func:`_use_channel_vector` says so. Measured on a Zen 3
+(AVX2, OpenBLAS's Haswell kernels), one Conv and Relu a session, sessions
+alternating run by run, 2 threads, against the path each took before:
+im2col and BLAS 0.35-0.72x the time (5x5 windows of 32 channels, 3x3
+stride 2 from 96-256 channels to 14x14-28x28, AlexNet's 11x11 stride 4,
+ZFNet's 96 -> 256 5x5 stride 2); the direct kernel's row mode on 7x7
+stride 2 first layers 0.92-0.96x, on SqueezeNet's 16 -> 64 on 55x55
+0.95x; its flat mode, stride 1, 0.72-0.89x (5x5 windows, 6x6 planes);
+Winograd on SqueezeNet's 32 -> 128 on 27x27 and 48 -> 192 on 13x13
+0.91-0.92x and on DenseNet's 128 -> 32 on 7x7 and 14x14 0.63-0.95x. It
+lost to Winograd with 64 channels or more in and out (1.07-1.74x: 2.25x
+fewer multiplies) and to the row mode on the RGB image's 3x3 stride 2
+(1.04-1.2x; see :data:`CHANNEL_VECTOR_MIN_DEPTH`); one sum runs at 80-86
+GFLOP/s on one thread (3x3, 16-256 channels)."""
+
+CHANNEL_VECTOR_MIN_DEPTH = 64
+"""Fewest input values per output (C * KH * KW) for :data:`CHANNEL_VECTOR`:
+the RGB image's 3x3 windows (27) leave each tile's 16 x 6 sums, written
+through a transpose, too little work."""
+
+CHANNEL_VECTOR_WINOGRAD_CHANNELS = 64
+"""Input channels below which :data:`CHANNEL_VECTOR` takes a Conv that
+Winograd would (and output channels below which it does on planes of
+fewer than :data:`CHANNEL_VECTOR_WINOGRAD_POSITIONS` positions): the
+transforms' share of Winograd's time grows as the channels it amortizes
+them over shrink."""
+
+CHANNEL_VECTOR_WINOGRAD_POSITIONS = 28 * 28
+"""See :data:`CHANNEL_VECTOR_WINOGRAD_CHANNELS` (DenseNet's 128 -> 32 on
+28x28 broke even, on 56x56 it lost: 1.09x)."""
+
+
 DIRECT_WIDE_VECTOR = 16
 """Floats per vector from which a build's direct kernel takes every Conv of
 one group with more than one filter tap, 1-D or 2-D, in flat mode (see
@@ -577,6 +626,39 @@ def _use_direct(
     )
 
 
+def _use_channel_vector(
+    x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: bool
+) -> bool:
+    """Whether a float32 Conv takes the channel-vector kernel (see
+    :data:`CHANNEL_VECTOR`): the narrow build's 2-D Convs of one group with
+    a window of 3x3 or more, at least :data:`CHANNEL_VECTOR_MIN_DEPTH` deep,
+    except those Winograd keeps (:data:`CHANNEL_VECTOR_WINOGRAD_CHANNELS`)
+    and strided ones to small planes (:func:`_narrow_small`, where the
+    direct kernel's flat mode broke even or won); ``cached``: the weight is
+    constant."""
+    if not (
+        CHANNEL_VECTOR
+        and ext.CHANNEL_VECTOR_NATIVE
+        and ext.DIRECT_VECTOR < DIRECT_WIDE_VECTOR
+        and group == 1
+        and len(win.out) == 2
+        and w.shape[2:] == tuple(win.kernel)
+        and min(win.kernel) >= 3
+        and min(win.pads_begin) >= 0
+        and min(win.pads_end) >= 0
+        and x.size
+        and w.size
+        and x.shape[1] * math.prod(win.kernel) >= CHANNEL_VECTOR_MIN_DEPTH
+    ):
+        return False
+    if _use_winograd(x, w, win, group, cached):
+        return x.shape[1] < CHANNEL_VECTOR_WINOGRAD_CHANNELS or (
+            w.shape[0] < CHANNEL_VECTOR_WINOGRAD_CHANNELS
+            and math.prod(win.out) < CHANNEL_VECTOR_WINOGRAD_POSITIONS
+        )
+    return not (max(win.strides) > 1 and _narrow_small(win))
+
+
 def _narrow_small(win: Window) -> bool:
     """Whether a Conv with this window has the small 2-D output that the
     narrow build computes directly in flat mode when Winograd does not
@@ -636,7 +718,10 @@ def _conv_direct(
     channels C-contiguous (a slice of channels of a larger tensor)."""
     if call is None:
         call = _direct_call(x.shape, w.shape, win, group)
-    wp = packs.transform(w) if packs is not None else direct_filter(w, group)
+    if packs is not None:
+        wp = packs.transform(w)
+    else:
+        wp = channel_vector_filter(w) if call.vector else direct_filter(w, group)
     if call.sub is not None:  # a strided 1x1 window reads only these positions
         x = x[(slice(None), slice(None), *(slice(None, None, st) for st in call.sub))]
     x4 = f32_contiguous(x).reshape(call.x4)
@@ -647,6 +732,14 @@ def _conv_direct(
     size = call.size
     scratch = _scratch.get(size) if size <= _COL_SCRATCH_MAX else np.empty(size, np.float32)
     share = threads_for(call.work, threads)
+    if call.vector:
+        kh, kw = w.shape[2:]
+        for i in range(call.y[0]):
+            ext.channel_vector_conv2d(
+                x4[i], wp, y4[i], bias, None if z4 is None else z4[i], scratch, kh, kw,
+                *call.args, lo, hi, share,
+            )  # fmt: skip
+        return y
     for i in range(call.y[0]):
         ext.direct_conv2d(
             x4[i], wp, y4[i], bias, None if z4 is None else z4[i], scratch,
@@ -678,21 +771,29 @@ class _DirectCall(NamedTuple):
     """The strides of an unpadded 1x1 window, whose positions are taken from
     the input first (the kernel then runs it with stride 1, reading them in
     place, rather than copying every phase of the input); else ``None``."""
+    vector: bool = False
+    """Whether the channel-vector kernel runs it (``channel_vector_conv2d``,
+    see :data:`CHANNEL_VECTOR`) rather than ``direct_conv2d``."""
 
 
 def _direct_call(
-    x_shape: tuple[int, ...], w_shape: tuple[int, ...], win: Window, group: int
+    x_shape: tuple[int, ...],
+    w_shape: tuple[int, ...],
+    win: Window,
+    group: int,
+    vector: bool = False,
 ) -> _DirectCall:
-    """The direct kernel's call for an input and weight of these shapes."""
+    """The direct kernel's call for an input and weight of these shapes
+    (``vector``: the channel-vector kernel's)."""
     n, c = x_shape[:2]
     m = w_shape[0]
     k3, s3, pb3, _, d3, o3 = win.padded3()
     oh, ow = o3[1], o3[2]
-    flat = _flat(win, group, c)
+    flat = not vector and _flat(win, group, c)
     spatial = tuple(x_shape[2:])
     sub = None
     pointwise = all(k == 1 for k in win.kernel) and not any(win.pads_begin + win.pads_end)
-    if pointwise and any(st > 1 for st in win.strides):
+    if pointwise and not vector and any(st > 1 for st in win.strides):
         sub, spatial = tuple(win.strides), tuple(win.out)
         s3, d3 = (1, 1, 1), (1, 1, 1)
     size = ext.direct_conv2d_scratch(c, oh, ow, k3[1], k3[2], s3[1], s3[2], d3[1], d3[2], flat)
@@ -705,6 +806,7 @@ def _direct_call(
         work=m * oh * ow * (c // group) * k3[1] * k3[2] // 8,
         flat=flat,
         sub=sub,
+        vector=vector,
     )
 
 
@@ -1008,6 +1110,7 @@ def build_conv(
     constant_weight = constant_input(info, 1)
     filters = WinogradFilters() if constant_weight else None
     packs = FilterCache(lambda w: direct_filter(w, group)) if constant_weight else None
+    vector_packs = FilterCache(channel_vector_filter) if constant_weight else None
     pointwise_packs = FilterCache(lambda w: _pack_pointwise(w, group)) if constant_weight else None
     # per input and weight shape and dtype seen (a few per node): the window,
     # whether the Cython paths take it, the direct kernel's call and whether
@@ -1024,7 +1127,9 @@ def build_conv(
         fast = x.dtype in (np.float32, np.float16) and 1 <= len(win.out) <= 3
         call = None
         pointwise = fast and _use_pointwise(x, w, win, group, pointwise_packs is not None)
-        if fast and not pointwise and _use_direct(x, w, win, group, filters is not None, threads):
+        if fast and not pointwise and _use_channel_vector(x, w, win, group, filters is not None):
+            call = _direct_call(x.shape, w.shape, win, group, vector=True)
+        elif fast and not pointwise and _use_direct(x, w, win, group, filters is not None, threads):
             call = _direct_call(x.shape, w.shape, win, group)
         return win, fast, call, pointwise
 
@@ -1043,7 +1148,8 @@ def build_conv(
         if fast:
             into = out if x.dtype == np.float32 else None
             if call is not None:
-                y = _conv_direct(x, w, b, z, win, threads, clamp, packs, group, call, into)
+                cache = vector_packs if call.vector else packs
+                y = _conv_direct(x, w, b, z, win, threads, clamp, cache, group, call, into)
                 return y.astype(x.dtype, copy=False)
             if pointwise and pointwise_packs is not None and POINTWISE_GEMM:
                 y = _conv_pointwise(x, w, b, z, win, threads, clamp, pointwise_packs, into, group)
