@@ -119,7 +119,7 @@ VECTOR_CASES = [
     ((7, 5, 5), (33, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # 25: tiles of 5
     ((4, 3, 3), (16, 3, 3), (1, 1), (0, 0, 0, 0), (1, 1)),  # one position
     ((9, 4, 2), (20, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # 8: tiles of 4 across rows
-    # planes past the cache size: items go run by run
+    # many runs of positions, each of several blocks
     ((80, 40, 41), (24, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
     ((96, 28, 28), (40, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
 ]

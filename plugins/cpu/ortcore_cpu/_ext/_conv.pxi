@@ -831,12 +831,13 @@ def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp
     ``ph``, ``pw``; every input position a window reaches past the input
     reads 0. Each work item is one block of B output channels over a run of
     the flattened output plane's positions, in tiles of up to 6 positions
-    (across row ends); the items split over ``nthreads``."""
+    (across row ends); the items go run by run (every block of a run, then
+    the next run) and split over ``nthreads``."""
     cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef Py_ssize_t MB = wp.shape[0], T = KH * KW
     cdef Py_ssize_t M = y.shape[0], OH = y.shape[1], OW = y.shape[2]
     cdef Py_ssize_t HP, WQ, CS, P, tiles, runs, items, item, blk, run, c, t
-    cdef bint by_run, in_place
+    cdef bint in_place
     cdef const float* zp = NULL
     cdef const float* bp = NULL
     cdef float* xph
@@ -875,8 +876,6 @@ def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp
     tiles = (P + CV_NP - 1) // CV_NP
     runs = (tiles + _CV_RUN_TILES - 1) // _CV_RUN_TILES
     items = MB * runs
-    # items block by block while the planes fit in the cache, else run by run
-    by_run = sw * C * CS > _DC_CACHE_FLOATS
     if b.shape[0]:
         bp = &b[0]
     xph = &x[0, 0, 0] if in_place else &scratch[0]
@@ -892,12 +891,12 @@ def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp
             for c in prange(0 if in_place else C, schedule="static"):
                 dc_pack_phase(&x[0, 0, 0], H, W, xph, C, 1, sw, HP, WQ, ph, pw, c, 0)
             for item in prange(items, schedule="static"):
-                if by_run:
-                    blk = item % MB
-                    run = item // MB
-                else:
-                    blk = item // runs
-                    run = item % runs
+                # run by run (the block varying fastest): each thread reads
+                # only the rows of its share of the positions. Against block
+                # by block (each thread reading every row), on 2 threads:
+                # SqueezeNet 0.97x the time, DenseNet 0.99x, Inception 1.0x
+                blk = item % MB
+                run = item // MB
                 cv_run(xph, C, CS, WQ, &wp[0, 0, 0, 0], T, toff, sh, &y[0, 0, 0], zp, bp, M,
                        OH, OW, lo, hi, clamp, blk, run * P // runs, (run + 1) * P // runs)
     finally:
