@@ -798,6 +798,7 @@ cdef extern from "_cvec_conv.h" nogil:
     int CV_OCB
     int CV_NP
     int CV_NATIVE
+    int CV_RUN_TILES
 
 
 CHANNEL_VECTOR_BLOCK = CV_OCB
@@ -809,8 +810,6 @@ CHANNEL_VECTOR_NATIVE = bool(CV_NATIVE)
 AVX: its 12 vectors of sums in registers); in the x86-64 baseline build it
 gives the same results, slowly."""
 
-# tiles of output positions per work item of channel_vector_conv2d (at most)
-cdef Py_ssize_t _CV_RUN_TILES = 32
 
 
 def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp,
@@ -874,7 +873,7 @@ def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp
     CS = HP * WQ
     P = OH * OW
     tiles = (P + CV_NP - 1) // CV_NP
-    runs = (tiles + _CV_RUN_TILES - 1) // _CV_RUN_TILES
+    runs = (tiles + CV_RUN_TILES - 1) // CV_RUN_TILES
     items = MB * runs
     if b.shape[0]:
         bp = &b[0]

@@ -12,8 +12,9 @@
  * is 2 weight loads, 6 broadcasts and 12 FMAs. The lanes never go to waste
  * on a row's end (55 columns are 6.9 vectors of positions, but the
  * positions are split in tiles of 5 or 6 wherever the row ends). The sums
- * are turned around (channel-major to position-major) when a tile is
- * written, with the bias, a residual and a clamp.
+ * are turned around (position-major to channel-major) into a staging
+ * buffer, a work item's run of positions at a time, and go to the output
+ * from there with the bias, a residual and a clamp.
  *
  * The input is the padded, column-phase-split copy of dc_pack_phase (row
  * mode: SH = 1), so output (oy, ox) reads tap (ky, kx) at plane offset
@@ -94,74 +95,75 @@ static inline __attribute__((always_inline)) void cv_transpose8(const __m256 in[
 }
 #endif
 
-/* Write a tile's sums: output channels m0 .. m0 + 15 (those below M) at
- * flat positions j0 .. j0 + NP - 1 of planes of P floats, with the bias
- * (NULL: none), the residual z (NULL: none) and the clamp, as dc_write
- * does: (sum + bias) + z, then t < lo ? lo : t, t > hi ? hi : t. With AVX
- * the sums are transposed in registers, and where the work item's
- * positions go on for 8 past j0 (jend) each channel's row goes out in one
- * store of 8 (the lanes past NP are written again by the next tile). */
-static inline __attribute__((always_inline)) void cv_store(
-    cv_v acc[CV_NV][CV_NP], const int NP, float *y, const float *z, const float *bias,
-    ptrdiff_t M, ptrdiff_t P, ptrdiff_t m0, ptrdiff_t j0, ptrdiff_t jend, float lo, float hi,
-    int clamp) {
-    float bv[CV_OCB];
-    ptrdiff_t n = M - m0;
-    if (n > CV_OCB) n = CV_OCB;
-    for (int r = 0; r < CV_OCB; r++) bv[r] = bias && r < n ? bias[m0 + r] : 0.0f;
+/* Most positions of one work item (runs of CV_RUN_TILES tiles). */
+#define CV_RUN_TILES 32
+#define CV_RUN_MAX (CV_RUN_TILES * CV_NP)
+/* A row of the work item's staging buffer: 8 floats of slack for whole
+ * vector stores past its last tile. */
+#define CV_STAGE_ROW (CV_RUN_MAX + CV_VL)
+
+/* Put a tile's sums with the bias (bv: the block's 16 values) into the
+ * staging buffer st (channel r's positions at st + r * CV_STAGE_ROW, the
+ * tile's from column c0): channel-major there, as the output wants them.
+ * With AVX the 8 x 8 transposes are in registers and each channel's row
+ * goes in one store of 8 (its lanes past NP are written again by the next
+ * tile, or ignored). */
+static inline __attribute__((always_inline)) void cv_stage(cv_v acc[CV_NV][CV_NP], const int NP,
+                                                          const float *bv, float *st,
+                                                          ptrdiff_t c0) {
 #if defined(__AVX__)
-    const __m256 lov = _mm256_set1_ps(lo), hiv = _mm256_set1_ps(hi);
-    const int whole = j0 + 8 <= jend;
-    for (int v = 0; v < CV_NV && v * CV_VL < n; v++) {
+    for (int v = 0; v < CV_NV; v++) {
         __m256 in[8], out[8];
         const __m256 b = _mm256_loadu_ps(bv + CV_VL * v);
         for (int p = 0; p < 8; p++)
             in[p] = p < NP ? _mm256_add_ps((__m256)acc[v][p], b) : _mm256_setzero_ps();
         cv_transpose8(in, out);
-        for (int i = 0; i < CV_VL && v * CV_VL + i < n; i++) {
-            const ptrdiff_t at = (m0 + v * CV_VL + i) * P + j0;
-            __m256 t = out[i];
-            if (whole) {
-                if (z) t = _mm256_add_ps(t, _mm256_loadu_ps(z + at));
-                if (clamp) t = _mm256_min_ps(hiv, _mm256_max_ps(lov, t));
-                _mm256_storeu_ps(y + at, t);
-            } else {
-                float row[8];
-                _mm256_storeu_ps(row, t);
-                for (int p = 0; p < NP; p++) {
-                    float e = row[p];
-                    if (z) e += z[at + p];
-                    if (clamp) {
-                        e = e < lo ? lo : e;
-                        e = e > hi ? hi : e;
-                    }
-                    y[at + p] = e;
-                }
-            }
-        }
+        for (int i = 0; i < CV_VL; i++)
+            _mm256_storeu_ps(st + (v * CV_VL + i) * CV_STAGE_ROW + c0, out[i]);
     }
 #else
-    float buf[CV_NV][CV_NP][CV_VL];
-    (void)jend;
-    for (int v = 0; v < CV_NV; v++) {
-        const cv_v b = *(const cv_vu *)(bv + CV_VL * v);
-        for (int p = 0; p < NP; p++) *(cv_vu *)buf[v][p] = acc[v][p] + b;
-    }
-    for (ptrdiff_t r = 0; r < n; r++) {
+    for (int v = 0; v < CV_NV; v++)
+        for (int p = 0; p < NP; p++)
+            for (int i = 0; i < CV_VL; i++)
+                st[(v * CV_VL + i) * CV_STAGE_ROW + c0 + p] = acc[v][p][i] + bv[v * CV_VL + i];
+#endif
+}
+
+/* Write n staged positions of the block's channels below M (from m0;
+ * planes of P floats) from flat position j0, with the residual z (NULL:
+ * none) and the clamp, as dc_write does: (sum + bias) + z, then t < lo ?
+ * lo : t, t > hi ? hi : t. One contiguous run per channel: the output
+ * takes long runs of stores rather than 16 channels' rows of 8 at a time
+ * (which took the time of the sums on 3 input channels). */
+static inline void cv_flush(const float *st, ptrdiff_t n, float *y, const float *z,
+                            ptrdiff_t M, ptrdiff_t P, ptrdiff_t m0, ptrdiff_t j0, float lo,
+                            float hi, int clamp) {
+    ptrdiff_t rows = M - m0;
+    if (rows > CV_OCB) rows = CV_OCB;
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        const float *sr = st + r * CV_STAGE_ROW;
         float *yr = y + (m0 + r) * P + j0;
-        const float *zr = z ? z + (m0 + r) * P + j0 : NULL;
-        const int v = (int)(r / CV_VL), i = (int)(r % CV_VL);
-        for (int p = 0; p < NP; p++) {
-            float t = buf[v][p][i];
-            if (zr) t += zr[p];
+        if (z) {
+            const float *zr = z + (m0 + r) * P + j0;
             if (clamp) {
-                t = t < lo ? lo : t;
-                t = t > hi ? hi : t;
+                for (ptrdiff_t i = 0; i < n; i++) {
+                    float t = sr[i] + zr[i];
+                    t = t < lo ? lo : t;
+                    yr[i] = t > hi ? hi : t;
+                }
+            } else {
+                for (ptrdiff_t i = 0; i < n; i++) yr[i] = sr[i] + zr[i];
             }
-            yr[p] = t;
+        } else if (clamp) {
+            for (ptrdiff_t i = 0; i < n; i++) {
+                float t = sr[i];
+                t = t < lo ? lo : t;
+                yr[i] = t > hi ? hi : t;
+            }
+        } else {
+            memcpy(yr, sr, sizeof(float) * (size_t)n);
         }
     }
-#endif
 }
 
 /* The tiles of one work item (see cv_run), T a constant where the caller
@@ -171,13 +173,16 @@ static inline __attribute__((always_inline)) void cv_tiles(
     const ptrdiff_t *toff, ptrdiff_t sh, float *y, const float *z, const float *bias,
     ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW, float lo, float hi, int clamp, ptrdiff_t m0,
     ptrdiff_t j0, ptrdiff_t j1) {
-    const ptrdiff_t P = OH * OW, n = j1 - j0;
+    const ptrdiff_t n = j1 - j0;
     const ptrdiff_t tiles = (n + CV_NP - 1) / CV_NP;
     const ptrdiff_t base = n / tiles, extra = n % tiles; /* `extra` tiles of base + 1 */
     ptrdiff_t oy = j0 / OW, ox = j0 - oy * OW;
+    float st[CV_OCB * CV_STAGE_ROW] __attribute__((aligned(32)));
+    float bv[CV_OCB];
+    for (int r = 0; r < CV_OCB; r++) bv[r] = bias && m0 + r < M ? bias[m0 + r] : 0.0f;
     cv_v acc[CV_NV][CV_NP];
     ptrdiff_t q[CV_NP];
-    for (ptrdiff_t k = 0, j = j0; k < tiles; k++) {
+    for (ptrdiff_t k = 0, c0 = 0; k < tiles; k++) {
         const int np = (int)(base + (k < extra));
         for (int p = 0; p < np; p++) {
             q[p] = oy * sh * WQ + ox;
@@ -190,7 +195,7 @@ static inline __attribute__((always_inline)) void cv_tiles(
 #define CV_CASE(N)                                                                 \
     case N:                                                                        \
         cv_tile(acc, N, xph, C, CS, w, T, toff, q);                                \
-        cv_store(acc, N, y, z, bias, M, P, m0, j, j1, lo, hi, clamp);              \
+        cv_stage(acc, N, bv, st, c0);                                              \
         break;
             CV_CASE(6)
             CV_CASE(5)
@@ -200,13 +205,14 @@ static inline __attribute__((always_inline)) void cv_tiles(
             CV_CASE(1)
 #undef CV_CASE
         }
-        j += np;
+        c0 += np;
     }
+    cv_flush(st, n, y, z, M, OH * OW, m0, j0, lo, hi, clamp);
 }
 
 /* One work item: the 16 output channels of block ocb at flat output
- * positions j0 .. j1 - 1 (OH x OW planes), in tiles of 5 or 6 positions
- * (fewer only when the item has fewer). xph: the padded phase planes (C
+ * positions j0 .. j1 - 1 (at most CV_RUN_MAX; OH x OW planes), in tiles of
+ * 5 or 6 positions (fewer only when the item has fewer). xph: the padded phase planes (C
  * planes of HP x WQ, CS = HP * WQ apart); wp: the packed weights; toff[t]:
  * tap t's offset (kyoff[ky] + koff[kx]); sh: the row stride. */
 static void cv_run(const float *xph, ptrdiff_t C, ptrdiff_t CS, ptrdiff_t WQ, const float *wp,

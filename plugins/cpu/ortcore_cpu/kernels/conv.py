@@ -260,14 +260,24 @@ stride 2 first layers 0.92-0.96x, on SqueezeNet's 16 -> 64 on 55x55
 Winograd on SqueezeNet's 32 -> 128 on 27x27 and 48 -> 192 on 13x13
 0.91-0.92x and on DenseNet's 128 -> 32 on 7x7 and 14x14 0.63-0.95x. It
 lost to Winograd with 64 channels or more in and out (1.07-1.74x: 2.25x
-fewer multiplies) and to the row mode on the RGB image's 3x3 stride 2
-(1.04-1.2x; see :data:`CHANNEL_VECTOR_MIN_DEPTH`); one sum runs at 80-86
-GFLOP/s on one thread (3x3, 16-256 channels)."""
+fewer multiplies). The sums run at 80-89 GFLOP/s on one thread (3x3,
+16-256 channels); each work item's sums go through a staging buffer in
+L1, so that the output gets one run of stores per channel (0.81-0.92x the
+time of writing each tile's 16 channels x 8 positions out directly)."""
 
-CHANNEL_VECTOR_MIN_DEPTH = 64
+CHANNEL_VECTOR_MIN_DEPTH = 27
 """Fewest input values per output (C * KH * KW) for :data:`CHANNEL_VECTOR`:
-the RGB image's 3x3 windows (27) leave each tile's 16 x 6 sums, written
-through a transpose, too little work."""
+the RGB image's 3x3 windows. Below :data:`CHANNEL_VECTOR_SHALLOW_DEPTH`
+the output channels must fill the blocks of 16."""
+
+CHANNEL_VECTOR_SHALLOW_DEPTH = 64
+"""Input values per output below which :data:`CHANNEL_VECTOR` takes a Conv
+only if its output channels are a multiple of 16: each tile's sums are
+few, and a block's unused channels cost as much as the rest. One Conv and
+Relu a session, sessions alternating: SqueezeNet's 3 -> 64 3x3 stride 2
+0.84x the direct kernel's row mode's time on 1 and 2 threads; VGG's 3 ->
+64 3x3 stride 1 0.65x im2col's on 1 thread, 1.025x the row mode's on 2;
+ShuffleNet's 3 -> 24 (a block and a half) lost, 1.01-1.08x."""
 
 CHANNEL_VECTOR_WINOGRAD_CHANNELS = 64
 """Input channels below which :data:`CHANNEL_VECTOR` takes a Conv that
@@ -631,8 +641,9 @@ def _use_channel_vector(
 ) -> bool:
     """Whether a float32 Conv takes the channel-vector kernel (see
     :data:`CHANNEL_VECTOR`): the narrow build's 2-D Convs of one group with
-    a window of 3x3 or more, at least :data:`CHANNEL_VECTOR_MIN_DEPTH` deep,
-    except those Winograd keeps (:data:`CHANNEL_VECTOR_WINOGRAD_CHANNELS`)
+    a window of 3x3 or more, at least :data:`CHANNEL_VECTOR_MIN_DEPTH` deep
+    (:data:`CHANNEL_VECTOR_SHALLOW_DEPTH`), except those Winograd keeps
+    (:data:`CHANNEL_VECTOR_WINOGRAD_CHANNELS`)
     and strided ones to small planes (:func:`_narrow_small`, where the
     direct kernel's flat mode broke even or won); ``cached``: the weight is
     constant."""
@@ -648,7 +659,11 @@ def _use_channel_vector(
         and min(win.pads_end) >= 0
         and x.size
         and w.size
-        and x.shape[1] * math.prod(win.kernel) >= CHANNEL_VECTOR_MIN_DEPTH
+    ):
+        return False
+    depth = x.shape[1] * math.prod(win.kernel)
+    if depth < CHANNEL_VECTOR_MIN_DEPTH or (
+        depth < CHANNEL_VECTOR_SHALLOW_DEPTH and w.shape[0] % int(ext.CHANNEL_VECTOR_BLOCK)
     ):
         return False
     if _use_winograd(x, w, win, group, cached):
