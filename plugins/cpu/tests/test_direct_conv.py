@@ -330,12 +330,13 @@ def test_conv_kernel_takes_the_direct_path_where_it_should(
         ((1, 16, 55, 55), (64, 16, 3, 3), {"pads": [1, 1, 1, 1]}, True),
         ((1, 32, 12, 12), (40, 32, 3, 3), {"auto_pad": "SAME_UPPER"}, True),  # Winograd's else
         ((1, 96, 14, 14), (32, 96, 3, 3), {"pads": [1, 1, 1, 1]}, True),  # 32 out, 196 positions
+        ((1, 64, 28, 28), (96, 64, 3, 3), {"pads": [1, 1, 1, 1]}, True),  # 64 in, 784 positions
         ((1, 3, 33, 33), (32, 3, 3, 3), {"strides": [2, 2]}, True),  # 27 deep, whole blocks
-        # not: Winograd's (64+ channels in, and out or 28x28+), the RGB image's 3x3
+        # not: Winograd's (64+ channels in and out, or on more than 28x28), the RGB image's 3x3
         # (27 deep) unless its output fills blocks of 16, strided to small planes (the direct kernel's flat mode), 1x1,
         # groups, 1-D and 3-D
-        ((1, 64, 28, 28), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, False),
-        ((1, 96, 28, 28), (32, 96, 3, 3), {"pads": [1, 1, 1, 1]}, False),
+        ((1, 64, 30, 30), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, False),
+        ((1, 96, 30, 30), (32, 96, 3, 3), {"pads": [1, 1, 1, 1]}, False),
         ((1, 3, 33, 33), (24, 3, 3, 3), {"strides": [2, 2]}, False),  # a block and a half
         ((1, 2, 20, 20), (16, 2, 3, 3), {}, False),  # 18 deep
         ((1, 64, 14, 14), (64, 64, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, False),

@@ -281,14 +281,20 @@ ShuffleNet's 3 -> 24 (a block and a half) lost, 1.01-1.08x."""
 
 CHANNEL_VECTOR_WINOGRAD_CHANNELS = 64
 """Input channels below which :data:`CHANNEL_VECTOR` takes a Conv that
-Winograd would (and output channels below which it does on planes of
-fewer than :data:`CHANNEL_VECTOR_WINOGRAD_POSITIONS` positions): the
-transforms' share of Winograd's time grows as the channels it amortizes
-them over shrink."""
+Winograd would; with at most this many input or output channels it takes
+those on planes of up to :data:`CHANNEL_VECTOR_WINOGRAD_POSITIONS`. Alone
+(one Conv a session) Winograd won with 64 channels (1.06-1.23x the time
+with this kernel), but inside the models it lost: with 64 channels taken
+here too (sessions alternating, 2 threads) SqueezeNet 0.95x the time
+(0.97x on 1 thread), DenseNet 0.97x (128 -> 32 on 28x28; 1.0x on 1),
+Inception v2 0.99-0.995x. Why is not pinned down: inside SqueezeNet this
+kernel took 1.2-1.3x the time it takes when the same call is repeated
+at once, so both paths run on colder caches there than alone. 64 -> 64
+on ResNet's 56x56 planes lost (1.13-1.35x per node): large planes keep
+Winograd."""
 
 CHANNEL_VECTOR_WINOGRAD_POSITIONS = 28 * 28
-"""See :data:`CHANNEL_VECTOR_WINOGRAD_CHANNELS` (DenseNet's 128 -> 32 on
-28x28 broke even, on 56x56 it lost: 1.09x)."""
+"""See :data:`CHANNEL_VECTOR_WINOGRAD_CHANNELS`."""
 
 
 DIRECT_WIDE_VECTOR = 16
@@ -668,8 +674,8 @@ def _use_channel_vector(
         return False
     if _use_winograd(x, w, win, group, cached):
         return x.shape[1] < CHANNEL_VECTOR_WINOGRAD_CHANNELS or (
-            w.shape[0] < CHANNEL_VECTOR_WINOGRAD_CHANNELS
-            and math.prod(win.out) < CHANNEL_VECTOR_WINOGRAD_POSITIONS
+            min(x.shape[1], w.shape[0]) <= CHANNEL_VECTOR_WINOGRAD_CHANNELS
+            and math.prod(win.out) <= CHANNEL_VECTOR_WINOGRAD_POSITIONS
         )
     return not (max(win.strides) > 1 and _narrow_small(win))
 
