@@ -81,6 +81,20 @@ CASES = [
 ]
 
 
+def _conv_case(
+    ext: Any, case: tuple[Any, ...], flat: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A case's input, weights and numpy result, and a scratch of stale
+    (NaN) floats for ``ext``'s direct kernels (row mode or ``flat``)."""
+    (c, h, wd), (m, kh, kw), strides, pads, dilations = case
+    x = RNG.standard_normal((c, h, wd)).astype(np.float32)
+    w = RNG.standard_normal((m, c, kh, kw)).astype(np.float32)
+    want = _numpy_conv(x, w, strides, pads, dilations)
+    (sh, sw), (dh, dw) = strides, dilations
+    size = ext.direct_conv2d_scratch(c, *want.shape[1:], kh, kw, sh, sw, dh, dw, flat)
+    return x, w, want, np.full(size + 3, np.nan, np.float32)  # stale contents must not leak in
+
+
 @pytest.mark.parametrize("flat", [False, True], ids=["rows", "flat"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("case", CASES, ids=[str(i) for i in range(len(CASES))])
@@ -88,14 +102,9 @@ CASES = [
 def test_direct_conv2d_matches_numpy(
     ext: Any, case: tuple[Any, ...], threads: int, flat: bool
 ) -> None:
-    (c, h, wd), (m, kh, kw), strides, pads, dilations = case
-    x = RNG.standard_normal((c, h, wd)).astype(np.float32)
-    w = RNG.standard_normal((m, c, kh, kw)).astype(np.float32)
-    want = _numpy_conv(x, w, strides, pads, dilations)
+    (_, (m, _, _), (sh, sw), pads, (dh, dw)) = case
+    x, w, want, scratch = _conv_case(ext, case, flat)
     oh, ow = want.shape[1:]
-    (sh, sw), (dh, dw) = strides, dilations
-    size = ext.direct_conv2d_scratch(c, oh, ow, kh, kw, sh, sw, dh, dw, flat)
-    scratch = np.full(size + 3, np.nan, np.float32)  # stale contents must not leak in
     args = (sh, sw, pads[0], pads[1], dh, dw)
     y = np.full((m, oh, ow), np.nan, np.float32)
     wp = _packed(ext, w)
@@ -133,14 +142,9 @@ VECTOR_CASES = [
 def test_channel_vector_conv2d_matches_numpy(
     ext: Any, case: tuple[Any, ...], threads: int
 ) -> None:
-    (c, h, wd), (m, kh, kw), strides, pads, dilations = case
-    x = RNG.standard_normal((c, h, wd)).astype(np.float32)
-    w = RNG.standard_normal((m, c, kh, kw)).astype(np.float32)
-    want = _numpy_conv(x, w, strides, pads, dilations)
+    ((c, _, _), (m, kh, kw), (sh, sw), pads, (dh, dw)) = case
+    x, w, want, scratch = _conv_case(ext, case)
     oh, ow = want.shape[1:]
-    (sh, sw), (dh, dw) = strides, dilations
-    size = ext.direct_conv2d_scratch(c, oh, ow, kh, kw, sh, sw, dh, dw)
-    scratch = np.full(size + 3, np.nan, np.float32)  # stale contents must not leak in
     args = (kh, kw, sh, sw, pads[0], pads[1], dh, dw)
     y = np.full((m, oh, ow), np.nan, np.float32)
     wp = _packed(ext, w, vector=True)

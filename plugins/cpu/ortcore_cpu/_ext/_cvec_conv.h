@@ -211,7 +211,7 @@ static inline __attribute__((always_inline)) void cv_tiles(
 }
 
 /* One work item: the 16 output channels of block ocb at flat output
- * positions j0 .. j1 - 1 (at most CV_RUN_MAX; OH x OW planes), in tiles of
+ * positions j0 .. j1 - 1 (OH x OW planes), in tiles of
  * 5 or 6 positions (fewer only when the item has fewer). xph: the padded phase planes (C
  * planes of HP x WQ, CS = HP * WQ apart); wp: the packed weights; toff[t]:
  * tap t's offset (kyoff[ky] + koff[kx]); sh: the row stride. */
@@ -221,13 +221,17 @@ static void cv_run(const float *xph, ptrdiff_t C, ptrdiff_t CS, ptrdiff_t WQ, co
                    float hi, int clamp, ptrdiff_t ocb, ptrdiff_t j0, ptrdiff_t j1) {
     const float *w = wp + ocb * C * T * CV_OCB;
     const ptrdiff_t m0 = ocb * CV_OCB;
-    if (j1 <= j0) return;
-    if (T == 9)
-        cv_tiles(xph, C, CS, WQ, w, 9, toff, sh, y, z, bias, M, OH, OW, lo, hi, clamp, m0, j0, j1);
-    else if (T == 1)
-        cv_tiles(xph, C, CS, WQ, w, 1, toff, sh, y, z, bias, M, OH, OW, lo, hi, clamp, m0, j0, j1);
-    else
-        cv_tiles(xph, C, CS, WQ, w, T, toff, sh, y, z, bias, M, OH, OW, lo, hi, clamp, m0, j0, j1);
+    /* at most CV_RUN_MAX positions a staging buffer (the caller's items
+     * have no more; longer ones go in parts) */
+    for (ptrdiff_t a = j0; a < j1; a += CV_RUN_MAX) {
+        const ptrdiff_t b = j1 - a < CV_RUN_MAX ? j1 : a + CV_RUN_MAX;
+        if (T == 9)
+            cv_tiles(xph, C, CS, WQ, w, 9, toff, sh, y, z, bias, M, OH, OW, lo, hi, clamp, m0, a, b);
+        else if (T == 1)
+            cv_tiles(xph, C, CS, WQ, w, 1, toff, sh, y, z, bias, M, OH, OW, lo, hi, clamp, m0, a, b);
+        else
+            cv_tiles(xph, C, CS, WQ, w, T, toff, sh, y, z, bias, M, OH, OW, lo, hi, clamp, m0, a, b);
+    }
 }
 
 #endif
