@@ -241,7 +241,8 @@ def channel_vector_filter(w: np.ndarray) -> np.ndarray:
     blocks = -(-m // block)
     packed = np.zeros((blocks * block, c, math.prod(w.shape[2:])), np.float32)
     packed[:m] = w.reshape(m, c, -1)
-    return np.ascontiguousarray(packed.reshape(blocks, block, *packed.shape[1:]).transpose(0, 2, 3, 1))
+    packed = packed.reshape(blocks, block, *packed.shape[1:])
+    return np.ascontiguousarray(packed.transpose(0, 2, 3, 1))
 
 
 CHANNEL_VECTOR = True
@@ -648,11 +649,10 @@ def _use_channel_vector(
     """Whether a float32 Conv takes the channel-vector kernel (see
     :data:`CHANNEL_VECTOR`): the narrow build's 2-D Convs of one group with
     a window of 3x3 or more, at least :data:`CHANNEL_VECTOR_MIN_DEPTH` deep
-    (:data:`CHANNEL_VECTOR_SHALLOW_DEPTH`), except those Winograd keeps
-    (:data:`CHANNEL_VECTOR_WINOGRAD_CHANNELS`)
-    and strided ones to small planes (:func:`_narrow_small`, where the
-    direct kernel's flat mode broke even or won); ``cached``: the weight is
-    constant."""
+    (and :data:`CHANNEL_VECTOR_SHALLOW_DEPTH`), except those Winograd keeps
+    (:data:`CHANNEL_VECTOR_WINOGRAD_CHANNELS`) and strided ones to small
+    planes (:func:`_narrow_small`, where the direct kernel's flat mode broke
+    even or won); ``cached``: the weight is constant."""
     if not (
         CHANNEL_VECTOR
         and ext.CHANNEL_VECTOR_NATIVE
