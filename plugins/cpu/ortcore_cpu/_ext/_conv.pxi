@@ -811,7 +811,6 @@ AVX: its 12 vectors of sums in registers); in the x86-64 baseline build it
 gives the same results, slowly."""
 
 
-
 def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp,
                           float[:, :, ::1] y, const float[::1] b, const float[:, :, ::1] z,
                           float[::1] scratch, Py_ssize_t KH, Py_ssize_t KW, Py_ssize_t sh,
@@ -843,7 +842,8 @@ def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp
     cdef Py_ssize_t* toff
     cdef bint clamp = lo > -INFINITY or hi < INFINITY
     _check_window("channel_vector_conv2d", 1, KH, KW, 1, sh, sw, 0, ph, pw, 1, dh, dw)
-    if wp.shape[1] != C or wp.shape[2] != T or wp.shape[3] != CV_OCB or MB != (M + CV_OCB - 1) // CV_OCB:
+    if (wp.shape[1] != C or wp.shape[2] != T or wp.shape[3] != CV_OCB
+            or MB != (M + CV_OCB - 1) // CV_OCB):
         raise ValueError(
             f"channel_vector_conv2d: packed weights {tuple(wp.shape)[:4]} for {C} input and "
             f"{M} output channels, a {KH}x{KW} window (blocks of {CV_OCB})"
