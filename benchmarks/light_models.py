@@ -30,6 +30,7 @@ import os
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -111,9 +112,12 @@ def time_in_processes(short: str, args: argparse.Namespace) -> list[list[float]]
     return timed_in_processes(__file__, children, args.processes)
 
 
-def softmax_inputs_agree(path: Path, feeds: dict[str, np.ndarray], threads: int) -> bool | None:
+def softmax_inputs_agree(
+    path: Path, feeds: dict[str, np.ndarray], so: Any, rso: Any
+) -> bool | None:
     """For a model whose output is its last node's Softmax: whether both
-    runtimes give the same Softmax input (the logits), ``None`` for other
+    runtimes (sessions made with ortcore's options ``so`` and onnxruntime's
+    ``rso``) give the same Softmax input (the logits), ``None`` for other
     models. A Softmax of logits a few ulps apart but huge (light_squeezenet's
     are all about 9.5e9, one ulp 1024) puts all its weight on whichever are
     largest after rounding, so its output can differ where the logits agree
@@ -130,12 +134,7 @@ def softmax_inputs_agree(path: Path, feeds: dict[str, np.ndarray], threads: int)
     del model.graph.output[:]
     model.graph.output.append(onnx.helper.make_tensor_value_info(last.input[0], 1, None))
     blob = model.SerializeToString()
-    so = ortcore.SessionOptions()
-    so.intra_op_num_threads = threads
     ours = ortcore.InferenceSession(blob, so, providers=["CPUExecutionProvider"])
-    rso = onnxruntime.SessionOptions()
-    rso.intra_op_num_threads = threads
-    rso.log_severity_level = 3
     ref = onnxruntime.InferenceSession(blob, rso, providers=["CPUExecutionProvider"])
     a, b = ours.run(None, feeds)[0], ref.run(None, feeds)[0]
     return bool(np.allclose(a, b, rtol=1e-5, atol=1e-5))
@@ -212,7 +211,7 @@ def main() -> None:
         b = ref.run(None, feeds)[0]
         same: bool | str = bool(np.allclose(a, b, rtol=1e-3, atol=1e-5))
         if not same:
-            logits = softmax_inputs_agree(path, feeds, args.threads)
+            logits = softmax_inputs_agree(path, feeds, so, rso)
             if logits is not None:
                 same = f"False (the last Softmax's inputs: {logits})"
         del ref  # time_pair makes its own (one per turn when it spins)

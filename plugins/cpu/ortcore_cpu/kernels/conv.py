@@ -259,9 +259,10 @@ ZFNet's 96 -> 256 5x5 stride 2); the direct kernel's row mode on 7x7
 stride 2 first layers 0.92-0.96x, on SqueezeNet's 16 -> 64 on 55x55
 0.95x; its flat mode, stride 1, 0.72-0.89x (5x5 windows, 6x6 planes);
 Winograd on SqueezeNet's 32 -> 128 on 27x27 and 48 -> 192 on 13x13
-0.91-0.92x and on DenseNet's 128 -> 32 on 7x7 and 14x14 0.63-0.95x. It
-lost to Winograd with 64 channels or more in and out (1.07-1.74x: 2.25x
-fewer multiplies). The sums run at 80-89 GFLOP/s on one thread (3x3,
+0.91-0.92x and on DenseNet's 128 -> 32 on 7x7 and 14x14 0.63-0.95x. Alone
+it lost to Winograd with 64 channels or more in and out (1.07-1.74x: 2.25x
+fewer multiplies; inside the models see
+:data:`CHANNEL_VECTOR_WINOGRAD_CHANNELS`). The sums run at 80-89 GFLOP/s on one thread (3x3,
 16-256 channels); each work item's sums go through a staging buffer in
 L1, so that the output gets one run of stores per channel (0.81-0.92x the
 time of writing each tile's 16 channels x 8 positions out directly)."""
@@ -814,7 +815,7 @@ def _direct_call(
     spatial = tuple(x_shape[2:])
     sub = None
     pointwise = all(k == 1 for k in win.kernel) and not any(win.pads_begin + win.pads_end)
-    if pointwise and not vector and any(st > 1 for st in win.strides):
+    if pointwise and any(st > 1 for st in win.strides):
         sub, spatial = tuple(win.strides), tuple(win.out)
         s3, d3 = (1, 1, 1), (1, 1, 1)
     size = ext.direct_conv2d_scratch(c, oh, ow, k3[1], k3[2], s3[1], s3[2], d3[1], d3[2], flat)
