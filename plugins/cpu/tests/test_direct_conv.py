@@ -82,16 +82,22 @@ CASES = [
 
 
 def _conv_case(
-    ext: Any, case: tuple[Any, ...], flat: bool = False
+    ext: Any, case: tuple[Any, ...], flat: bool = False, vector_threads: int = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A case's input, weights and numpy result, and a scratch of stale
-    (NaN) floats for ``ext``'s direct kernels (row mode or ``flat``)."""
+    (NaN) floats for ``ext``'s direct kernels (row mode or ``flat``; with
+    ``vector_threads``, the channel-vector kernel's on that many threads)."""
     (c, h, wd), (m, kh, kw), strides, pads, dilations = case
     x = RNG.standard_normal((c, h, wd)).astype(np.float32)
     w = RNG.standard_normal((m, c, kh, kw)).astype(np.float32)
     want = _numpy_conv(x, w, strides, pads, dilations)
     (sh, sw), (dh, dw) = strides, dilations
-    size = ext.direct_conv2d_scratch(c, *want.shape[1:], kh, kw, sh, sw, dh, dw, flat)
+    if vector_threads:
+        size = ext.channel_vector_conv2d_scratch(
+            c, *want.shape[1:], m, kh, kw, sh, sw, dh, dw, vector_threads
+        )
+    else:
+        size = ext.direct_conv2d_scratch(c, *want.shape[1:], kh, kw, sh, sw, dh, dw, flat)
     return x, w, want, np.full(size + 3, np.nan, np.float32)  # stale contents must not leak in
 
 
@@ -134,7 +140,7 @@ VECTOR_CASES = [
 ]
 
 
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize(
     "case", CASES + VECTOR_CASES, ids=[str(i) for i in range(len(CASES) + len(VECTOR_CASES))]
 )
@@ -143,7 +149,7 @@ def test_channel_vector_conv2d_matches_numpy(
     ext: Any, case: tuple[Any, ...], threads: int
 ) -> None:
     ((c, _, _), (m, kh, kw), (sh, sw), pads, (dh, dw)) = case
-    x, w, want, scratch = _conv_case(ext, case)
+    x, w, want, scratch = _conv_case(ext, case, vector_threads=threads)
     oh, ow = want.shape[1:]
     args = (kh, kw, sh, sw, pads[0], pads[1], dh, dw)
     y = np.full((m, oh, ow), np.nan, np.float32)
@@ -168,12 +174,37 @@ def test_channel_vector_conv2d_matches_numpy(
 
 
 @pytest.mark.parametrize("ext", BUILDS, ids=IDS)
+def test_channel_vector_scratch_holds_each_threads_rows(ext: Any) -> None:
+    # 16 -> 64 channels on 55x55: 16 runs of positions; on 2 threads each
+    # copies the padded rows its 8 runs read (rows 0-29 and 27-56 of 57)
+    case = VECTOR_CASES[0]
+    one = ext.channel_vector_conv2d_scratch(16, 55, 55, 64, 3, 3, 1, 1, 1, 1, 1)
+    two = ext.channel_vector_conv2d_scratch(16, 55, 55, 64, 3, 3, 1, 1, 1, 1, 2)
+    assert one == 16 * 57 * 58  # 57 padded rows of 56 columns and 2 of the window
+    assert two == 2 * 16 * 30 * 58
+    assert ext.channel_vector_conv2d_scratch(16, 55, 55, 0, 3, 3, 1, 1, 1, 1, 2) == 0
+    with pytest.raises(ValueError, match="negative size"):
+        ext.channel_vector_conv2d_scratch(-1, 55, 55, 64, 3, 3, 1, 1, 1, 1, 2)
+    x, w, want, scratch = _conv_case(ext, case, vector_threads=2)
+    wp = _packed(ext, w, vector=True)
+    y = np.full(want.shape, np.nan, np.float32)
+    geometry = (3, 3, 1, 1, 1, 1, 1, 1)
+    with pytest.raises(ValueError, match="scratch of"):  # enough for one thread only
+        ext.channel_vector_conv2d(x, wp, y, np.empty(0, np.float32), None, scratch[:one],
+                                  *geometry, -INF, INF, 2)  # fmt: skip
+    assert np.isnan(y).all()  # refused before anything was written
+    ext.channel_vector_conv2d(x, wp, y, np.empty(0, np.float32), None, scratch, *geometry,
+                              -INF, INF, 2)  # fmt: skip
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("ext", BUILDS, ids=IDS)
 def test_channel_vector_conv2d_refuses_what_it_cannot_do_safely(ext: Any) -> None:
     x = np.zeros((3, 8, 8), np.float32)
     wp = _packed(ext, np.zeros((5, 3, 3, 3), np.float32), vector=True)
     y = np.zeros((5, 8, 8), np.float32)
     none = np.empty(0, np.float32)
-    ok = np.zeros(ext.direct_conv2d_scratch(3, 8, 8, 3, 3, 1, 1, 1, 1), np.float32)
+    ok = np.zeros(ext.channel_vector_conv2d_scratch(3, 8, 8, 5, 3, 3, 1, 1, 1, 1, 1), np.float32)
     geometry = (3, 3, 1, 1, 1, 1, 1, 1)
     ext.channel_vector_conv2d(x, wp, y, none, None, ok, *geometry, -INF, INF, 1)
     with pytest.raises(ValueError, match="scratch of"):

@@ -562,6 +562,10 @@ cdef extern from "_direct_conv.h" nogil:
                        Py_ssize_t C, Py_ssize_t SH, Py_ssize_t S, Py_ssize_t HP,
                        Py_ssize_t WQ, Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t c,
                        Py_ssize_t q)
+    void dc_pack_rows(const float* x, Py_ssize_t H, Py_ssize_t W, float* out,
+                      Py_ssize_t C, Py_ssize_t SH, Py_ssize_t S, Py_ssize_t HP,
+                      Py_ssize_t WQ, Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t c,
+                      Py_ssize_t q, Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t base)
     void dc_rows(const float* xph, Py_ssize_t C, Py_ssize_t HP, Py_ssize_t WQ,
                  const float* wp, Py_ssize_t KH, Py_ssize_t KW, const Py_ssize_t* kyoff,
                  const Py_ssize_t* koff, Py_ssize_t sh, float* y, const float* z,
@@ -792,9 +796,9 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
 
 cdef extern from "_cvec_conv.h" nogil:
     void cv_run(const float* xph, Py_ssize_t C, Py_ssize_t CS, Py_ssize_t WQ, const float* wp,
-                Py_ssize_t T, const Py_ssize_t* toff, Py_ssize_t sh, float* y, const float* z,
-                const float* bias, Py_ssize_t M, Py_ssize_t OH, Py_ssize_t OW, float lo,
-                float hi, int clamp, Py_ssize_t ocb, Py_ssize_t j0, Py_ssize_t j1)
+                Py_ssize_t T, const Py_ssize_t* toff, Py_ssize_t sh, Py_ssize_t r0, float* y,
+                const float* z, const float* bias, Py_ssize_t M, Py_ssize_t OH, Py_ssize_t OW,
+                float lo, float hi, int clamp, Py_ssize_t ocb, Py_ssize_t j0, Py_ssize_t j1)
     int CV_OCB
     int CV_NP
     int CV_NATIVE
@@ -811,6 +815,60 @@ AVX: its 12 vectors of sums in registers); in the x86-64 baseline build it
 gives the same results, slowly."""
 
 
+cdef inline Py_ssize_t _cv_runs(Py_ssize_t P) noexcept:
+    """Runs of positions of :func:`channel_vector_conv2d` for P output positions
+    (tiles of CV_NP positions, at most CV_RUN_TILES tiles a run)."""
+    return ((P + CV_NP - 1) // CV_NP + CV_RUN_TILES - 1) // CV_RUN_TILES
+
+
+cdef inline Py_ssize_t _cv_shares(Py_ssize_t nthreads, Py_ssize_t items) noexcept:
+    """Shares of :func:`channel_vector_conv2d`'s items: one a thread, none empty."""
+    return max(1, min(nthreads, items))
+
+
+cdef Py_ssize_t _cv_share_rows(Py_ssize_t* rows, Py_ssize_t n, Py_ssize_t MB, Py_ssize_t runs,
+                               Py_ssize_t P, Py_ssize_t OW, Py_ssize_t KH, Py_ssize_t sh,
+                               Py_ssize_t dh) noexcept nogil:
+    """The padded input rows [rows[2v], rows[2v + 1]) share v of n reads (its
+    items: v * items // n to (v + 1) * items // n of MB * runs, run by run);
+    returns the most rows a share reads."""
+    cdef Py_ssize_t v, i0, i1, j0, j1, most = 0
+    cdef Py_ssize_t items = MB * runs
+    for v in range(n):
+        i0 = items * v // n
+        i1 = items * (v + 1) // n
+        j0 = (i0 // MB) * P // runs
+        j1 = ((i1 - 1) // MB + 1) * P // runs
+        rows[2 * v] = (j0 // OW) * sh
+        rows[2 * v + 1] = ((j1 - 1) // OW) * sh + (KH - 1) * dh + 1
+        most = max(most, rows[2 * v + 1] - rows[2 * v])
+    return most
+
+
+def channel_vector_conv2d_scratch(Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW, Py_ssize_t M,
+                                  Py_ssize_t KH, Py_ssize_t KW, Py_ssize_t sh, Py_ssize_t sw,
+                                  Py_ssize_t dh, Py_ssize_t dw, int nthreads):
+    """Floats of scratch :func:`channel_vector_conv2d` needs for C input and M
+    output channels, an OH x OW output and ``nthreads`` threads: each
+    thread's padded, column-phase-split copy of the input rows it reads."""
+    _check_window("channel_vector_conv2d", 1, KH, KW, 1, sh, sw, 0, 0, 0, 1, dh, dw)
+    if min(C, OH, OW, M) < 0:
+        raise ValueError(f"channel_vector_conv2d: negative size {(C, OH, OW, M)}")
+    if min(C, OH, OW, M) == 0:
+        return 0
+    cdef Py_ssize_t runs = _cv_runs(OH * OW)
+    cdef Py_ssize_t n = _cv_shares(nthreads, (M + CV_OCB - 1) // CV_OCB * runs)
+    cdef Py_ssize_t* rows = <Py_ssize_t*>malloc(2 * n * sizeof(Py_ssize_t))
+    if rows == NULL:
+        raise MemoryError()
+    try:
+        return (n * _cv_share_rows(rows, n, (M + CV_OCB - 1) // CV_OCB, runs, OH * OW, OW, KH,
+                                   sh, dh)
+                * sw * C * _dc_cols_needed(OW, KW, sw, dw))
+    finally:
+        free(rows)
+
+
 def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp,
                           float[:, :, ::1] y, const float[::1] b, const float[:, :, ::1] z,
                           float[::1] scratch, Py_ssize_t KH, Py_ssize_t KW, Py_ssize_t sh,
@@ -823,23 +881,25 @@ def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp
 
     ``wp`` holds the weights (M, C, KH, KW) packed as (ceil(M / B), C, KH *
     KW, B) with B = :data:`CHANNEL_VECTOR_BLOCK` output channels side by side
-    (zeros past M). ``scratch`` receives the padded, column-phase-split input
-    copy (:func:`direct_conv2d_scratch` floats, row mode; a 1x1 window
-    with stride 1 and no pads reads ``x`` in place). Begin pads are
-    ``ph``, ``pw``; every input position a window reaches past the input
-    reads 0. Each work item is one block of B output channels over a run of
-    the flattened output plane's positions, in tiles of up to 6 positions
-    (across row ends); the items go run by run (every block of a run, then
-    the next run) and split over ``nthreads``."""
+    (zeros past M). ``scratch`` receives each thread's padded,
+    column-phase-split copy of the input rows its items read
+    (:func:`channel_vector_conv2d_scratch` floats; a 1x1 window with stride
+    1 and no pads reads ``x`` in place). Begin pads are ``ph``, ``pw``;
+    every input position a window reaches past the input reads 0. Each work
+    item is one block of B output channels over a run of the flattened
+    output plane's positions, in tiles of up to 6 positions (across row
+    ends); the items go run by run (every block of a run, then the next
+    run), in one share of consecutive items a thread (``nthreads``)."""
     cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef Py_ssize_t MB = wp.shape[0], T = KH * KW
     cdef Py_ssize_t M = y.shape[0], OH = y.shape[1], OW = y.shape[2]
-    cdef Py_ssize_t HP, WQ, CS, P, tiles, runs, items, item, blk, run, c, t
+    cdef Py_ssize_t HP, WQ, CS, P, runs, items, item, n, v, c, t, r0, r1, nr, slot
     cdef bint in_place
     cdef const float* zp = NULL
     cdef const float* bp = NULL
-    cdef float* xph
+    cdef const float* xv
     cdef Py_ssize_t* toff
+    cdef Py_ssize_t* rows
     cdef bint clamp = lo > -INFINITY or hi < INFINITY
     _check_window("channel_vector_conv2d", 1, KH, KW, 1, sh, sw, 0, ph, pw, 1, dh, dw)
     if (wp.shape[1] != C or wp.shape[2] != T or wp.shape[3] != CV_OCB
@@ -858,10 +918,6 @@ def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp
         return
     if C == 0:
         raise ValueError("channel_vector_conv2d: no input channels")
-    need = _dc_scratch(C, OH, OW, KH, KW, sh, sw, dh, dw, False)
-    if scratch.shape[0] < need:
-        raise ValueError(
-            f"channel_vector_conv2d: scratch of {scratch.shape[0]} floats, {need} needed")
     # a 1x1 window on the input as it is: its planes are the padded planes
     in_place = (KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0
                 and OH == H and OW == W)
@@ -870,33 +926,59 @@ def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp
     else:
         HP = _dc_rows_needed(OH, KH, sh, dh)
         WQ = _dc_cols_needed(OW, KW, sw, dw)
-    CS = HP * WQ
     P = OH * OW
-    tiles = (P + CV_NP - 1) // CV_NP
-    runs = (tiles + CV_RUN_TILES - 1) // CV_RUN_TILES
+    runs = _cv_runs(P)
     items = MB * runs
-    if b.shape[0]:
-        bp = &b[0]
-    xph = &x[0, 0, 0] if in_place else &scratch[0]
-    toff = <Py_ssize_t*>malloc(T * sizeof(Py_ssize_t))
-    if toff == NULL:
+    n = _cv_shares(nthreads, items)
+    rows = <Py_ssize_t*>malloc(2 * n * sizeof(Py_ssize_t))
+    toff = <Py_ssize_t*>malloc(n * T * sizeof(Py_ssize_t))
+    if rows == NULL or toff == NULL:
+        free(rows)
+        free(toff)
         raise MemoryError()
-    for t in range(T):
-        # tap (ky, kx): row ky * dh, column kx * dw in phase (kx * dw) % sw
-        toff[t] = ((t // KW) * dh * WQ + (((t % KW) * dw) % sw) * C * CS
-                   + ((t % KW) * dw) // sw)
     try:
-        with nogil, parallel(num_threads=nthreads):
-            for c in prange(0 if in_place else C, schedule="static"):
-                dc_pack_phase(&x[0, 0, 0], H, W, xph, C, 1, sw, HP, WQ, ph, pw, c, 0)
-            for item in prange(items, schedule="static"):
-                # run by run (the block varying fastest): each thread reads
-                # only the rows of its share of the positions. Against block
-                # by block (each thread reading every row), on 2 threads:
-                # SqueezeNet 0.97x the time, DenseNet 0.99x, Inception 1.0x
-                blk = item % MB
-                run = item // MB
-                cv_run(xph, C, CS, WQ, &wp[0, 0, 0, 0], T, toff, sh, &y[0, 0, 0], zp, bp, M,
-                       OH, OW, lo, hi, clamp, blk, run * P // runs, (run + 1) * P // runs)
+        slot = _cv_share_rows(rows, n, MB, runs, P, OW, KH, sh, dh) * sw * C * WQ
+        if not in_place and scratch.shape[0] < n * slot:
+            raise ValueError(
+                f"channel_vector_conv2d: scratch of {scratch.shape[0]} floats, {n * slot} "
+                f"needed")
+        if b.shape[0]:
+            bp = &b[0]
+        for v in range(n):
+            # each share's planes hold its rows only (all of them in place)
+            nr = HP if in_place else rows[2 * v + 1] - rows[2 * v]
+            for t in range(T):
+                # tap (ky, kx): row ky * dh, column kx * dw in phase (kx * dw) % sw
+                toff[v * T + t] = ((t // KW) * dh * WQ + (((t % KW) * dw) % sw) * C * nr * WQ
+                                   + ((t % KW) * dw) // sw)
+        with nogil:
+            # Each share of the work items copies the padded rows its
+            # positions read into planes of its own, then computes: no
+            # thread waits for another's copy, and none writes lines that
+            # another core read last (one copy the threads split, then a
+            # barrier, took 12-22 us of a 170-400 us convolution on two
+            # threads, for 1-6 us of copying).
+            for v in prange(n, num_threads=n, schedule="static", chunksize=1):
+                r0 = rows[2 * v]
+                r1 = rows[2 * v + 1]
+                if in_place:
+                    xv = &x[0, 0, 0]
+                    r0 = 0
+                    nr = HP
+                else:
+                    xv = &scratch[0] + v * slot
+                    nr = r1 - r0
+                    for c in range(C):
+                        dc_pack_rows(&x[0, 0, 0], H, W, &scratch[0] + v * slot, C, 1, sw, nr,
+                                     WQ, ph, pw, c, 0, r0, r1, r0)
+                # run by run (the block varying fastest): a share reads only
+                # the rows of its positions. Against block by block (each
+                # thread reading every row), on 2 threads: SqueezeNet 0.97x
+                # the time, DenseNet 0.99x, Inception 1.0x
+                for item in range(items * v // n, items * (v + 1) // n):
+                    cv_run(xv, C, nr * WQ, WQ, &wp[0, 0, 0, 0], T, &toff[v * T], sh, r0,
+                           &y[0, 0, 0], zp, bp, M, OH, OW, lo, hi, clamp, item % MB,
+                           (item // MB) * P // runs, (item // MB + 1) * P // runs)
     finally:
+        free(rows)
         free(toff)

@@ -16,9 +16,10 @@
  * buffer, a work item's run of positions at a time, and go to the output
  * from there with the bias, a residual and a clamp.
  *
- * The input is the padded, column-phase-split copy of dc_pack_phase (row
- * mode: SH = 1), so output (oy, ox) reads tap (ky, kx) at plane offset
- * oy * sh * WQ + ox + kyoff[ky] + koff[kx]. The weights are packed as
+ * The input is the padded, column-phase-split copy of dc_pack_rows (row
+ * mode: SH = 1) of the padded rows from r0 that a thread's items read, so
+ * output (oy, ox) reads tap (ky, kx) at plane offset (oy * sh - r0) * WQ +
+ * ox + kyoff[ky] + koff[kx]. The weights are packed as
  * [ceil(M / 16)][C][KH * KW][16] (zeros past M).
  */
 #ifndef ORTCORE_CVEC_CONV_H
@@ -170,9 +171,9 @@ static inline void cv_flush(const float *st, ptrdiff_t n, float *y, const float 
  * names one: the 3x3 window's taps unrolled. */
 static inline __attribute__((always_inline)) void cv_tiles(
     const float *xph, ptrdiff_t C, ptrdiff_t CS, ptrdiff_t WQ, const float *w, const ptrdiff_t T,
-    const ptrdiff_t *toff, ptrdiff_t sh, float *y, const float *z, const float *bias,
-    ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW, float lo, float hi, int clamp, ptrdiff_t m0,
-    ptrdiff_t j0, ptrdiff_t j1) {
+    const ptrdiff_t *toff, ptrdiff_t sh, ptrdiff_t r0, float *y, const float *z,
+    const float *bias, ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW, float lo, float hi, int clamp,
+    ptrdiff_t m0, ptrdiff_t j0, ptrdiff_t j1) {
     const ptrdiff_t n = j1 - j0;
     const ptrdiff_t tiles = (n + CV_NP - 1) / CV_NP;
     const ptrdiff_t base = n / tiles, extra = n % tiles; /* `extra` tiles of base + 1 */
@@ -185,7 +186,7 @@ static inline __attribute__((always_inline)) void cv_tiles(
     for (ptrdiff_t k = 0, c0 = 0; k < tiles; k++) {
         const int np = (int)(base + (k < extra));
         for (int p = 0; p < np; p++) {
-            q[p] = oy * sh * WQ + ox;
+            q[p] = (oy * sh - r0) * WQ + ox;
             if (++ox == OW) {
                 ox = 0;
                 oy++;
@@ -211,14 +212,15 @@ static inline __attribute__((always_inline)) void cv_tiles(
 }
 
 /* One work item: the 16 output channels of block ocb at flat output
- * positions j0 .. j1 - 1 (OH x OW planes), in tiles of
- * 5 or 6 positions (fewer only when the item has fewer). xph: the padded phase planes (C
- * planes of HP x WQ, CS = HP * WQ apart); wp: the packed weights; toff[t]:
- * tap t's offset (kyoff[ky] + koff[kx]); sh: the row stride. */
+ * positions j0 .. j1 - 1 (OH x OW planes), in tiles of 5 or 6 positions
+ * (fewer only when the item has fewer). xph: the padded phase planes (C
+ * planes of WQ columns, CS apart) from padded row r0; wp: the packed
+ * weights; toff[t]: tap t's offset (kyoff[ky] + koff[kx]); sh: the row
+ * stride. */
 static void cv_run(const float *xph, ptrdiff_t C, ptrdiff_t CS, ptrdiff_t WQ, const float *wp,
-                   ptrdiff_t T, const ptrdiff_t *toff, ptrdiff_t sh, float *y, const float *z,
-                   const float *bias, ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW, float lo,
-                   float hi, int clamp, ptrdiff_t ocb, ptrdiff_t j0, ptrdiff_t j1) {
+                   ptrdiff_t T, const ptrdiff_t *toff, ptrdiff_t sh, ptrdiff_t r0, float *y,
+                   const float *z, const float *bias, ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW,
+                   float lo, float hi, int clamp, ptrdiff_t ocb, ptrdiff_t j0, ptrdiff_t j1) {
     const float *w = wp + ocb * C * T * CV_OCB;
     const ptrdiff_t m0 = ocb * CV_OCB;
     /* at most CV_RUN_MAX positions a staging buffer (the caller's items
@@ -226,11 +228,14 @@ static void cv_run(const float *xph, ptrdiff_t C, ptrdiff_t CS, ptrdiff_t WQ, co
     for (ptrdiff_t a = j0; a < j1; a += CV_RUN_MAX) {
         const ptrdiff_t b = j1 - a < CV_RUN_MAX ? j1 : a + CV_RUN_MAX;
         if (T == 9)
-            cv_tiles(xph, C, CS, WQ, w, 9, toff, sh, y, z, bias, M, OH, OW, lo, hi, clamp, m0, a, b);
+            cv_tiles(xph, C, CS, WQ, w, 9, toff, sh, r0, y, z, bias, M, OH, OW, lo, hi, clamp,
+                     m0, a, b);
         else if (T == 1)
-            cv_tiles(xph, C, CS, WQ, w, 1, toff, sh, y, z, bias, M, OH, OW, lo, hi, clamp, m0, a, b);
+            cv_tiles(xph, C, CS, WQ, w, 1, toff, sh, r0, y, z, bias, M, OH, OW, lo, hi, clamp,
+                     m0, a, b);
         else
-            cv_tiles(xph, C, CS, WQ, w, T, toff, sh, y, z, bias, M, OH, OW, lo, hi, clamp, m0, a, b);
+            cv_tiles(xph, C, CS, WQ, w, T, toff, sh, r0, y, z, bias, M, OH, OW, lo, hi, clamp,
+                     m0, a, b);
     }
 }
 

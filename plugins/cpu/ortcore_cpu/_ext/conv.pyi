@@ -97,6 +97,19 @@ def direct_conv2d(
 CHANNEL_VECTOR_BLOCK: int
 CHANNEL_VECTOR_NATIVE: bool
 
+def channel_vector_conv2d_scratch(
+    C: int,
+    OH: int,
+    OW: int,
+    M: int,
+    KH: int,
+    KW: int,
+    sh: int,
+    sw: int,
+    dh: int,
+    dw: int,
+    nthreads: int,
+) -> int: ...
 def channel_vector_conv2d(
     x: F32,
     wp: F32,

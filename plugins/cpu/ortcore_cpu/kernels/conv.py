@@ -751,9 +751,15 @@ def _conv_direct(
     y4 = y.reshape(call.y4)
     bias, z, lo, hi = _epilogue(b, z, y.shape, clamp)
     z4 = None if z is None else z.reshape(call.y4)
-    size = call.size
-    scratch = _scratch.get(size) if size <= _COL_SCRATCH_MAX else np.empty(size, np.float32)
     share = threads_for(call.work, threads)
+    size = call.size
+    if call.vector:  # each thread's copy of the rows it reads
+        sh, sw, _, _, dh, dw = call.args
+        m, oh, ow = call.y4[1:]
+        size = ext.channel_vector_conv2d_scratch(
+            x4.shape[1], oh, ow, m, *w.shape[2:], sh, sw, dh, dw, share
+        )
+    scratch = _scratch.get(size) if size <= _COL_SCRATCH_MAX else np.empty(size, np.float32)
     if call.vector:
         kh, kw = w.shape[2:]
         for i in range(call.y[0]):
@@ -783,7 +789,8 @@ class _DirectCall(NamedTuple):
     args: tuple[int, int, int, int, int, int]
     """Strides, begin pads and dilations (rows, then columns)."""
     size: int
-    """Floats of the kernel's scratch."""
+    """Floats of the direct kernel's scratch (the channel-vector kernel's
+    depends on the call's threads: worked out at each call)."""
     work: int
     """The call's work for :func:`threads_for` (its threads are picked at
     each call: the run's share of the cores changes)."""
