@@ -516,12 +516,42 @@ def _epilogue(
     )
 
 
+class _PointwiseCall(NamedTuple):
+    """The packed GEMM's call for a 1x1 Conv of one input and weight shape
+    (see :func:`_pointwise_call`): worked out once, so that a run does only
+    what the arrays need."""
+
+    m: int
+    """Output channels."""
+    c: int
+    """Input channels."""
+    p: int
+    """Output positions of an image."""
+    y: tuple[int, ...]
+    """The output's shape."""
+    work: int
+    """The call's work for :func:`threads_for`."""
+    sub: tuple[slice, ...] | None
+    """The slices of a strided window's positions, else ``None``."""
+
+
+def _pointwise_call(
+    x_shape: tuple[int, ...], w_shape: tuple[int, ...], win: Window, group: int
+) -> _PointwiseCall:
+    """:class:`_PointwiseCall` of an input and weight of these shapes."""
+    m, c, p = w_shape[0], x_shape[1], math.prod(win.out)
+    sub = None
+    if any(st != 1 for st in win.strides):
+        sub = (slice(None), slice(None), *(slice(None, None, st) for st in win.strides))
+    return _PointwiseCall(m, c, p, (x_shape[0], m, *win.out), m * p * (c // group) // 8, sub)
+
+
 def _conv_pointwise(
     x: np.ndarray,
     w: np.ndarray,
     b: np.ndarray | None,
     z: np.ndarray | None,
-    win: Window,
+    call: _PointwiseCall,
     threads: int,
     clamp: Clamp | None,
     packs: FilterCache,
@@ -530,23 +560,28 @@ def _conv_pointwise(
     interleave: bool = False,
 ) -> np.ndarray:
     """A 1x1 Conv (see :data:`POINTWISE_GEMM`) of float32 ``x`` (N, C, *S)
-    in ``group`` groups with its bias, residual ``z`` and clamp; ``packs``
-    keeps the weight packed (:func:`_pack_pointwise`). Strided windows read
-    the positions they take, copied from the input first. The result goes
-    to ``out`` if given (the output's shape, each image's channels
-    C-contiguous). With ``interleave`` its channels come out shuffled in
-    ``group`` groups (:func:`shuffle_channels`), written so by the GEMM."""
-    m = w.shape[0]
-    if any(st != 1 for st in win.strides):
-        x = x[(slice(None), slice(None), *(slice(None, None, st) for st in win.strides))]
+    in ``group`` groups with its bias, residual ``z`` and clamp; ``call``:
+    :func:`_pointwise_call` of these shapes; ``packs`` keeps the weight
+    packed (:func:`_pack_pointwise`). Strided windows read the positions
+    they take, copied from the input first. The result goes to ``out`` if
+    given (the output's shape, each image's channels C-contiguous). With
+    ``interleave`` its channels come out shuffled in ``group`` groups
+    (:func:`shuffle_channels`), written so by the GEMM."""
+    if call.sub is not None:
+        x = x[call.sub]
     x = f32_contiguous(x)
-    n, c = x.shape[:2]
-    p = math.prod(win.out)
-    y = np.empty((n, m, *win.out), np.float32) if out is None else out
+    y = np.empty(call.y, np.float32) if out is None else out
     bias, z, lo, hi = _epilogue(b, z, y.shape, clamp)
     ap = packs.transform(w)
-    share = threads_for(m * p * (c // group) // 8, threads)
-    for i in range(n):
+    share = threads_for(call.work, threads)
+    m, c, p = call.m, call.c, call.p
+    if len(y) == 1 and y.flags.c_contiguous:  # one image: its planes as they are
+        gemm.ext.pointwise(
+            ap, m, x.reshape(c, p), y.reshape(m, p), bias,
+            None if z is None else z.reshape(m, p), lo, hi, share, group, interleave,
+        )  # fmt: skip
+        return y
+    for i in range(len(y)):
         yi = y[i]
         if not yi.flags.c_contiguous:
             raise ValueError("the output's channels of one image are not contiguous")
@@ -753,22 +788,21 @@ def _conv_direct(
     z4 = None if z is None else z.reshape(call.y4)
     share = threads_for(call.work, threads)
     size = call.size
-    if call.vector:  # each thread's copy of the rows it reads
-        sh, sw, _, _, dh, dw = call.args
-        m, oh, ow = call.y4[1:]
-        size = ext.channel_vector_conv2d_scratch(
-            x4.shape[1], oh, ow, m, *w.shape[2:], sh, sw, dh, dw, share
-        )
     scratch = _scratch.get(size) if size <= _COL_SCRATCH_MAX else np.empty(size, np.float32)
     if call.vector:
-        kh, kw = w.shape[2:]
-        for i in range(call.y[0]):
+        if len(y4) == 1:  # one image
             ext.channel_vector_conv2d(
-                x4[i], wp, y4[i], bias, None if z4 is None else z4[i], scratch, kh, kw,
-                *call.args, lo, hi, share,
+                x4[0], wp, y4[0], bias, None if z4 is None else z4[0], scratch, *call.window,
+                lo, hi, share,
+            )  # fmt: skip
+            return y
+        for i in range(len(y4)):
+            ext.channel_vector_conv2d(
+                x4[i], wp, y4[i], bias, None if z4 is None else z4[i], scratch, *call.window,
+                lo, hi, share,
             )  # fmt: skip
         return y
-    for i in range(call.y[0]):
+    for i in range(len(y4)):
         ext.direct_conv2d(
             x4[i], wp, y4[i], bias, None if z4 is None else z4[i], scratch,
             *call.args, lo, hi, share, call.flat, group,
@@ -789,8 +823,8 @@ class _DirectCall(NamedTuple):
     args: tuple[int, int, int, int, int, int]
     """Strides, begin pads and dilations (rows, then columns)."""
     size: int
-    """Floats of the direct kernel's scratch (the channel-vector kernel's
-    depends on the call's threads: worked out at each call)."""
+    """Floats of the kernel's scratch (the channel-vector kernel's: on as
+    many threads as the node may use, each thread's copy of its rows)."""
     work: int
     """The call's work for :func:`threads_for` (its threads are picked at
     each call: the run's share of the cores changes)."""
@@ -803,6 +837,9 @@ class _DirectCall(NamedTuple):
     vector: bool = False
     """Whether the channel-vector kernel runs it (``channel_vector_conv2d``,
     see :data:`CHANNEL_VECTOR`) rather than ``direct_conv2d``."""
+    window: tuple[int, ...] = ()
+    """The channel-vector kernel's window arguments: the window's size,
+    then :attr:`args`."""
 
 
 def _direct_call(
@@ -811,9 +848,10 @@ def _direct_call(
     win: Window,
     group: int,
     vector: bool = False,
+    threads: int = 1,
 ) -> _DirectCall:
     """The direct kernel's call for an input and weight of these shapes
-    (``vector``: the channel-vector kernel's)."""
+    (``vector``: the channel-vector kernel's on up to ``threads`` threads)."""
     n, c = x_shape[:2]
     m = w_shape[0]
     k3, s3, pb3, _, d3, o3 = win.padded3()
@@ -826,6 +864,13 @@ def _direct_call(
         sub, spatial = tuple(win.strides), tuple(win.out)
         s3, d3 = (1, 1, 1), (1, 1, 1)
     size = ext.direct_conv2d_scratch(c, oh, ow, k3[1], k3[2], s3[1], s3[2], d3[1], d3[2], flat)
+    if vector:  # the most any share of the threads needs
+        size = max(
+            ext.channel_vector_conv2d_scratch(
+                c, oh, ow, m, k3[1], k3[2], s3[1], s3[2], d3[1], d3[2], t
+            )
+            for t in range(1, max(threads, 1) + 1)
+        )
     return _DirectCall(
         x4=(n, c, *((1,) * (2 - len(win.out))), *spatial),
         y=(n, m, *win.out),
@@ -836,6 +881,7 @@ def _direct_call(
         flat=flat,
         sub=sub,
         vector=vector,
+        window=(k3[1], k3[2], s3[1], s3[2], pb3[1], pb3[2], d3[1], d3[2]),
     )
 
 
@@ -1110,6 +1156,18 @@ def conv(info: NodeInfo) -> Compute:
     return build_conv(info)
 
 
+class _Plan(NamedTuple):
+    """How a Conv node runs an input and weight of given shapes and dtype."""
+
+    win: Window
+    fast: bool
+    """Whether the float Cython paths take it."""
+    call: _DirectCall | None
+    """The direct or channel-vector kernel's call, if one of them runs it."""
+    pointwise: _PointwiseCall | None
+    """The packed GEMM's call, if it runs it as a 1x1 Conv."""
+
+
 def build_conv(
     info: NodeInfo,
     *,
@@ -1142,11 +1200,11 @@ def build_conv(
     vector_packs = FilterCache(channel_vector_filter) if constant_weight else None
     pointwise_packs = FilterCache(lambda w: _pack_pointwise(w, group)) if constant_weight else None
     # per input and weight shape and dtype seen (a few per node): the window,
-    # whether the Cython paths take it, the direct kernel's call and whether
-    # the packed GEMM takes it as a 1x1 Conv
-    plans: dict[Hashable, tuple[Window, bool, _DirectCall | None, bool]] = {}
+    # whether the Cython paths take it, the direct kernel's call and the
+    # packed GEMM's where it takes it as a 1x1 Conv
+    plans: dict[Hashable, _Plan] = {}
 
-    def plan(x: np.ndarray, w: np.ndarray) -> tuple[Window, bool, _DirectCall | None, bool]:
+    def plan(x: np.ndarray, w: np.ndarray) -> _Plan:
         if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
             raise ValueError(
                 f"{info.describe()}: input channels {x.shape[1]} / weight {w.shape} "
@@ -1155,14 +1213,16 @@ def build_conv(
         win = window(x.shape[2:], kernel_shape or w.shape[2:], partial=False, **geometry)
         fast = x.dtype in (np.float32, np.float16) and 1 <= len(win.out) <= 3
         call = None
-        pointwise = fast and _use_pointwise(x, w, win, group, pointwise_packs is not None)
-        if fast and not pointwise and _use_channel_vector(x, w, win, group, filters is not None):
-            call = _direct_call(x.shape, w.shape, win, group, vector=True)
-        elif fast and not pointwise and _use_direct(x, w, win, group, filters is not None, threads):
+        pointwise = None
+        if fast and _use_pointwise(x, w, win, group, pointwise_packs is not None):
+            pointwise = _pointwise_call(x.shape, w.shape, win, group)
+        elif fast and _use_channel_vector(x, w, win, group, filters is not None):
+            call = _direct_call(x.shape, w.shape, win, group, vector=True, threads=threads)
+        elif fast and _use_direct(x, w, win, group, filters is not None, threads):
             call = _direct_call(x.shape, w.shape, win, group)
-        return win, fast, call, pointwise
+        return _Plan(win, fast, call, pointwise)
 
-    def lookup(x: np.ndarray, w: np.ndarray) -> tuple[Window, bool, _DirectCall | None, bool]:
+    def lookup(x: np.ndarray, w: np.ndarray) -> _Plan:
         key = (x.shape, w.shape, x.dtype)
         return plans.get(key) or remember(plans, key, plan(x, w))
 
@@ -1180,8 +1240,10 @@ def build_conv(
                 cache = vector_packs if call.vector else packs
                 y = _conv_direct(x, w, b, z, win, threads, clamp, cache, group, call, into)
                 return y.astype(x.dtype, copy=False)
-            if pointwise and pointwise_packs is not None and POINTWISE_GEMM:
-                y = _conv_pointwise(x, w, b, z, win, threads, clamp, pointwise_packs, into, group)
+            if pointwise is not None and pointwise_packs is not None and POINTWISE_GEMM:
+                y = _conv_pointwise(
+                    x, w, b, z, pointwise, threads, clamp, pointwise_packs, into, group
+                )
                 return y.astype(x.dtype, copy=False)
             if (
                 WINOGRAD_EPILOGUE
@@ -1228,12 +1290,17 @@ def build_conv(
         def compute_shuffled(
             x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
         ) -> tuple[np.ndarray]:
-            win, fast, _, pointwise = lookup(x, w)
+            pointwise = lookup(x, w).pointwise
             gemm_packs = pointwise_packs
-            if fast and pointwise and group == shuffle and gemm_packs is not None and POINTWISE_GEMM:
+            if (
+                pointwise is not None
+                and group == shuffle
+                and gemm_packs is not None
+                and POINTWISE_GEMM
+            ):
                 # the GEMM writes each group's rows where the shuffle puts them
-                y = _conv_pointwise(x, w, b, None, win, threads, clamp, gemm_packs, None, group,
-                                    interleave=True)  # fmt: skip
+                y = _conv_pointwise(x, w, b, None, pointwise, threads, clamp, gemm_packs, None,
+                                    group, interleave=True)  # fmt: skip
                 return (y.astype(x.dtype, copy=False),)
             return (shuffle_channels(run(x, w, b, None), shuffle, threads),)
 
