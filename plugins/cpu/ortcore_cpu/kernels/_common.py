@@ -204,7 +204,13 @@ def threads_for(work: int, threads: int) -> int:
     if threads <= 1:
         return 1
     g = _grain or grain()
-    return 1 if work < g else max(1, min(threads, work // g, share()))
+    if work < g:
+        return 1
+    n = work // g  # at least 1
+    if n > threads:
+        n = threads
+    cores = share()  # at least 1
+    return n if n < cores else cores
 
 
 MEMORY_BOUND = 8

@@ -481,39 +481,41 @@ def _use_pointwise(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached
     )
 
 
-class _Epilogue(NamedTuple):
-    """What a kernel that writes a Conv's output adds as it writes: checked
-    by :func:`_epilogue`."""
+Epilogue = tuple[np.ndarray, "np.ndarray | None", float, float]
+"""What a kernel that writes a Conv's output adds as it writes (checked by
+:func:`_epilogue`): the bias (float32 (M,), or empty: none), the residual
+(contiguous float32 of the output's shape, or None) and the clamp's bounds."""
 
-    bias: np.ndarray
-    """float32 (M,), or empty: no bias."""
-    z: np.ndarray | None
-    """The residual, contiguous float32 of the output's shape, or None."""
-    lo: float
-    hi: float
+_NO_CLAMP = (-np.inf, np.inf)
+_F32 = np.dtype(np.float32)
 
 
 def _epilogue(
     b: np.ndarray | None, z: np.ndarray | None, shape: tuple[int, ...], clamp: Clamp | None
-) -> _Epilogue:
+) -> Epilogue:
     """The bias, residual and clamp bounds of a Conv whose output has
-    ``shape`` (N, M, ...), checked against it.
+    ``shape`` (N, M, ...), checked against it (a plain tuple: this runs for
+    every Conv of every run).
 
     Raises:
         ValueError: ``b`` is not of shape (M,), or ``z`` not of ``shape``.
     """
-    m = shape[1]
-    if b is not None and b.shape != (m,):
-        raise ValueError(f"bias of shape {list(b.shape)} for {m} output channels")
-    if z is not None and z.shape != tuple(shape):
-        raise ValueError(f"residual Z of shape {list(z.shape)} for an output of {list(shape)}")
-    lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
-    return _Epilogue(
-        _NO_BIAS if b is None else f32_contiguous(b),
-        None if z is None else f32_contiguous(z),
-        lo,
-        hi,
-    )
+    if b is None:
+        bias = _NO_BIAS
+    elif b.shape != (shape[1],):
+        raise ValueError(f"bias of shape {list(b.shape)} for {shape[1]} output channels")
+    elif b.dtype == _F32 and b.flags.c_contiguous:
+        bias = b
+    else:
+        bias = f32_contiguous(b)
+    if z is not None:
+        if z.shape != tuple(shape):
+            raise ValueError(
+                f"residual Z of shape {list(z.shape)} for an output of {list(shape)}"
+            )
+        z = f32_contiguous(z)
+    lo, hi = clamp if clamp is not None else _NO_CLAMP
+    return bias, z, lo, hi
 
 
 class _PointwiseCall(NamedTuple):
