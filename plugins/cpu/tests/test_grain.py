@@ -43,3 +43,12 @@ def test_an_unusable_environment_value_is_ignored(monkeypatch: pytest.MonkeyPatc
 def test_parallel_region_refuses_a_bad_thread_count(n: int) -> None:
     with pytest.raises(ValueError, match="nthreads"):
         movement.parallel_region(n)
+
+
+def test_the_threads_never_pass_the_runs_share_or_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(K.GRAIN_ENV, "1000")
+    monkeypatch.setattr(K, "share", lambda: 3)
+    assert K.threads_for(10**9, 8) == 3  # the share
+    assert K.threads_for(10**9, 2) == 2  # the cap
+    assert K.threads_for(5500, 8) == 3  # 5 grains, 3 cores free
+    assert K.threads_for(2999, 8) == 2

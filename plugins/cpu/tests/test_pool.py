@@ -183,3 +183,35 @@ def test_pool_kernel_keeps_one_window_per_input_size(op: str) -> None:
         (y,) = compute(x)
         (want,) = kit.check_node(op, [x], attrs)
         np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_pool_worth_two_threads_gets_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool's thread count weighs each window tap as POOL_TAP_WORK elements
+    of a memory-bound loop: SqueezeNet's 3x3 max pool over 256 channels of
+    27x27 (389K taps) takes both threads at the base grain."""
+    from ortcore_cpu.kernels import _common, pool
+
+    seen: list[int] = []
+    real = pool.ext
+
+    class Spy:
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+        def max_pool(self, *args: object) -> None:
+            seen.append(int(str(args[-1])))
+            real.max_pool(*args)
+
+    monkeypatch.setattr(_common, "_grain", _common._BASE_GRAIN)
+    monkeypatch.setattr(_common, "share", lambda: 2)
+    monkeypatch.setattr(pool, "ext", Spy())
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2]}
+    compute = kit.build_node("MaxPool", [rand(1, 256, 27, 27)], attrs)
+    x = rand(1, 256, 27, 27)
+    (y,) = compute(x)
+    assert seen == [2]
+    want = np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3))[:, :, ::2, ::2]
+    np.testing.assert_array_equal(y, want.max(axis=(4, 5)))
+    monkeypatch.setattr(pool, "POOL_TAP_WORK", 1)  # the old weight: one thread
+    compute(x)
+    assert seen == [2, 1]
