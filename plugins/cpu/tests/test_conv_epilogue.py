@@ -138,3 +138,33 @@ def test_fused_conv_clamp_other_dtypes(dtype: type) -> None:
     assert got.dtype == dtype
     tol = 2e-2 if dtype == np.float16 else 1e-9
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_a_bias_pass_worth_two_threads_gets_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The separate bias pass weighs each output value as BIAS_PASS_WORK
+    elements of a memory-bound loop: ResNet-50's pass over 256 x 56 x 56
+    values with a residual takes both threads at the base grain."""
+    from ortcore_cpu.kernels import _common, conv
+
+    seen: list[int] = []
+    real = conv.ext
+
+    class Spy:
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+        def bias_add_clamp(self, *args: Any) -> None:
+            seen.append(int(args[-1]))
+            real.bias_add_clamp(*args)
+
+    monkeypatch.setattr(_common, "_grain", _common._BASE_GRAIN)
+    monkeypatch.setattr(_common, "share", lambda: 2)
+    monkeypatch.setattr(conv, "ext", Spy())
+    y, z, b = _x(1, 256, 56, 56), _x(1, 256, 56, 56), _x(256)
+    want = np.maximum(y + b[:, None, None] + z, 0)
+    conv._add_bias(y, b, 2, (0.0, INF), z)
+    assert seen == [2]
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+    small, zs = _x(1, 64, 7, 7), _x(1, 64, 7, 7)  # not worth waking a thread
+    conv._add_bias(small, b[:64], 2, (0.0, INF), zs)
+    assert seen == [2, 1]

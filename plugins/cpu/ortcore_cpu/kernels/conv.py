@@ -69,6 +69,16 @@ Clamp = tuple[float, float]
 """Bounds ``(lo, hi)`` a Conv's output is clamped to: its fused Relu or Clip."""
 
 
+BIAS_PASS_WORK = 4
+"""Elements of :func:`threads_for_memory_bound`'s work that one output value
+of a Conv's separate bias pass (after a BLAS product: bias, residual and
+clamp) weighs. Counted as half, ResNet-50's passes over 256 x 56 x 56
+values ran on one thread inside the model (200 us each, three a run).
+Counted as four (2-core Zen 3 VM, the same session's runs alternating):
+ResNet-50 0.97x the time, SqueezeNet 0.99x, Inception v2 and ShuffleNet
+0.995x, DenseNet and Inception v1 unchanged (two and sixteen did no better)."""
+
+
 def _add_bias(
     y: np.ndarray,
     b: np.ndarray | None,
@@ -94,7 +104,7 @@ def _add_bias(
     if y.dtype == np.float32 and y.flags.c_contiguous:
         lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
         bias = _NO_BIAS if b is None else f32_contiguous(b)
-        share = threads_for_memory_bound(y.size // 2, threads)
+        share = threads_for_memory_bound(y.size * BIAS_PASS_WORK, threads)
         if z is None:
             ext.bias_clamp(rows, bias, lo, hi, share)
         else:
