@@ -143,7 +143,7 @@ def test_fused_conv_clamp_other_dtypes(dtype: type) -> None:
 def test_a_bias_pass_worth_two_threads_gets_them(monkeypatch: pytest.MonkeyPatch) -> None:
     """The separate bias pass weighs each output value as BIAS_PASS_WORK
     elements of a memory-bound loop: ResNet-50's pass over 256 x 56 x 56
-    values with a residual takes both threads at the base grain."""
+    values with a residual takes both threads at a grain of 32768."""
     from ortcore_cpu.kernels import _common, conv
 
     seen: list[int] = []
@@ -157,7 +157,7 @@ def test_a_bias_pass_worth_two_threads_gets_them(monkeypatch: pytest.MonkeyPatch
             seen.append(int(args[-1]))
             real.bias_add_clamp(*args)
 
-    monkeypatch.setattr(_common, "_grain", _common._BASE_GRAIN)
+    monkeypatch.setattr(_common, "_grain", 32768)
     monkeypatch.setattr(_common, "share", lambda: 2)
     monkeypatch.setattr(conv, "ext", Spy())
     y, z, b = _x(1, 256, 56, 56), _x(1, 256, 56, 56), _x(256)

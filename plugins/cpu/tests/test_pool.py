@@ -188,7 +188,7 @@ def test_pool_kernel_keeps_one_window_per_input_size(op: str) -> None:
 def test_a_pool_worth_two_threads_gets_them(monkeypatch: pytest.MonkeyPatch) -> None:
     """A pool's thread count weighs each window tap as POOL_TAP_WORK elements
     of a memory-bound loop: SqueezeNet's 3x3 max pool over 256 channels of
-    27x27 (389K taps) takes both threads at the base grain."""
+    27x27 (389K taps) takes both threads at a grain of 32768."""
     from ortcore_cpu.kernels import _common, pool
 
     seen: list[int] = []
@@ -202,7 +202,7 @@ def test_a_pool_worth_two_threads_gets_them(monkeypatch: pytest.MonkeyPatch) -> 
             seen.append(int(str(args[-1])))
             real.max_pool(*args)
 
-    monkeypatch.setattr(_common, "_grain", _common._BASE_GRAIN)
+    monkeypatch.setattr(_common, "_grain", 32768)
     monkeypatch.setattr(_common, "share", lambda: 2)
     monkeypatch.setattr(pool, "ext", Spy())
     attrs = {"kernel_shape": [3, 3], "strides": [2, 2]}

@@ -150,8 +150,16 @@ def f32_contiguous(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
-_BASE_GRAIN = 1 << 15
-"""Work (elements) below which a kernel never wakes a second thread."""
+_BASE_GRAIN = 1 << 13
+"""Work (elements) below which a kernel never wakes a second thread. Tuned
+inside models, where the other threads are still spinning from the node
+before (GOMP_SPINCOUNT) when most kernels start, so a second thread comes
+for far less than the wake-up of a sleeping one that :func:`grain`
+measures. Against 32768 (2-core Zen 3 VM, the same session's runs
+alternating, 2 threads): ShuffleNet 0.9x the time (its depthwise Convs on
+14x14 and 7x7 now on both threads), BERT 0.98x, GPT-2, ResNet-50,
+DenseNet-121 and Inception v2 0.99x, SqueezeNet and Inception v1 the same;
+4096 gained ShuffleNet a little more and lost SqueezeNet 1%."""
 _BASE_WAKE_NS = 16_000
 """The wake-up cost :data:`_BASE_GRAIN` was tuned for (2-core VM, 2026-11)."""
 _MAX_GRAIN = _BASE_GRAIN << 3
@@ -170,7 +178,7 @@ def grain() -> int:
     the first time a kernel could use two threads, the cost of an empty
     two-thread region over a one-thread one is measured (7 pairs, medians,
     under a millisecond) and the grain scales with it from
-    ``_BASE_GRAIN`` (32768, tuned for 16 µs) up to 8 times that. The
+    ``_BASE_GRAIN`` (8192, for 16 µs or less) up to 8 times that. The
     environment variable ``ORTCORE_CPU_GRAIN`` sets it instead.
     """
     global _grain
@@ -216,9 +224,9 @@ def threads_for(work: int, threads: int) -> int:
 MEMORY_BOUND = 8
 """How many elements of a memory-bound loop (pooling, im2col, the depthwise
 convolution, a Conv's bias pass) weigh as one unit of :func:`threads_for`'s
-work. These loops move an element in about 0.2-1 ns, so with a wake-up of
-15-20 µs a second thread only paid off from about half a million elements
-(more where waking costs more, see :func:`grain`)."""
+work. These loops move an element in about 0.2-1 ns; a second thread pays
+off from about 130 thousand elements when it is still spinning from the
+node before (more where waking costs more, see :func:`grain`)."""
 
 
 def threads_for_memory_bound(work: int, threads: int) -> int:
