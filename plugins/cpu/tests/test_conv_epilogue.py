@@ -144,22 +144,13 @@ def test_a_bias_pass_worth_two_threads_gets_them(monkeypatch: pytest.MonkeyPatch
     """The separate bias pass weighs each output value as BIAS_PASS_WORK
     elements of a memory-bound loop: ResNet-50's pass over 256 x 56 x 56
     values with a residual takes both threads at a grain of 32768."""
+    from spies import record_calls
+
     from ortcore_cpu.kernels import _common, conv
-
-    seen: list[int] = []
-    real = conv.ext
-
-    class Spy:
-        def __getattr__(self, name: str) -> object:
-            return getattr(real, name)
-
-        def bias_add_clamp(self, *args: Any) -> None:
-            seen.append(int(args[-1]))
-            real.bias_add_clamp(*args)
 
     monkeypatch.setattr(_common, "_grain", 32768)
     monkeypatch.setattr(_common, "share", lambda: 2)
-    monkeypatch.setattr(conv, "ext", Spy())
+    seen = record_calls(monkeypatch, conv, "bias_add_clamp")
     y, z, b = _x(1, 256, 56, 56), _x(1, 256, 56, 56), _x(256)
     want = np.maximum(y + b[:, None, None] + z, 0)
     conv._add_bias(y, b, 2, (0.0, INF), z)

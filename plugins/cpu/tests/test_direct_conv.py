@@ -13,6 +13,7 @@ import pytest
 from ep_sdk.testing import KernelKit
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
+from spies import record_calls
 
 from ortcore_cpu.kernels import conv
 from ortcore_cpu.kernels._common import KEPT_PER_NODE
@@ -594,18 +595,7 @@ def test_direct_path_picks_its_threads_at_each_call(monkeypatch: pytest.MonkeyPa
     thread count: the run's share of the cores changes from run to run."""
     if conv.ext.DIRECT_VECTOR < conv.DIRECT_WIDE_VECTOR:
         pytest.skip("the direct path of this build takes few Convs")
-    seen: list[int] = []
-    real = conv.ext
-
-    class Spy:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(real, name)
-
-        def direct_conv2d(self, *args: Any) -> None:
-            seen.append(args[14])  # nthreads
-            real.direct_conv2d(*args)
-
-    monkeypatch.setattr(conv, "ext", Spy())
+    seen = record_calls(monkeypatch, conv, "direct_conv2d", 14)  # nthreads
     x = RNG.standard_normal((1, 64, 56, 56)).astype(np.float32)
     w = RNG.standard_normal((64, 64, 3, 3)).astype(np.float32)
     b = RNG.standard_normal(64).astype(np.float32)

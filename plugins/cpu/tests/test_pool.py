@@ -189,22 +189,13 @@ def test_a_pool_worth_two_threads_gets_them(monkeypatch: pytest.MonkeyPatch) -> 
     """A pool's thread count weighs each window tap as POOL_TAP_WORK elements
     of a memory-bound loop: SqueezeNet's 3x3 max pool over 256 channels of
     27x27 (389K taps) takes both threads at a grain of 32768."""
+    from spies import record_calls
+
     from ortcore_cpu.kernels import _common, pool
-
-    seen: list[int] = []
-    real = pool.ext
-
-    class Spy:
-        def __getattr__(self, name: str) -> object:
-            return getattr(real, name)
-
-        def max_pool(self, *args: object) -> None:
-            seen.append(int(str(args[-1])))
-            real.max_pool(*args)
 
     monkeypatch.setattr(_common, "_grain", 32768)
     monkeypatch.setattr(_common, "share", lambda: 2)
-    monkeypatch.setattr(pool, "ext", Spy())
+    seen = record_calls(monkeypatch, pool, "max_pool")
     attrs = {"kernel_shape": [3, 3], "strides": [2, 2]}
     compute = kit.build_node("MaxPool", [rand(1, 256, 27, 27)], attrs)
     x = rand(1, 256, 27, 27)
