@@ -893,7 +893,7 @@ def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp
     cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef Py_ssize_t MB = wp.shape[0], T = KH * KW
     cdef Py_ssize_t M = y.shape[0], OH = y.shape[1], OW = y.shape[2]
-    cdef Py_ssize_t HP, WQ, CS, P, runs, items, item, n, v, c, t, r0, r1, nr, slot
+    cdef Py_ssize_t HP, WQ, P, runs, items, item, n, v, c, t, r0, r1, nr, slot
     cdef bint in_place
     cdef const float* zp = NULL
     cdef const float* bp = NULL

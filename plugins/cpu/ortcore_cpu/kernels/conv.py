@@ -491,7 +491,7 @@ def _use_pointwise(x: np.ndarray, w: np.ndarray, win: Window, group: int, cached
     )
 
 
-Epilogue = tuple[np.ndarray, "np.ndarray | None", float, float]
+_Epilogue = tuple[np.ndarray, "np.ndarray | None", float, float]
 """What a kernel that writes a Conv's output adds as it writes (checked by
 :func:`_epilogue`): the bias (float32 (M,), or empty: none), the residual
 (contiguous float32 of the output's shape, or None) and the clamp's bounds."""
@@ -502,7 +502,7 @@ _F32 = np.dtype(np.float32)
 
 def _epilogue(
     b: np.ndarray | None, z: np.ndarray | None, shape: tuple[int, ...], clamp: Clamp | None
-) -> Epilogue:
+) -> _Epilogue:
     """The bias, residual and clamp bounds of a Conv whose output has
     ``shape`` (N, M, ...), checked against it (a plain tuple: this runs for
     every Conv of every run).
