@@ -64,6 +64,7 @@ ext = best_build("conv")
 """The build of the Cython convolution helpers this CPU runs fastest (``_isa.py``)."""
 
 _NO_BIAS = np.empty(0, np.float32)
+_NO_CLAMP = (-np.inf, np.inf)
 
 Clamp = tuple[float, float]
 """Bounds ``(lo, hi)`` a Conv's output is clamped to: its fused Relu or Clip."""
@@ -102,7 +103,7 @@ def _add_bias(
     n, m = y.shape[:2]
     rows = y.reshape(n * m, -1)
     if y.dtype == np.float32 and y.flags.c_contiguous:
-        lo, hi = clamp if clamp is not None else (-np.inf, np.inf)
+        lo, hi = clamp if clamp is not None else _NO_CLAMP
         bias = _NO_BIAS if b is None else f32_contiguous(b)
         share = threads_for_memory_bound(y.size * BIAS_PASS_WORK, threads)
         if z is None:
@@ -496,7 +497,6 @@ _Epilogue = tuple[np.ndarray, "np.ndarray | None", float, float]
 :func:`_epilogue`): the bias (float32 (M,), or empty: none), the residual
 (contiguous float32 of the output's shape, or None) and the clamp's bounds."""
 
-_NO_CLAMP = (-np.inf, np.inf)
 _F32 = np.dtype(np.float32)
 
 
@@ -802,12 +802,6 @@ def _conv_direct(
     size = call.size
     scratch = _scratch.get(size) if size <= _COL_SCRATCH_MAX else np.empty(size, np.float32)
     if call.vector:
-        if len(y4) == 1:  # one image
-            ext.channel_vector_conv2d(
-                x4[0], wp, y4[0], bias, None if z4 is None else z4[0], scratch, *call.window,
-                lo, hi, share,
-            )  # fmt: skip
-            return y
         for i in range(len(y4)):
             ext.channel_vector_conv2d(
                 x4[i], wp, y4[i], bias, None if z4 is None else z4[i], scratch, *call.window,
@@ -875,8 +869,9 @@ def _direct_call(
     if pointwise and any(st > 1 for st in win.strides):
         sub, spatial = tuple(win.strides), tuple(win.out)
         s3, d3 = (1, 1, 1), (1, 1, 1)
-    size = ext.direct_conv2d_scratch(c, oh, ow, k3[1], k3[2], s3[1], s3[2], d3[1], d3[2], flat)
-    if vector:  # the most any share of the threads needs
+    if not vector:
+        size = ext.direct_conv2d_scratch(c, oh, ow, k3[1], k3[2], s3[1], s3[2], d3[1], d3[2], flat)
+    else:  # the most any share of the threads needs
         size = max(
             ext.channel_vector_conv2d_scratch(
                 c, oh, ow, m, k3[1], k3[2], s3[1], s3[2], d3[1], d3[2], t
