@@ -138,6 +138,12 @@ VECTOR_CASES = [
     # many runs of positions, each of several blocks
     ((80, 40, 41), (24, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
     ((96, 28, 28), (40, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+    # AVX-512's tiles of up to 12 positions and blocks of 32 channels: 49
+    # positions (tiles of 9 and 10 or of 6 and 7), 15 (tiles of 8 and 7 or
+    # of 5), 11 (one tile, or 6 and 5); a block and a quarter, two and a half
+    ((32, 7, 7), (72, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
+    ((5, 3, 5), (48, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((6, 1, 11), (40, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
 ]
 
 
@@ -181,8 +187,10 @@ def test_channel_vector_scratch_holds_each_threads_rows(ext: Any) -> None:
     case = VECTOR_CASES[0]
     one = ext.channel_vector_conv2d_scratch(16, 55, 55, 64, 3, 3, 1, 1, 1, 1, 1)
     two = ext.channel_vector_conv2d_scratch(16, 55, 55, 64, 3, 3, 1, 1, 1, 1, 2)
-    assert one == 16 * 57 * 58  # 57 padded rows of 56 columns and 2 of the window
-    assert two == 2 * 16 * 30 * 58
+    # 57 padded rows of 55 columns rounded up to whole vectors, and 2 of the window
+    cols = -(-55 // ext.DIRECT_VECTOR) * ext.DIRECT_VECTOR + 2
+    assert one == 16 * 57 * cols
+    assert two == 2 * 16 * 30 * cols
     assert ext.channel_vector_conv2d_scratch(16, 55, 55, 0, 3, 3, 1, 1, 1, 1, 2) == 0
     with pytest.raises(ValueError, match="negative size"):
         ext.channel_vector_conv2d_scratch(-1, 55, 55, 64, 3, 3, 1, 1, 1, 1, 2)

@@ -1,17 +1,19 @@
 /* Direct 2-D convolution in NCHW, vectorized along the output channels.
  *
  * Included by _conv.pxi (compiled for the x86-64 baseline, AVX2 + FMA and
- * AVX-512; the vectors are GCC/clang vector extensions of CV_VL = 8 floats
- * in every build). The direct kernel of _direct_conv.h puts output
+ * AVX-512; the vectors are GCC/clang vector extensions of CV_VL floats: 16
+ * with AVX-512, 8 else). The direct kernel of _direct_conv.h puts output
  * positions in the vector lanes and broadcasts each weight; this one puts
- * CV_OCB = 16 output channels in two vectors and broadcasts each input
- * value, as onnxruntime's NCHWc kernels do, but reads and writes plain NCHW:
- * a tile of up to CV_NP = 6 consecutive output positions (of the flattened
- * output plane, so a tile may span rows) keeps 2 x 6 vectors of sums in
- * registers (12 of AVX2's 16), and every (input channel, filter tap) step
- * is 2 weight loads, 6 broadcasts and 12 FMAs. The lanes never go to waste
- * on a row's end (55 columns are 6.9 vectors of positions, but the
- * positions are split in tiles of 5 or 6 wherever the row ends). The sums
+ * CV_OCB = 2 * CV_VL output channels in two vectors and broadcasts each
+ * input value, as onnxruntime's NCHWc kernels do, but reads and writes
+ * plain NCHW: a tile of up to CV_NP consecutive output positions (of the
+ * flattened output plane, so a tile may span rows; 6 with AVX2, 12 with
+ * AVX-512) keeps 2 x CV_NP vectors of sums in registers (12 of AVX2's 16,
+ * 24 of AVX-512's 32), and every (input channel, filter tap) step is 2
+ * weight loads, CV_NP broadcasts and 2 * CV_NP FMAs. The lanes never go to
+ * waste on a row's end (55 columns are 6.9 vectors of positions, but the
+ * positions are split in tiles of 5 or 6 wherever the row ends), nor on
+ * small planes (7 x 7 is 49 positions: 3.1 vectors of 16). The sums
  * are turned around (position-major to channel-major) into a staging
  * buffer, a work item's run of positions at a time, and go to the output
  * from there with the bias, a residual and a clamp.
@@ -20,7 +22,7 @@
  * mode: SH = 1) of the padded rows from r0 that a thread's items read, so
  * output (oy, ox) reads tap (ky, kx) at plane offset (oy * sh - r0) * WQ +
  * ox + kyoff[ky] + koff[kx]. The weights are packed as
- * [ceil(M / 16)][C][KH * KW][16] (zeros past M).
+ * [ceil(M / CV_OCB)][C][KH * KW][CV_OCB] (zeros past M).
  */
 #ifndef ORTCORE_CVEC_CONV_H
 #define ORTCORE_CVEC_CONV_H
@@ -28,10 +30,18 @@
 #include <stddef.h>
 #include <string.h>
 
+/* With AVX-512 the vectors are 16 floats and a tile is 12 positions: 2 x
+ * 12 sums in 24 of its 32 registers, each (channel, tap) step 2 weight
+ * loads, 12 broadcasts and 24 FMAs, over 32 output channels. */
+#if defined(__AVX512F__)
+#define CV_VL 16
+#define CV_NP 12
+#else
 #define CV_VL 8
+#define CV_NP 6
+#endif
 #define CV_NV 2
 #define CV_OCB (CV_VL * CV_NV)
-#define CV_NP 6
 
 /* Whether this build runs the kernel as designed: AVX's 16 registers of 8
  * floats hold the 12 sums, and the sums are transposed in registers. In the
@@ -96,8 +106,13 @@ static inline __attribute__((always_inline)) void cv_transpose8(const __m256 in[
 }
 #endif
 
-/* Most positions of one work item (runs of CV_RUN_TILES tiles). */
+/* Most positions of one work item (runs of CV_RUN_TILES tiles): 192 either
+ * way, so that the staging buffer of AVX-512's 32 channels stays in L1. */
+#if CV_NP > 6
+#define CV_RUN_TILES 16
+#else
 #define CV_RUN_TILES 32
+#endif
 #define CV_RUN_MAX (CV_RUN_TILES * CV_NP)
 /* A row of the work item's staging buffer: 8 floats of slack for whole
  * vector stores past its last tile. */
@@ -112,7 +127,31 @@ static inline __attribute__((always_inline)) void cv_transpose8(const __m256 in[
 static inline __attribute__((always_inline)) void cv_stage(cv_v acc[CV_NV][CV_NP], const int NP,
                                                           const float *bv, float *st,
                                                           ptrdiff_t c0) {
-#if defined(__AVX__)
+#if defined(__AVX512F__)
+    /* each 16-lane vector as two halves of 8 channels, the tile's positions
+     * in groups of 8: one 8 x 8 transpose per half and group */
+    for (int v = 0; v < CV_NV; v++) {
+        const __m512 b = _mm512_loadu_ps(bv + CV_VL * v);
+        for (int g = 0; g < NP; g += 8) {
+            __m256 lo[8], hi[8], out[8];
+            for (int p = 0; p < 8; p++) {
+                if (g + p < NP) {
+                    const __m512 t = _mm512_add_ps((__m512)acc[v][g + p], b);
+                    lo[p] = _mm512_castps512_ps256(t);
+                    hi[p] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t), 1));
+                } else {
+                    lo[p] = hi[p] = _mm256_setzero_ps();
+                }
+            }
+            cv_transpose8(lo, out);
+            for (int i = 0; i < 8; i++)
+                _mm256_storeu_ps(st + (v * CV_VL + i) * CV_STAGE_ROW + c0 + g, out[i]);
+            cv_transpose8(hi, out);
+            for (int i = 0; i < 8; i++)
+                _mm256_storeu_ps(st + (v * CV_VL + 8 + i) * CV_STAGE_ROW + c0 + g, out[i]);
+        }
+    }
+#elif defined(__AVX__)
     for (int v = 0; v < CV_NV; v++) {
         __m256 in[8], out[8];
         const __m256 b = _mm256_loadu_ps(bv + CV_VL * v);
@@ -198,6 +237,14 @@ static inline __attribute__((always_inline)) void cv_tiles(
         cv_tile(acc, N, xph, C, CS, w, T, toff, q);                                \
         cv_stage(acc, N, bv, st, c0);                                              \
         break;
+#if CV_NP > 6
+            CV_CASE(12)
+            CV_CASE(11)
+            CV_CASE(10)
+            CV_CASE(9)
+            CV_CASE(8)
+            CV_CASE(7)
+#endif
             CV_CASE(6)
             CV_CASE(5)
             CV_CASE(4)

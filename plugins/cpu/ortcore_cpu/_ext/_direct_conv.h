@@ -65,6 +65,20 @@
 #define DC_PAIR 0
 #endif
 
+/* Software prefetches in dc_accumulate's 1x1 and 3x3 loops, DC_PF_X input
+ * channels ahead for the input rows a step reads and DC_PF_W channels ahead
+ * for the weights. Inside a model a Conv's input and weights come from L3
+ * or memory (the nodes before it evicted them): one step reads a few lines
+ * of each of many planes (a stride per channel, more streams than the
+ * hardware prefetchers follow), and a 3x3 block's weights are a 4 KB page
+ * every 14 channels. Measured on an Intel Xeon (Emerald Rapids, AVX-512, 2
+ * vCPUs, 2 MB L2), whole models, the same session's runs alternating with
+ * the distances set at run time: ResNet-50 0.90x the time, Inception v2
+ * 0.91x, SqueezeNet 0.95x (input prefetches alone 0.95-0.96x; weight
+ * distances of 32 to 256 channels, or prefetching into L2 only, the same). */
+#define DC_PF_X 8
+#define DC_PF_W 64
+
 typedef float dc_v8 __attribute__((vector_size(DC_VL * 4)));
 typedef float dc_v8u __attribute__((vector_size(DC_VL * 4), aligned(4), may_alias));
 
@@ -203,6 +217,10 @@ static inline __attribute__((always_inline)) void dc_accumulate(
         const float *src = xph + at + kyoff[0] + koff[0] + ow0;
         for (ptrdiff_t c = 0; c < C - 1; c++, src += CS, w += DC_OCB) {
             dc_v8 in[DC_VMAX];
+            /* the lines of V vectors from src, DC_PF_X planes on */
+            if (c + DC_PF_X < C - 1)
+                for (int v = 0; v <= V; v++) __builtin_prefetch(src + DC_PF_X * CS + DC_VL * v);
+            __builtin_prefetch(w + DC_PF_W * DC_OCB);
             for (int v = 0; v < V; v++) in[v] = *(const dc_v8u *)(src + DC_VL * v);
             for (int r = 0; r < DC_OCB; r++) {
                 const dc_v8 b = w[r] - (dc_v8){0};
@@ -225,6 +243,14 @@ static inline __attribute__((always_inline)) void dc_accumulate(
 #endif
         for (; c < C; c++, w += 9 * DC_OCB) {
             const float *plane = c < C - 1 ? xph + c * CS : xlast;
+            /* the three rows' lines, DC_PF_X planes on; the channel's
+             * weights DC_PF_W channels on */
+            if (c + DC_PF_X < C - 1)
+                for (int k = 0; k < 9; k += 3)
+                    for (int v = 0; v <= V; v++)
+                        __builtin_prefetch(plane + DC_PF_X * CS + o[k] + DC_VL * v);
+            for (int k = 0; k < 9 * DC_OCB; k += 16)
+                __builtin_prefetch(w + DC_PF_W * 9 * DC_OCB + k);
             for (int t = 0; t < 9; t++) {
                 dc_v8 in[DC_VMAX];
                 for (int v = 0; v < V; v++) in[v] = *(const dc_v8u *)(plane + o[t] + DC_VL * v);
