@@ -152,9 +152,7 @@ VECTOR_CASES = [
     "case", CASES + VECTOR_CASES, ids=[str(i) for i in range(len(CASES) + len(VECTOR_CASES))]
 )
 @pytest.mark.parametrize("ext", BUILDS, ids=IDS)
-def test_channel_vector_conv2d_matches_numpy(
-    ext: Any, case: tuple[Any, ...], threads: int
-) -> None:
+def test_channel_vector_conv2d_matches_numpy(ext: Any, case: tuple[Any, ...], threads: int) -> None:
     ((c, _, _), (m, kh, kw), (sh, sw), pads, (dh, dw)) = case
     x, w, want, scratch = _conv_case(ext, case, vector_threads=threads)
     oh, ow = want.shape[1:]
@@ -178,6 +176,17 @@ def test_channel_vector_conv2d_matches_numpy(
     np.testing.assert_allclose(joined[2 : m + 2], np.clip(full, -0.5, 0.75), rtol=1e-5, atol=1e-4)
     assert np.isnan(joined[2, 0, 0])  # NaN stays NaN through the clamp
     assert (joined[:2] == 7).all() and (joined[m + 2 :] == 7).all()  # the rest untouched
+
+
+@pytest.mark.parametrize("ext", BUILDS, ids=IDS)
+def test_channel_vector_items_are_blocks_times_runs(ext: Any) -> None:
+    block = ext.CHANNEL_VECTOR_BLOCK
+    assert ext.channel_vector_items(block, 1) == 1
+    assert ext.channel_vector_items(block + 1, 49) == 2
+    assert ext.channel_vector_items(2 * block, 3025) == 32  # 16 runs of 55x55 in every build
+    assert ext.channel_vector_items(0, 49) == 0
+    with pytest.raises(ValueError, match="negative size"):
+        ext.channel_vector_items(-1, 49)
 
 
 @pytest.mark.parametrize("ext", BUILDS, ids=IDS)
@@ -364,36 +373,64 @@ def test_conv_kernel_takes_the_direct_path_where_it_should(
 
 
 @pytest.mark.parametrize(
-    ("xs", "ws", "attrs", "vector"),
+    ("xs", "ws", "attrs", "vector"),  # (AVX2 build, AVX-512 build)
     [
         # windows of 5x5 and more, strided 3x3, few channels: the channel-vector kernel
-        ((2, 3, 30, 30), (16, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}, True),
-        ((1, 32, 16, 16), (20, 32, 5, 5), {}, True),
-        ((1, 16, 31, 31), (8, 16, 5, 5), {"strides": [2, 2], "dilations": [2, 1]}, True),
-        ((1, 40, 10, 100), (8, 40, 3, 3), {"strides": [2, 2]}, True),
-        ((1, 16, 55, 55), (64, 16, 3, 3), {"pads": [1, 1, 1, 1]}, True),
-        ((1, 32, 12, 12), (40, 32, 3, 3), {"auto_pad": "SAME_UPPER"}, True),  # Winograd's else
-        ((1, 96, 14, 14), (32, 96, 3, 3), {"pads": [1, 1, 1, 1]}, True),  # 32 out, 196 positions
-        ((1, 64, 28, 28), (96, 64, 3, 3), {"pads": [1, 1, 1, 1]}, True),  # 64 in, 784 positions
-        ((1, 3, 33, 33), (32, 3, 3, 3), {"strides": [2, 2]}, True),  # 27 deep, whole blocks
+        ((2, 3, 30, 30), (16, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}, (True, False)),
+        ((1, 32, 16, 16), (20, 32, 5, 5), {}, (True, False)),
+        ((1, 16, 31, 31), (8, 16, 5, 5), {"strides": [2, 2], "dilations": [2, 1]}, (True, False)),
+        ((1, 40, 10, 100), (8, 40, 3, 3), {"strides": [2, 2]}, (True, False)),
+        ((1, 16, 55, 55), (64, 16, 3, 3), {"pads": [1, 1, 1, 1]}, (True, True)),
+        (
+            (1, 32, 12, 12),
+            (40, 32, 3, 3),
+            {"auto_pad": "SAME_UPPER"},
+            (True, True),
+        ),  # Winograd's else
+        (
+            (1, 96, 14, 14),
+            (32, 96, 3, 3),
+            {"pads": [1, 1, 1, 1]},
+            (True, True),
+        ),  # 32 out, 196 positions
+        (
+            (1, 64, 28, 28),
+            (96, 64, 3, 3),
+            {"pads": [1, 1, 1, 1]},
+            (True, True),
+        ),  # 64 in, 784 positions
+        (
+            (1, 3, 33, 33),
+            (32, 3, 3, 3),
+            {"strides": [2, 2]},
+            (True, False),
+        ),  # 27 deep, whole blocks
         # not: Winograd's (64+ channels in and out, or on more than 28x28), the RGB image's 3x3
         # (27 deep) unless its output fills blocks of 16, strided to small planes (the direct kernel's flat mode), 1x1,
         # groups, 1-D and 3-D
-        ((1, 64, 30, 30), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, False),
-        ((1, 96, 30, 30), (32, 96, 3, 3), {"pads": [1, 1, 1, 1]}, False),
-        ((1, 3, 33, 33), (24, 3, 3, 3), {"strides": [2, 2]}, False),  # a block and a half
-        ((1, 2, 20, 20), (16, 2, 3, 3), {}, False),  # 18 deep
-        ((1, 64, 14, 14), (64, 64, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, False),
-        ((1, 24, 9, 9), (40, 24, 1, 1), {}, False),
-        ((1, 32, 9, 9), (24, 16, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, False),
-        ((1, 8, 80), (6, 8, 31), {"pads": [15, 15]}, False),
-        ((1, 4, 6, 6, 6), (8, 4, 3, 3, 3), {}, False),
+        # (AVX-512: stride 1 on planes up to 55x55, at least 2 work items)
+        ((1, 64, 30, 30), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, (False, True)),
+        ((1, 96, 30, 30), (32, 96, 3, 3), {"pads": [1, 1, 1, 1]}, (False, True)),
+        ((1, 3, 33, 33), (24, 3, 3, 3), {"strides": [2, 2]}, (False, False)),  # a block and a half
+        ((1, 2, 20, 20), (16, 2, 3, 3), {}, (False, False)),  # 18 deep
+        (
+            (1, 64, 14, 14),
+            (64, 64, 3, 3),
+            {"strides": [2, 2], "pads": [1, 1, 1, 1]},
+            (False, False),
+        ),
+        ((1, 24, 9, 9), (40, 24, 1, 1), {}, (False, False)),
+        ((1, 32, 9, 9), (24, 16, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, (False, False)),
+        ((1, 8, 80), (6, 8, 31), {"pads": [15, 15]}, (False, False)),
+        ((1, 4, 6, 6, 6), (8, 4, 3, 3, 3), {}, (False, False)),
+        ((1, 64, 56, 56), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}, (False, False)),  # 3136
+        ((1, 128, 7, 7), (32, 128, 3, 3), {"pads": [1, 1, 1, 1]}, (True, False)),  # 1 item
     ],
 )
 @pytest.mark.parametrize("ext", BUILDS, ids=IDS)
 def test_conv_kernel_takes_the_channel_vector_kernel_where_it_should(
     monkeypatch: pytest.MonkeyPatch, ext: Any, xs: tuple[int, ...], ws: tuple[int, ...],
-    attrs: dict[str, Any], vector: bool,
+    attrs: dict[str, Any], vector: tuple[bool, bool],
 ) -> None:  # fmt: skip
     calls: list[bool] = []
     real = conv._conv_direct
@@ -412,10 +449,10 @@ def test_conv_kernel_takes_the_channel_vector_kernel_where_it_should(
     (y2,) = compute(x, w, b)  # the packed weights kept
     np.testing.assert_allclose(y, _reference(x, w, b, **attrs), rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(y, y2)
-    # only the AVX2 build: the wide one has its own direct kernel, the
-    # baseline one's sums would not fit in its registers
-    native = ext.CHANNEL_VECTOR_NATIVE and ext.DIRECT_VECTOR < conv.DIRECT_WIDE_VECTOR
-    assert (True in calls) == (vector and native)
+    # the AVX2 and AVX-512 builds by their own rules; the baseline one's sums
+    # would not fit in its registers
+    wide = ext.DIRECT_VECTOR >= conv.DIRECT_WIDE_VECTOR
+    assert (True in calls) == (vector[wide] and ext.CHANNEL_VECTOR_NATIVE)
 
 
 @pytest.mark.parametrize("ext", BUILDS, ids=IDS)
@@ -465,7 +502,9 @@ def test_direct_path_rule(monkeypatch: pytest.MonkeyPatch, ext: Any) -> None:
     win1 = window((32, 32), (1, 1))
     assert conv._use_direct(x8, np.zeros((32, 4, 1, 1), np.float32), win1, 4, True) == wide
     assert conv._use_direct(x8, np.zeros((16, 4, 3, 3), np.float32), win8, 4, True) == wide
-    assert not conv._use_direct(x8, np.zeros((16, 1, 3, 3), np.float32), win8, 16, True)  # depthwise
+    assert not conv._use_direct(
+        x8, np.zeros((16, 1, 3, 3), np.float32), win8, 16, True
+    )  # depthwise
     # 16 channels a group: direct in every build, in the narrow one on 2+ threads
     x32, w16 = np.zeros((1, 32, 32, 32), np.float32), np.zeros((32, 16, 3, 3), np.float32)
     assert conv._use_direct(x32, w16, win8, 2, True)

@@ -845,6 +845,15 @@ cdef Py_ssize_t _cv_share_rows(Py_ssize_t* rows, Py_ssize_t n, Py_ssize_t MB, Py
     return most
 
 
+def channel_vector_items(Py_ssize_t M, Py_ssize_t P):
+    """Work items :func:`channel_vector_conv2d` splits M output channels on P
+    output positions into (blocks of channels times runs of positions): the
+    most threads it can keep busy."""
+    if M < 0 or P < 0:
+        raise ValueError(f"channel_vector_items: negative size {(M, P)}")
+    return (M + CV_OCB - 1) // CV_OCB * _cv_runs(P)
+
+
 def channel_vector_conv2d_scratch(Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW, Py_ssize_t M,
                                   Py_ssize_t KH, Py_ssize_t KW, Py_ssize_t sh, Py_ssize_t sw,
                                   Py_ssize_t dh, Py_ssize_t dw, int nthreads):

@@ -97,6 +97,7 @@ def direct_conv2d(
 CHANNEL_VECTOR_BLOCK: int
 CHANNEL_VECTOR_NATIVE: bool
 
+def channel_vector_items(M: int, P: int) -> int: ...
 def channel_vector_conv2d_scratch(
     C: int,
     OH: int,

@@ -8,6 +8,7 @@ from .conv import bias_add_clamp as bias_add_clamp
 from .conv import bias_clamp as bias_clamp
 from .conv import channel_vector_conv2d as channel_vector_conv2d
 from .conv import channel_vector_conv2d_scratch as channel_vector_conv2d_scratch
+from .conv import channel_vector_items as channel_vector_items
 from .conv import col2im as col2im
 from .conv import depthwise2d as depthwise2d
 from .conv import direct_conv2d as direct_conv2d

@@ -257,7 +257,8 @@ def channel_vector_filter(w: np.ndarray) -> np.ndarray:
 
 
 CHANNEL_VECTOR = True
-"""Whether the narrow (AVX2) build computes 2-D Convs of one group with a
+"""Whether the channel-vector kernel runs at all (the AVX-512 build's rule:
+:data:`CHANNEL_VECTOR_WIDE`). Whether the narrow (AVX2) build computes 2-D Convs of one group with a
 3x3 window or larger on the channel-vector kernel (``channel_vector_conv2d``:
 16 output channels in two vectors, a tile of 6 output positions, 12 sums in
 registers; the input read as broadcast values, so no lane is lost at a
@@ -308,6 +309,28 @@ Winograd."""
 
 CHANNEL_VECTOR_WINOGRAD_POSITIONS = 28 * 28
 """See :data:`CHANNEL_VECTOR_WINOGRAD_CHANNELS`."""
+
+CHANNEL_VECTOR_WIDE = True
+"""Whether the AVX-512 build computes unstrided 2-D Convs of one group with a
+3x3 window or larger, at least :data:`CHANNEL_VECTOR_SHALLOW_DEPTH` deep,
+on the channel-vector kernel (there 32 output channels in two vectors of
+16, tiles of 12 positions) rather than its direct kernel's flat mode, on
+planes of up to :data:`CHANNEL_VECTOR_WIDE_POSITIONS` and with at least two
+work items (``channel_vector_items``: one block of channels on 49
+positions would leave a thread idle). Measured on an Intel Xeon (Emerald
+Rapids, 2 vCPUs), the kernels alone on 2 threads: 0.76-0.91x the direct
+kernel's time on SqueezeNet's expands (16 -> 64 on 55x55 0.78x, 64 -> 256
+on 13x13 0.83x), Inception's 160 -> 320 and 192 -> 384 on 7x7, DenseNet's
+128 -> 32 on 14x14 and 96 -> 128 on 28x28; 0.92-1.04x on 28x28 and deep
+14x14 and 7x7 ones (256 -> 256, 512 -> 512); 1.01-1.15x on 56x56 (64 ->
+64, 64 -> 192, 128 -> 32), 1.25x for 128 -> 32 on 7x7 (one item). Whole
+models, sessions alternating: SqueezeNet 0.96-0.98x, ResNet-50, Inception
+v1 and v2 and DenseNet within 1-3% either way (noise). Strided Convs stay
+with the direct kernel (3 -> 64 stride 2 on 224x224 1.24x); so do 1x1
+Convs (1.06-2.3x: a 1x1 step's few sums do not pay for the transposes)."""
+
+CHANNEL_VECTOR_WIDE_POSITIONS = 55 * 55
+"""See :data:`CHANNEL_VECTOR_WIDE`."""
 
 
 DIRECT_WIDE_VECTOR = 16
@@ -695,7 +718,8 @@ def _use_channel_vector(
     x: np.ndarray, w: np.ndarray, win: Window, group: int, cached: bool
 ) -> bool:
     """Whether a float32 Conv takes the channel-vector kernel (see
-    :data:`CHANNEL_VECTOR`): the narrow build's 2-D Convs of one group with
+    :data:`CHANNEL_VECTOR`; the wide build's rule: :data:`CHANNEL_VECTOR_WIDE`):
+    the narrow build's 2-D Convs of one group with
     a window of 3x3 or more, at least :data:`CHANNEL_VECTOR_MIN_DEPTH` deep
     (and :data:`CHANNEL_VECTOR_SHALLOW_DEPTH`), except those Winograd keeps
     (:data:`CHANNEL_VECTOR_WINOGRAD_CHANNELS`) and strided ones to small
@@ -704,7 +728,6 @@ def _use_channel_vector(
     if not (
         CHANNEL_VECTOR
         and ext.CHANNEL_VECTOR_NATIVE
-        and ext.DIRECT_VECTOR < DIRECT_WIDE_VECTOR
         and group == 1
         and len(win.out) == 2
         and w.shape[2:] == tuple(win.kernel)
@@ -716,6 +739,14 @@ def _use_channel_vector(
     ):
         return False
     depth = x.shape[1] * math.prod(win.kernel)
+    if ext.DIRECT_VECTOR >= DIRECT_WIDE_VECTOR:
+        return (
+            CHANNEL_VECTOR_WIDE
+            and all(st == 1 for st in win.strides)
+            and depth >= CHANNEL_VECTOR_SHALLOW_DEPTH
+            and math.prod(win.out) <= CHANNEL_VECTOR_WIDE_POSITIONS
+            and int(ext.channel_vector_items(w.shape[0], math.prod(win.out))) >= 2
+        )
     if depth < CHANNEL_VECTOR_MIN_DEPTH or (
         depth < CHANNEL_VECTOR_SHALLOW_DEPTH and w.shape[0] % int(ext.CHANNEL_VECTOR_BLOCK)
     ):
