@@ -824,8 +824,10 @@ def _conv_direct(
         wp = channel_vector_filter(w) if call.vector else direct_filter(w, group)
     if call.sub is not None:  # a strided 1x1 window reads only these positions
         x = x[(slice(None), slice(None), *(slice(None, None, st) for st in call.sub))]
-    x4 = f32_contiguous(x).reshape(call.x4)
-    y = np.empty(call.y, np.float32) if out is None else out
+    if x.dtype != _F32 or not x.flags.c_contiguous:
+        x = f32_contiguous(x)
+    x4 = x.reshape(call.x4)
+    y = np.empty(call.y, _F32) if out is None else out
     y4 = y.reshape(call.y4)
     bias, z, lo, hi = _epilogue(b, z, y.shape, clamp)
     z4 = None if z is None else z.reshape(call.y4)
@@ -1270,19 +1272,21 @@ def build_conv(
         b: np.ndarray | None,
         z: np.ndarray | None,
         out: np.ndarray | None = None,
+        how: _Plan | None = None,
     ) -> np.ndarray:
-        win, fast, call, pointwise = lookup(x, w)
+        win, fast, call, pointwise = how or lookup(x, w)
         if fast:
-            into = out if x.dtype == np.float32 else None
+            f32 = x.dtype == _F32
+            into = out if f32 else None
             if call is not None:
                 cache = vector_packs if call.vector else packs
                 y = _conv_direct(x, w, b, z, win, threads, clamp, cache, group, call, into)
-                return y.astype(x.dtype, copy=False)
+                return y if f32 else y.astype(x.dtype)
             if pointwise is not None and pointwise_packs is not None and POINTWISE_GEMM:
                 y = _conv_pointwise(
                     x, w, b, z, pointwise, threads, clamp, pointwise_packs, into, group
                 )
-                return y.astype(x.dtype, copy=False)
+                return y if f32 else y.astype(x.dtype)
             if (
                 WINOGRAD_EPILOGUE
                 and z is None
@@ -1313,10 +1317,10 @@ def build_conv(
             b: np.ndarray | None = None,
             into: np.ndarray | None = None,
         ) -> tuple[np.ndarray]:
-            win = lookup(x, w)[0]
-            joined, part = concat_buffer(info, into, (x.shape[0], channels, *win.out), x.dtype,
-                                         offset, w.shape[0])  # fmt: skip
-            y = run(x, w, b, None, part)
+            how = lookup(x, w)
+            joined, part = concat_buffer(info, into, (x.shape[0], channels, *how.win.out),
+                                         x.dtype, offset, w.shape[0])  # fmt: skip
+            y = run(x, w, b, None, part, how)
             if y is not part:
                 part[...] = y
             return (joined,)
