@@ -54,6 +54,13 @@
 #define CV_NATIVE 0
 #endif
 
+/* Weights prefetched CV_PF (channel, tap) steps ahead (2 KB with AVX-512,
+ * 1 KB with AVX2): a block's weights come from L3 or memory at its first
+ * tile inside a model. On the Xeon (Emerald Rapids, 2 vCPUs), distance
+ * set at run time, runs alternating: Inception v1 0.96-0.97x the time,
+ * DenseNet 0.98x, SqueezeNet 0.99x (8 and 32 steps about the same). */
+#define CV_PF 16
+
 typedef float cv_v __attribute__((vector_size(CV_VL * 4)));
 typedef float cv_vu __attribute__((vector_size(CV_VL * 4), aligned(4), may_alias));
 
@@ -73,6 +80,10 @@ static inline __attribute__((always_inline)) void cv_tile(
         for (ptrdiff_t t = 0; t < T; t++, w += CV_OCB) {
             const ptrdiff_t o = c * CS + toff[t];
             const cv_v w0 = *(const cv_vu *)w, w1 = *(const cv_vu *)(w + CV_VL);
+            __builtin_prefetch(w + CV_PF * CV_OCB);
+#if CV_OCB > 16
+            __builtin_prefetch(w + CV_PF * CV_OCB + 16); /* the step's second line */
+#endif
             for (int p = 0; p < NP; p++) {
                 const cv_v b = xp[p][o] - (cv_v){0}; /* the input value in every lane */
                 acc[0][p] += w0 * b;
