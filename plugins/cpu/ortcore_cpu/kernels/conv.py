@@ -18,7 +18,11 @@ Conv of one group with more than one tap, strided ones on row and column
 phases of the input (see ``DIRECT_WIDE_VECTOR``), the 1x1 ones
 (``DIRECT_POINTWISE``) and the grouped ones (``DIRECT_GROUPS``; the AVX2
 build those with 16 channels a group or more, on two threads or more:
-``DIRECT_NARROW_GROUP_CHANNELS``). Large
+``DIRECT_NARROW_GROUP_CHANNELS``). A second direct kernel puts the output
+channels in the vector lanes (``_cvec_conv.h``, ``CHANNEL_VECTOR``): the
+AVX2 build's 3x3-and-larger windows where Winograd and BLAS lose, the
+AVX-512 build's unstrided ones on planes up to 55x55
+(``CHANNEL_VECTOR_WIDE``). Large
 enough 2-D 3x3 convolutions with stride 1, dilation 1 and one group use
 Winograd F(2x2, 3x3) instead (Lavin & Gray 2015): Cython input and output
 transforms around 16 BLAS matmuls, which do 16 multiplies per 2x2 output
