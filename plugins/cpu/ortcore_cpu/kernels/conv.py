@@ -261,9 +261,9 @@ def channel_vector_filter(w: np.ndarray) -> np.ndarray:
 
 
 CHANNEL_VECTOR = True
-"""Whether the channel-vector kernel runs at all (the AVX-512 build's rule:
-:data:`CHANNEL_VECTOR_WIDE`). Whether the narrow (AVX2) build computes 2-D Convs of one group with a
-3x3 window or larger on the channel-vector kernel (``channel_vector_conv2d``:
+"""Whether the channel-vector kernel runs at all (in the AVX-512 build by
+:data:`CHANNEL_VECTOR_WIDE`'s rule); the narrow (AVX2) build computes 2-D
+Convs of one group with a 3x3 window or larger on it (``channel_vector_conv2d``:
 16 output channels in two vectors, a tile of 6 output positions, 12 sums in
 registers; the input read as broadcast values, so no lane is lost at a
 row's end) where :func:`_use_channel_vector` says so. Measured on a Zen 3
@@ -723,8 +723,7 @@ def _use_channel_vector(
 ) -> bool:
     """Whether a float32 Conv takes the channel-vector kernel (see
     :data:`CHANNEL_VECTOR`; the wide build's rule: :data:`CHANNEL_VECTOR_WIDE`):
-    the narrow build's 2-D Convs of one group with
-    a window of 3x3 or more, at least :data:`CHANNEL_VECTOR_MIN_DEPTH` deep
+    the narrow build's 2-D Convs of one group with a window of 3x3 or more, at least :data:`CHANNEL_VECTOR_MIN_DEPTH` deep
     (and :data:`CHANNEL_VECTOR_SHALLOW_DEPTH`), except those Winograd keeps
     (:data:`CHANNEL_VECTOR_WINOGRAD_CHANNELS`) and strided ones to small
     planes (:func:`_narrow_small`, where the direct kernel's flat mode broke
