@@ -381,30 +381,14 @@ def test_conv_kernel_takes_the_direct_path_where_it_should(
         ((1, 16, 31, 31), (8, 16, 5, 5), {"strides": [2, 2], "dilations": [2, 1]}, (True, False)),
         ((1, 40, 10, 100), (8, 40, 3, 3), {"strides": [2, 2]}, (True, False)),
         ((1, 16, 55, 55), (64, 16, 3, 3), {"pads": [1, 1, 1, 1]}, (True, True)),
-        (
-            (1, 32, 12, 12),
-            (40, 32, 3, 3),
-            {"auto_pad": "SAME_UPPER"},
-            (True, True),
-        ),  # Winograd's else
-        (
-            (1, 96, 14, 14),
-            (32, 96, 3, 3),
-            {"pads": [1, 1, 1, 1]},
-            (True, True),
-        ),  # 32 out, 196 positions
-        (
-            (1, 64, 28, 28),
-            (96, 64, 3, 3),
-            {"pads": [1, 1, 1, 1]},
-            (True, True),
-        ),  # 64 in, 784 positions
-        (
-            (1, 3, 33, 33),
-            (32, 3, 3, 3),
-            {"strides": [2, 2]},
-            (True, False),
-        ),  # 27 deep, whole blocks
+        # Winograd's else
+        ((1, 32, 12, 12), (40, 32, 3, 3), {"auto_pad": "SAME_UPPER"}, (True, True)),
+        # 32 out, 196 positions
+        ((1, 96, 14, 14), (32, 96, 3, 3), {"pads": [1, 1, 1, 1]}, (True, True)),
+        # 64 in, 784 positions
+        ((1, 64, 28, 28), (96, 64, 3, 3), {"pads": [1, 1, 1, 1]}, (True, True)),
+        # 27 deep, whole blocks
+        ((1, 3, 33, 33), (32, 3, 3, 3), {"strides": [2, 2]}, (True, False)),
         # not: Winograd's (64+ channels in and out, or on more than 28x28), the RGB image's 3x3
         # (27 deep) unless its output fills blocks of 16, strided to small planes (the direct kernel's flat mode), 1x1,
         # groups, 1-D and 3-D
@@ -413,12 +397,7 @@ def test_conv_kernel_takes_the_direct_path_where_it_should(
         ((1, 96, 30, 30), (32, 96, 3, 3), {"pads": [1, 1, 1, 1]}, (False, True)),
         ((1, 3, 33, 33), (24, 3, 3, 3), {"strides": [2, 2]}, (False, False)),  # a block and a half
         ((1, 2, 20, 20), (16, 2, 3, 3), {}, (False, False)),  # 18 deep
-        (
-            (1, 64, 14, 14),
-            (64, 64, 3, 3),
-            {"strides": [2, 2], "pads": [1, 1, 1, 1]},
-            (False, False),
-        ),
+        ((1, 64, 14, 14), (64, 64, 3, 3), {"strides": [2, 2], "pads": [1] * 4}, (False, False)),
         ((1, 24, 9, 9), (40, 24, 1, 1), {}, (False, False)),
         ((1, 32, 9, 9), (24, 16, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, (False, False)),
         ((1, 8, 80), (6, 8, 31), {"pads": [15, 15]}, (False, False)),
