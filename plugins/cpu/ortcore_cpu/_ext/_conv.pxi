@@ -845,13 +845,19 @@ cdef Py_ssize_t _cv_share_rows(Py_ssize_t* rows, Py_ssize_t n, Py_ssize_t MB, Py
     return most
 
 
+cdef inline Py_ssize_t _cv_items(Py_ssize_t M, Py_ssize_t P) noexcept:
+    """Work items of :func:`channel_vector_conv2d` for M output channels on P
+    output positions: blocks of channels times runs of positions."""
+    return (M + CV_OCB - 1) // CV_OCB * _cv_runs(P)
+
+
 def channel_vector_items(Py_ssize_t M, Py_ssize_t P):
     """Work items :func:`channel_vector_conv2d` splits M output channels on P
     output positions into (blocks of channels times runs of positions): the
     most threads it can keep busy."""
     if M < 0 or P < 0:
         raise ValueError(f"channel_vector_items: negative size {(M, P)}")
-    return (M + CV_OCB - 1) // CV_OCB * _cv_runs(P)
+    return _cv_items(M, P)
 
 
 def channel_vector_conv2d_scratch(Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW, Py_ssize_t M,
@@ -866,7 +872,7 @@ def channel_vector_conv2d_scratch(Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW, Py
     if min(C, OH, OW, M) == 0:
         return 0
     cdef Py_ssize_t runs = _cv_runs(OH * OW)
-    cdef Py_ssize_t n = _cv_shares(nthreads, (M + CV_OCB - 1) // CV_OCB * runs)
+    cdef Py_ssize_t n = _cv_shares(nthreads, _cv_items(M, OH * OW))
     cdef Py_ssize_t* rows = <Py_ssize_t*>malloc(2 * n * sizeof(Py_ssize_t))
     if rows == NULL:
         raise MemoryError()

@@ -723,7 +723,8 @@ def _use_channel_vector(
 ) -> bool:
     """Whether a float32 Conv takes the channel-vector kernel (see
     :data:`CHANNEL_VECTOR`; the wide build's rule: :data:`CHANNEL_VECTOR_WIDE`):
-    the narrow build's 2-D Convs of one group with a window of 3x3 or more, at least :data:`CHANNEL_VECTOR_MIN_DEPTH` deep
+    the narrow build's 2-D Convs of one group with a window of 3x3 or more,
+    at least :data:`CHANNEL_VECTOR_MIN_DEPTH` deep
     (and :data:`CHANNEL_VECTOR_SHALLOW_DEPTH`), except those Winograd keeps
     (:data:`CHANNEL_VECTOR_WINOGRAD_CHANNELS`) and strided ones to small
     planes (:func:`_narrow_small`, where the direct kernel's flat mode broke
@@ -743,12 +744,13 @@ def _use_channel_vector(
         return False
     depth = x.shape[1] * math.prod(win.kernel)
     if ext.DIRECT_VECTOR >= DIRECT_WIDE_VECTOR:
+        positions = math.prod(win.out)
         return (
             CHANNEL_VECTOR_WIDE
             and all(st == 1 for st in win.strides)
             and depth >= CHANNEL_VECTOR_SHALLOW_DEPTH
-            and math.prod(win.out) <= CHANNEL_VECTOR_WIDE_POSITIONS
-            and int(ext.channel_vector_items(w.shape[0], math.prod(win.out))) >= 2
+            and positions <= CHANNEL_VECTOR_WIDE_POSITIONS
+            and int(ext.channel_vector_items(w.shape[0], positions)) >= 2
         )
     if depth < CHANNEL_VECTOR_MIN_DEPTH or (
         depth < CHANNEL_VECTOR_SHALLOW_DEPTH and w.shape[0] % int(ext.CHANNEL_VECTOR_BLOCK)
@@ -827,10 +829,8 @@ def _conv_direct(
         wp = channel_vector_filter(w) if call.vector else direct_filter(w, group)
     if call.sub is not None:  # a strided 1x1 window reads only these positions
         x = x[(slice(None), slice(None), *(slice(None, None, st) for st in call.sub))]
-    if x.dtype != _F32 or not x.flags.c_contiguous:
-        x = f32_contiguous(x)
-    x4 = x.reshape(call.x4)
-    y = np.empty(call.y, _F32) if out is None else out
+    x4 = f32_contiguous(x).reshape(call.x4)
+    y = np.empty(call.y, np.float32) if out is None else out
     y4 = y.reshape(call.y4)
     bias, z, lo, hi = _epilogue(b, z, y.shape, clamp)
     z4 = None if z is None else z.reshape(call.y4)
