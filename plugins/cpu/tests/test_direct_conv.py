@@ -129,6 +129,35 @@ def test_direct_conv2d_matches_numpy(
     assert np.isnan(y.flat[0])  # NaN stays NaN through the clamp
 
 
+@pytest.mark.parametrize("kernel", ["rows", "flat", "vector"])
+@pytest.mark.parametrize("ext", BUILDS, ids=IDS)
+def test_direct_kernels_on_more_threads_than_cores(ext: Any, kernel: str) -> None:
+    """Eight threads on this machine's cores: a thread the OS holds back
+    lags the others, so reading a plane before its copy was made (before
+    the direct kernel's barrier, or before the thread that copies a
+    channel-vector share's rows is done), or an item handed out twice or
+    never (the shares that threads take from each other, _steal.h), shows
+    as stale NaN or a wrong sum; repeated, with the scratch made stale
+    each time."""
+    case = ((24, 20, 37), (40, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1))
+    (_, (m, kh, kw), (sh, sw), pads, (dh, dw)) = case
+    vector = kernel == "vector"
+    x, w, want, scratch = _conv_case(ext, case, kernel == "flat", 8 if vector else 0)
+    wp = _packed(ext, w, vector)
+    y = np.empty((m, *want.shape[1:]), np.float32)
+    nothing = np.empty(0, np.float32)
+    for _ in range(30):
+        scratch.fill(np.nan)
+        y.fill(np.nan)
+        if vector:
+            ext.channel_vector_conv2d(x, wp, y, nothing, None, scratch, kh, kw, sh, sw,
+                                      pads[0], pads[1], dh, dw, -INF, INF, 8)  # fmt: skip
+        else:
+            ext.direct_conv2d(x, wp, y, nothing, None, scratch, sh, sw, pads[0], pads[1],
+                              dh, dw, -INF, INF, 8, kernel == "flat")  # fmt: skip
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4)
+
+
 VECTOR_CASES = [
     # output channels filling no block of 16, one block, and more than two
     ((16, 55, 55), (64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # 3025 positions: 16 runs

@@ -2,7 +2,7 @@
 # conv_avx2.pyx / conv_avx512.pyx (the same source built for newer
 # CPUs, see setup.py). Documented in conv.pyx.
 
-from cython.parallel cimport parallel, prange
+from cython.parallel cimport parallel, prange, threadid
 from libc.math cimport INFINITY
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
@@ -557,6 +557,18 @@ cdef void _depthwise2d_phases(const float[:, :, ::1] x, const float[:, :, ::1] w
         raise MemoryError()
 
 
+cdef extern from "_steal.h" nogil:
+    ctypedef struct ws_share:
+        pass
+    ws_share* ws_align(void* raw)
+    int ws_init(ws_share* s, int n, Py_ssize_t items)
+    Py_ssize_t ws_next(ws_share* s, int n, int t)
+    void ws_barrier()
+    int ws_owner(Py_ssize_t items, int n, Py_ssize_t i)
+    int ws_prepare(ws_share* s, int v)
+    void ws_prepared(ws_share* s, int v)
+
+
 cdef extern from "_direct_conv.h" nogil:
     void dc_pack_phase(const float* x, Py_ssize_t H, Py_ssize_t W, float* out,
                        Py_ssize_t C, Py_ssize_t SH, Py_ssize_t S, Py_ssize_t HP,
@@ -649,7 +661,9 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     M). ``scratch`` receives the padded, phase-split input copy; it needs
     :func:`direct_conv2d_scratch` floats (with the same ``flat``). Begin
     pads are ``ph``, ``pw``; every input position a window reaches past the
-    input reads 0. Output rows (B channels each) split over ``nthreads``.
+    input reads 0. Output rows (B channels each) split over ``nthreads``, in
+    one share of consecutive items a thread; a thread done with its share
+    takes the back half of what is left of another's (``_steal.h``).
 
     ``flat`` computes runs of vectors along the padded planes read as one
     long row each, rather than along each output row: small output planes
@@ -670,6 +684,9 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     cdef Py_ssize_t M = y.shape[0], OH = y.shape[1], OW = y.shape[2]
     cdef Py_ssize_t HP, WQ, item, c, ky, kx, chunk, chunks, nv, SH, phases
     cdef Py_ssize_t cg, mg, MBg, g, blk, it, items
+    cdef int n, tid
+    cdef void* raw
+    cdef ws_share* shares
     cdef const float* zg
     cdef const float* bg
     cdef const float* xin
@@ -752,17 +769,33 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
         koff[kx] = ((kx * dw) % sw) * C * HP * WQ + (kx * dw) // sw
     for ky in range(KH):
         kyoff[ky] = ((ky * dh) % SH) * sw * C * HP * WQ + ((ky * dh) // SH) * WQ
-    items = MB * chunks
+    items = MB * chunks if flat else MB * OH
+    n = nthreads if nthreads > 1 else 1
+    raw = malloc((n + 1) * sizeof(ws_share))
+    if raw == NULL:
+        free(koff)
+        free(kyoff)
+        raise MemoryError()
+    shares = ws_align(raw)
+    if not ws_init(shares, n, items):
+        free(koff)
+        free(kyoff)
+        free(raw)
+        raise ValueError(f"direct_conv2d: {items} work items, too many")
     try:
         # one parallel region: every thread copies its share of the (channel,
-        # row phase) planes, waits for the others (the barrier after each
-        # prange), then computes its items
-        with nogil, parallel(num_threads=nthreads):
+        # row phase) planes, waits for the others (ws_barrier: a prange in a
+        # parallel block ends without a barrier), then computes the items of its share and, its share done,
+        # those it takes from the others' (see _steal.h)
+        with nogil, parallel(num_threads=n):
             for c in prange(0 if in_place else C * SH, schedule="static"):
                 dc_pack_phase(&x[0, 0, 0], H, W, xph, C, SH, sw, HP, WQ, ph, pw, c // SH,
                               c % SH)
-            if flat:
-                for item in prange(items, schedule="static"):
+            ws_barrier()  # every plane copied before any is read
+            tid = threadid()
+            item = ws_next(shares, n, tid)
+            while item >= 0:
+                if flat:
                     # item -> (block, chunk); block -> (group, its block)
                     if by_chunk:
                         blk = item % MB
@@ -784,14 +817,15 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
                             &wp[g * MBg, 0, 0, 0, 0], KH, KW, kyoff, koff,
                             &y[g * mg, 0, 0], zg, bg, mg, OH, OW, lo, hi, clamp,
                             blk - g * MBg, it * chunk, nv)
-            else:
-                for item in prange(MB * OH, schedule="static"):
+                else:
                     dc_rows(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, kyoff, koff, sh,
                             &y[0, 0, 0], zp, bp, M, OH, OW, lo, hi, clamp,
                             item // OH, item % OH)
+                item = ws_next(shares, n, tid)
     finally:
         free(koff)
         free(kyoff)
+        free(raw)
 
 
 cdef extern from "_cvec_conv.h" nogil:
@@ -884,6 +918,18 @@ def channel_vector_conv2d_scratch(Py_ssize_t C, Py_ssize_t OH, Py_ssize_t OW, Py
         free(rows)
 
 
+cdef inline void _cv_copy_rows(const float* x, float* scratch, const Py_ssize_t* rows,
+                               Py_ssize_t v, Py_ssize_t slot, Py_ssize_t C, Py_ssize_t H,
+                               Py_ssize_t W, Py_ssize_t sw, Py_ssize_t WQ, Py_ssize_t ph,
+                               Py_ssize_t pw) noexcept nogil:
+    """Copy the padded rows share v of :func:`channel_vector_conv2d` reads
+    into its planes (at scratch + v * slot)."""
+    cdef Py_ssize_t c, r0 = rows[2 * v], r1 = rows[2 * v + 1]
+    for c in range(C):
+        dc_pack_rows(x, H, W, scratch + v * slot, C, 1, sw, r1 - r0, WQ, ph, pw, c, 0, r0, r1,
+                     r0)
+
+
 def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp,
                           float[:, :, ::1] y, const float[::1] b, const float[:, :, ::1] z,
                           float[::1] scratch, Py_ssize_t KH, Py_ssize_t KW, Py_ssize_t sh,
@@ -904,11 +950,16 @@ def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp
     item is one block of B output channels over a run of the flattened
     output plane's positions, in tiles of up to 6 positions (across row
     ends); the items go run by run (every block of a run, then the next
-    run), in one share of consecutive items a thread (``nthreads``)."""
+    run), in one share of consecutive items a thread (``nthreads``); a
+    thread done with its share takes the back half of what is left of
+    another's (``_steal.h``), with that share's rows."""
     cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef Py_ssize_t MB = wp.shape[0], T = KH * KW
     cdef Py_ssize_t M = y.shape[0], OH = y.shape[1], OW = y.shape[2]
-    cdef Py_ssize_t HP, WQ, P, runs, items, item, n, v, c, t, r0, r1, nr, slot
+    cdef Py_ssize_t HP, WQ, P, runs, items, item, n, v, c, t, r0, nr, slot
+    cdef int tid
+    cdef void* raw
+    cdef ws_share* shares
     cdef bint in_place
     cdef const float* zp = NULL
     cdef const float* bp = NULL
@@ -947,10 +998,18 @@ def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp
     n = _cv_shares(nthreads, items)
     rows = <Py_ssize_t*>malloc(2 * n * sizeof(Py_ssize_t))
     toff = <Py_ssize_t*>malloc(n * T * sizeof(Py_ssize_t))
-    if rows == NULL or toff == NULL:
+    raw = malloc((n + 1) * sizeof(ws_share))
+    if rows == NULL or toff == NULL or raw == NULL:
         free(rows)
         free(toff)
+        free(raw)
         raise MemoryError()
+    shares = ws_align(raw)
+    if not ws_init(shares, <int>n, items):
+        free(rows)
+        free(toff)
+        free(raw)
+        raise ValueError(f"channel_vector_conv2d: {items} work items, too many")
     try:
         slot = _cv_share_rows(rows, n, MB, runs, P, OW, KH, sh, dh) * sw * C * WQ
         if not in_place and scratch.shape[0] < n * slot:
@@ -966,34 +1025,44 @@ def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp
                 # tap (ky, kx): row ky * dh, column kx * dw in phase (kx * dw) % sw
                 toff[v * T + t] = ((t // KW) * dh * WQ + (((t % KW) * dw) % sw) * C * nr * WQ
                                    + ((t % KW) * dw) // sw)
-        with nogil:
+        with nogil, parallel(num_threads=n):
             # Each share of the work items copies the padded rows its
             # positions read into planes of its own, then computes: no
             # thread waits for another's copy, and none writes lines that
             # another core read last (one copy the threads split, then a
             # barrier, took 12-22 us of a 170-400 us convolution on two
-            # threads, for 1-6 us of copying).
-            for v in prange(n, num_threads=n, schedule="static", chunksize=1):
-                r0 = rows[2 * v]
-                r1 = rows[2 * v + 1]
+            # threads, for 1-6 us of copying). A thread done with its share
+            # takes items from the others' (_steal.h), with their rows
+            # (copied by whichever thread first needs them).
+            tid = threadid()
+            if not in_place and ws_prepare(shares, tid):
+                _cv_copy_rows(&x[0, 0, 0], &scratch[0], rows, tid, slot, C, H, W, sw, WQ,
+                              ph, pw)
+                ws_prepared(shares, tid)
+            # run by run (the block varying fastest): a share reads only
+            # the rows of its positions. Against block by block (each
+            # thread reading every row), on 2 threads: SqueezeNet 0.97x
+            # the time, DenseNet 0.99x, Inception 1.0x
+            item = ws_next(shares, n, tid)
+            while item >= 0:
+                v = ws_owner(items, n, item)
                 if in_place:
                     xv = &x[0, 0, 0]
                     r0 = 0
                     nr = HP
                 else:
+                    if v != tid and ws_prepare(shares, v):
+                        _cv_copy_rows(&x[0, 0, 0], &scratch[0], rows, v, slot, C, H, W, sw,
+                                      WQ, ph, pw)
+                        ws_prepared(shares, v)
                     xv = &scratch[0] + v * slot
-                    nr = r1 - r0
-                    for c in range(C):
-                        dc_pack_rows(&x[0, 0, 0], H, W, &scratch[0] + v * slot, C, 1, sw, nr,
-                                     WQ, ph, pw, c, 0, r0, r1, r0)
-                # run by run (the block varying fastest): a share reads only
-                # the rows of its positions. Against block by block (each
-                # thread reading every row), on 2 threads: SqueezeNet 0.97x
-                # the time, DenseNet 0.99x, Inception 1.0x
-                for item in range(items * v // n, items * (v + 1) // n):
-                    cv_run(xv, C, nr * WQ, WQ, &wp[0, 0, 0, 0], T, &toff[v * T], sh, r0,
-                           &y[0, 0, 0], zp, bp, M, OH, OW, lo, hi, clamp, item % MB,
-                           (item // MB) * P // runs, (item // MB + 1) * P // runs)
+                    r0 = rows[2 * v]
+                    nr = rows[2 * v + 1] - r0
+                cv_run(xv, C, nr * WQ, WQ, &wp[0, 0, 0, 0], T, &toff[v * T], sh, r0,
+                       &y[0, 0, 0], zp, bp, M, OH, OW, lo, hi, clamp, item % MB,
+                       (item // MB) * P // runs, (item // MB + 1) * P // runs)
+                item = ws_next(shares, n, tid)
     finally:
         free(rows)
         free(toff)
+        free(raw)
