@@ -65,6 +65,26 @@ def test_every_build_against_float64(build: Any, shape: tuple[int, int, int], th
 
 
 @pytest.mark.parametrize("build", BUILDS, ids=IDS)
+@pytest.mark.parametrize("shape", [(70, 400, 700), (1000, 400, 20)], ids=["along-n", "along-m"])
+def test_sgemm_on_more_threads_than_cores(build: Any, shape: tuple[int, int, int]) -> None:
+    """Eight threads on this machine's cores, repeated: threads the OS holds
+    back lag the others, which take over the rest of their shares
+    (_steal.h). A tile never computed shows as NaN, one computed twice at
+    once as a wrong sum (K past one slice of 384: the later slices add to
+    what C holds). Split along N (a panel an item) and along M (blocks of
+    row panels, M past four row blocks)."""
+    m, k, n = shape
+    a, b, bias = _f32(m, k), _f32(k, n), _f32(n)
+    ref = a.astype(np.float64) @ b.astype(np.float64) + bias
+    bp = build.pack_b(b)
+    out = np.empty((m, n), np.float32)
+    for _ in range(10):
+        out.fill(np.nan)
+        build.sgemm(a, bp, n, bias, out, 8)
+        _close(out, ref, k)
+
+
+@pytest.mark.parametrize("build", BUILDS, ids=IDS)
 def test_builds_agree(build: Any) -> None:
     """Each build gives the baseline's products (to rounding: FMA or not)."""
     a, b, bias = _f32(40, 300), _f32(300, 50), _f32(50)

@@ -8,6 +8,7 @@ from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 
 include "_index.pxi"
+include "_steal.pxi"
 
 # floats before and after each thread's buffer: a 64-byte cache line, so that
 # buffers malloc'd side by side by two threads never share one (they did, and
@@ -555,18 +556,6 @@ cdef void _depthwise2d_phases(const float[:, :, ::1] x, const float[:, :, ::1] w
         free(tap)
     if failed:
         raise MemoryError()
-
-
-cdef extern from "_steal.h" nogil:
-    ctypedef struct ws_share:
-        pass
-    ws_share* ws_align(void* raw)
-    int ws_init(ws_share* s, int n, Py_ssize_t items)
-    Py_ssize_t ws_next(ws_share* s, int n, int t)
-    void ws_barrier()
-    int ws_owner(Py_ssize_t items, int n, Py_ssize_t i)
-    int ws_prepare(ws_share* s, int v)
-    void ws_prepared(ws_share* s, int v)
 
 
 cdef extern from "_direct_conv.h" nogil:

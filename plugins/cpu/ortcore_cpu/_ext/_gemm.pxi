@@ -2,18 +2,21 @@
 # and by gemm_avx2.pyx / gemm_avx512.pyx (the same source built for newer
 # CPUs, see setup.py). Documented in gemm.pyx.
 
-from cython.parallel cimport parallel, prange
+from cython.parallel cimport parallel, prange, threadid
 from libc.math cimport INFINITY
 from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free, malloc
 
 import numpy as np
 
+include "_steal.pxi"
+
 cdef extern from "_sgemm.h" nogil:
     enum:
         GM_VL
         GM_MR
         GM_NR
+        GM_MC
     void gm_pack_b_panel(const float* b, Py_ssize_t K, Py_ssize_t N, Py_ssize_t sk,
                          Py_ssize_t sn, Py_ssize_t n0, float* out)
     void gm_pack_a_panel(const float* a, Py_ssize_t M, Py_ssize_t K, Py_ssize_t sm,
@@ -79,17 +82,53 @@ cdef void _run_tiles(const float* ap, const float* bp, float* c, Py_ssize_t M, P
                      Py_ssize_t K, const float* bias, int nthreads) noexcept nogil:
     """All tiles of C (M, N) = A B (+ bias) from packed A and B, split over
     ``nthreads`` threads along N or M, whichever splits into panels more
-    evenly (along N on a tie)."""
-    cdef Py_ssize_t panels = (N + GM_NR - 1) // GM_NR, mpanels = (M + GM_MR - 1) // GM_MR, t
+    evenly (along N on a tie): work items of one B panel, or of the row
+    panels of one block of GM_MC rows (whose slice of packed A stays in L2
+    while every B panel passes), in one share of consecutive items a
+    thread; a thread done with its share takes the back half of what is
+    left of another's (``_steal.h``)."""
+    cdef Py_ssize_t panels = (N + GM_NR - 1) // GM_NR, mpanels = (M + GM_MR - 1) // GM_MR
     cdef Py_ssize_t shares_n = min(nthreads, panels), shares_m = min(nthreads, mpanels)
     cdef bint along_n = _speedup(panels, shares_n) >= _speedup(mpanels, shares_m)
     cdef Py_ssize_t shares = shares_n if along_n else shares_m
-    for t in prange(shares, num_threads=shares, schedule="static", chunksize=1):
-        if along_n:
-            gm_run(ap, bp, c, N, K, N, bias, 0, M, panels * t // shares, panels * (t + 1) // shares)
-        else:
-            gm_run(ap, bp, c, N, K, N, bias, mpanels * t // shares * GM_MR,
-                   min(M, mpanels * (t + 1) // shares * GM_MR), 0, panels)
+    cdef Py_ssize_t per, items, item, u0, u1, t
+    cdef int tid
+    cdef void* raw = NULL
+    cdef ws_share* ws
+    if shares <= 1:
+        gm_run(ap, bp, c, N, K, N, bias, 0, M, 0, panels)
+        return
+    if along_n:
+        per = 1
+        items = panels
+    else:
+        per = min(GM_MC // GM_MR, (mpanels + shares - 1) // shares)
+        items = (mpanels + per - 1) // per
+    raw = malloc((shares + 1) * sizeof(ws_share))
+    if raw == NULL:
+        # no memory for the shares: the same shares, none taken over
+        for t in prange(shares, num_threads=shares, schedule="static", chunksize=1):
+            if along_n:
+                gm_run(ap, bp, c, N, K, N, bias, 0, M, panels * t // shares,
+                       panels * (t + 1) // shares)
+            else:
+                gm_run(ap, bp, c, N, K, N, bias, mpanels * t // shares * GM_MR,
+                       min(M, mpanels * (t + 1) // shares * GM_MR), 0, panels)
+        return
+    ws = ws_align(raw)
+    ws_init(ws, <int>shares, items)
+    with parallel(num_threads=shares):
+        tid = threadid()
+        item = ws_next(ws, <int>shares, tid)
+        while item >= 0:
+            if along_n:
+                gm_run(ap, bp, c, N, K, N, bias, 0, M, item, item + 1)
+            else:
+                u0 = item * per * GM_MR
+                u1 = min(M, (item + 1) * per * GM_MR)
+                gm_run(ap, bp, c, N, K, N, bias, u0, u1, 0, panels)
+            item = ws_next(ws, <int>shares, tid)
+    free(raw)
 
 
 def sgemm(const float[:, :] a, const float[:, :, ::1] bp, Py_ssize_t n, const float[::1] bias,
