@@ -105,6 +105,26 @@ def test_row_path_against_brute_force(hw: tuple, k: tuple, s: tuple, pads: tuple
         np.testing.assert_allclose(got[:, 0], want, rtol=1e-5, atol=1e-6, equal_nan=True)
 
 
+@pytest.mark.parametrize(("hw", "s", "pads"), [((14, 14), (1, 1), (1, 1)), ((15, 31), (2, 2), (0, 1))],
+                         ids=["flat", "rows"])  # fmt: skip
+@pytest.mark.parametrize("ext", BUILDS, ids=[m.__name__.rsplit(".", 1)[1] for m in BUILDS])
+def test_pools_on_more_threads_than_cores(hw: tuple, s: tuple, pads: tuple, ext: Any) -> None:
+    """Eight threads on this machine's cores, repeated: threads the OS holds
+    back lag the others, which take over the rest of their shares of planes
+    (_steal.h); a plane pooled never shows as NaN (the flat path of small
+    stride-1 planes and the row path)."""
+    k, d, pb = (3, 3), (1, 1), pads
+    out = tuple(_out(hw[i], k[i], s[i], pb[i], pb[i], d[i], False) for i in range(2))
+    x = _rand(40, *hw)
+    want = _oracle(x, k, s, pb, pb, d, out, True, False)
+    x4 = x.reshape(40, 1, *hw)
+    got = np.empty((40, 1, *out), np.float32)
+    for _ in range(10):
+        got.fill(np.nan)
+        ext.max_pool(x4, got, 1, *k, 1, *s, 0, *pb, 1, *d, 8)
+        np.testing.assert_array_equal(got[:, 0], want)
+
+
 NODE_CASES = [
     ((1, 24, 56, 56), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ((2, 5, 15, 13), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),

@@ -672,7 +672,7 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     cdef Py_ssize_t MB = wp.shape[0], KH = wp.shape[2], KW = wp.shape[3]
     cdef Py_ssize_t M = y.shape[0], OH = y.shape[1], OW = y.shape[2]
     cdef Py_ssize_t HP, WQ, item, c, ky, kx, chunk, chunks, nv, SH, phases
-    cdef Py_ssize_t cg, mg, MBg, g, blk, it, items
+    cdef Py_ssize_t cg, mg, MBg, g, blk, it
     cdef int n, tid
     cdef void* raw
     cdef ws_share* shares
@@ -748,34 +748,26 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
         memcpy(xph, xin + (C - 1) * H * W, H * W * sizeof(float))
     # each filter tap's offset in the planes: its phase's plane, its row
     # (kyoff) and column (koff) in that phase
+    n = nthreads if nthreads > 1 else 1
+    raw = _shares(n, MB * chunks if flat else MB * OH)
+    shares = ws_align(raw)
     koff = <Py_ssize_t*>malloc(KW * sizeof(Py_ssize_t))
     kyoff = <Py_ssize_t*>malloc(KH * sizeof(Py_ssize_t))
     if koff == NULL or kyoff == NULL:
         free(koff)
         free(kyoff)
+        free(raw)
         raise MemoryError()
     for kx in range(KW):
         koff[kx] = ((kx * dw) % sw) * C * HP * WQ + (kx * dw) // sw
     for ky in range(KH):
         kyoff[ky] = ((ky * dh) % SH) * sw * C * HP * WQ + ((ky * dh) // SH) * WQ
-    items = MB * chunks if flat else MB * OH
-    n = nthreads if nthreads > 1 else 1
-    raw = malloc((n + 1) * sizeof(ws_share))
-    if raw == NULL:
-        free(koff)
-        free(kyoff)
-        raise MemoryError()
-    shares = ws_align(raw)
-    if not ws_init(shares, n, items):
-        free(koff)
-        free(kyoff)
-        free(raw)
-        raise ValueError(f"direct_conv2d: {items} work items, too many")
     try:
         # one parallel region: every thread copies its share of the (channel,
         # row phase) planes, waits for the others (ws_barrier: a prange in a
-        # parallel block ends without a barrier), then computes the items of its share and, its share done,
-        # those it takes from the others' (see _steal.h)
+        # parallel block ends without a barrier), then computes the items of
+        # its share and, its share done, those it takes from the others'
+        # (see _steal.h)
         with nogil, parallel(num_threads=n):
             for c in prange(0 if in_place else C * SH, schedule="static"):
                 dc_pack_phase(&x[0, 0, 0], H, W, xph, C, SH, sw, HP, WQ, ph, pw, c // SH,
@@ -985,20 +977,15 @@ def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp
     runs = _cv_runs(P)
     items = MB * runs
     n = _cv_shares(nthreads, items)
+    raw = _shares(<int>n, items)
+    shares = ws_align(raw)
     rows = <Py_ssize_t*>malloc(2 * n * sizeof(Py_ssize_t))
     toff = <Py_ssize_t*>malloc(n * T * sizeof(Py_ssize_t))
-    raw = malloc((n + 1) * sizeof(ws_share))
-    if rows == NULL or toff == NULL or raw == NULL:
+    if rows == NULL or toff == NULL:
         free(rows)
         free(toff)
         free(raw)
         raise MemoryError()
-    shares = ws_align(raw)
-    if not ws_init(shares, <int>n, items):
-        free(rows)
-        free(toff)
-        free(raw)
-        raise ValueError(f"channel_vector_conv2d: {items} work items, too many")
     try:
         slot = _cv_share_rows(rows, n, MB, runs, P, OW, KH, sh, dh) * sw * C * WQ
         if not in_place and scratch.shape[0] < n * slot:

@@ -2,13 +2,14 @@
 # pool_avx2.pyx / pool_avx512.pyx (the same source built for newer
 # CPUs, see setup.py). Documented in pool.pyx.
 
-from cython.parallel cimport parallel, prange
+from cython.parallel cimport parallel, prange, threadid
 from libc.math cimport INFINITY, NAN
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy  # used by _index.pxi
 
 include "_index.pxi"
+include "_steal.pxi"
 
 # floats before and after each thread's buffer: a 64-byte cache line, so that
 # buffers malloc'd side by side by two threads never share one (they did, and
@@ -288,7 +289,9 @@ cdef void _pool2d_flat(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
     cdef float* inv = NULL
     cdef float* buf = NULL
     cdef Py_ssize_t before, after
-    cdef int failed = 0  # a reduction: any thread without its buffer counts
+    cdef int n = nthreads if nthreads > 1 else 1, tid
+    cdef void* raw
+    cdef ws_share* shares
     if masks == NULL:
         raise MemoryError()
     if not take_max:
@@ -301,22 +304,27 @@ cdef void _pool2d_flat(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
                 inv[y * ow + j] = inv_x[j] * inv_y[y]
     st_masks(masks, oh * ow, W, kw, dw, pw)
     st_margins(H, W, oh, kh, kw, dh, dw, ph, pw, &before, &after)
+    raw = _shares(n, P)
+    shares = ws_align(raw)
     try:
-        with nogil, parallel(num_threads=nthreads):
-            # one buffer per thread, guarded (_GUARD)
+        with nogil, parallel(num_threads=n):
+            # one buffer per thread, guarded (_GUARD); a thread without one
+            # takes no planes (the others take its share)
             buf = <float*>malloc((before + H * W + after + 2 * _GUARD) * sizeof(float))
-            for p in prange(P, schedule="static"):
-                if buf == NULL:
-                    failed += 1
-                    continue
-                st_pool(&x[p, 0, 0, 0], &out[p, 0, 0, 0], buf + _GUARD, masks, H, W, oh, kh, kw,
-                        dh, dw, ph, pw, take_max, inv)
-            free(buf)
+            if buf != NULL:
+                tid = threadid()
+                p = ws_next(shares, n, tid)
+                while p >= 0:
+                    st_pool(&x[p, 0, 0, 0], &out[p, 0, 0, 0], buf + _GUARD, masks, H, W, oh, kh,
+                            kw, dh, dw, ph, pw, take_max, inv)
+                    p = ws_next(shares, n, tid)
+                free(buf)
+        if ws_left(shares, n):
+            raise MemoryError()
     finally:
         free(masks)
         free(inv)
-    if failed:
-        raise MemoryError()
+        free(raw)
 
 
 cdef bint _row_path(Py_ssize_t D, Py_ssize_t od, Py_ssize_t kd, Py_ssize_t sd,
@@ -372,21 +380,27 @@ cdef void _pool2d_rows(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
     cdef Py_ssize_t p
     cdef float fill = -INFINITY if take_max else 0.0
     cdef float* mem = NULL
-    cdef int failed = 0  # a reduction: any thread without its buffer counts
-    with nogil, parallel(num_threads=nthreads):
-        # one buffer per thread, guarded (_GUARD), holding the pads
-        mem = <float*>malloc((size + 2 * _GUARD) * sizeof(float))
-        if mem != NULL:
-            _fill(mem + _GUARD, size, fill)
-        for p in prange(P, schedule="static"):
-            if mem == NULL:
-                failed += 1
-                continue
-            pl_plane(&x[p, 0, 0, 0], H, W, &out[p, 0, 0, 0], oh, ow, kh, kw, sh, sw, ph, pw,
-                     dh, dw, take_max, inv_y, inv_x, mem + _GUARD, Wr)
-        free(mem)
-    if failed:
-        raise MemoryError()
+    cdef int n = nthreads if nthreads > 1 else 1, tid
+    cdef void* raw = _shares(n, P)
+    cdef ws_share* shares = ws_align(raw)
+    try:
+        with nogil, parallel(num_threads=n):
+            # one buffer per thread, guarded (_GUARD), holding the pads; a
+            # thread without one takes no planes (the others take its share)
+            mem = <float*>malloc((size + 2 * _GUARD) * sizeof(float))
+            if mem != NULL:
+                _fill(mem + _GUARD, size, fill)
+                tid = threadid()
+                p = ws_next(shares, n, tid)
+                while p >= 0:
+                    pl_plane(&x[p, 0, 0, 0], H, W, &out[p, 0, 0, 0], oh, ow, kh, kw, sh, sw, ph,
+                             pw, dh, dw, take_max, inv_y, inv_x, mem + _GUARD, Wr)
+                    p = ws_next(shares, n, tid)
+                free(mem)
+        if ws_left(shares, n):
+            raise MemoryError()
+    finally:
+        free(raw)
 
 
 cdef inline double _row_sum(const float* r, Py_ssize_t L) noexcept nogil:

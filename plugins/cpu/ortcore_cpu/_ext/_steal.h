@@ -121,6 +121,18 @@ static inline ptrdiff_t ws_next(ws_share *s, int n, int t) {
     }
 }
 
+/* Items not handed out (after the loop: those of shares that no thread
+ * could walk, such as when every thread lacked a buffer it needed). */
+static inline ptrdiff_t ws_left(ws_share *s, int n) {
+    ptrdiff_t left = 0;
+    for (int t = 0; t < n; t++) {
+        const uint64_t r = __atomic_load_n(&s[t].r, __ATOMIC_ACQUIRE);
+        const uint32_t lo = (uint32_t)r, hi = (uint32_t)(r >> 32);
+        if (lo < hi) left += hi - lo;
+    }
+    return left;
+}
+
 /* Wait for every thread of the enclosing parallel region (an orphaned
  * barrier: Cython's prange inside a parallel block ends without one). */
 static inline void ws_barrier(void) {
