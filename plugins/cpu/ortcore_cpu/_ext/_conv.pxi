@@ -746,11 +746,12 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
         # after it) is what the last vectors read
         xin = &x[0, 0, 0]
         memcpy(xph, xin + (C - 1) * H * W, H * W * sizeof(float))
-    # each filter tap's offset in the planes: its phase's plane, its row
-    # (kyoff) and column (koff) in that phase
+    # the work items' shares, one a thread
     n = nthreads if nthreads > 1 else 1
     raw = _shares(n, MB * chunks if flat else MB * OH)
     shares = ws_align(raw)
+    # each filter tap's offset in the planes: its phase's plane, its row
+    # (kyoff) and column (koff) in that phase
     koff = <Py_ssize_t*>malloc(KW * sizeof(Py_ssize_t))
     kyoff = <Py_ssize_t*>malloc(KH * sizeof(Py_ssize_t))
     if koff == NULL or kyoff == NULL:

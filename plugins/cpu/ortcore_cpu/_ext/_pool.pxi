@@ -290,7 +290,7 @@ cdef void _pool2d_flat(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
     cdef float* buf = NULL
     cdef Py_ssize_t before, after
     cdef int n = nthreads if nthreads > 1 else 1, tid
-    cdef void* raw
+    cdef void* raw = NULL
     cdef ws_share* shares
     if masks == NULL:
         raise MemoryError()
@@ -304,9 +304,9 @@ cdef void _pool2d_flat(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
                 inv[y * ow + j] = inv_x[j] * inv_y[y]
     st_masks(masks, oh * ow, W, kw, dw, pw)
     st_margins(H, W, oh, kh, kw, dh, dw, ph, pw, &before, &after)
-    raw = _shares(n, P)
-    shares = ws_align(raw)
     try:
+        raw = _shares(n, P)
+        shares = ws_align(raw)
         with nogil, parallel(num_threads=n):
             # one buffer per thread, guarded (_GUARD); a thread without one
             # takes no planes (the others take its share)
