@@ -938,7 +938,7 @@ def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp
     cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef Py_ssize_t MB = wp.shape[0], T = KH * KW
     cdef Py_ssize_t M = y.shape[0], OH = y.shape[1], OW = y.shape[2]
-    cdef Py_ssize_t HP, WQ, P, runs, items, item, n, v, c, t, r0, nr, slot
+    cdef Py_ssize_t HP, WQ, P, runs, items, item, n, v, t, r0, nr, slot
     cdef int tid
     cdef void* raw
     cdef ws_share* shares
@@ -1009,13 +1009,9 @@ def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp
             # another core read last (one copy the threads split, then a
             # barrier, took 12-22 us of a 170-400 us convolution on two
             # threads, for 1-6 us of copying). A thread done with its share
-            # takes items from the others' (_steal.h), with their rows
-            # (copied by whichever thread first needs them).
+            # takes items from the others' (_steal.h), with their rows:
+            # whichever thread first needs a share's rows copies them.
             tid = threadid()
-            if not in_place and ws_prepare(shares, tid):
-                _cv_copy_rows(&x[0, 0, 0], &scratch[0], rows, tid, slot, C, H, W, sw, WQ,
-                              ph, pw)
-                ws_prepared(shares, tid)
             # run by run (the block varying fastest): a share reads only
             # the rows of its positions. Against block by block (each
             # thread reading every row), on 2 threads: SqueezeNet 0.97x
@@ -1028,7 +1024,7 @@ def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp
                     r0 = 0
                     nr = HP
                 else:
-                    if v != tid and ws_prepare(shares, v):
+                    if ws_prepare(shares, v):
                         _cv_copy_rows(&x[0, 0, 0], &scratch[0], rows, v, slot, C, H, W, sw,
                                       WQ, ph, pw)
                         ws_prepared(shares, v)

@@ -1,5 +1,5 @@
 # Static shares of a parallel loop's items, with stealing (_steal.h),
-# included by _conv.pxi and _gemm.pxi.
+# included by _conv.pxi, _gemm.pxi and _pool.pxi.
 
 cdef extern from "_steal.h" nogil:
     ctypedef struct ws_share:
