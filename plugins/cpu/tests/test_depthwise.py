@@ -1,5 +1,6 @@
 """The direct depthwise convolution (``depthwise2d``) in every build this CPU
-runs, against a brute-force numpy oracle: stride 1 (padded plane), 3x3
+runs, against a brute-force numpy oracle: stride 1 (padded plane; as wide as
+the input, masked loads in the AVX-512 build), 3x3
 stride 2 (rows in vectors), column strides > 1 (phases) and the general
 loop; pads, dilations, odd and non-square kernels, 1-D, non-contiguous
 inputs, one and two threads."""
@@ -56,21 +57,47 @@ GEOMETRIES = [
     ((9, 66), (3, 3), (2, 2), (1, 1), (1, 1)),  # 33
     ((3, 3), (3, 3), (2, 2), (0, 0), (1, 1)),  # one output
     ((2, 31), (3, 3), (2, 2), (1, 0), (1, 1)),
+    # stride 1 with the output as wide as the input: the AVX-512 build's
+    # masked loads on the planes in place (vectors that cross rows, rows
+    # read wholly outside the plane, a column, a kernel wider than the
+    # plane, dilations, 49 taps)
+    ((14, 14), (3, 3), (1, 1), (1, 1), (1, 1)),
+    ((28, 28), (3, 3), (1, 1), (1, 1), (1, 1)),
+    ((6, 9), (3, 3), (1, 1), (2, 1), (1, 1)),  # 8 output rows of 6
+    ((20, 1), (3, 1), (1, 1), (1, 0), (1, 1)),
+    ((5, 3), (5, 5), (1, 1), (2, 2), (1, 1)),
+    ((9, 10), (3, 3), (1, 1), (2, 2), (2, 2)),
+    ((1, 40), (1, 3), (1, 1), (0, 1), (1, 1)),
+    ((23, 37), (7, 7), (1, 1), (3, 3), (1, 1)),
+    ((11, 13), (3, 5), (1, 1), (1, 2), (1, 1)),
 ]
 
 
 @pytest.mark.parametrize(("hw", "k", "s", "p", "d"), GEOMETRIES)
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("ext", BUILDS, ids=[m.__name__.rsplit(".", 1)[1] for m in BUILDS])
+@pytest.mark.parametrize("bias_arg", [False, True], ids=["onto-out", "bias-arg"])
 def test_depthwise2d_against_brute_force(hw: tuple, k: tuple, s: tuple, p: tuple, d: tuple,
-                                         threads: int, ext: Any) -> None:  # fmt: skip
+                                         threads: int, ext: Any, bias_arg: bool) -> None:  # fmt: skip
     out = tuple((hw[i] + 2 * p[i] - (k[i] - 1) * d[i] - 1) // s[i] + 1 for i in range(2))
     x, w = _rand(5, *hw), _rand(5, *k)
     bias = _rand(5)
-    y = np.repeat(bias, out[0] * out[1]).reshape(5, *out)  # it adds onto out
-    ext.depthwise2d(x, w, y, *s, *p, *d, threads)
+    if bias_arg:  # the kernel starts from b: out's stale values are not read
+        y = np.full((5, *out), np.nan, np.float32)
+        ext.depthwise2d(x, w, y, *s, *p, *d, threads, bias)
+    else:  # it adds onto out
+        y = np.repeat(bias, out[0] * out[1]).reshape(5, *out)
+        ext.depthwise2d(x, w, y, *s, *p, *d, threads)
     want = _oracle(x, w, out, s, p, d) + bias[:, None, None]
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("ext", BUILDS, ids=[m.__name__.rsplit(".", 1)[1] for m in BUILDS])
+def test_depthwise2d_bias_of_the_wrong_length(ext: Any) -> None:
+    x, w = _rand(4, 6, 6), _rand(4, 3, 3)
+    y = np.zeros((4, 6, 6), np.float32)
+    with pytest.raises(ValueError, match="bias of 3 values for 4 channels"):
+        ext.depthwise2d(x, w, y, 1, 1, 1, 1, 1, 1, 1, _rand(3))
 
 
 @pytest.mark.parametrize(

@@ -137,10 +137,11 @@ cdef Py_ssize_t _strided_floats(Py_ssize_t oh, Py_ssize_t ow, Py_ssize_t kh, Py_
 
 def depthwise2d(const float[:, :, ::1] x, const float[:, :, ::1] w, float[:, :, ::1] out,
                 Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t ph, Py_ssize_t pw,
-                Py_ssize_t dh, Py_ssize_t dw, int nthreads):
+                Py_ssize_t dh, Py_ssize_t dw, int nthreads, const float[::1] b=None):
     """Depthwise 2-D convolution of one image: channel c of ``x`` (C, H, W) with
-    filter ``w[c]`` (C, kh, kw) into ``out`` (C, oh, ow), which must start
-    zeroed (or hold the bias).
+    filter ``w[c]`` (C, kh, kw) into ``out`` (C, oh, ow), plus the bias ``b``
+    (C,) when given; without ``b``, ``out`` must start zeroed (or hold the
+    bias) and the convolution is added to it.
 
     The valid output range of each filter column is the same for every
     channel and row, so it is computed once (no division in the loops)."""
@@ -154,10 +155,25 @@ def depthwise2d(const float[:, :, ::1] x, const float[:, :, ::1] w, float[:, :, 
     cdef Py_ssize_t* bounds
     if w.shape[0] != C or out.shape[0] != C:
         raise ValueError("depthwise2d: channel counts differ")
+    if b is not None and b.shape[0] != C:
+        raise ValueError(f"depthwise2d: bias of {b.shape[0]} values for {C} channels")
     _check_window("depthwise2d", 1, kh, kw, 1, sh, sw, 0, ph, pw, 1, dh, dw)
     _check_reach("depthwise2d", (H, W), (oh, ow), (kh, kw), (sh, sw), (ph, pw), (0, 0), (dh, dw))
     if C == 0 or oh == 0 or ow == 0:
         return
+    if (ST_DW16 and sh == 1 and sw == 1 and ow == W
+            and <object>st_dw_vectors16(oh * W) * kh * kw <= _DW_MASKS_MAX):
+        _depthwise2d_masked(x, w, out, ph, pw, dh, dw, nthreads,
+                            NULL if b is None else &b[0])
+        return
+    if b is not None:
+        # the other paths add to out: start it from the bias
+        with nogil:
+            for c in prange(C, num_threads=nthreads, schedule="static"):
+                dst = &out[c, 0, 0]
+                wv = b[c]
+                for i in range(oh * ow):
+                    dst[i] = wv
     if sh == 1 and sw == 1 and _flat_fits(H, W, oh, ow, kh, kw, dh, dw):
         _depthwise2d_flat(x, w, out, ph, pw, dh, dw, nthreads)
         return
@@ -262,6 +278,53 @@ cdef void _depthwise2d_flat(const float[:, :, ::1] x, const float[:, :, ::1] w,
         free(masks)
     if failed:
         raise MemoryError()
+
+
+# most masks (vectors x taps) of _depthwise2d_masked: 2 MiB of them
+cdef Py_ssize_t _DW_MASKS_MAX = 1 << 20
+
+
+cdef void _depthwise2d_masked(const float[:, :, ::1] x, const float[:, :, ::1] w,
+                              float[:, :, ::1] out, Py_ssize_t ph, Py_ssize_t pw,
+                              Py_ssize_t dh, Py_ssize_t dw, int nthreads,
+                              const float* bias) except *:
+    """Stride-1 depthwise convolution whose output is as wide as its input,
+    in the AVX-512 build: each plane read in place as one flat row of
+    vectors, every tap a masked load of the lanes whose input is inside the
+    plane (``st_dw_flat16`` of ``_stencil.h``; the masks made once for all
+    channels), from ``bias`` (one value a channel) or, where that is NULL,
+    added to ``out``. The channels are shared out with stealing
+    (``_steal.h``)."""
+    cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
+    cdef Py_ssize_t kh = w.shape[1], kw = w.shape[2]
+    cdef Py_ssize_t oh = out.shape[1]
+    cdef Py_ssize_t T = kh * kw, L = oh * W
+    cdef Py_ssize_t c
+    cdef int n = nthreads if nthreads > 1 else 1
+    cdef int tid
+    cdef ws_share* shares
+    cdef void* raw
+    cdef uint16_t* masks = <uint16_t*>malloc(st_dw_vectors16(L) * T * sizeof(uint16_t))
+    cdef Py_ssize_t* off = <Py_ssize_t*>malloc(T * sizeof(Py_ssize_t))
+    if masks == NULL or off == NULL:
+        free(masks)
+        free(off)
+        raise MemoryError()
+    try:
+        st_dw_masks16(masks, off, H, W, oh, kh, kw, dh, dw, ph, pw)
+        raw = _shares(n, C)
+        shares = ws_align(raw)
+        with nogil, parallel(num_threads=n):
+            tid = threadid()
+            c = ws_next(shares, n, tid)
+            while c >= 0:
+                st_dw_flat16(&x[c, 0, 0], &w[c, 0, 0], NULL if bias == NULL else bias + c,
+                             &out[c, 0, 0], masks, off, L, T)
+                c = ws_next(shares, n, tid)
+        free(raw)
+    finally:
+        free(masks)
+        free(off)
 
 
 cdef void _depthwise2d_strided(const float[:, :, ::1] x, const float[:, :, ::1] w,

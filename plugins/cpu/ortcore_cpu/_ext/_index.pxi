@@ -1,5 +1,7 @@
 # Shared index helpers for sliding-window kernels (included, not imported).
 
+from libc.stdint cimport uint16_t
+
 cdef inline Py_ssize_t _first_valid(Py_ssize_t off, Py_ssize_t step) noexcept nogil:
     """Smallest o >= 0 with o * step + off >= 0."""
     if off >= 0:
@@ -121,6 +123,13 @@ cdef bint _plane_fits(Py_ssize_t oh, Py_ssize_t ow, Py_ssize_t kh, Py_ssize_t kw
 cdef extern from "_stencil.h" nogil:
     enum:
         ST_S2_SLACK
+        ST_DW16
+    Py_ssize_t st_dw_vectors16(Py_ssize_t L)
+    void st_dw_masks16(uint16_t* m, Py_ssize_t* off, Py_ssize_t H, Py_ssize_t W, Py_ssize_t OH,
+                       Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t ph,
+                       Py_ssize_t pw)
+    void st_dw_flat16(const float* x, const float* w, const float* bias, float* out,
+                      const uint16_t* m, const Py_ssize_t* off, Py_ssize_t L, Py_ssize_t T)
     Py_ssize_t st_dw_s2_rows(Py_ssize_t H, Py_ssize_t OH, Py_ssize_t ph)
     Py_ssize_t st_dw_s2_cols(Py_ssize_t W, Py_ssize_t OW, Py_ssize_t pw)
     void st_dw3x3_s2(const float* x, const float* w, float* out, float* buf, Py_ssize_t H,

@@ -1119,19 +1119,17 @@ def _conv_f32(
     k3, s3, pb3, _, d3, o3 = win.padded3()
     threads = threads_for_memory_bound(c * ksize * p, threads)
     if group == c and mg == 1 and len(out_sp) <= 2:
-        if bias is None:
-            y.fill(0)
-        else:
-            if bias.shape != (m,):
-                raise ValueError(f"bias of shape {list(bias.shape)} for {m} output channels")
-            y[...] = bias.reshape(m, *((1,) * len(out_sp)))
+        # the kernel starts each channel from its bias (or from zero)
+        if bias is not None and bias.shape != (m,):
+            raise ValueError(f"bias of shape {list(bias.shape)} for {m} output channels")
+        b = np.zeros(m, np.float32) if bias is None else f32_contiguous(bias)
         shape3 = (c, *((1,) * (2 - len(out_sp))), *x.shape[2:])
         for i in range(n):
             ext.depthwise2d(
                 x[i].reshape(shape3),
                 w.reshape(c, k3[1], k3[2]),
                 y[i].reshape(c, o3[1], o3[2]),
-                s3[1], s3[2], pb3[1], pb3[2], d3[1], d3[2], threads,
+                s3[1], s3[2], pb3[1], pb3[2], d3[1], d3[2], threads, b,
             )  # fmt: skip
         return y, bias is not None
     w2 = w.reshape(group, mg, cg * ksize)
