@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 from ep_sdk.testing import KernelKit
-from onnx import helper
+from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from spies import record_calls
 
@@ -654,6 +654,75 @@ def test_direct_conv2d_groups_match_numpy(ext: Any, case: tuple[Any, ...], threa
     with pytest.raises(ValueError, match="in 5 groups"):
         ext.direct_conv2d(x, wp, y, b, z, scratch, sh, sw, pads[0], pads[1], dh, dw,
                           -1.0, 1.5, threads, True, 5)  # fmt: skip
+
+    # the groups' channels written interleaved (a channel shuffle): channel j
+    # of group g goes to channel j * group + g; no residual then
+    y.fill(np.nan)
+    ext.direct_conv2d(x, wp, y, b, None, scratch, sh, sw, pads[0], pads[1], dh, dw,
+                      -1.0, 1.5, threads, True, group, True)  # fmt: skip
+    clipped = np.clip(want + b[:, None, None], -1.0, 1.5)
+    shuffled = clipped.reshape(group, mg, oh, ow).transpose(1, 0, 2, 3).reshape(m, oh, ow)
+    np.testing.assert_allclose(y, shuffled, rtol=1e-5, atol=1e-4)
+    with pytest.raises(ValueError, match="interleaved output needs groups and no residual"):
+        ext.direct_conv2d(x, wp, y, b, z, scratch, sh, sw, pads[0], pads[1], dh, dw,
+                          -1.0, 1.5, threads, True, group, True)  # fmt: skip
+
+
+WIDE = [m for m in BUILDS if m.DIRECT_VECTOR >= conv.DIRECT_WIDE_VECTOR]
+"""The builds this CPU runs whose direct kernel takes grouped Convs."""
+
+
+@pytest.mark.skipif(not WIDE, reason="no build this CPU runs computes grouped Convs directly")
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("n", "shuffle", "k"), [(1, 4, 1), (2, 4, 1), (1, 2, 1), (1, 4, 3)])
+def test_shuffled_grouped_conv_nodes_on_the_direct_kernel(
+    monkeypatch: pytest.MonkeyPatch, threads: int, n: int, shuffle: int, k: int
+) -> None:
+    """ShuffleNet's grouped Conv, Relu and channel shuffle in the build whose
+    direct kernel takes grouped Convs: one FusedConvShuffle, its channels
+    written shuffled by the kernel when the shuffle's groups are the Conv's,
+    shuffled after otherwise."""
+    ortcore = pytest.importorskip("ortcore")
+    monkeypatch.setattr(conv, "ext", WIDE[-1])
+    interleaved: list[bool] = []
+    real = conv._conv_direct
+
+    def spy(*args: Any, **kwargs: Any) -> np.ndarray:
+        interleaved.append(bool(kwargs.get("interleave")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(conv, "_conv_direct", spy)
+    xs = (n, 32, 7, 7)
+    p = (k - 1) // 2
+    w = (RNG.standard_normal((32, 8, k, k)) / 8).astype(np.float32)
+    b = RNG.standard_normal(32).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w", "b"], ["c"], group=4, pads=[p] * 4),
+            helper.make_node("Relu", ["c"], ["a"]),
+            helper.make_node("Reshape", ["a", "s1"], ["r1"]),
+            helper.make_node("Transpose", ["r1"], ["t"], perm=[0, 2, 1, 3, 4]),
+            helper.make_node("Reshape", ["t", "s2"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", 1, list(xs))],
+        [helper.make_tensor_value_info("y", 1, None)],
+        [
+            numpy_helper.from_array(w, "w"),
+            numpy_helper.from_array(b, "b"),
+            numpy_helper.from_array(np.array([n, shuffle, 32 // shuffle, 7, 7], np.int64), "s1"),
+            numpy_helper.from_array(np.array(xs, np.int64), "s2"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    so = ortcore.SessionOptions()
+    so.intra_op_num_threads = threads
+    sess = ortcore.InferenceSession(model.SerializeToString(), so, providers=["cpu"])
+    x = RNG.standard_normal(xs).astype(np.float32)
+    got = sess.run(None, {"x": x})[0]
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert interleaved and all(i == (shuffle == 4) for i in interleaved)
 
 
 def test_direct_path_picks_its_threads_at_each_call(monkeypatch: pytest.MonkeyPatch) -> None:

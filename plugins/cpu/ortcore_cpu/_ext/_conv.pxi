@@ -638,7 +638,8 @@ cdef extern from "_direct_conv.h" nogil:
     void dc_flat(const float* xph, Py_ssize_t C, Py_ssize_t HQ, Py_ssize_t WQ,
                  const float* xlast, const float* wp, Py_ssize_t KH, Py_ssize_t KW,
                  const Py_ssize_t* kyoff,
-                 const Py_ssize_t* koff, float* y, const float* z, const float* bias,
+                 const Py_ssize_t* koff, float* y, Py_ssize_t ycs, const float* z,
+                 const float* bias,
                  Py_ssize_t M, Py_ssize_t OH, Py_ssize_t OW, float lo, float hi, int clamp,
                  Py_ssize_t ocb, Py_ssize_t j0, Py_ssize_t nv)
     int DC_OCB
@@ -703,7 +704,7 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
                   float[:, :, ::1] y, const float[::1] b, const float[:, :, ::1] z,
                   float[::1] scratch, Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t ph, Py_ssize_t pw,
                   Py_ssize_t dh, Py_ssize_t dw, float lo, float hi, int nthreads,
-                  bint flat=False, Py_ssize_t group=1):
+                  bint flat=False, Py_ssize_t group=1, bint interleave=False):
     """Direct 2-D convolution of one image ``x`` (C, H, W) into ``y`` (M, OH, OW),
     with the bias ``b`` ((M,) or empty), the residual ``z`` (``y``'s shape,
     or ``None``) and the clamp to [lo, hi] applied as ``y`` is written.
@@ -730,12 +731,15 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     split into that many groups; ``wp`` then holds each group's weights (M /
     group, C / group, KH, KW) packed as above, one group after the other
     (group * ceil(M / group / B) blocks), and the work items of all groups
-    share one parallel region."""
+    share one parallel region. With ``interleave`` (groups, no residual) the
+    groups' output channels come out interleaved: channel j of group g is
+    ``y``'s channel ``j * group + g`` (ShuffleNet's channel shuffle after
+    the Conv, written so at no cost)."""
     cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef Py_ssize_t MB = wp.shape[0], KH = wp.shape[2], KW = wp.shape[3]
     cdef Py_ssize_t M = y.shape[0], OH = y.shape[1], OW = y.shape[2]
     cdef Py_ssize_t HP, WQ, item, c, ky, kx, chunk, chunks, nv, SH, phases
-    cdef Py_ssize_t cg, mg, MBg, g, blk, it
+    cdef Py_ssize_t cg, mg, MBg, g, blk, it, ycs, ystep
     cdef int n, tid
     cdef void* raw
     cdef ws_share* shares
@@ -756,6 +760,8 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
         raise ValueError(f"direct_conv2d: {C} input and {M} output channels in {group} groups")
     if group > 1 and not flat:
         raise ValueError("direct_conv2d: groups need flat mode")
+    if interleave and (group == 1 or z is not None):
+        raise ValueError("direct_conv2d: interleaved output needs groups and no residual")
     cg = C // group
     mg = M // group
     MBg = (mg + DC_OCB - 1) // DC_OCB
@@ -802,6 +808,9 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     by_chunk = flat and phases * C * HP * WQ > _DC_CACHE_FLOATS
     if b.shape[0]:
         bp = &b[0]
+    # where group g's output channels start, and the step between them
+    ystep = 1 if interleave else mg
+    ycs = (group if interleave else 1) * OH * OW
     xph = &scratch[0]
     xin = xph
     if in_place:
@@ -860,7 +869,7 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
                         xl = xph
                     dc_flat(xin + g * cg * HP * WQ, cg, HP, WQ, xl,
                             &wp[g * MBg, 0, 0, 0, 0], KH, KW, kyoff, koff,
-                            &y[g * mg, 0, 0], zg, bg, mg, OH, OW, lo, hi, clamp,
+                            &y[g * ystep, 0, 0], ycs, zg, bg, mg, OH, OW, lo, hi, clamp,
                             blk - g * MBg, it * chunk, nv)
                 else:
                     dc_rows(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, kyoff, koff, sh,

@@ -410,9 +410,9 @@ static inline __attribute__((always_inline)) void dc_put16(
  * out in one store, the others (crossing rows, or past the plane) lane run
  * by lane run. Not inlined: dc_flat's sums keep every register. */
 static __attribute__((noinline)) void dc_store_flat16(
-    dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, const float *z, const float *bias,
-    ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW, ptrdiff_t WQ, ptrdiff_t ocb, ptrdiff_t j0,
-    float lo, float hi, int clamp) {
+    dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, ptrdiff_t ycs, const float *z,
+    const float *bias, ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW, ptrdiff_t WQ, ptrdiff_t ocb,
+    ptrdiff_t j0, float lo, float hi, int clamp) {
     const ptrdiff_t L = (OH - 1) * WQ + OW;
     const __m512 lov = _mm512_set1_ps(lo), hiv = _mm512_set1_ps(hi);
     ptrdiff_t oy = j0 / WQ, ox = j0 - oy * WQ;
@@ -425,7 +425,7 @@ static __attribute__((noinline)) void dc_store_flat16(
         for (int r = 0; r < DC_OCB; r++) {
             ptrdiff_t m = ocb * DC_OCB + r;
             if (m >= M) break;
-            float *yc = y + m * OH * OW;
+            float *yc = y + m * ycs;
             const float *zc = z ? z + m * OH * OW : NULL;
             __m512 u = _mm512_add_ps((__m512)acc[r][v], _mm512_set1_ps(bias ? bias[m] : 0.0f));
             if (whole) {
@@ -441,13 +441,15 @@ static __attribute__((noinline)) void dc_store_flat16(
 }
 #endif
 
-/* Write the flat positions from j0 of V accumulated vectors to y. */
-static inline void dc_store_flat(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, const float *z,
-                                 const float *bias, ptrdiff_t M, ptrdiff_t OH, ptrdiff_t OW,
-                                 ptrdiff_t WQ, ptrdiff_t ocb, ptrdiff_t j0, float lo, float hi,
-                                 int clamp) {
+/* Write the flat positions from j0 of V accumulated vectors to y, whose
+ * output channel m starts at y + m * ycs (OH * OW, or more where the
+ * channels go out interleaved with other groups'). */
+static inline void dc_store_flat(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, ptrdiff_t ycs,
+                                 const float *z, const float *bias, ptrdiff_t M, ptrdiff_t OH,
+                                 ptrdiff_t OW, ptrdiff_t WQ, ptrdiff_t ocb, ptrdiff_t j0,
+                                 float lo, float hi, int clamp) {
 #if defined(__AVX512F__) && DC_VL == 16
-    dc_store_flat16(acc, V, y, z, bias, M, OH, OW, WQ, ocb, j0, lo, hi, clamp);
+    dc_store_flat16(acc, V, y, ycs, z, bias, M, OH, OW, WQ, ocb, j0, lo, hi, clamp);
 #else
     float tmp[DC_VL * DC_VMAX];
     ptrdiff_t L = (OH - 1) * WQ + OW;
@@ -461,7 +463,7 @@ static inline void dc_store_flat(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, co
         if (WQ == OW) {
             /* no dropped positions: the output rows are one run */
             ptrdiff_t at = m * OH * OW + j0;
-            dc_write(y + at, tmp, z ? z + at : NULL, bv, n, lo, hi, clamp);
+            dc_write(y + m * ycs + j0, tmp, z ? z + at : NULL, bv, n, lo, hi, clamp);
             continue;
         }
         ptrdiff_t oy = j0 / WQ, ox = j0 - oy * WQ;
@@ -471,7 +473,8 @@ static inline void dc_store_flat(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, co
             if (run > n - t) run = n - t;
             if (run > 0) {
                 ptrdiff_t at = (m * OH + oy) * OW + ox;
-                dc_write(y + at, tmp + t, z ? z + at : NULL, bv, run, lo, hi, clamp);
+                dc_write(y + m * ycs + oy * OW + ox, tmp + t, z ? z + at : NULL, bv, run, lo,
+                         hi, clamp);
             }
             /* skip the run and the dropped positions up to the next row */
             t += WQ - ox;
@@ -484,13 +487,13 @@ static inline void dc_store_flat(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, co
 
 /* One work item of flat mode: the output channels of block `ocb`, nv
  * vectors of flat positions from j0 (clipped to the plane); the last input
- * plane at xlast (see dc_accumulate). */
+ * plane at xlast (see dc_accumulate); output channel m at y + m * ycs. */
 static void dc_flat(const float *xph, ptrdiff_t C, ptrdiff_t HQ, ptrdiff_t WQ,
                     const float *xlast, const float *wp, ptrdiff_t KH, ptrdiff_t KW,
                     const ptrdiff_t *kyoff, const ptrdiff_t *koff,
-                    float *y, const float *z, const float *bias, ptrdiff_t M, ptrdiff_t OH,
-                    ptrdiff_t OW, float lo, float hi, int clamp, ptrdiff_t ocb, ptrdiff_t j0,
-                    ptrdiff_t nv) {
+                    float *y, ptrdiff_t ycs, const float *z, const float *bias, ptrdiff_t M,
+                    ptrdiff_t OH, ptrdiff_t OW, float lo, float hi, int clamp, ptrdiff_t ocb,
+                    ptrdiff_t j0, ptrdiff_t nv) {
     dc_v8 acc[DC_OCB][DC_VMAX];
 #if DC_VMAX > 1
     ptrdiff_t rest = (OH - 1) * WQ + OW - j0;
@@ -499,7 +502,7 @@ static void dc_flat(const float *xph, ptrdiff_t C, ptrdiff_t HQ, ptrdiff_t WQ,
 #define DC_FLAT(V)                                                                          \
     do {                                                                                    \
         dc_accumulate(acc, V, xph, C, HQ * WQ, xlast, wp, KH, KW, ocb, 0, kyoff, koff, j0); \
-        dc_store_flat(acc, V, y, z, bias, M, OH, OW, WQ, ocb, j0, lo, hi, clamp);           \
+        dc_store_flat(acc, V, y, ycs, z, bias, M, OH, OW, WQ, ocb, j0, lo, hi, clamp);      \
     } while (0)
 #if DC_VMAX > 2
     if (rest > 2 * DC_VL) {

@@ -93,6 +93,8 @@ def direct_conv2d(
     hi: float,
     nthreads: int,
     flat: bool = ...,
+    group: int = ...,
+    interleave: bool = ...,
 ) -> None: ...
 
 CHANNEL_VECTOR_BLOCK: int

@@ -814,13 +814,16 @@ def _conv_direct(
     group: int = 1,
     call: _DirectCall | None = None,
     out: np.ndarray | None = None,
+    interleave: bool = False,
 ) -> np.ndarray:
     """The direct convolution of float32 ``x`` (N, C, *S), 1 or 2 spatial
     dims, in ``group`` groups, with its bias, residual ``z`` and clamp, in
     one pass over the output. ``packs`` keeps ``direct_filter(w, group)``;
     ``call`` is :func:`_direct_call` of these shapes (computed if ``None``).
     The result goes to ``out`` if given: the output's shape, each image's
-    channels C-contiguous (a slice of channels of a larger tensor)."""
+    channels C-contiguous (a slice of channels of a larger tensor). With
+    ``interleave`` (flat mode, groups, no residual) the groups' channels
+    come out shuffled (:func:`shuffle_channels`)."""
     if call is None:
         call = _direct_call(x.shape, w.shape, win, group)
     if packs is not None:
@@ -847,7 +850,7 @@ def _conv_direct(
     for i in range(len(y4)):
         ext.direct_conv2d(
             x4[i], wp, y4[i], bias, None if z4 is None else z4[i], scratch,
-            *call.args, lo, hi, share, call.flat, group,
+            *call.args, lo, hi, share, call.flat, group, interleave,
         )  # fmt: skip
     return y
 
@@ -1333,7 +1336,8 @@ def build_conv(
         def compute_shuffled(
             x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
         ) -> tuple[np.ndarray]:
-            pointwise = lookup(x, w).pointwise
+            how = lookup(x, w)
+            pointwise, call = how.pointwise, how.call
             gemm_packs = pointwise_packs
             if (
                 pointwise is not None
@@ -1345,7 +1349,18 @@ def build_conv(
                 y = _conv_pointwise(x, w, b, None, pointwise, threads, clamp, gemm_packs, None,
                                     group, interleave=True)  # fmt: skip
                 return (y.astype(x.dtype, copy=False),)
-            return (shuffle_channels(run(x, w, b, None), shuffle, threads),)
+            if (
+                call is not None
+                and call.flat
+                and not call.vector
+                and group == shuffle
+                and x.dtype == _F32
+            ):
+                # so does the direct kernel (flat mode, all groups at once)
+                y = _conv_direct(x, w, b, None, how.win, threads, clamp, packs, group, call,
+                                 interleave=True)  # fmt: skip
+                return (y,)
+            return (shuffle_channels(run(x, w, b, None, how=how), shuffle, threads),)
 
         return compute_shuffled
 
