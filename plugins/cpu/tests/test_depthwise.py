@@ -1,9 +1,10 @@
 """The direct depthwise convolution (``depthwise2d``) in every build this CPU
 runs, against a brute-force numpy oracle: stride 1 (padded plane; as wide as
-the input, masked loads in the AVX-512 build), 3x3
-stride 2 (rows in vectors), column strides > 1 (phases) and the general
-loop; pads, dilations, odd and non-square kernels, 1-D, non-contiguous
-inputs, one and two threads."""
+the input, masked loads in the AVX-512 build), 3x3 stride 2 (rows in
+vectors), other column strides of 1 or 2 (row by row with masked loads in
+the AVX-512 build), column strides > 1 (phases) and the general loop; pads,
+dilations, odd and non-square kernels, 1-D, non-contiguous inputs, one and
+two threads."""
 
 from __future__ import annotations
 
@@ -70,6 +71,11 @@ GEOMETRIES = [
     ((1, 40), (1, 3), (1, 1), (0, 1), (1, 1)),
     ((23, 37), (7, 7), (1, 1), (3, 3), (1, 1)),
     ((11, 13), (3, 5), (1, 1), (1, 2), (1, 1)),
+    # column strides of 1 or 2 elsewhere: row by row, masked loads in the
+    # AVX-512 build (rows of several vectors, 25 and 49 taps)
+    ((40, 70), (5, 5), (2, 2), (2, 2), (1, 1)),  # 35 outputs a row
+    ((23, 45), (7, 7), (2, 2), (3, 3), (1, 1)),
+    ((30, 33), (3, 3), (3, 1), (0, 0), (1, 1)),
 ]
 
 

@@ -163,8 +163,8 @@ def depthwise2d(const float[:, :, ::1] x, const float[:, :, ::1] w, float[:, :, 
         return
     if (ST_DW16 and sh == 1 and sw == 1 and ow == W
             and <object>st_dw_vectors16(oh * W) * kh * kw <= _DW_MASKS_MAX):
-        _depthwise2d_masked(x, w, out, ph, pw, dh, dw, nthreads,
-                            NULL if b is None else &b[0])
+        _depthwise2d_masked(x, w, out, sh, sw, ph, pw, dh, dw, nthreads,
+                            NULL if b is None else &b[0], True)
         return
     if b is not None:
         # the other paths add to out: start it from the bias
@@ -183,6 +183,10 @@ def depthwise2d(const float[:, :, ::1] x, const float[:, :, ::1] w, float[:, :, 
     if (kh == 3 and kw == 3 and sh == 2 and sw == 2 and dh == 1 and dw == 1
             and <object>st_dw_s2_rows(H, oh, ph) * st_dw_s2_cols(W, ow, pw) <= _STRIDED_MAX):
         _depthwise2d_3x3s2(x, w, out, ph, pw, nthreads)
+        return
+    if ST_DW16 and sw <= 2 and <object>st_dw_row_vectors16(ow) * kw * 2 <= _DW_MASKS_MAX:
+        _depthwise2d_masked(x, w, out, sh, sw, ph, pw, dh, dw, nthreads,
+                            NULL if b is None else &b[0], False)
         return
     if _strided_floats(oh, ow, kh, kw, sh, sw, dh, dw):
         _depthwise2d_strided(x, w, out, sh, sw, ph, pw, dh, dw, nthreads)
@@ -285,41 +289,52 @@ cdef Py_ssize_t _DW_MASKS_MAX = 1 << 20
 
 
 cdef void _depthwise2d_masked(const float[:, :, ::1] x, const float[:, :, ::1] w,
-                              float[:, :, ::1] out, Py_ssize_t ph, Py_ssize_t pw,
-                              Py_ssize_t dh, Py_ssize_t dw, int nthreads,
-                              const float* bias) except *:
-    """Stride-1 depthwise convolution whose output is as wide as its input,
-    in the AVX-512 build: each plane read in place as one flat row of
-    vectors, every tap a masked load of the lanes whose input is inside the
-    plane (``st_dw_flat16`` of ``_stencil.h``; the masks made once for all
+                              float[:, :, ::1] out, Py_ssize_t sh, Py_ssize_t sw,
+                              Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t dh, Py_ssize_t dw,
+                              int nthreads, const float* bias, bint flat) except *:
+    """Depthwise convolution in the AVX-512 build with masked loads of each
+    plane where it is (``_stencil.h``; the masks made once for all
     channels), from ``bias`` (one value a channel) or, where that is NULL,
-    added to ``out``. The channels are shared out with stealing
-    (``_steal.h``)."""
+    added to ``out``. ``flat`` (stride 1, the output as wide as the input):
+    the plane read as one flat row of vectors, every tap a load of the
+    lanes whose input is inside the plane (``st_dw_flat16``); else row by
+    row, a column stride ``sw`` of 1 or 2 (``st_dw_rows16``). The channels
+    are shared out with stealing (``_steal.h``)."""
     cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef Py_ssize_t kh = w.shape[1], kw = w.shape[2]
-    cdef Py_ssize_t oh = out.shape[1]
+    cdef Py_ssize_t oh = out.shape[1], ow = out.shape[2]
     cdef Py_ssize_t T = kh * kw, L = oh * W
     cdef Py_ssize_t c
     cdef int n = nthreads if nthreads > 1 else 1
     cdef int tid
     cdef ws_share* shares
     cdef void* raw
-    cdef uint16_t* masks = <uint16_t*>malloc(st_dw_vectors16(L) * T * sizeof(uint16_t))
+    cdef Py_ssize_t count = (st_dw_vectors16(L) * T if flat
+                             else st_dw_row_vectors16(ow) * kw * 2)
+    cdef uint16_t* masks = <uint16_t*>malloc(count * sizeof(uint16_t))
     cdef Py_ssize_t* off = <Py_ssize_t*>malloc(T * sizeof(Py_ssize_t))
     if masks == NULL or off == NULL:
         free(masks)
         free(off)
         raise MemoryError()
     try:
-        st_dw_masks16(masks, off, H, W, oh, kh, kw, dh, dw, ph, pw)
+        if flat:
+            st_dw_masks16(masks, off, H, W, oh, kh, kw, dh, dw, ph, pw)
+        else:
+            st_dw_row_masks16(masks, W, ow, kw, sw, dw, pw)
         raw = _shares(n, C)
         shares = ws_align(raw)
         with nogil, parallel(num_threads=n):
             tid = threadid()
             c = ws_next(shares, n, tid)
             while c >= 0:
-                st_dw_flat16(&x[c, 0, 0], &w[c, 0, 0], NULL if bias == NULL else bias + c,
-                             &out[c, 0, 0], masks, off, L, T)
+                if flat:
+                    st_dw_flat16(&x[c, 0, 0], &w[c, 0, 0], NULL if bias == NULL else bias + c,
+                                 &out[c, 0, 0], masks, off, L, T)
+                else:
+                    st_dw_rows16(&x[c, 0, 0], &w[c, 0, 0], NULL if bias == NULL else bias + c,
+                                 &out[c, 0, 0], masks, H, W, oh, ow, kh, kw, sh, sw, dh, dw,
+                                 ph, pw)
                 c = ws_next(shares, n, tid)
         free(raw)
     finally:

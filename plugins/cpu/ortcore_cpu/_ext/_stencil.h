@@ -433,32 +433,46 @@ static inline void st_dw_masks16(uint16_t *m, ptrdiff_t *off, ptrdiff_t H, ptrdi
     }
 }
 
+/* st_dw_flat16 for a window of T taps known at compile time (9, 25):
+ * the weights in registers, the tap loop unrolled. */
+static inline __attribute__((always_inline)) void st_dw_flat16_t(
+    const float *x, const float *w, const float *bias, float *out, const uint16_t *m,
+    const ptrdiff_t *off, ptrdiff_t L, const int T) {
+    const ptrdiff_t nv = st_dw_vectors16(L);
+    const __m512 b = _mm512_set1_ps(bias ? *bias : 0.0f);
+    __m512 wv[25]; /* T <= 25 */
+    ptrdiff_t o[25];
+    for (int t = 0; t < T; t++) {
+        wv[t] = _mm512_set1_ps(w[t]);
+        o[t] = off[t];
+    }
+    for (ptrdiff_t v = 0; v < nv; v++, m += T) {
+        const ptrdiff_t j = 16 * v;
+        const __mmask16 keep = (__mmask16)st_lanes16(0, L - j);
+        __m512 acc = bias ? b : _mm512_maskz_loadu_ps(keep, out + j);
+        for (int t = 0; t < T; t++)
+            acc = _mm512_fmadd_ps(wv[t], _mm512_maskz_loadu_ps((__mmask16)m[t], x + j + o[t]),
+                                  acc);
+        _mm512_mask_storeu_ps(out + j, keep, acc);
+    }
+}
+
 /* out (L = OH * W flat positions) = *bias + the convolution of plane x
  * with w (T taps) through the masks and offsets of st_dw_masks16; with
  * bias NULL, out holds zeros or the bias and the convolution is added. */
 static inline void st_dw_flat16(const float *x, const float *w, const float *bias, float *out,
                                 const uint16_t *m, const ptrdiff_t *off, ptrdiff_t L,
                                 ptrdiff_t T) {
-    const ptrdiff_t nv = st_dw_vectors16(L);
-    const __m512 b = _mm512_set1_ps(bias ? *bias : 0.0f);
-    if (T == 9) { /* 3x3: the weights and offsets in registers */
-        __m512 wv[9];
-        ptrdiff_t o[9];
-        for (int t = 0; t < 9; t++) {
-            wv[t] = _mm512_set1_ps(w[t]);
-            o[t] = off[t];
-        }
-        for (ptrdiff_t v = 0; v < nv; v++, m += 9) {
-            const ptrdiff_t j = 16 * v;
-            const __mmask16 keep = (__mmask16)st_lanes16(0, L - j);
-            __m512 acc = bias ? b : _mm512_maskz_loadu_ps(keep, out + j);
-            for (int t = 0; t < 9; t++)
-                acc = _mm512_fmadd_ps(wv[t], _mm512_maskz_loadu_ps((__mmask16)m[t], x + j + o[t]),
-                                      acc);
-            _mm512_mask_storeu_ps(out + j, keep, acc);
-        }
+    if (T == 9) {
+        st_dw_flat16_t(x, w, bias, out, m, off, L, 9);
         return;
     }
+    if (T == 25) {
+        st_dw_flat16_t(x, w, bias, out, m, off, L, 25);
+        return;
+    }
+    const ptrdiff_t nv = st_dw_vectors16(L);
+    const __m512 b = _mm512_set1_ps(bias ? *bias : 0.0f);
     for (ptrdiff_t v = 0; v < nv; v++, m += T) {
         const ptrdiff_t j = 16 * v;
         const __mmask16 keep = (__mmask16)st_lanes16(0, L - j);
@@ -469,6 +483,82 @@ static inline void st_dw_flat16(const float *x, const float *w, const float *bia
         _mm512_mask_storeu_ps(out + j, keep, acc);
     }
 }
+/* Depthwise convolution with a column stride S of 1 or 2 row by row, with
+ * AVX-512 masked loads (any window, dilations, pads and row stride; the
+ * outputs of any width): tap (ky, kx) of output row oy's vector of 16
+ * outputs from ox0 reads input row oy * sh - ph + ky * dh, columns S * (ox0
+ * + l) - pw + kx * dw: with S = 1 one masked load from c0 = ox0 - pw + kx *
+ * dw, with S = 2 the 32 floats from c0 = 2 * ox0 - pw + kx * dw in two and
+ * their even lanes picked by one permute (st_even without the padded copy
+ * of the plane). Rows outside the plane are skipped; the columns' masks
+ * depend on the vector and the filter column only (st_dw_row_masks16). */
+
+/* Vectors of an output row of OW. */
+static inline ptrdiff_t st_dw_row_vectors16(ptrdiff_t OW) { return (OW + 15) / 16; }
+
+/* m[(vi * kw + kx) * 2 + h] = the lanes of load h (h = 1: the second 16
+ * floats with S = 2) of output row vector vi, filter column kx, whose
+ * columns are inside the row (W columns). */
+static inline void st_dw_row_masks16(uint16_t *m, ptrdiff_t W, ptrdiff_t OW, ptrdiff_t kw,
+                                     ptrdiff_t S, ptrdiff_t dw, ptrdiff_t pw) {
+    const ptrdiff_t nvr = st_dw_row_vectors16(OW);
+    for (ptrdiff_t vi = 0; vi < nvr; vi++)
+        for (ptrdiff_t kx = 0; kx < kw; kx++) {
+            const ptrdiff_t c0 = S * 16 * vi - pw + kx * dw;
+            m[(vi * kw + kx) * 2] = st_lanes16(-c0, W - c0);
+            m[(vi * kw + kx) * 2 + 1] = st_lanes16(-c0 - 16, W - c0 - 16);
+        }
+}
+
+static inline __attribute__((always_inline)) void st_dw_rows16_s(
+    const float *x, const float *w, const float *bias, float *out, const uint16_t *m,
+    ptrdiff_t H, ptrdiff_t W, ptrdiff_t OH, ptrdiff_t OW, ptrdiff_t kh, ptrdiff_t kw,
+    ptrdiff_t sh, ptrdiff_t dh, ptrdiff_t dw, ptrdiff_t ph, ptrdiff_t pw, const int S) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                           28, 30);
+    const ptrdiff_t nvr = st_dw_row_vectors16(OW);
+    const __m512 b = _mm512_set1_ps(bias ? *bias : 0.0f);
+    for (ptrdiff_t oy = 0; oy < OH; oy++) {
+        float *orow = out + oy * OW;
+        for (ptrdiff_t vi = 0; vi < nvr; vi++) {
+            const ptrdiff_t ox0 = 16 * vi;
+            const __mmask16 keep = (__mmask16)st_lanes16(0, OW - ox0);
+            __m512 acc = bias ? b : _mm512_maskz_loadu_ps(keep, orow + ox0);
+            for (ptrdiff_t ky = 0; ky < kh; ky++) {
+                const ptrdiff_t iy = oy * sh - ph + ky * dh;
+                if (iy < 0 || iy >= H) continue;
+                const float *row = x + iy * W;
+                const float *wk = w + ky * kw;
+                const uint16_t *mk = m + vi * kw * 2;
+                for (ptrdiff_t kx = 0; kx < kw; kx++) {
+                    const ptrdiff_t c0 = S * ox0 - pw + kx * dw;
+                    __m512 v = _mm512_maskz_loadu_ps((__mmask16)mk[2 * kx], row + c0);
+                    if (S == 2)
+                        v = _mm512_permutex2var_ps(
+                            v, even,
+                            _mm512_maskz_loadu_ps((__mmask16)mk[2 * kx + 1], row + c0 + 16));
+                    acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[kx]), v, acc);
+                }
+            }
+            _mm512_mask_storeu_ps(orow + ox0, keep, acc);
+        }
+    }
+}
+
+/* out (OH, OW) = *bias + the depthwise convolution of plane x (H, W) with
+ * w (kh, kw), column stride S (1 or 2), through the masks of
+ * st_dw_row_masks16; with bias NULL, out holds zeros or the bias and the
+ * convolution is added. */
+static inline void st_dw_rows16(const float *x, const float *w, const float *bias, float *out,
+                                const uint16_t *m, ptrdiff_t H, ptrdiff_t W, ptrdiff_t OH,
+                                ptrdiff_t OW, ptrdiff_t kh, ptrdiff_t kw, ptrdiff_t sh,
+                                ptrdiff_t S, ptrdiff_t dh, ptrdiff_t dw, ptrdiff_t ph,
+                                ptrdiff_t pw) {
+    if (S == 2)
+        st_dw_rows16_s(x, w, bias, out, m, H, W, OH, OW, kh, kw, sh, dh, dw, ph, pw, 2);
+    else
+        st_dw_rows16_s(x, w, bias, out, m, H, W, OH, OW, kh, kw, sh, dh, dw, ph, pw, 1);
+}
 #else
 #define ST_DW16 0
 static inline ptrdiff_t st_dw_vectors16(ptrdiff_t L) { return (L + 15) / 16; }
@@ -478,6 +568,14 @@ static inline void st_dw_masks16(uint16_t *m, ptrdiff_t *off, ptrdiff_t H, ptrdi
 static inline void st_dw_flat16(const float *x, const float *w, const float *bias, float *out,
                                 const uint16_t *m, const ptrdiff_t *off, ptrdiff_t L,
                                 ptrdiff_t T) {}
+static inline ptrdiff_t st_dw_row_vectors16(ptrdiff_t OW) { return (OW + 15) / 16; }
+static inline void st_dw_row_masks16(uint16_t *m, ptrdiff_t W, ptrdiff_t OW, ptrdiff_t kw,
+                                     ptrdiff_t S, ptrdiff_t dw, ptrdiff_t pw) {}
+static inline void st_dw_rows16(const float *x, const float *w, const float *bias, float *out,
+                                const uint16_t *m, ptrdiff_t H, ptrdiff_t W, ptrdiff_t OH,
+                                ptrdiff_t OW, ptrdiff_t kh, ptrdiff_t kw, ptrdiff_t sh,
+                                ptrdiff_t S, ptrdiff_t dh, ptrdiff_t dw, ptrdiff_t ph,
+                                ptrdiff_t pw) {}
 #endif
 
 #endif
