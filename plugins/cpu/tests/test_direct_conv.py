@@ -684,14 +684,7 @@ def test_shuffled_grouped_conv_nodes_on_the_direct_kernel(
     shuffled after otherwise."""
     ortcore = pytest.importorskip("ortcore")
     monkeypatch.setattr(conv, "ext", WIDE[-1])
-    interleaved: list[bool] = []
-    real = conv._conv_direct
-
-    def spy(*args: Any, **kwargs: Any) -> np.ndarray:
-        interleaved.append(bool(kwargs.get("interleave")))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(conv, "_conv_direct", spy)
+    interleaved = record_calls(monkeypatch, conv, "direct_conv2d")  # its last argument
     xs = (n, 32, 7, 7)
     p = (k - 1) // 2
     w = (RNG.standard_normal((32, 8, k, k)) / 8).astype(np.float32)
