@@ -153,6 +153,8 @@ def depthwise2d(const float[:, :, ::1] x, const float[:, :, ::1] w, float[:, :, 
     cdef float* dst
     cdef const float* src
     cdef Py_ssize_t* bounds
+    cdef const float* bp = NULL  # the bias, if given
+    cdef bint flat, plane, s2_3x3
     if w.shape[0] != C or out.shape[0] != C:
         raise ValueError("depthwise2d: channel counts differ")
     if b is not None and b.shape[0] != C:
@@ -161,32 +163,37 @@ def depthwise2d(const float[:, :, ::1] x, const float[:, :, ::1] w, float[:, :, 
     _check_reach("depthwise2d", (H, W), (oh, ow), (kh, kw), (sh, sw), (ph, pw), (0, 0), (dh, dw))
     if C == 0 or oh == 0 or ow == 0:
         return
+    if b is not None:
+        bp = &b[0]
     if (ST_DW16 and sh == 1 and sw == 1 and ow == W
             and <object>st_dw_vectors16(oh * W) * kh * kw <= _DW_MASKS_MAX):
-        _depthwise2d_masked(x, w, out, sh, sw, ph, pw, dh, dw, nthreads,
-                            NULL if b is None else &b[0], True)
+        _depthwise2d_masked(x, w, out, sh, sw, ph, pw, dh, dw, nthreads, bp, True)
+        return
+    # the stride-1 plane paths and 3x3 stride 2 come before the masked rows
+    flat = sh == 1 and sw == 1 and _flat_fits(H, W, oh, ow, kh, kw, dh, dw)
+    plane = sh == 1 and sw == 1 and not flat and _plane_fits(oh, ow, kh, kw, dh, dw)
+    s2_3x3 = (kh == 3 and kw == 3 and sh == 2 and sw == 2 and dh == 1 and dw == 1
+              and <object>st_dw_s2_rows(H, oh, ph) * st_dw_s2_cols(W, ow, pw) <= _STRIDED_MAX)
+    if (ST_DW16 and sw <= 2 and not (flat or plane or s2_3x3)
+            and <object>st_dw_vectors16(ow) * kw * 2 <= _DW_MASKS_MAX):
+        _depthwise2d_masked(x, w, out, sh, sw, ph, pw, dh, dw, nthreads, bp, False)
         return
     if b is not None:
-        # the other paths add to out: start it from the bias
+        # the paths below add to out: start it from the bias
         with nogil:
             for c in prange(C, num_threads=nthreads, schedule="static"):
                 dst = &out[c, 0, 0]
                 wv = b[c]
                 for i in range(oh * ow):
                     dst[i] = wv
-    if sh == 1 and sw == 1 and _flat_fits(H, W, oh, ow, kh, kw, dh, dw):
+    if flat:
         _depthwise2d_flat(x, w, out, ph, pw, dh, dw, nthreads)
         return
-    if sh == 1 and sw == 1 and _plane_fits(oh, ow, kh, kw, dh, dw):
+    if plane:
         _depthwise2d_s1(x, w, out, ph, pw, dh, dw, nthreads)
         return
-    if (kh == 3 and kw == 3 and sh == 2 and sw == 2 and dh == 1 and dw == 1
-            and <object>st_dw_s2_rows(H, oh, ph) * st_dw_s2_cols(W, ow, pw) <= _STRIDED_MAX):
+    if s2_3x3:
         _depthwise2d_3x3s2(x, w, out, ph, pw, nthreads)
-        return
-    if ST_DW16 and sw <= 2 and <object>st_dw_row_vectors16(ow) * kw * 2 <= _DW_MASKS_MAX:
-        _depthwise2d_masked(x, w, out, sh, sw, ph, pw, dh, dw, nthreads,
-                            NULL if b is None else &b[0], False)
         return
     if _strided_floats(oh, ow, kh, kw, sh, sw, dh, dw):
         _depthwise2d_strided(x, w, out, sh, sw, ph, pw, dh, dw, nthreads)
@@ -310,7 +317,7 @@ cdef void _depthwise2d_masked(const float[:, :, ::1] x, const float[:, :, ::1] w
     cdef ws_share* shares
     cdef void* raw
     cdef Py_ssize_t count = (st_dw_vectors16(L) * T if flat
-                             else st_dw_row_vectors16(ow) * kw * 2)
+                             else st_dw_vectors16(ow) * kw * 2)
     cdef uint16_t* masks = <uint16_t*>malloc(count * sizeof(uint16_t))
     cdef Py_ssize_t* off = <Py_ssize_t*>malloc(T * sizeof(Py_ssize_t))
     if masks == NULL or off == NULL:

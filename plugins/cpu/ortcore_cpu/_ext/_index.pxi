@@ -130,7 +130,6 @@ cdef extern from "_stencil.h" nogil:
                        Py_ssize_t pw)
     void st_dw_flat16(const float* x, const float* w, const float* bias, float* out,
                       const uint16_t* m, const Py_ssize_t* off, Py_ssize_t L, Py_ssize_t T)
-    Py_ssize_t st_dw_row_vectors16(Py_ssize_t OW)
     void st_dw_row_masks16(uint16_t* m, Py_ssize_t W, Py_ssize_t OW, Py_ssize_t kw,
                            Py_ssize_t S, Py_ssize_t dw, Py_ssize_t pw)
     void st_dw_rows16(const float* x, const float* w, const float* bias, float* out,

@@ -387,7 +387,7 @@ static inline void st_dw3x3_s2(const float *x, const float *w, float *out, float
 #if ST_VL == 16
 #define ST_DW16 1
 
-/* Vectors of an output of L flat positions. */
+/* Vectors of L positions (a flat output, or an output row). */
 static inline ptrdiff_t st_dw_vectors16(ptrdiff_t L) { return (L + 15) / 16; }
 
 /* Lanes [lo, hi) of a 16-lane mask (clipped to 0..16). */
@@ -483,6 +483,7 @@ static inline void st_dw_flat16(const float *x, const float *w, const float *bia
         _mm512_mask_storeu_ps(out + j, keep, acc);
     }
 }
+
 /* Depthwise convolution with a column stride S of 1 or 2 row by row, with
  * AVX-512 masked loads (any window, dilations, pads and row stride; the
  * outputs of any width): tap (ky, kx) of output row oy's vector of 16
@@ -493,15 +494,12 @@ static inline void st_dw_flat16(const float *x, const float *w, const float *bia
  * of the plane). Rows outside the plane are skipped; the columns' masks
  * depend on the vector and the filter column only (st_dw_row_masks16). */
 
-/* Vectors of an output row of OW. */
-static inline ptrdiff_t st_dw_row_vectors16(ptrdiff_t OW) { return (OW + 15) / 16; }
-
 /* m[(vi * kw + kx) * 2 + h] = the lanes of load h (h = 1: the second 16
  * floats with S = 2) of output row vector vi, filter column kx, whose
  * columns are inside the row (W columns). */
 static inline void st_dw_row_masks16(uint16_t *m, ptrdiff_t W, ptrdiff_t OW, ptrdiff_t kw,
                                      ptrdiff_t S, ptrdiff_t dw, ptrdiff_t pw) {
-    const ptrdiff_t nvr = st_dw_row_vectors16(OW);
+    const ptrdiff_t nvr = st_dw_vectors16(OW);
     for (ptrdiff_t vi = 0; vi < nvr; vi++)
         for (ptrdiff_t kx = 0; kx < kw; kx++) {
             const ptrdiff_t c0 = S * 16 * vi - pw + kx * dw;
@@ -516,7 +514,7 @@ static inline __attribute__((always_inline)) void st_dw_rows16_s(
     ptrdiff_t sh, ptrdiff_t dh, ptrdiff_t dw, ptrdiff_t ph, ptrdiff_t pw, const int S) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
                                            28, 30);
-    const ptrdiff_t nvr = st_dw_row_vectors16(OW);
+    const ptrdiff_t nvr = st_dw_vectors16(OW);
     const __m512 b = _mm512_set1_ps(bias ? *bias : 0.0f);
     for (ptrdiff_t oy = 0; oy < OH; oy++) {
         float *orow = out + oy * OW;
@@ -524,12 +522,12 @@ static inline __attribute__((always_inline)) void st_dw_rows16_s(
             const ptrdiff_t ox0 = 16 * vi;
             const __mmask16 keep = (__mmask16)st_lanes16(0, OW - ox0);
             __m512 acc = bias ? b : _mm512_maskz_loadu_ps(keep, orow + ox0);
+            const uint16_t *mk = m + vi * kw * 2; /* this vector's column masks */
             for (ptrdiff_t ky = 0; ky < kh; ky++) {
                 const ptrdiff_t iy = oy * sh - ph + ky * dh;
                 if (iy < 0 || iy >= H) continue;
                 const float *row = x + iy * W;
                 const float *wk = w + ky * kw;
-                const uint16_t *mk = m + vi * kw * 2;
                 for (ptrdiff_t kx = 0; kx < kw; kx++) {
                     const ptrdiff_t c0 = S * ox0 - pw + kx * dw;
                     __m512 v = _mm512_maskz_loadu_ps((__mmask16)mk[2 * kx], row + c0);
@@ -568,7 +566,6 @@ static inline void st_dw_masks16(uint16_t *m, ptrdiff_t *off, ptrdiff_t H, ptrdi
 static inline void st_dw_flat16(const float *x, const float *w, const float *bias, float *out,
                                 const uint16_t *m, const ptrdiff_t *off, ptrdiff_t L,
                                 ptrdiff_t T) {}
-static inline ptrdiff_t st_dw_row_vectors16(ptrdiff_t OW) { return (OW + 15) / 16; }
 static inline void st_dw_row_masks16(uint16_t *m, ptrdiff_t W, ptrdiff_t OW, ptrdiff_t kw,
                                      ptrdiff_t S, ptrdiff_t dw, ptrdiff_t pw) {}
 static inline void st_dw_rows16(const float *x, const float *w, const float *bias, float *out,
