@@ -40,6 +40,9 @@ GEOMETRIES = [
     ((3, 3), (2, 4), (1, 2, 0, 1), (1, 1)),
     ((10, 12), (3, 3), (1, 0, 1, 2), (1, 1)),  # all width pads at the end
     ((11, 13), (3, 5), (1, 4, 1, 4), (1, 2)),
+    # planes past the portable flat path's size, on the AVX-512 masked one
+    ((28, 28), (3, 3), (1, 1, 1, 1), (1, 1)),
+    ((30, 24), (5, 5), (2, 2, 2, 2), (1, 1)),
 ]
 
 IDS = [f"{g[0][0]}x{g[0][1]}-k{g[1][0]}x{g[1][1]}-p{''.join(map(str, g[2]))}" for g in GEOMETRIES]

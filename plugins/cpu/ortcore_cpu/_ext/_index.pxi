@@ -136,6 +136,8 @@ cdef extern from "_stencil.h" nogil:
                       const uint16_t* m, Py_ssize_t H, Py_ssize_t W, Py_ssize_t OH,
                       Py_ssize_t OW, Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t sh, Py_ssize_t S,
                       Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t ph, Py_ssize_t pw)
+    void st_pool_flat16(const float* x, float* out, const uint16_t* m, const Py_ssize_t* off,
+                        Py_ssize_t L, Py_ssize_t T, int take_max, const float* inv)
     Py_ssize_t st_dw_s2_rows(Py_ssize_t H, Py_ssize_t OH, Py_ssize_t ph)
     Py_ssize_t st_dw_s2_cols(Py_ssize_t W, Py_ssize_t OW, Py_ssize_t pw)
     void st_dw3x3_s2(const float* x, const float* w, float* out, float* buf, Py_ssize_t H,

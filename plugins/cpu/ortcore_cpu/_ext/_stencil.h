@@ -557,6 +557,83 @@ static inline void st_dw_rows16(const float *x, const float *w, const float *bia
     else
         st_dw_rows16_s(x, w, bias, out, m, H, W, OH, OW, kh, kw, sh, dh, dw, ph, pw, 1);
 }
+
+/* Pooling with AVX-512 masked loads, on the depthwise kernels' masks: a
+ * masked-off lane (its input outside the plane) loads the pad value, -inf
+ * for max (a pad never wins) or 0 for a sum, so no plane is copied with
+ * margins and no byte masks are blended in. Maxima keep NaN from winning
+ * (max(v, acc) returns acc when v is NaN), as the other pooling paths do;
+ * sums are scaled by the average's divisors. */
+
+/* The fill vector and one step of a max (take_max) or a sum. */
+static inline __m512 st_pool_fill16(int take_max) {
+    return _mm512_set1_ps(take_max ? -__builtin_inff() : 0.0f);
+}
+static inline __attribute__((always_inline)) __m512 st_pool_op16(__m512 v, __m512 acc,
+                                                                 int take_max) {
+    return take_max ? _mm512_max_ps(v, acc) : _mm512_add_ps(acc, v);
+}
+
+/* acc combined with the lanes k of the 16 floats at p (the others keep
+ * acc): a zero-masked load (a load alone; a merge-masked one adds a blend)
+ * and a masked max, or an add of the zeros. */
+static inline __attribute__((always_inline)) __m512 st_pool_tap16(const float *p, __mmask16 k,
+                                                                  __m512 acc, int take_max) {
+    const __m512 v = _mm512_maskz_loadu_ps(k, p);
+    return take_max ? _mm512_mask_max_ps(acc, k, v, acc) : _mm512_add_ps(acc, v);
+}
+
+/* st_pool_flat16 for a window of T taps known at compile time (9): the
+ * tap loop unrolled on two chains (a max or add waits for the one before
+ * it on its chain only). */
+static inline __attribute__((always_inline)) void st_pool_flat16_t(
+    const float *x, float *out, const uint16_t *m, const ptrdiff_t *off, ptrdiff_t L,
+    const int T, const int take_max, const float *inv) {
+    const ptrdiff_t nv = st_dw_vectors16(L);
+    const __m512 fill = st_pool_fill16(take_max);
+    ptrdiff_t o[25]; /* T <= 25 */
+    for (int t = 0; t < T; t++) o[t] = off[t];
+    for (ptrdiff_t v = 0; v < nv; v++, m += T) {
+        const ptrdiff_t j = 16 * v;
+        const __mmask16 keep = (__mmask16)st_lanes16(0, L - j);
+        __m512 a0 = fill, a1 = fill;
+        for (int t = 0; t + 1 < T; t += 2) {
+            a0 = st_pool_tap16(x + j + o[t], (__mmask16)m[t], a0, take_max);
+            a1 = st_pool_tap16(x + j + o[t + 1], (__mmask16)m[t + 1], a1, take_max);
+        }
+        if (T % 2) a0 = st_pool_tap16(x + j + o[T - 1], (__mmask16)m[T - 1], a0, take_max);
+        __m512 acc = st_pool_op16(a1, a0, take_max);
+        if (inv) acc = _mm512_mul_ps(acc, _mm512_maskz_loadu_ps(keep, inv + j));
+        _mm512_mask_storeu_ps(out + j, keep, acc);
+    }
+}
+
+/* Stride-1 max (take_max) or sum of a window over plane x into out (L =
+ * OH * W flat positions, the output as wide as the input), through the
+ * masks and offsets of st_dw_masks16 (T taps); sums are multiplied by
+ * inv[j] (L floats) when inv is not NULL. */
+static inline void st_pool_flat16(const float *x, float *out, const uint16_t *m,
+                                  const ptrdiff_t *off, ptrdiff_t L, ptrdiff_t T, int take_max,
+                                  const float *inv) {
+    if (T == 9) {
+        if (take_max)
+            st_pool_flat16_t(x, out, m, off, L, 9, 1, inv);
+        else
+            st_pool_flat16_t(x, out, m, off, L, 9, 0, inv);
+        return;
+    }
+    const ptrdiff_t nv = st_dw_vectors16(L);
+    const __m512 fill = st_pool_fill16(take_max);
+    for (ptrdiff_t v = 0; v < nv; v++, m += T) {
+        const ptrdiff_t j = 16 * v;
+        const __mmask16 keep = (__mmask16)st_lanes16(0, L - j);
+        __m512 acc = fill;
+        for (ptrdiff_t t = 0; t < T; t++)
+            acc = st_pool_tap16(x + j + off[t], (__mmask16)m[t], acc, take_max);
+        if (inv) acc = _mm512_mul_ps(acc, _mm512_maskz_loadu_ps(keep, inv + j));
+        _mm512_mask_storeu_ps(out + j, keep, acc);
+    }
+}
 #else
 #define ST_DW16 0
 static inline ptrdiff_t st_dw_vectors16(ptrdiff_t L) { return (L + 15) / 16; }
@@ -573,6 +650,9 @@ static inline void st_dw_rows16(const float *x, const float *w, const float *bia
                                 ptrdiff_t OW, ptrdiff_t kh, ptrdiff_t kw, ptrdiff_t sh,
                                 ptrdiff_t S, ptrdiff_t dh, ptrdiff_t dw, ptrdiff_t ph,
                                 ptrdiff_t pw) {}
+static inline void st_pool_flat16(const float *x, float *out, const uint16_t *m,
+                                  const ptrdiff_t *off, ptrdiff_t L, ptrdiff_t T, int take_max,
+                                  const float *inv) {}
 #endif
 
 #endif
