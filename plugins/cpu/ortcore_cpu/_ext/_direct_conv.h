@@ -78,6 +78,9 @@
  * distances of 32 to 256 channels, or prefetching into L2 only, the same). */
 #define DC_PF_X 8
 #define DC_PF_W 64
+#ifndef DC_PF_OUT
+#define DC_PF_OUT 1
+#endif
 
 typedef float dc_v8 __attribute__((vector_size(DC_VL * 4)));
 typedef float dc_v8u __attribute__((vector_size(DC_VL * 4), aligned(4), may_alias));
@@ -485,6 +488,38 @@ static inline void dc_store_flat(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, pt
 #endif
 }
 
+/* Prefetch, with intent to write, the output lines of a flat-mode item
+ * (the channels of block `ocb`, nv vectors of flat positions from j0)
+ * before its sums: a large output is not in the cache when the item
+ * writes it, and each store that misses waits for its line (a read for
+ * ownership) at the item's end, where nothing else overlaps it. The AVX-512
+ * build only (PREFETCHW, which every AVX-512 CPU has). */
+static inline void dc_prefetch_out(float *y, ptrdiff_t ycs, ptrdiff_t M, ptrdiff_t OH,
+                                   ptrdiff_t OW, ptrdiff_t WQ, ptrdiff_t ocb, ptrdiff_t j0,
+                                   ptrdiff_t nv) {
+#if defined(__AVX512F__) && DC_PF_OUT
+    const ptrdiff_t L = (OH - 1) * WQ + OW;
+    ptrdiff_t j1 = j0 + nv * DC_VL;
+    if (j1 > L) j1 = L;
+    if (j1 <= j0) return;
+    /* where flat positions j0 and j1 - 1 land in a channel's plane */
+    const ptrdiff_t y0 = j0 / WQ, y1 = (j1 - 1) / WQ;
+    ptrdiff_t x0 = j0 - y0 * WQ, x1 = j1 - 1 - y1 * WQ;
+    if (x0 >= OW) x0 = OW - 1;
+    if (x1 >= OW) x1 = OW - 1;
+    const ptrdiff_t a = y0 * OW + x0, b = y1 * OW + x1;
+    for (int r = 0; r < DC_OCB; r++) {
+        const ptrdiff_t m = ocb * DC_OCB + r;
+        if (m >= M) break;
+        const char *p = (const char *)(y + m * ycs + a), *e = (const char *)(y + m * ycs + b);
+        for (p = (const char *)((uintptr_t)p & ~(uintptr_t)63); p <= e; p += 64)
+            __asm__ volatile("prefetchw %0" : : "m"(*p));
+    }
+#else
+    (void)y, (void)ycs, (void)M, (void)OH, (void)OW, (void)WQ, (void)ocb, (void)j0, (void)nv;
+#endif
+}
+
 /* One work item of flat mode: the output channels of block `ocb`, nv
  * vectors of flat positions from j0 (clipped to the plane); the last input
  * plane at xlast (see dc_accumulate); output channel m at y + m * ycs. */
@@ -499,6 +534,7 @@ static void dc_flat(const float *xph, ptrdiff_t C, ptrdiff_t HQ, ptrdiff_t WQ,
     ptrdiff_t rest = (OH - 1) * WQ + OW - j0;
     if (rest > nv * DC_VL) rest = nv * DC_VL;
 #endif
+    dc_prefetch_out(y, ycs, M, OH, OW, WQ, ocb, j0, nv);
 #define DC_FLAT(V)                                                                          \
     do {                                                                                    \
         dc_accumulate(acc, V, xph, C, HQ * WQ, xlast, wp, KH, KW, ocb, 0, kyoff, koff, j0); \
