@@ -73,7 +73,7 @@ def max_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
         raise ValueError("max_pool: x and out have different plane counts")
     _check_reach("max_pool", (D, H, W), (od, oh, ow), (kd, kh, kw), (sd, sh, sw), (pd, ph, pw),
                  (0, 0, 0), (dd, dh, dw))
-    if _masked_path(D, od, kd, sd, pd, P, W, oh, ow, sh, sw):
+    if _masked_path(D, od, kd, sd, pd, P, W, oh, ow, kh, kw, sh, sw):
         _pool2d_masked(x, out, kh, kw, ph, pw, dh, dw, True, NULL, NULL, nthreads)
         return
     if _plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow) and _flat_fits(H, W, oh, ow, kh, kw, dh, dw):
@@ -215,7 +215,7 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
         inv_x[i] = 1.0 / nx if nx > 0 else 0.0
     # the masked loads (AVX-512); else small stride-1 planes as flat rows,
     # other 2-D windows row by row
-    masked = _masked_path(D, od, kd, sd, pd, P, W, oh, ow, sh, sw)
+    masked = _masked_path(D, od, kd, sd, pd, P, W, oh, ow, kh, kw, sh, sw)
     use_flat = (not masked and _plane_path(D, od, kd, sd, pd, sh, sw, P, oh, ow)
                 and _flat_fits(H, W, oh, ow, kh, kw, dh, dw))
     use_rows = (not masked and not use_flat
@@ -345,19 +345,21 @@ cdef void _pool2d_flat(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
 
 cdef bint _masked_path(Py_ssize_t D, Py_ssize_t od, Py_ssize_t kd, Py_ssize_t sd,
                        Py_ssize_t pd, Py_ssize_t P, Py_ssize_t W, Py_ssize_t oh, Py_ssize_t ow,
-                       Py_ssize_t sh, Py_ssize_t sw):
+                       Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t sh, Py_ssize_t sw):
     """Whether a pooling takes the AVX-512 build's masked-load path
     (``_pool2d_masked``): 2-D, stride 1, the output as wide as the input and
-    at most ``_POOL_MASKED_MAX`` positions."""
+    at most ``_POOL_MASKED_MAX`` positions, its masks (a vector's taps)
+    within ``_MAX_PLANE`` (in Python integers: they can overflow)."""
     return (ST_DW16 and D == 1 and od == 1 and kd == 1 and sd == 1 and pd == 0
             and sh == 1 and sw == 1 and P > 0 and oh > 0 and ow == W
-            and <object>oh * W <= _POOL_MASKED_MAX)
+            and <object>oh * W <= _POOL_MASKED_MAX
+            and <object>st_dw_vectors16(oh * W) * kh * kw <= _MAX_PLANE)
 
 
 cdef void _pool2d_masked(const float[:, :, :, ::1] x, float[:, :, :, ::1] out,
-                         Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t dh, Py_ssize_t dw,
-                         bint take_max, const float* inv_y, const float* inv_x,
-                         int nthreads) except *:
+                         Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t ph, Py_ssize_t pw,
+                         Py_ssize_t dh, Py_ssize_t dw, bint take_max,
+                         const float* inv_y, const float* inv_x, int nthreads) except *:
     """Stride-1 2-D max (``take_max``) or average pooling whose output is as
     wide as its input, in the AVX-512 build: each plane is read where it is
     as one flat row of vectors, every tap a masked load (``st_pool_flat16``
