@@ -583,25 +583,23 @@ static inline __attribute__((always_inline)) __m512 st_pool_tap16(const float *p
     return take_max ? _mm512_mask_max_ps(acc, k, v, acc) : _mm512_add_ps(acc, v);
 }
 
-/* st_pool_flat16 for a window of T taps known at compile time (9): the
- * tap loop unrolled on two chains (a max or add waits for the one before
- * it on its chain only). */
+/* st_pool_flat16's loop, the tap loop on two chains (a max or add waits
+ * for the one before it on its chain only); unrolled where T is a
+ * constant (9). */
 static inline __attribute__((always_inline)) void st_pool_flat16_t(
     const float *x, float *out, const uint16_t *m, const ptrdiff_t *off, ptrdiff_t L,
-    const int T, const int take_max, const float *inv) {
+    const ptrdiff_t T, const int take_max, const float *inv) {
     const ptrdiff_t nv = st_dw_vectors16(L);
     const __m512 fill = st_pool_fill16(take_max);
-    ptrdiff_t o[25]; /* T <= 25 */
-    for (int t = 0; t < T; t++) o[t] = off[t];
     for (ptrdiff_t v = 0; v < nv; v++, m += T) {
         const ptrdiff_t j = 16 * v;
         const __mmask16 keep = (__mmask16)st_lanes16(0, L - j);
         __m512 a0 = fill, a1 = fill;
-        for (int t = 0; t + 1 < T; t += 2) {
-            a0 = st_pool_tap16(x + j + o[t], (__mmask16)m[t], a0, take_max);
-            a1 = st_pool_tap16(x + j + o[t + 1], (__mmask16)m[t + 1], a1, take_max);
+        for (ptrdiff_t t = 0; t + 1 < T; t += 2) {
+            a0 = st_pool_tap16(x + j + off[t], (__mmask16)m[t], a0, take_max);
+            a1 = st_pool_tap16(x + j + off[t + 1], (__mmask16)m[t + 1], a1, take_max);
         }
-        if (T % 2) a0 = st_pool_tap16(x + j + o[T - 1], (__mmask16)m[T - 1], a0, take_max);
+        if (T % 2) a0 = st_pool_tap16(x + j + off[T - 1], (__mmask16)m[T - 1], a0, take_max);
         __m512 acc = st_pool_op16(a1, a0, take_max);
         if (inv) acc = _mm512_mul_ps(acc, _mm512_maskz_loadu_ps(keep, inv + j));
         _mm512_mask_storeu_ps(out + j, keep, acc);
@@ -615,24 +613,14 @@ static inline __attribute__((always_inline)) void st_pool_flat16_t(
 static inline void st_pool_flat16(const float *x, float *out, const uint16_t *m,
                                   const ptrdiff_t *off, ptrdiff_t L, ptrdiff_t T, int take_max,
                                   const float *inv) {
-    if (T == 9) {
-        if (take_max)
-            st_pool_flat16_t(x, out, m, off, L, 9, 1, inv);
-        else
-            st_pool_flat16_t(x, out, m, off, L, 9, 0, inv);
-        return;
-    }
-    const ptrdiff_t nv = st_dw_vectors16(L);
-    const __m512 fill = st_pool_fill16(take_max);
-    for (ptrdiff_t v = 0; v < nv; v++, m += T) {
-        const ptrdiff_t j = 16 * v;
-        const __mmask16 keep = (__mmask16)st_lanes16(0, L - j);
-        __m512 acc = fill;
-        for (ptrdiff_t t = 0; t < T; t++)
-            acc = st_pool_tap16(x + j + off[t], (__mmask16)m[t], acc, take_max);
-        if (inv) acc = _mm512_mul_ps(acc, _mm512_maskz_loadu_ps(keep, inv + j));
-        _mm512_mask_storeu_ps(out + j, keep, acc);
-    }
+    if (T == 9 && take_max)
+        st_pool_flat16_t(x, out, m, off, L, 9, 1, inv);
+    else if (T == 9)
+        st_pool_flat16_t(x, out, m, off, L, 9, 0, inv);
+    else if (take_max)
+        st_pool_flat16_t(x, out, m, off, L, T, 1, inv);
+    else
+        st_pool_flat16_t(x, out, m, off, L, T, 0, inv);
 }
 #else
 #define ST_DW16 0
