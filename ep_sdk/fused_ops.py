@@ -22,6 +22,7 @@ kernel::
 | ``FusedConvAdd`` | ``activation(Conv(X, W, B) + Z)``; inputs ``X, W, Z[, B]``, ``Z`` as Y |
 | ``FusedConvConcat`` | FusedConv into channels ``channel_offset``.. of Y (``Into`` or new) |
 | ``FusedConvShuffle`` | FusedConv, its channels shuffled in ``shuffle_groups`` groups |
+| ``FusedConvPool`` | FusedConv, then MaxPool (its ``pool_*`` attributes) of its output |
 | ``GrowingConcat`` | Concat of ``X`` and ``Y`` along axis 1, room kept for ``capacity`` channels |
 | ``FusedBatchNorm`` | BatchNormalization in inference (``epsilon``) + ``activation`` |
 | ``FusedGemm`` | Gemm (its attributes) + ``activation`` |
@@ -115,6 +116,37 @@ def _conv_concat(ctx: Any) -> None:
         dims[1].Clear()
         dims[1].dim_value = onnx.helper.get_attribute_value(proto)
         ctx.set_output_type(0, out)
+
+
+_POOL_ATTRS = {
+    "pool_kernel_shape": "kernel_shape",
+    "pool_strides": "strides",
+    "pool_pads": "pads",
+    "pool_dilations": "dilations",
+    "pool_ceil_mode": "ceil_mode",
+}
+"""FusedConvPool's MaxPool attributes and the MaxPool attribute each one is."""
+
+
+def _conv_pool(ctx: Any) -> None:
+    """Conv's inference, then MaxPool's (opset 12) on its result."""
+    if ctx.get_attribute("pool_kernel_shape") is None:
+        raise ValueError("FusedConvPool: pool_kernel_shape is missing")
+    _like("Conv", 3, _CONV_ATTRS)(ctx)
+    conv_out = ctx.get_output_type(0)
+    if conv_out is None or not conv_out.HasField("tensor_type"):
+        return
+    kwargs = {}
+    for name, pool_name in _POOL_ATTRS.items():
+        proto = ctx.get_attribute(name)
+        if proto is not None:
+            kwargs[pool_name] = onnx.helper.get_attribute_value(proto)
+    node = onnx.helper.make_node("MaxPool", ["c"], ["y"], **kwargs)
+    out = onnx.shape_inference.infer_node_outputs(
+        onnx.defs.get_schema("MaxPool", 12), node, {"c": conv_out}
+    )
+    if "y" in out:
+        ctx.set_output_type(0, out["y"])
 
 
 def _growing_concat(ctx: Any) -> None:
@@ -221,6 +253,14 @@ def _schemas() -> list[Any]:
                "channel j * shuffle_groups + i of Y is channel i * C / shuffle_groups + j "
                "of the FusedConv's (a Reshape to (N, shuffle_groups, C / shuffle_groups, "
                "...), a Transpose of axes 1 and 2 and a Reshape back)"),
+        schema("FusedConvPool", [_p("X"), _p("W"), _p("B", True)], [_p("Y")],
+               [*conv_attrs, *_ACT_ATTRS, _attr("pool_kernel_shape", _A.INTS),
+                _attr("pool_strides", _A.INTS), _attr("pool_pads", _A.INTS),
+                _attr("pool_dilations", _A.INTS), _attr("pool_ceil_mode", _A.INT, 0)],
+               _conv_pool,
+               "FusedConv, then a MaxPool (opset 12, no Indices output) of its output "
+               "with the pool_* attributes as its kernel_shape, strides, pads, dilations "
+               "and ceil_mode"),
         schema("GrowingConcat", [_p("X"), _p("Y")], [_p("Z")], [_attr("capacity", _A.INT)],
                _growing_concat,
                "Concat(X, Y) along axis 1, a link of a chain of them (each one's Z the next "

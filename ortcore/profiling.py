@@ -40,6 +40,7 @@ _FUSED_FROM = {
     "FusedConv": "Conv",
     "FusedConvConcat": "Conv",
     "FusedConvShuffle": "Conv",
+    "FusedConvPool": "Conv",
     "GrowingConcat": "Concat",
     "FusedBatchNorm": "BatchNormalization",
     "FusedGemm": "Gemm",

@@ -1068,3 +1068,91 @@ def test_fused_conv_shuffle_kernel_refuses_bad_groups(
     with pytest.raises(Exception, match=match):
         sess = ortcore.InferenceSession(model, providers=[cpu])
         sess.run(None, {"x": _x(1, 3, 4, 4), "w": _x(6, 3, 1, 1)})
+
+
+# -- Conv + MaxPool -----------------------------------------------------------
+
+
+def _conv_pool_model(act: str, pool: dict[str, Any], n: int = 1, **conv: Any) -> bytes:
+    """Conv (3 -> 8 channels, 3x3 stride 2 unless ``conv`` says otherwise),
+    the activation ``act`` (none if empty) and a MaxPool of ``pool``."""
+    attrs = {"strides": [2, 2], **conv}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], **attrs)]
+    src = "c"
+    if act:
+        nodes.append(helper.make_node(act, ["c"], ["a"]))
+        src = "a"
+    nodes.append(helper.make_node("MaxPool", [src], ["y"], **pool))
+    inits = [_init("w", _x(8, 3, 3, 3)), _init("b", _x(8))]
+    return _model(nodes, {"x": [n, 3, 33, 31]}, ["y"], inits)
+
+
+@pytest.mark.parametrize(
+    "pool",
+    [
+        {"kernel_shape": [3, 3], "strides": [2, 2]},
+        {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1},
+        {"kernel_shape": [2, 3], "strides": [1, 2], "dilations": [2, 1]},
+    ],
+    ids=["squeezenet", "pads-ceil", "dilated"],
+)
+@pytest.mark.parametrize("act", ["Relu", "", "Sigmoid"])
+@pytest.mark.parametrize("n", [1, 2])
+def test_conv_max_pool_becomes_fused_conv_pool(
+    cpu: str, tmp_path: Path, pool: dict[str, Any], act: str, n: int
+) -> None:
+    """A Conv (with its activation) whose output a MaxPool alone reads is one
+    FusedConvPool with the same output, at every level and reloaded."""
+    model = _conv_pool_model(act, pool, n, pads=[1, 0, 2, 1])
+    ops = _check(model, {"x": _x(n, 3, 33, 31)}, tmp_path)
+    assert ops == ["com.ortcore:FusedConvPool"]
+
+
+@pytest.mark.parametrize("case", ["indices", "conv-read-twice", "auto-pad", "pool-of-add"])
+def test_conv_max_pool_left_alone(cpu: str, tmp_path: Path, case: str) -> None:
+    """A MaxPool with its Indices output or automatic pads, a Conv output
+    that something else reads too, or a pool of something else keep their
+    nodes."""
+    pool: dict[str, Any] = {"kernel_shape": [3, 3], "strides": [2, 2]}
+    outputs = ["y"]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], strides=[2, 2])]
+    if case == "indices":
+        nodes.append(helper.make_node("MaxPool", ["c"], ["y", "i"], **pool))
+    elif case == "auto-pad":
+        nodes.append(helper.make_node("MaxPool", ["c"], ["y"], auto_pad="SAME_UPPER", **pool))
+    elif case == "pool-of-add":
+        nodes += [helper.make_node("Add", ["c", "c"], ["s"]),
+                  helper.make_node("MaxPool", ["s"], ["y"], **pool)]  # fmt: skip
+    else:
+        nodes.append(helper.make_node("MaxPool", ["c"], ["y"], **pool))
+        outputs.append("c")
+    model = _model(nodes, {"x": [1, 3, 33, 31]}, outputs, [_init("w", _x(8, 3, 3, 3))])
+    ops = _check(model, {"x": _x(1, 3, 33, 31)}, tmp_path)
+    assert "com.ortcore:FusedConvPool" not in ops and "MaxPool" in ops
+
+
+def test_fused_conv_pool_shape_inference() -> None:
+    """The fused op's schema infers the pooled output's shape (onnx's Conv,
+    then MaxPool), and refuses a node without its pool window."""
+    from ep_sdk.fused_ops import register_fused_schemas
+
+    register_fused_schemas()
+    node = helper.make_node("FusedConvPool", ["x", "w"], ["y"], domain="com.ortcore",
+                            strides=[2, 2], activation="Relu", pool_kernel_shape=[3, 3],
+                            pool_strides=[2, 2], pool_ceil_mode=1)  # fmt: skip
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 224, 224]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [64, 3, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )  # fmt: skip
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.ortcore", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    dims = [d.dim_value for d in inferred.graph.output[0].type.tensor_type.shape.dim]
+    assert dims == [1, 64, 55, 55]
+    fused = model.graph.node[0]
+    del fused.attribute[:]
+    fused.attribute.extend([helper.make_attribute("activation", "Relu")])
+    with pytest.raises(Exception, match="pool_kernel_shape is missing"):
+        onnx.shape_inference.infer_shapes(model, strict_mode=True)

@@ -24,7 +24,7 @@
    MatMul + Add, Gemm/MatMul + activation, Conv + activation, Concat of
    Convs along the channels (the Convs write into the joined tensor), a
    channel shuffle after a Conv (folded into its weights, or a
-   FusedConvShuffle). A pattern is
+   FusedConvShuffle), a MaxPool of a Conv's output (FusedConvPool). A pattern is
    fused only where all its nodes are assigned to the same provider, to run
    with its kernels (not in a group it compiles), and that provider has a
    kernel for the fused op; the fused node inherits the assignment
@@ -64,6 +64,7 @@ from .conv_activation import (
 )
 from .conv_concat import ConvConcatFusionPass, fuse_conv_concat, fuse_growing_concat
 from .conv_folding import ConvAffineFoldingPass, fold_batchnorm_affine, fold_conv_affine
+from .conv_pool import ConvPoolFusionPass, fuse_conv_pool
 from .cse import CommonSubexpressionEliminationPass, eliminate_common_subexpressions
 from .dead_code import DeadCodeEliminationPass, remove_dead_code
 from .elimination import IdentityEliminationPass, eliminate_identities
@@ -87,6 +88,7 @@ __all__ = [
     "ConvActivationFusionPass",
     "ConvConcatFusionPass",
     "ConvAffineFoldingPass",
+    "ConvPoolFusionPass",
     "DeadCodeEliminationPass",
     "FusionContext",
     "FusionPass",
@@ -114,6 +116,7 @@ __all__ = [
     "fuse_conv_activation",
     "fuse_conv_add_activation",
     "fuse_conv_concat",
+    "fuse_conv_pool",
     "fuse_conv_shuffle",
     "fuse_gelu",
     "fuse_gemm_activation",
@@ -139,6 +142,7 @@ FUSION_PASSES: tuple[type[FusionPass], ...] = (
     ConvActivationFusionPass,
     ConvConcatFusionPass,
     ChannelShuffleFusionPass,
+    ConvPoolFusionPass,
 )
 """The extended-level fusion passes, in the order they run."""
 

@@ -43,6 +43,7 @@ FUSED_PATHS = {
     "FusedConv": NATIVE,
     "FusedConvAdd": NATIVE,
     "FusedConvConcat": NATIVE,
+    "FusedConvPool": NATIVE,
     "FusedConvShuffle": NATIVE,
     "FusedGelu": NATIVE,
     "FusedGemm": NATIVE,
@@ -146,6 +147,10 @@ def _sample(domain: str, op: str) -> tuple[list[np.ndarray], dict[str, Any], int
             "FusedConvShuffle": (
                 [_f(1, 8, 6, 6), _f(8, 2, 1, 1), _f(8)],
                 {"activation": "Relu", "group": 4, "shuffle_groups": 4},
+            ),
+            "FusedConvPool": (
+                [_f(1, 3, 9, 9), _f(4, 3, 3, 3), _f(4)],
+                {"activation": "Relu", "pool_kernel_shape": [3, 3], "pool_strides": [2, 2]},
             ),
             "FusedConvAdd": (
                 [_f(1, 3, 6, 6), _f(4, 3, 3, 3), _f(1, 4, 4, 4), _f(4)],

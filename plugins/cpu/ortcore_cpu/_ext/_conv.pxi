@@ -663,7 +663,7 @@ cdef extern from "_direct_conv.h" nogil:
                  const Py_ssize_t* koff, float* y, Py_ssize_t ycs, const float* z,
                  const float* bias,
                  Py_ssize_t M, Py_ssize_t OH, Py_ssize_t OW, float lo, float hi, int clamp,
-                 Py_ssize_t ocb, Py_ssize_t j0, Py_ssize_t nv)
+                 Py_ssize_t ocb, Py_ssize_t j0, Py_ssize_t nv, int pf_out)
     int DC_OCB
     int DC_VL
     int DC_VMAX
@@ -892,7 +892,7 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
                     dc_flat(xin + g * cg * HP * WQ, cg, HP, WQ, xl,
                             &wp[g * MBg, 0, 0, 0, 0], KH, KW, kyoff, koff,
                             &y[g * ystep, 0, 0], ycs, zg, bg, mg, OH, OW, lo, hi, clamp,
-                            blk - g * MBg, it * chunk, nv)
+                            blk - g * MBg, it * chunk, nv, 1)
                 else:
                     dc_rows(xph, C, HP, WQ, &wp[0, 0, 0, 0, 0], KH, KW, kyoff, koff, sh,
                             &y[0, 0, 0], zp, bp, M, OH, OW, lo, hi, clamp,
@@ -1132,4 +1132,152 @@ def channel_vector_conv2d(const float[:, :, ::1] x, const float[:, :, :, ::1] wp
     finally:
         free(rows)
         free(toff)
+        free(raw)
+
+
+cdef extern from "_pool.h" nogil:
+    enum:
+        PL_SLACK
+    void pl_plane(const float* x, Py_ssize_t H, Py_ssize_t W, float* y, Py_ssize_t OH,
+                  Py_ssize_t OW, Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t sh, Py_ssize_t sw,
+                  Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t dh, Py_ssize_t dw, int take_max,
+                  const float* inv_y, const float* inv_x, float* row, Py_ssize_t Wr)
+    Py_ssize_t pl_block_rows(Py_ssize_t rs, Py_ssize_t OH)
+
+
+# Floats of a band of the fused Conv and max pool: DC_OCB channels of the
+# Conv's rows that a band of pooled rows reads (128 KiB: in L2 while they
+# are pooled)
+cdef Py_ssize_t _CP_BAND_FLOATS = 32 * 1024
+
+
+def direct_conv2d_maxpool(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
+                          float[:, :, ::1] y, const float[::1] b, float[::1] scratch,
+                          Py_ssize_t OH, Py_ssize_t OW, Py_ssize_t sh, Py_ssize_t sw,
+                          Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t dh, Py_ssize_t dw,
+                          float lo, float hi, Py_ssize_t pkh, Py_ssize_t pkw, Py_ssize_t psh,
+                          Py_ssize_t psw, Py_ssize_t pph, Py_ssize_t ppw, Py_ssize_t pdh,
+                          Py_ssize_t pdw, int nthreads):
+    """:func:`direct_conv2d` (flat mode, one group, no residual) of one image
+    ``x`` (C, H, W) to an OH x OW output, then a 2-D max pool of that output
+    into ``y`` (M, PH, PW): window ``pkh`` x ``pkw``, strides ``psh``,
+    ``psw``, begin pads ``pph``, ``ppw``, dilations ``pdh``, ``pdw`` (pads
+    and windows past the Conv's output read -inf: a window with no input
+    gives -inf, as MaxPool does). The Conv's output is never written whole:
+    each work item (B output channels, a band of pooled rows) computes the
+    Conv rows its band reads into a buffer of its thread's, which stays in
+    the cache, and pools them from there; rows two bands read are computed
+    twice. ``wp``, ``b``, ``scratch``, the Conv's window and the clamp are
+    as for :func:`direct_conv2d` with ``flat``."""
+    cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
+    cdef Py_ssize_t MB = wp.shape[0], KH = wp.shape[2], KW = wp.shape[3]
+    cdef Py_ssize_t M = y.shape[0], PH = y.shape[1], PW = y.shape[2]
+    cdef Py_ssize_t HP, WQ, item, c, ky, kx, bands, BP, rows_max, bcs, Wr, rs, size, j, jend
+    cdef Py_ssize_t blk, band, p0, p1, r0, r1, r, m0
+    cdef int n, tid
+    cdef void* raw
+    cdef ws_share* shares
+    cdef Py_ssize_t* koff
+    cdef Py_ssize_t* kyoff
+    cdef const float* bp = NULL
+    cdef float* xph
+    cdef float* mem
+    cdef float* band_buf
+    cdef float* row_buf
+    cdef bint clamp = lo > -INFINITY or hi < INFINITY
+    _check_window("direct_conv2d_maxpool", 1, KH, KW, 1, sh, sw, 0, ph, pw, 1, dh, dw)
+    _check_window("direct_conv2d_maxpool", 1, pkh, pkw, 1, psh, psw, 0, pph, ppw, 1, pdh, pdw)
+    if wp.shape[1] != C or wp.shape[4] != DC_OCB or MB != (M + DC_OCB - 1) // DC_OCB:
+        raise ValueError(
+            f"direct_conv2d_maxpool: packed weights {tuple(wp.shape)[:5]} for {C} input and "
+            f"{M} output channels (blocks of {DC_OCB})"
+        )
+    if b.shape[0] not in (0, M):
+        raise ValueError(f"direct_conv2d_maxpool: bias of {b.shape[0]} values for {M} channels")
+    if OH < 0 or OW < 0:
+        raise ValueError(f"direct_conv2d_maxpool: negative Conv output {(OH, OW)}")
+    if M == 0 or PH == 0 or PW == 0:
+        return
+    if C == 0:
+        raise ValueError("direct_conv2d_maxpool: no input channels")
+    need = _dc_scratch(C, OH, OW, KH, KW, sh, sw, dh, dw, True)
+    if scratch.shape[0] < need:
+        raise ValueError(
+            f"direct_conv2d_maxpool: scratch of {scratch.shape[0]} floats, {need} needed")
+    # the pooled rows' bands: about _CP_BAND_FLOATS of Conv rows each
+    BP = max(1, min(PH, _CP_BAND_FLOATS // max(1, DC_OCB * psh * OW)))
+    bands = (PH + BP - 1) // BP
+    BP = (PH + bands - 1) // bands
+    rows_max = min(OH, (BP - 1) * psh + (pkh - 1) * pdh + 1)
+    bcs = rows_max * OW
+    Wr = max(ppw + OW, (PW - 1) * psw + (pkw - 1) * pdw + 1)
+    rs = Wr + PL_SLACK
+    size = DC_OCB * bcs + pl_block_rows(rs, BP) * rs
+    HP = _dc_flat_size(OH, KH, sh, dh)
+    WQ = _dc_flat_size(OW, KW, sw, dw)
+    if b.shape[0]:
+        bp = &b[0]
+    xph = &scratch[0]
+    n = nthreads if nthreads > 1 else 1
+    raw = _shares(n, MB * bands)
+    shares = ws_align(raw)
+    koff = <Py_ssize_t*>malloc(KW * sizeof(Py_ssize_t))
+    kyoff = <Py_ssize_t*>malloc(KH * sizeof(Py_ssize_t))
+    if koff == NULL or kyoff == NULL:
+        free(koff)
+        free(kyoff)
+        free(raw)
+        raise MemoryError()
+    for kx in range(KW):
+        koff[kx] = ((kx * dw) % sw) * C * HP * WQ + (kx * dw) // sw
+    for ky in range(KH):
+        kyoff[ky] = ((ky * dh) % sh) * sw * C * HP * WQ + ((ky * dh) // sh) * WQ
+    try:
+        with nogil, parallel(num_threads=n):
+            for c in prange(C * sh, schedule="static"):
+                dc_pack_phase(&x[0, 0, 0], H, W, xph, C, sh, sw, HP, WQ, ph, pw, c // sh,
+                              c % sh)
+            ws_barrier()  # every plane copied before any is read
+            # each thread's band of Conv rows and its pooling row buffer
+            # (-inf outside the data: the pads); a thread without one takes
+            # no items (the others take its share)
+            mem = <float*>malloc((size + 2 * _GUARD) * sizeof(float))
+            if mem != NULL:
+                band_buf = mem + _GUARD
+                row_buf = band_buf + DC_OCB * bcs
+                for j in range(size - DC_OCB * bcs):
+                    row_buf[j] = -INFINITY
+                tid = threadid()
+                item = ws_next(shares, n, tid)
+                while item >= 0:
+                    blk = item // bands
+                    band = item % bands
+                    p0 = band * BP
+                    p1 = min(PH, p0 + BP)
+                    # the Conv rows the band's windows reach
+                    r0 = min(OH, max(0, p0 * psh - pph))
+                    r1 = max(r0, min(OH, (p1 - 1) * psh - pph + (pkh - 1) * pdh + 1))
+                    m0 = blk * DC_OCB
+                    if r1 > r0:
+                        # flat positions r0 * WQ .. of the band's rows, into
+                        # band_buf (channel m0 + i at i * bcs, row r0 first)
+                        j = r0 * WQ
+                        jend = (r1 - 1) * WQ + OW
+                        while j < jend:
+                            dc_flat(xph, C, HP, WQ, xph + (C - 1) * HP * WQ,
+                                    &wp[0, 0, 0, 0, 0], KH, KW, kyoff, koff,
+                                    band_buf - m0 * bcs - r0 * OW, bcs, NULL, bp, M, r1, OW,
+                                    lo, hi, clamp, blk, j, DC_VMAX, 0)
+                            j = j + DC_VMAX * DC_VL
+                    for r in range(min(DC_OCB, M - m0)):
+                        pl_plane(band_buf + r * bcs, r1 - r0, OW, &y[m0 + r, p0, 0], p1 - p0,
+                                 PW, pkh, pkw, psh, psw, pph + r0 - p0 * psh, ppw, pdh, pdw, 1,
+                                 NULL, NULL, row_buf, Wr)
+                    item = ws_next(shares, n, tid)
+                free(mem)
+        if ws_left(shares, n):
+            raise MemoryError()
+    finally:
+        free(koff)
+        free(kyoff)
         free(raw)

@@ -522,19 +522,21 @@ static inline void dc_prefetch_out(float *y, ptrdiff_t ycs, ptrdiff_t M, ptrdiff
 
 /* One work item of flat mode: the output channels of block `ocb`, nv
  * vectors of flat positions from j0 (clipped to the plane); the last input
- * plane at xlast (see dc_accumulate); output channel m at y + m * ycs. */
+ * plane at xlast (see dc_accumulate); output channel m at y + m * ycs.
+ * pf_out: whether the item prefetches its output lines (dc_prefetch_out;
+ * not when the output is a buffer in the cache). */
 static void dc_flat(const float *xph, ptrdiff_t C, ptrdiff_t HQ, ptrdiff_t WQ,
                     const float *xlast, const float *wp, ptrdiff_t KH, ptrdiff_t KW,
                     const ptrdiff_t *kyoff, const ptrdiff_t *koff,
                     float *y, ptrdiff_t ycs, const float *z, const float *bias, ptrdiff_t M,
                     ptrdiff_t OH, ptrdiff_t OW, float lo, float hi, int clamp, ptrdiff_t ocb,
-                    ptrdiff_t j0, ptrdiff_t nv) {
+                    ptrdiff_t j0, ptrdiff_t nv, int pf_out) {
     dc_v8 acc[DC_OCB][DC_VMAX];
 #if DC_VMAX > 1
     ptrdiff_t rest = (OH - 1) * WQ + OW - j0;
     if (rest > nv * DC_VL) rest = nv * DC_VL;
 #endif
-    dc_prefetch_out(y, ycs, M, OH, OW, WQ, ocb, j0, nv);
+    if (pf_out) dc_prefetch_out(y, ycs, M, OH, OW, WQ, ocb, j0, nv);
 #define DC_FLAT(V)                                                                          \
     do {                                                                                    \
         dc_accumulate(acc, V, xph, C, HQ * WQ, xlast, wp, KH, KW, ocb, 0, kyoff, koff, j0); \

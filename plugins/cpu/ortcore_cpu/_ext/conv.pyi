@@ -96,6 +96,32 @@ def direct_conv2d(
     group: int = ...,
     interleave: bool = ...,
 ) -> None: ...
+def direct_conv2d_maxpool(
+    x: F32,
+    wp: F32,
+    y: F32,
+    b: F32,
+    scratch: F32,
+    OH: int,
+    OW: int,
+    sh: int,
+    sw: int,
+    ph: int,
+    pw: int,
+    dh: int,
+    dw: int,
+    lo: float,
+    hi: float,
+    pkh: int,
+    pkw: int,
+    psh: int,
+    psw: int,
+    pph: int,
+    ppw: int,
+    pdh: int,
+    pdw: int,
+    nthreads: int,
+) -> None: ...
 
 CHANNEL_VECTOR_BLOCK: int
 CHANNEL_VECTOR_NATIVE: bool

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -1212,6 +1212,61 @@ class _Plan(NamedTuple):
     """The packed GEMM's call, if it runs it as a 1x1 Conv."""
 
 
+class PoolStage(NamedTuple):
+    """The max pool a FusedConvPool applies to its Conv's output (see
+    :func:`build_conv`)."""
+
+    window_for: Callable[[tuple[int, ...]], Window]
+    """The pool's window for the Conv output's spatial size."""
+    pool: Compute
+    """The MaxPool kernel, for the Convs the fused kernel does not take."""
+
+
+def _fused_pool(call: _DirectCall | None, win: Window, pool_win: Window, x: np.ndarray) -> bool:
+    """Whether ``direct_conv2d_maxpool`` takes a Conv of this call and
+    window, and its pool: the direct kernel's flat mode on one group and 2-D
+    windows, float32."""
+    return (
+        call is not None
+        and call.flat
+        and not call.vector
+        and call.sub is None
+        and len(win.out) == 2
+        and len(pool_win.out) == 2
+        and x.dtype == _F32
+    )
+
+
+def _conv_direct_pool(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    pool_win: Window,
+    threads: int,
+    clamp: Clamp | None,
+    packs: FilterCache | None,
+    call: _DirectCall,
+) -> np.ndarray:
+    """The direct convolution of float32 ``x`` (N, C, H, W), one group, with
+    its bias and clamp, max-pooled by ``pool_win`` in the same pass
+    (``direct_conv2d_maxpool``: the Conv's output is pooled a band at a
+    time, in the cache, and never written whole)."""
+    wp = packs.transform(w) if packs is not None else direct_filter(w)
+    x4 = f32_contiguous(x).reshape(call.x4)
+    y = np.empty((x.shape[0], w.shape[0], *pool_win.out), np.float32)
+    bias, _, lo, hi = _epilogue(b, None, call.y, clamp)
+    k3, s3, pb3, _, d3, _ = pool_win.padded3()
+    size = call.size
+    scratch = _scratch.get(size) if size <= _COL_SCRATCH_MAX else np.empty(size, np.float32)
+    share = threads_for(call.work, threads)
+    for i in range(len(y)):
+        ext.direct_conv2d_maxpool(
+            x4[i], wp, y[i], bias, scratch, *call.y4[2:], *call.args, lo, hi,
+            k3[1], k3[2], s3[1], s3[2], pb3[1], pb3[2], d3[1], d3[2], share,
+        )  # fmt: skip
+    return y
+
+
 def build_conv(
     info: NodeInfo,
     *,
@@ -1219,6 +1274,7 @@ def build_conv(
     residual: bool = False,
     concat: tuple[int, int] | None = None,
     shuffle: int = 1,
+    pool: PoolStage | None = None,
 ) -> Compute:
     """The Conv kernel of ``info``; with ``clamp`` its output is clamped to
     ``(lo, hi)`` in the bias's pass (FusedConv's Relu and Clip). With
@@ -1230,9 +1286,14 @@ def build_conv(
     With ``shuffle`` > 1 (no residual or concat) its output's channels come
     out shuffled in that many groups (FusedConvShuffle, see
     :func:`shuffle_channels`): written so by the packed GEMM when the Conv
-    is 1x1 in as many groups, else shuffled after."""
+    is 1x1 in as many groups, else shuffled after. With ``pool`` (no
+    residual, concat or shuffle) its output is max-pooled (FusedConvPool):
+    in the direct kernel's pass where it takes the Conv (see
+    :func:`_fused_pool`), else by ``pool.pool`` after."""
     if shuffle > 1 and (residual or concat is not None):
         raise ValueError(f"{info.describe()}: a channel shuffle with a residual or concat")
+    if pool is not None and (residual or concat is not None or shuffle > 1):
+        raise ValueError(f"{info.describe()}: a pool with a residual, concat or shuffle")
     check_window_attrs(info.attrs)
     group = int(info.attrs.get("group", 1))
     kernel_shape = info.attrs.get("kernel_shape")
@@ -1363,6 +1424,22 @@ def build_conv(
             return (shuffle_channels(run(x, w, b, None, how=how), shuffle, threads),)
 
         return compute_shuffled
+
+    if pool is not None:
+        stage = pool
+
+        def compute_pooled(
+            x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
+        ) -> tuple[np.ndarray, ...]:
+            how = lookup(x, w)
+            if how.call is not None and group == 1:
+                pool_win = stage.window_for(how.win.out)
+                if _fused_pool(how.call, how.win, pool_win, x):
+                    return (_conv_direct_pool(x, w, b, pool_win, threads, clamp, packs,
+                                              how.call),)  # fmt: skip
+            return tuple(stage.pool(run(x, w, b, None, how=how)))
+
+        return compute_pooled
 
     if residual:
 

@@ -2,7 +2,8 @@
 ``com.ortcore``; their domain and schemas are in ``ep_sdk.fused_ops``).
 
 Each reuses the kernel of the op it fuses: FusedConv, FusedConvAdd (a
-residual added too), FusedConvShuffle (its channels shuffled), FusedGemm
+residual added too), FusedConvShuffle (its channels shuffled), FusedConvPool
+(a max pool of its output, in the Conv's pass where it can), FusedGemm
 and FusedMatMul run the Conv, Gemm and
 MatMul products and then add the bias and
 apply the activation in one Cython pass, in place on their fresh output
@@ -25,7 +26,7 @@ from ep_sdk import Compute, NodeInfo
 from ep_sdk.fused_ops import DOMAIN
 
 from .._ext import elementwise as ew
-from . import activations, conv, gemm, normalization, registry, shape_ops, unary
+from . import activations, conv, gemm, normalization, pool, registry, shape_ops, unary
 from ._common import DT, FLOATS, is_tail, thread_count, threads_for
 from ._paths import NATIVE, float32_path
 from .unary import Act, native
@@ -232,6 +233,55 @@ def fused_conv_shuffle(info: NodeInfo) -> Compute:
             )
         (y,) = run(x, w, b)
         return (y,)
+
+    return compute
+
+
+def _pool_info(info: NodeInfo) -> NodeInfo:
+    """A MaxPool's NodeInfo (opset 12) for FusedConvPool ``info``'s pool."""
+    a = info.attrs
+    attrs: dict[str, Any] = {"auto_pad": "NOTSET", "storage_order": 0,
+                             "ceil_mode": int(a.get("pool_ceil_mode") or 0)}  # fmt: skip
+    for name in ("kernel_shape", "strides", "pads", "dilations"):
+        value = a.get(f"pool_{name}")
+        if value is not None:
+            attrs[name] = [int(v) for v in value]
+    if "kernel_shape" not in attrs:
+        raise ValueError(f"{info.describe()}: pool_kernel_shape is missing")
+    return NodeInfo(
+        info.node, opset=12, attrs=attrs, input_types=info.output_types[:1],
+        input_shapes=(None,), output_types=info.output_types[:1],
+        output_shapes=info.output_shapes[:1], provider=info.provider,
+    )  # fmt: skip
+
+
+@registry.kernel("FusedConvPool", domain=DOMAIN, types=_T_NO_BF16)
+@float32_path(NATIVE)
+def fused_conv_pool(info: NodeInfo) -> Compute:
+    """FusedConv, then a MaxPool (the ``pool_*`` attributes) of its output:
+    where the direct kernel takes the Conv (flat mode, one group, float32)
+    and the activation is none, Relu or Clip, one pass that pools the
+    Conv's rows a band at a time while they are in the cache
+    (``direct_conv2d_maxpool``), so the Conv's output is never written
+    whole; else the FusedConv's kernel, then the MaxPool's.
+
+    Raises:
+        ValueError: ``pool_kernel_shape`` is missing, or a pool attribute is
+            out of range (at build).
+    """
+    pool_info = _pool_info(info)
+    max_pool = pool.max_pool(pool_info)
+    clamp = _clamp(info)
+    if clamp is not None:
+        stage = conv.PoolStage(pool.pool_windows(pool_info), max_pool)
+        return conv.build_conv(info, clamp=clamp, pool=stage)
+    whole = fused_conv(info)
+
+    def compute(
+        x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
+    ) -> tuple[np.ndarray, ...]:
+        (y,) = whole(x, w, b)
+        return tuple(max_pool(y))
 
     return compute
 

@@ -57,7 +57,7 @@ def _window_of(info: NodeInfo, spatial: tuple[int, ...]) -> Window:
     )
 
 
-def _windows(info: NodeInfo) -> Callable[[tuple[int, ...]], Window]:
+def pool_windows(info: NodeInfo) -> Callable[[tuple[int, ...]], Window]:
     """The node's window for an input's spatial size, kept for a few sizes
     (:func:`remember`): computing it (pads, output size, checks) took about
     5 us, as long as pooling a small plane."""
@@ -104,7 +104,7 @@ def max_pool(info: NodeInfo) -> Compute:
     """MaxPool; the optional Indices output (opset 8+) honours ``storage_order``."""
     check_window_attrs(info.attrs, kernel_required=True)
     threads = thread_count(info)
-    window_for = _windows(info)
+    window_for = pool_windows(info)
     want_indices = info.num_outputs > 1
     column_major = bool(info.attrs.get("storage_order", 0))
 
@@ -164,7 +164,7 @@ def average_pool(info: NodeInfo) -> Compute:
     """AveragePool: ``count_include_pad`` (7+), ``ceil_mode`` (10+), ``dilations`` (19+)."""
     check_window_attrs(info.attrs, kernel_required=True)
     threads = thread_count(info)
-    window_for = _windows(info)
+    window_for = pool_windows(info)
     include_pad = bool(info.attrs.get("count_include_pad", 0))
 
     def compute(x: np.ndarray) -> tuple[np.ndarray]:
@@ -256,7 +256,7 @@ def lp_pool(info: NodeInfo) -> Compute:
     ``ceil_mode`` and ``dilations`` from opset 18."""
     check_window_attrs(info.attrs, kernel_required=True)
     p = float(info.attrs.get("p", 2))
-    window_for = _windows(info)
+    window_for = pool_windows(info)
 
     def compute(x: np.ndarray) -> tuple[np.ndarray]:
         win = window_for(x.shape[2:])
