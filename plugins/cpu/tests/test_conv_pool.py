@@ -16,6 +16,7 @@ from ep_sdk.testing import KernelKit
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 from spies import record_calls
+from test_direct_conv import _packed  # weights packed for a build's block
 
 from ortcore_cpu.kernels import conv
 from ortcore_cpu.kernels._isa import runnable_builds
@@ -70,16 +71,6 @@ CASES = [
     # many bands of pooled rows (a wide Conv output), channels past a block
     ((2, 150, 300), (9, 3), 1, 1, (3, 2, 1, 1, False)),
 ]
-
-
-def _packed(ext: Any, w: np.ndarray) -> np.ndarray:
-    """``w`` packed for ``ext``'s block of output channels."""
-    real = conv.ext
-    conv.ext = ext
-    try:
-        return conv.direct_filter(w)
-    finally:
-        conv.ext = real
 
 
 def _run(
