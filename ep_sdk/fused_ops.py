@@ -55,7 +55,7 @@ import onnx.shape_inference
 
 from .registry import reset_schema_cache
 
-__all__ = ["ACTIVATIONS", "DOMAIN", "VERSION", "register_fused_schemas"]
+__all__ = ["ACTIVATIONS", "DOMAIN", "POOL_ATTRIBUTES", "VERSION", "register_fused_schemas"]
 
 DOMAIN = "com.ortcore"
 """The fused operators' domain."""
@@ -118,14 +118,15 @@ def _conv_concat(ctx: Any) -> None:
         ctx.set_output_type(0, out)
 
 
-_POOL_ATTRS = {
+POOL_ATTRIBUTES = {
     "pool_kernel_shape": "kernel_shape",
     "pool_strides": "strides",
     "pool_pads": "pads",
     "pool_dilations": "dilations",
     "pool_ceil_mode": "ceil_mode",
 }
-"""FusedConvPool's MaxPool attributes and the MaxPool attribute each one is."""
+"""FusedConvPool's MaxPool attributes and the MaxPool attribute each one is
+(the optimizer names them so, a kernel reads them back as a MaxPool's)."""
 
 
 def _conv_pool(ctx: Any) -> None:
@@ -137,7 +138,7 @@ def _conv_pool(ctx: Any) -> None:
     if conv_out is None or not conv_out.HasField("tensor_type"):
         return
     kwargs = {}
-    for name, pool_name in _POOL_ATTRS.items():
+    for name, pool_name in POOL_ATTRIBUTES.items():
         proto = ctx.get_attribute(name)
         if proto is not None:
             kwargs[pool_name] = onnx.helper.get_attribute_value(proto)

@@ -6,6 +6,12 @@ live in :mod:`ep_sdk.fused_ops`; this module only re-exports them.
 
 from __future__ import annotations
 
-from ep_sdk.fused_ops import ACTIVATIONS, DOMAIN, VERSION, register_fused_schemas
+from ep_sdk.fused_ops import (
+    ACTIVATIONS,
+    DOMAIN,
+    POOL_ATTRIBUTES,
+    VERSION,
+    register_fused_schemas,
+)
 
-__all__ = ["ACTIVATIONS", "DOMAIN", "VERSION", "register_fused_schemas"]
+__all__ = ["ACTIVATIONS", "DOMAIN", "POOL_ATTRIBUTES", "VERSION", "register_fused_schemas"]

@@ -20,15 +20,11 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ..fused_ops import DOMAIN
+from ..fused_ops import DOMAIN, POOL_ATTRIBUTES
 from ._common import attr
 from ._fusion import FusionContext, FusionPass, op
 
 __all__ = ["ConvPoolFusionPass", "fuse_conv_pool"]
-
-_POOL_ATTRS = ("kernel_shape", "strides", "pads", "dilations")
-"""The MaxPool's list attributes the fused node keeps (as ``pool_<name>``)."""
-
 
 def _pool_after(ctx: FusionContext, conv: ir.Node) -> ir.Node | None:
     """The MaxPool that alone reads ``conv``'s output, if it can be fused."""
@@ -56,13 +52,14 @@ def fuse_conv_pool(ctx: FusionContext) -> int:
         if pool is None or not ctx.can_emit([conv, pool], "FusedConvPool"):
             continue
         attrs = list(conv.attributes.values())
-        for key in _POOL_ATTRS:
-            value = pool.attributes.get(key)
-            if value is not None:
-                attrs.append(ir.AttrInt64s(f"pool_{key}", list(value.as_ints())))
-        ceil = pool.attributes.get("ceil_mode")
-        if ceil is not None:
-            attrs.append(ir.AttrInt64("pool_ceil_mode", ceil.as_int()))
+        for fused_name, name in POOL_ATTRIBUTES.items():
+            value = pool.attributes.get(name)
+            if value is None:
+                continue
+            if value.type == ir.AttributeType.INTS:
+                attrs.append(ir.AttrInt64s(fused_name, list(value.as_ints())))
+            else:
+                attrs.append(ir.AttrInt64(fused_name, value.as_int()))
         name = (conv.name or "") if fused_conv else f"{conv.name or ''}_fused"
         new = ir.Node(DOMAIN, "FusedConvPool", list(conv.inputs), attrs, name=name,
                       num_outputs=1)  # fmt: skip

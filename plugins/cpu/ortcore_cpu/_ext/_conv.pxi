@@ -722,6 +722,25 @@ cdef inline Py_ssize_t _dc_flat_size(Py_ssize_t O, Py_ssize_t K, Py_ssize_t s,
     return O + ((K - 1) * d) // s if O > 0 else 0
 
 
+cdef Py_ssize_t* _dc_tap_offsets(Py_ssize_t KH, Py_ssize_t KW, Py_ssize_t C, Py_ssize_t HP,
+                                 Py_ssize_t WQ, Py_ssize_t SH, Py_ssize_t sw, Py_ssize_t dh,
+                                 Py_ssize_t dw) noexcept:
+    """Each filter tap's offset in the phase planes (SH row phases, sw column
+    phases, C planes of HP x WQ each): KW column offsets (its column phase's
+    plane and its column there), then KH row offsets (its row phase's planes
+    and its row there), in one malloc'd block the caller frees; NULL when
+    out of memory."""
+    cdef Py_ssize_t kx, ky
+    cdef Py_ssize_t* off = <Py_ssize_t*>malloc((KW + KH) * sizeof(Py_ssize_t))
+    if off == NULL:
+        return NULL
+    for kx in range(KW):
+        off[kx] = ((kx * dw) % sw) * C * HP * WQ + (kx * dw) // sw
+    for ky in range(KH):
+        off[KW + ky] = ((ky * dh) % SH) * sw * C * HP * WQ + ((ky * dh) // SH) * WQ
+    return off
+
+
 def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
                   float[:, :, ::1] y, const float[::1] b, const float[:, :, ::1] z,
                   float[::1] scratch, Py_ssize_t sh, Py_ssize_t sw, Py_ssize_t ph, Py_ssize_t pw,
@@ -760,7 +779,7 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef Py_ssize_t MB = wp.shape[0], KH = wp.shape[2], KW = wp.shape[3]
     cdef Py_ssize_t M = y.shape[0], OH = y.shape[1], OW = y.shape[2]
-    cdef Py_ssize_t HP, WQ, item, c, ky, kx, chunk, chunks, nv, SH, phases
+    cdef Py_ssize_t HP, WQ, item, c, chunk, chunks, nv, SH, phases
     cdef Py_ssize_t cg, mg, MBg, g, blk, it, ycs, ystep
     cdef int n, tid
     cdef void* raw
@@ -844,19 +863,11 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
     n = nthreads if nthreads > 1 else 1
     raw = _shares(n, MB * chunks if flat else MB * OH)
     shares = ws_align(raw)
-    # each filter tap's offset in the planes: its phase's plane, its row
-    # (kyoff) and column (koff) in that phase
-    koff = <Py_ssize_t*>malloc(KW * sizeof(Py_ssize_t))
-    kyoff = <Py_ssize_t*>malloc(KH * sizeof(Py_ssize_t))
-    if koff == NULL or kyoff == NULL:
-        free(koff)
-        free(kyoff)
+    koff = _dc_tap_offsets(KH, KW, C, HP, WQ, SH, sw, dh, dw)
+    if koff == NULL:
         free(raw)
         raise MemoryError()
-    for kx in range(KW):
-        koff[kx] = ((kx * dw) % sw) * C * HP * WQ + (kx * dw) // sw
-    for ky in range(KH):
-        kyoff[ky] = ((ky * dh) % SH) * sw * C * HP * WQ + ((ky * dh) // SH) * WQ
+    kyoff = koff + KW
     try:
         # one parallel region: every thread copies its share of the (channel,
         # row phase) planes, waits for the others (ws_barrier: a prange in a
@@ -900,7 +911,6 @@ def direct_conv2d(const float[:, :, ::1] x, const float[:, :, :, :, ::1] wp,
                 item = ws_next(shares, n, tid)
     finally:
         free(koff)
-        free(kyoff)
         free(raw)
 
 
@@ -1172,7 +1182,7 @@ def direct_conv2d_maxpool(const float[:, :, ::1] x, const float[:, :, :, :, ::1]
     cdef Py_ssize_t C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef Py_ssize_t MB = wp.shape[0], KH = wp.shape[2], KW = wp.shape[3]
     cdef Py_ssize_t M = y.shape[0], PH = y.shape[1], PW = y.shape[2]
-    cdef Py_ssize_t HP, WQ, item, c, ky, kx, bands, BP, rows_max, bcs, Wr, rs, size, j, jend
+    cdef Py_ssize_t HP, WQ, item, c, bands, BP, rows_max, bcs, Wr, rs, size, j, jend
     cdef Py_ssize_t blk, band, p0, p1, r0, r1, r, m0
     cdef int n, tid
     cdef void* raw
@@ -1221,17 +1231,11 @@ def direct_conv2d_maxpool(const float[:, :, ::1] x, const float[:, :, :, :, ::1]
     n = nthreads if nthreads > 1 else 1
     raw = _shares(n, MB * bands)
     shares = ws_align(raw)
-    koff = <Py_ssize_t*>malloc(KW * sizeof(Py_ssize_t))
-    kyoff = <Py_ssize_t*>malloc(KH * sizeof(Py_ssize_t))
-    if koff == NULL or kyoff == NULL:
-        free(koff)
-        free(kyoff)
+    koff = _dc_tap_offsets(KH, KW, C, HP, WQ, sh, sw, dh, dw)
+    if koff == NULL:
         free(raw)
         raise MemoryError()
-    for kx in range(KW):
-        koff[kx] = ((kx * dw) % sw) * C * HP * WQ + (kx * dw) // sw
-    for ky in range(KH):
-        kyoff[ky] = ((ky * dh) % sh) * sw * C * HP * WQ + ((ky * dh) // sh) * WQ
+    kyoff = koff + KW
     try:
         with nogil, parallel(num_threads=n):
             for c in prange(C * sh, schedule="static"):
@@ -1279,5 +1283,4 @@ def direct_conv2d_maxpool(const float[:, :, ::1] x, const float[:, :, :, :, ::1]
             raise MemoryError()
     finally:
         free(koff)
-        free(kyoff)
         free(raw)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 from ep_sdk import Compute, NodeInfo
-from ep_sdk.fused_ops import DOMAIN
+from ep_sdk.fused_ops import DOMAIN, POOL_ATTRIBUTES
 
 from .._ext import elementwise as ew
 from . import activations, conv, gemm, normalization, pool, registry, shape_ops, unary
@@ -239,13 +239,11 @@ def fused_conv_shuffle(info: NodeInfo) -> Compute:
 
 def _pool_info(info: NodeInfo) -> NodeInfo:
     """A MaxPool's NodeInfo (opset 12) for FusedConvPool ``info``'s pool."""
-    a = info.attrs
-    attrs: dict[str, Any] = {"auto_pad": "NOTSET", "storage_order": 0,
-                             "ceil_mode": int(a.get("pool_ceil_mode") or 0)}  # fmt: skip
-    for name in ("kernel_shape", "strides", "pads", "dilations"):
-        value = a.get(f"pool_{name}")
+    attrs: dict[str, Any] = {"auto_pad": "NOTSET", "storage_order": 0, "ceil_mode": 0}
+    for fused_name, name in POOL_ATTRIBUTES.items():
+        value = info.attrs.get(fused_name)
         if value is not None:
-            attrs[name] = [int(v) for v in value]
+            attrs[name] = int(value) if name == "ceil_mode" else [int(v) for v in value]
     if "kernel_shape" not in attrs:
         raise ValueError(f"{info.describe()}: pool_kernel_shape is missing")
     return NodeInfo(
