@@ -12,7 +12,9 @@ one untimed and five timed runs (see ``timing.py``). ``--processes 3`` goes
 further: each runtime runs alone in a process of its own (``--runs`` timed
 runs after warm-up), the processes taking turns three times, so that neither
 runtime's threads can touch the other's timings; with ``--ort-spinning`` this
-compares the two as a user gets them by default.
+compares the two as a user gets them by default, and each row adds the
+range of the turns' own ratios (each ortcore process's median over the
+onnxruntime process's after it), which shows how much the machine moved.
 
     python benchmarks/light_models.py [--threads 2] [--runs 10] [--models resnet50,vgg19]
                                       [--reference] [--ort-spinning] [--settle N] [--block N]
@@ -140,6 +142,18 @@ def softmax_inputs_agree(
     return bool(np.allclose(a, b, rtol=1e-5, atol=1e-5))
 
 
+def turn_ratios(ours: list[float], ref: list[float], runs: int) -> list[float]:
+    """Per turn of ``--processes``, the median of ortcore's ``runs`` timed
+    runs over onnxruntime's in the turn that followed it: how far the
+    machine moved the ratio from one pair of processes to the next."""
+    turns = min(len(ours), len(ref)) // runs
+    return [
+        statistics.median(ours[k * runs : (k + 1) * runs])
+        / statistics.median(ref[k * runs : (k + 1) * runs])
+        for k in range(turns)
+    ]
+
+
 def method(args: argparse.Namespace) -> str:
     """How the runs were timed, for the summary line."""
     spin = "onnxruntime spinning" if args.ort_spinning else "onnxruntime not spinning"
@@ -230,9 +244,13 @@ def main() -> None:
             speedup = (time.perf_counter() - t) / mo
         rows.append((short, mo, mr, mo / mr, create_ours, create_ref, same, speedup))
         versus = f"vs reference x{speedup:6.1f}  " if args.reference else ""
+        spread = ""
+        if args.processes:
+            turns = turn_ratios(t_ours, t_ref, args.runs)
+            spread = f"turns {min(turns):4.2f}-{max(turns):4.2f}  " if turns else ""
         print(
             f"{short:<14} ortcore {mo * 1e3:8.2f} ms  onnxruntime {mr * 1e3:8.2f} ms  "
-            f"ratio {mo / mr:5.2f}  create {create_ours:6.2f}s/{create_ref:6.2f}s  "
+            f"ratio {mo / mr:5.2f}  {spread}create {create_ours:6.2f}s/{create_ref:6.2f}s  "
             f"{versus}same outputs: {same}",
             flush=True,
         )
