@@ -254,6 +254,10 @@ static inline __attribute__((always_inline)) void dc_accumulate(
                         __builtin_prefetch(plane + DC_PF_X * CS + o[k] + DC_VL * v);
             for (int k = 0; k < 9 * DC_OCB; k += 16)
                 __builtin_prefetch(w + DC_PF_W * 9 * DC_OCB + k);
+            /* the taps unrolled (GCC kept a loop that loaded each tap's
+             * offset): 3x3 Convs of 64-128 channels on 56x56 alone, 2
+             * threads, 0.97-0.98x the time; Inception v2 0.99x */
+#pragma GCC unroll 9
             for (int t = 0; t < 9; t++) {
                 dc_v8 in[DC_VMAX];
                 for (int v = 0; v < V; v++) in[v] = *(const dc_v8u *)(plane + o[t] + DC_VL * v);
