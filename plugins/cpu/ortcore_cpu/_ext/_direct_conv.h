@@ -505,7 +505,7 @@ static inline void dc_store_flat(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, pt
  * of the residual z (NULL: none; channel m at z + m * OH * OW) that the
  * item adds as it writes are read at that end too, so they are fetched
  * with them: ResNet-50's 1x1 Convs with the shortcut added (64 -> 256 on
- * 56x56, one Conv, Add and Relu a session, 2 threads) 0.89-0.96x the
+ * 56x56, one Conv, Add and Relu a session, 2 threads) 0.89-0.95x the
  * time, the whole model 0.98x (60 rounds, sessions alternating in one
  * process). The AVX-512 build only (PREFETCHW, which every AVX-512 CPU
  * has). */
