@@ -26,6 +26,7 @@ from ._fusion import FusionContext, FusionPass, op
 
 __all__ = ["ConvPoolFusionPass", "fuse_conv_pool"]
 
+
 def _pool_after(ctx: FusionContext, conv: ir.Node) -> ir.Node | None:
     """The MaxPool that alone reads ``conv``'s output, if it can be fused."""
     pool = ctx.sole_user(conv.outputs[0])

@@ -497,6 +497,22 @@ static inline void dc_store_flat(dc_v8 acc[DC_OCB][DC_VMAX], int V, float *y, pt
 #endif
 }
 
+#if defined(__AVX512F__) && DC_PF_OUT
+/* Prefetch the lines of floats from .. to (both included): with intent to
+ * write (PREFETCHW) or to read. */
+static inline __attribute__((always_inline)) void dc_prefetch_lines(const float *from,
+                                                                    const float *to,
+                                                                    int write) {
+    const char *e = (const char *)to;
+    for (const char *p = (const char *)((uintptr_t)from & ~(uintptr_t)63); p <= e; p += 64) {
+        if (write)
+            __asm__ volatile("prefetchw %0" : : "m"(*p));
+        else
+            __builtin_prefetch(p, 0, 3);
+    }
+}
+#endif
+
 /* Prefetch, with intent to write, the output lines of a flat-mode item
  * (the channels of block `ocb`, nv vectors of flat positions from j0)
  * before its sums: a large output is not in the cache when the item
@@ -526,15 +542,8 @@ static inline void dc_prefetch_out(float *y, ptrdiff_t ycs, const float *z, ptrd
     for (int r = 0; r < DC_OCB; r++) {
         const ptrdiff_t m = ocb * DC_OCB + r;
         if (m >= M) break;
-        const char *p = (const char *)(y + m * ycs + a), *e = (const char *)(y + m * ycs + b);
-        for (p = (const char *)((uintptr_t)p & ~(uintptr_t)63); p <= e; p += 64)
-            __asm__ volatile("prefetchw %0" : : "m"(*p));
-        if (z) {
-            const char *q = (const char *)(z + m * OH * OW + a);
-            const char *qe = (const char *)(z + m * OH * OW + b);
-            for (q = (const char *)((uintptr_t)q & ~(uintptr_t)63); q <= qe; q += 64)
-                __builtin_prefetch(q, 0, 3);
-        }
+        dc_prefetch_lines(y + m * ycs + a, y + m * ycs + b, 1);
+        if (z) dc_prefetch_lines(z + m * OH * OW + a, z + m * OH * OW + b, 0);
     }
 #else
     (void)y, (void)ycs, (void)z, (void)M, (void)OH, (void)OW, (void)WQ, (void)ocb, (void)j0;
