@@ -95,6 +95,10 @@ class SessionOptions:
         beside it) and from which size.
         ``session.load_config_from_model``: ``"1"`` reads the model's
         ``ort_config`` metadata as ``read_config_from_model=1`` does.
+        ``session.external_data_read_in_bytes``: external data up to this
+        many bytes in all is read into memory at load, more is memory-mapped
+        and checked around every run (``0``: always mapped; ``all``: never;
+        default 512 MiB); see ``docs/security.md``.
     """
 
     def __init__(self) -> None:
