@@ -9,14 +9,15 @@ A model's files belong to whoever can write its folder, so when the model
 loads, :func:`pin_external_data` replaces every external tensor by a
 :class:`PinnedTensor` whose bytes the session holds itself:
 
-* **Read in** when the model's external tensors come to at most the read-in
-  limit (:func:`read_in_limit`: the session config entry
-  ``session.external_data_read_in_bytes``, else
+* **Read in**, up to the read-in limit (:func:`read_in_limit`: the session
+  config entry ``session.external_data_read_in_bytes``, else
   ``$ORTCORE_EXTERNAL_DATA_READ_IN_BYTES``, else the smaller of 512 MiB and
-  an eighth of physical memory; ``all`` reads every model in). Each file is
-  read once, with ``pread``, and closed: nothing done to it afterwards can
-  reach the session.
-* **Mapped** above it. Each data file is opened and mapped once; the session
+  an eighth of physical memory; ``all`` has no limit): a model whose
+  external tensors come to at most that is read in whole; a bigger one has
+  its data files read in, smallest first, while the limit lasts (fewer files
+  to check at every run). Each file read in is read once, with ``pread``,
+  and closed: nothing done to it afterwards can reach the session.
+* **Mapped**, the other files. Each is opened and mapped once; the session
   keeps the descriptor and records the file's size and modification time.
   :meth:`ExternalData.check` calls ``fstat`` on each descriptor (about a
   microsecond per file); the session calls it when it is created and before
@@ -69,9 +70,9 @@ __all__ = [
 ]
 
 READ_IN_CONFIG = "session.external_data_read_in_bytes"
-"""Session config entry: external data up to this many bytes in all is read
-into memory at load; above, it is memory-mapped (``0``: always mapped;
-``all``: always read in)."""
+"""Session config entry: at most this many bytes of external data are read
+into memory at load (whole data files, smallest first); the rest is
+memory-mapped (``0``: all mapped; ``all``: all read in, nothing mapped)."""
 READ_IN_ENV = "ORTCORE_EXTERNAL_DATA_READ_IN_BYTES"
 """Environment variable with the meaning of :data:`READ_IN_CONFIG`, for every session."""
 DEFAULT_READ_IN_BYTES = 512 << 20
@@ -454,8 +455,10 @@ def pin_external_data(
 ) -> ExternalData:
     """Replace every external tensor of ``model`` (initializers and tensor
     attributes of every graph, subgraph and function) by a :class:`PinnedTensor`:
-    all read into memory if they come to at most ``read_in_bytes`` (default:
-    :func:`read_in_limit` of no config entries), else each file mapped once.
+    read into memory, a data file at a time, smallest first, while they come
+    to at most ``read_in_bytes`` in all (default: :func:`read_in_limit` of no
+    config entries; every file when the model's data fits); each other file
+    mapped once.
     Runs after :func:`ortcore.tensor_data.check_external_data`, which vouched
     for every reference.
 
@@ -484,13 +487,23 @@ def pin_external_data(
         return data
     folder = base if base is not None else Path(str(slots[0][0].base_dir or "."))
     by_file: dict[Path, list[tuple[ir.ExternalTensor, Callable[[Any], None]]]] = {}
-    total = 0
     for t, put in slots:
         path = (folder / os.fspath(t.location)).resolve()
-        total += _nbytes(t, path)
+        _nbytes(t, path)  # refuses types without a fixed size
         by_file.setdefault(path, []).append((t, put))
-    read_in = total <= limit
+    # The limit is a budget: files are read in smallest first while it lasts
+    # (all of them when the model's data fits), so that the fewest files
+    # stay mapped and checked at every run.
+    sizes = {path: sum(t.nbytes for t, _ in tensors) for path, tensors in by_file.items()}
+    budget = limit
+    read_files = set()
+    for path in sorted(sizes, key=lambda p: (sizes[p], str(p))):
+        if sizes[path] > budget:
+            break
+        budget -= sizes[path]
+        read_files.add(path)
     for path, tensors in by_file.items():
+        read_in = path in read_files
         fd, st = _open(path, None if identities is None else identities.get(path, (-1, -1)))
         f = _DataFile(path, fd, st)
         try:

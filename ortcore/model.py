@@ -76,9 +76,9 @@ class LoadOptions:
         files_in_memory: external data file name -> its bytes
             (``add_external_initializers_from_files_in_memory``).
         max_tensor_bytes: the largest dense tensor a sparse one may become.
-        external_data_read_in_bytes: external data up to this size in all is
-            read into memory, above it memory-mapped (``None``: the default of
-            :func:`ortcore.external_data.read_in_limit`).
+        external_data_read_in_bytes: at most this many bytes of external
+            data are read into memory, the rest memory-mapped (``None``: the
+            default of :func:`ortcore.external_data.read_in_limit`).
     """
 
     free_dims_by_name: Mapping[str, int] = field(default_factory=dict)

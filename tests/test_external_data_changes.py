@@ -509,6 +509,41 @@ def test_limit_decides_read_in_or_mapped(tmp_path: Path) -> None:
         assert not array.flags.writeable
 
 
+def test_limit_is_spent_on_the_smallest_files(tmp_path: Path) -> None:
+    """Over the limit, whole data files are read in smallest first while it
+    lasts; only the others are mapped (and checked)."""
+    sizes = {"a": 1, "b": 2, "c": 4}  # in blocks of 8 rows of 64 float32 (2 KiB, over 1 KiB)
+    inits, nodes, prev = [], [], "x"
+    for name, blocks in sizes.items():
+        rows = 8 * blocks
+        (tmp_path / f"{name}.data").write_bytes(np.ones((rows, COLS), np.float32).tobytes())
+        t = numpy_helper.from_array(np.ones((rows, COLS), np.float32), name)
+        inits.append(_external(t, f"{name}.data", 0))
+        out = f"s{name}"
+        nodes.append(helper.make_node("ReduceSum", [name], [out], keepdims=0))
+        nodes.append(helper.make_node("Add", [prev, out], [f"t{name}"]))
+        prev = f"t{name}"
+    nodes.append(helper.make_node("Identity", [prev], ["y"]))
+    path = tmp_path / "m.onnx"
+    path.write_bytes(make_model(nodes, [fvi("x", [COLS])], [fvi("y", [COLS])], initializers=inits))
+    block = 8 * COLS * 4  # bytes
+    for limit, mapped in [
+        (7 * block, []),
+        (7 * block - 1, ["c"]),
+        (3 * block, ["c"]),
+        (3 * block - 1, ["b", "c"]),
+        (0, ["a", "b", "c"]),
+    ]:
+        model = _load(path, limit)
+        data = model.meta[EXTERNAL_DATA_KEY]
+        assert sorted(p.stem for p in data.mapped_files) == mapped, limit
+        assert data.mapped_bytes == sum(sizes[n] for n in mapped) * block
+        assert data.read_in_bytes == 7 * block - data.mapped_bytes
+        for name in sizes:
+            tensor = model.graph.initializers[name].const_value
+            assert isinstance(tensor, PinnedTensor) and tensor.mapped == (name in mapped)
+
+
 def test_pinned_data_is_read_through_the_file_it_loaded(tmp_path: Path) -> None:
     """A file replaced by rename after load: the tensor's bytes, the array and
     the optimized model written from it are still the file it loaded."""
