@@ -422,6 +422,20 @@ _MISC = textwrap.dedent(
         t.join()
     report("vandal", {"same": all(same), "runs": len(same)})
 
+    # The optimized-model writer writes again the data file another session maps.
+    folder = Path(folders["resave"])
+    so = ortcore.SessionOptions()
+    so.optimized_model_filepath = str(folder / "opt.onnx")
+    so.add_session_config_entry(
+        "session.optimized_model_external_initializers_min_size_in_bytes", "0")
+    ortcore.InferenceSession(str(folder / "m.onnx"), so, providers=["cpu"])
+    sess = ortcore.InferenceSession(str(folder / "opt.onnx"), mapped, providers=["cpu"])
+    files = [p.name for p in sess._model.meta[EXTERNAL_DATA_KEY].mapped_files]
+    (want,) = sess.run(None, {"x": x})
+    ortcore.InferenceSession(str(folder / "m.onnx"), so, providers=["cpu"])
+    same = error(lambda: np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want))
+    report("resave", {"mapped": files, "second_run": same})
+
     # The bytes of a tensor of a truncated mapped file, and the model's check.
     folder = Path(folders["tobytes"])
     model = load_model(folder / "m.onnx", LoadOptions(external_data_read_in_bytes=0))
@@ -436,7 +450,7 @@ _MISC = textwrap.dedent(
 def misc_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     _need_cpu()
     root = tmp_path_factory.mktemp("misc")
-    sections = ["creation", "run", "vandal", "tobytes"]
+    sections = ["creation", "run", "vandal", "resave", "tobytes"]
     folders = {s: str(_pristine(root / s, "initializer")[0].parent) for s in sections}
     proc = subprocess.run(
         [sys.executable, "-c", _MISC, json.dumps(folders)],
@@ -472,6 +486,14 @@ def test_read_in_data_survives_a_file_vandalized_during_runs(
     misc_results: dict[str, Any],
 ) -> None:
     assert misc_results["vandal"] == {"same": True, "runs": 200}
+
+
+def test_optimized_model_written_again_leaves_a_session_on_its_data_running(
+    misc_results: dict[str, Any],
+) -> None:
+    """``optimized_model_filepath`` replaces its data file (a new file renamed
+    over it): a session mapping the old one runs on."""
+    assert misc_results["resave"] == {"mapped": ["opt.onnx.data"], "second_run": "no error"}
 
 
 def test_bytes_of_a_truncated_mapped_file_are_an_error(misc_results: dict[str, Any]) -> None:
