@@ -289,8 +289,8 @@ def _wrote_input(exc: ValueError, who: str) -> ValueError:
 
 def _count(res: Any, n: int, most: int, who: str) -> Any:
     """``res`` as ``n`` values, or the error for a result that cannot be."""
-    if isinstance(res, (tuple, list)) and n < len(res) <= most:
-        return res[:n]
+    if isinstance(res, (tuple, list)) and n <= len(res) <= most:
+        return tuple(res)[:n]  # a named tuple; values for outputs the node omits
     if res is None:
         got = "None"
     elif isinstance(res, (tuple, list)):

@@ -9,6 +9,7 @@ are read-only, so no kernel changes the caller's feeds or the model's weights.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import re
@@ -402,6 +403,13 @@ def test_variadic_outputs() -> None:
     model = make_model([node(op, ["x"], ["a", "b", "c"], "custom")], outputs=outs)
     with pytest.raises(ortcore.RuntimeException, match=r"output 2 \('c'\).*tensor\(int64\)"):
         session(model, op).run(None, {"x": X})
+
+
+def test_a_named_tuple_or_a_list_of_results() -> None:
+    Result = collections.namedtuple("Result", ["y"])
+    for result in (Result(X * 2), [X * 2]):
+        op = make_op(lambda x, r=result: r)
+        np.testing.assert_array_equal(relu_after(op).run(None, {"x": X})[0], np.maximum(X * 2, 0))
 
 
 def test_wrong_count_and_a_builder_without_a_compute_function_name_the_op() -> None:
