@@ -476,7 +476,7 @@ def _type_text(dtype: np.dtype, *, returned: bool = False) -> str:
     except TypeError:
         return f"numpy dtype {dtype.str}"
     if dtype.isnative:
-        return text
+        return f"{text} ({dtype.name})" if returned and dtype.name not in text else text
     order = "big" if dtype.byteorder == ">" else "little"
     return f"{text} in {order}-endian byte order ({dtype.str}, not the machine's)"
 
