@@ -22,7 +22,8 @@ many threads at once. Nor do they write into their inputs: the core hands
 values from node to node without copying them, so an input may be the
 caller's feed, a constant of the model or a value other nodes read (a kernel
 may return an input unchanged); a kernel that works in place does so on an
-array it made itself. (A custom operator's kernel gets read-only inputs.)
+array it made itself. (A custom operator's kernel gets read-only views, or
+copies once it has written into one.)
 """
 
 from __future__ import annotations

@@ -30,9 +30,12 @@ what was declared and returned; the executor turns it into onnxruntime's
 
 The kernel receives its array inputs as read-only views: an input may be the
 caller's feed, a weight of the model, or a value other kernels read too, and
-a kernel that wrote into one would change them silently. A kernel that
-returns an input (or a view of one) unchanged is fine: the value handed on
-is the original array, and no kernel ever writes into its inputs.
+a kernel that wrote into one would change them silently. A kernel that does
+write into an input (numpy refuses: "read-only") is called again with
+writable copies of its inputs, and gets copies from then on, as onnxruntime's
+Python operators always do: it works, and what it writes is its own. A
+kernel that returns an input unchanged (an Identity) hands on the original
+array: no kernel of any provider writes into its inputs.
 """
 
 from __future__ import annotations
@@ -189,7 +192,8 @@ def checked_compute(
             (node 'n')``.
         context: ``fn`` takes the run context first.
         host_inputs: the inputs are on the host: array inputs are passed as
-            read-only views (see the module's docstring).
+            read-only views, or copies to a kernel that writes into them (see
+            the module's docstring).
         max_outputs: the most values ``fn`` may return: those past
             ``len(specs)`` (optional outputs the node omits) are dropped.
 
@@ -219,15 +223,22 @@ def checked_compute(
                 v = _asarray(v)  # a numpy scalar (numpy's ufuncs make them of 0-d arrays)
             else:
                 v = _check(v, specs[k], call, skip, who)
-        if host_inputs:
+        if call is not args:
             for c, a in zip(call, args):
                 if v is c:  # an input returned unchanged: hand on the original
                     return a
         return v
 
+    # Set once the kernel has written into an input: from then on it gets
+    # writable copies of its inputs (as onnxruntime's Python operators always do).
+    copies = [False]
+
     def compute(*args: Any) -> tuple[Any, ...]:
         if not host_inputs:
             call = args
+        elif copies[0]:
+            call = (*args[:skip], *map(_copy, args[skip:]))
+            args = call  # the kernel's own copies: a copy returned is its result
         elif skip:
             call = (args[0], *map(_guard, args[1:]))
         else:
@@ -235,9 +246,13 @@ def checked_compute(
         try:
             res = fn(*call)
         except ValueError as exc:
-            if host_inputs and "read-only" in str(exc):
-                raise _wrote_input(exc, who) from exc
-            raise
+            if call is args or "read-only" not in str(exc):
+                raise
+            # It wrote into an input (the caller's feed, a weight, a value
+            # other nodes read): call it again on copies, and from now on.
+            call = args = (*args[:skip], *map(_copy, args[skip:]))
+            res = fn(*call)
+            copies[0] = True
         if (type(res) is not tuple and type(res) is not list) or len(res) != n:
             res = _count(res, n, most, who)
         if n != 1:
@@ -248,7 +263,7 @@ def checked_compute(
             and q0 is not None
             and v.dtype is q0[0]
             and (v.shape == q0[2] if q0[2] is not None else q0[1] < 0 or v.ndim == q0[1])
-            and (not host_inputs or v.base is None)
+            and (call is args or v.base is None)
         ):
             return res if type(res) is tuple else (v,)
         return (take(v, 0, call, args),)
@@ -279,12 +294,11 @@ def _guard(a: Any) -> Any:
     return a
 
 
-def _wrote_input(exc: ValueError, who: str) -> ValueError:
-    return ValueError(
-        f"{exc}: the inputs of {who} are read-only (an input may be the caller's feed, "
-        "a weight of the model or a value other nodes read); a kernel writes its results "
-        "into new arrays or copies (x.copy()), never into its inputs"
-    )
+def _copy(a: Any) -> Any:
+    """A writable copy of ``a`` if it is an ndarray, else ``a``."""
+    if type(a) is _ndarray or issubclass(type(a), _ndarray):
+        return _ndarray.copy(a)
+    return a
 
 
 def _count(res: Any, n: int, most: int, who: str) -> Any:

@@ -4,7 +4,8 @@ Every value a kernel hands back for an output that is not a tensor of the
 declared element type, rank and fixed dims is one ``RuntimeException`` naming
 the op, the node, the output and both sides; good values (and numpy scalars,
 ndarray subclasses, odd strides) go on as plain arrays; the kernel's inputs
-are read-only, so no kernel changes the caller's feeds or the model's weights.
+are read-only views (copies, to a kernel that writes into them), so no kernel
+changes the caller's feeds, the model's weights or what other nodes read.
 """
 
 from __future__ import annotations
@@ -490,17 +491,14 @@ def test_a_device_output_is_the_providers_tensor() -> None:
 # -- inputs are the caller's: a kernel may hand one on, never write into it ---------
 
 
-def _writes_in_place(fallback: bool = False) -> ortcore.CustomOp:
-    """``x += 1`` in place; with ``fallback``, ``x + 1`` when that is refused."""
+def _writes_in_place(calls: list[bool] | None = None) -> ortcore.CustomOp:
+    """``x += 1`` in place, noting whether each call's input was writable."""
 
     def kernel(x: np.ndarray) -> tuple[np.ndarray]:
-        try:
-            np.add(x, 1, out=x)
-            return (x,)
-        except ValueError:
-            if not fallback:
-                raise
-            return (x + 1,)
+        if calls is not None:
+            calls.append(x.flags.writeable)
+        np.add(x, 1, out=x)
+        return (x,)
 
     return make_op(kernel)
 
@@ -508,7 +506,7 @@ def _writes_in_place(fallback: bool = False) -> ortcore.CustomOp:
 def test_a_kernel_returning_its_input_hands_on_the_original_and_the_feed_stays_intact() -> None:
     seen: list[np.ndarray] = []
     ident = make_op(lambda x: (seen.append(x) or x,))
-    for later, expect in ((_writes_in_place(fallback=True), X + 1), (None, X)):
+    for later, expect in ((_writes_in_place(), X + 1), (None, X)):
         nodes = [node(ident, ["x"], ["t" if later else "y"], "identity")]
         if later is not None:
             nodes.append(node(later, ["t"], ["y"], "in_place"))
@@ -516,31 +514,48 @@ def test_a_kernel_returning_its_input_hands_on_the_original_and_the_feed_stays_i
         feed = X.copy()
         (y,) = session(make_model(nodes), *ops).run(None, {"x": feed})
         np.testing.assert_array_equal(y, expect)
-        np.testing.assert_array_equal(feed, X)  # the in-place kernel never wrote into it
+        np.testing.assert_array_equal(feed, X)  # the in-place kernel wrote into a copy
         assert not np.shares_memory(y, feed) and y.flags.writeable
     assert not seen[0].flags.writeable  # the kernel saw a read-only view
 
 
-def test_a_kernel_writing_into_its_input_is_refused_and_the_feed_stays_intact() -> None:
+def test_a_kernel_writing_into_its_input_works_on_copies_and_the_feed_stays_intact() -> None:
     ident = make_op(lambda x: (x,))
     view = make_op(lambda x: (x[::-1][::-1],))
-    in_place = _writes_in_place()
     for first in (None, ident, view):
+        calls: list[bool] = []
+        in_place = _writes_in_place(calls)
         nodes = [node(in_place, ["t" if first else "x"], ["y"], "in_place")]
         if first is not None:
             nodes.insert(0, node(first, ["x"], ["t"], "first"))
         ops = [in_place] + ([first] if first is not None else [])
+        sess = session(make_model(nodes), *ops)
         feed = X.copy()
-        with pytest.raises(ortcore.RuntimeException) as err:
-            session(make_model(nodes), *ops).run(None, {"x": feed})
-        text = str(err.value)
-        assert f"the inputs of custom operator {DOMAIN}::{in_place.name} (node 'in_place') " in text
-        assert "are read-only" in text and "never into its inputs" in text
+        for _ in range(3):
+            (y,) = sess.run(None, {"x": feed})
+            np.testing.assert_array_equal(y, X + 1)
         np.testing.assert_array_equal(feed, X)
+        # Refused once on a read-only view, then given copies on every call.
+        assert calls == [False, True, True, True]
+
+
+def test_a_kernel_writing_into_a_read_only_array_of_its_own_fails_once() -> None:
+    calls: list[int] = []
+
+    def kernel(x: np.ndarray) -> tuple[np.ndarray]:
+        calls.append(1)
+        y = np.broadcast_to(x, x.shape)  # read-only, whatever x is
+        y += 1
+        return (y,)
+
+    op = make_op(kernel)
+    with pytest.raises(ortcore.RuntimeException, match=rf"{op.name} node.*read-only"):
+        relu_after(op).run(None, {"x": X})
+    assert len(calls) == 2  # the view, then copies: still its own array
 
 
 def test_a_weight_written_in_place_stays_what_the_model_says_run_after_run() -> None:
-    bump = _writes_in_place(fallback=True)
+    bump = _writes_in_place()
     w = np.arange(6, dtype=np.float32).reshape(2, 3)
     model = make_model(
         [node(bump, ["w"], ["t"], "bump"), helper.make_node("Add", ["t", "x"], ["y"])],
@@ -556,6 +571,15 @@ def test_a_weight_written_in_place_stays_what_the_model_says_run_after_run() -> 
     np.testing.assert_array_equal(first, w + 1 + X)
     np.testing.assert_array_equal(second, first)
     np.testing.assert_array_equal(user_w, w)
+
+
+def test_a_kernel_writing_into_an_input_others_read_leaves_them_their_value() -> None:
+    bump = _writes_in_place()
+    model = make_model(
+        [node(bump, ["x"], ["t"], "bump"), helper.make_node("Add", ["t", "x"], ["y"])]
+    )
+    (y,) = session(model, bump).run(None, {"x": X})
+    np.testing.assert_array_equal(y, (X + 1) + X)
 
 
 # -- the same bad values in front of the CPU provider's compiled kernels ------------
