@@ -40,6 +40,7 @@ array: no kernel of any provider writes into its inputs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -54,6 +55,8 @@ __all__ = ["OutputSpec", "checked_compute", "output_specs"]
 _ndarray = np.ndarray
 _asarray = np.asarray
 _OBJECT = np.dtype(object)
+# What numpy, memoryview, ctypes and Cython say when a read-only array is written.
+_READ_ONLY = re.compile(r"read-?only|not writ[e]?able")
 
 
 class OutputSpec:
@@ -245,8 +248,8 @@ def checked_compute(
             call = tuple(map(_guard, args))
         try:
             res = fn(*call)
-        except ValueError as exc:
-            if call is args or "read-only" not in str(exc):
+        except (ValueError, TypeError, BufferError) as exc:
+            if call is args or not _READ_ONLY.search(str(exc)):
                 raise
             # It wrote into an input (the caller's feed, a weight, a value
             # other nodes read): call it again on copies, and from now on.

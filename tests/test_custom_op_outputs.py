@@ -11,6 +11,7 @@ changes the caller's feeds, the model's weights or what other nodes read.
 from __future__ import annotations
 
 import collections
+import ctypes
 import itertools
 import json
 import re
@@ -537,6 +538,25 @@ def test_a_kernel_writing_into_its_input_works_on_copies_and_the_feed_stays_inta
         np.testing.assert_array_equal(feed, X)
         # Refused once on a read-only view, then given copies on every call.
         assert calls == [False, True, True, True]
+
+
+def test_every_way_of_writing_into_an_input_gets_copies() -> None:
+    def through_memoryview(x: np.ndarray) -> None:
+        memoryview(x).cast("B")[0] = 0
+
+    writes = [
+        lambda x: x.sort(),
+        lambda x: x.fill(0),
+        lambda x: np.copyto(x, 0),
+        lambda x: np.put(x, [0], 0),
+        through_memoryview,
+        lambda x: ctypes.c_char.from_buffer(x),
+    ]
+    for write in writes:
+        op = make_op(lambda x, w=write: (w(x), x * 2)[1:])
+        feed = X.copy()
+        relu_after(op).run(None, {"x": feed})
+        np.testing.assert_array_equal(feed, X)
 
 
 def test_a_kernel_writing_into_a_read_only_array_of_its_own_fails_once() -> None:
