@@ -20,6 +20,7 @@ from ep_sdk.limits import MAX_TENSOR_BYTES_CONFIG, parse_byte_limit
 
 from .custom_ops import CustomOp
 from .errors import InvalidArgument
+from .inlining import MAX_INLINED_BYTES_CONFIG, MAX_INLINED_NODES_CONFIG, parse_count_limit
 from .model import LoadOptions, load_model
 from .options import SessionOptions
 from .plugins import PluginManager
@@ -59,8 +60,28 @@ def tensor_limit(options: SessionOptions) -> int | None:
         raise InvalidArgument(str(exc)) from None
 
 
+def _entry_limit(options: SessionOptions, key: str, unit: str) -> int | None:
+    """The positive count of config entry ``key``, or ``None`` when it is not set.
+
+    Raises:
+        InvalidArgument: the entry is not a positive number.
+    """
+    text = options.config_entries.get(key)
+    if text is None:
+        return None
+    try:
+        return parse_count_limit(text, f"session config entry {key!r}", unit)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+
+
 def load_options(options: SessionOptions, max_tensor_bytes: int | None) -> LoadOptions:
-    """What the session options change in how the model loads."""
+    """What the session options change in how the model loads.
+
+    Raises:
+        InvalidArgument: ``session.max_inlined_nodes`` or
+            ``session.max_inlined_bytes`` is not a positive number.
+    """
     by_name, by_denotation = options.free_dimension_overrides
     return LoadOptions(
         free_dims_by_name=by_name,
@@ -68,6 +89,8 @@ def load_options(options: SessionOptions, max_tensor_bytes: int | None) -> LoadO
         initializers=options.external_initializers,
         files_in_memory=options.external_files_in_memory,
         max_tensor_bytes=max_tensor_bytes,
+        max_inlined_nodes=_entry_limit(options, MAX_INLINED_NODES_CONFIG, "nodes"),
+        max_inlined_bytes=_entry_limit(options, MAX_INLINED_BYTES_CONFIG, "bytes"),
     )
 
 

@@ -89,6 +89,10 @@ class SessionOptions:
         ``session.max_tensor_bytes``: the largest tensor a kernel may allocate
         (default: ``$ORTCORE_MAX_TENSOR_BYTES``, else the machine's physical
         memory); see ``docs/security.md``.
+        ``session.max_inlined_nodes`` and ``session.max_inlined_bytes``: the
+        most nodes, and bytes of attribute values, that inlining the model's
+        local functions may create (default: ``$ORTCORE_MAX_INLINED_NODES``
+        and ``$ORTCORE_MAX_INLINED_BYTES``, else 10,000,000 and 2 GiB).
         ``session.optimized_model_external_initializers_file_name`` and
         ``session.optimized_model_external_initializers_min_size_in_bytes``:
         where ``optimized_model_filepath`` puts its initializers (a data file
