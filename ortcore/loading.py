@@ -22,6 +22,7 @@ from .custom_ops import CustomOp
 from .errors import InvalidArgument
 from .inlining import MAX_INLINED_BYTES_CONFIG, MAX_INLINED_NODES_CONFIG, parse_count_limit
 from .model import LoadOptions, load_model
+from .optimizer.constant_folding import FOLDING_BUDGET_CONFIG
 from .options import SessionOptions
 from .plugins import PluginManager
 from .providers import load_plugin_ops_for
@@ -31,6 +32,7 @@ __all__ = [
     "LOAD_CONFIG_FROM_MODEL",
     "apply_initializers",
     "feedable_inputs",
+    "folding_budget",
     "settle_constant_inputs",
     "load_options",
     "load_session_model",
@@ -73,6 +75,17 @@ def _entry_limit(options: SessionOptions, key: str, unit: str) -> int | None:
         return parse_count_limit(text, f"session config entry {key!r}", unit)
     except ValueError as exc:
         raise InvalidArgument(str(exc)) from None
+
+
+def folding_budget(options: SessionOptions) -> int | None:
+    """The session's ``session.max_folded_total_bytes`` entry, or ``None``
+    (then ``$ORTCORE_MAX_FOLDED_TOTAL_BYTES``, else the default; see
+    :func:`ortcore.optimizer.constant_folding.folding_budget_bytes`).
+
+    Raises:
+        InvalidArgument: the entry is not a byte size.
+    """
+    return _entry_limit(options, FOLDING_BUDGET_CONFIG, "bytes")
 
 
 def load_options(options: SessionOptions, max_tensor_bytes: int | None) -> LoadOptions:

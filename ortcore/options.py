@@ -93,6 +93,9 @@ class SessionOptions:
         most nodes, and bytes of attribute values, that inlining the model's
         local functions may create (default: ``$ORTCORE_MAX_INLINED_NODES``
         and ``$ORTCORE_MAX_INLINED_BYTES``, else 10,000,000 and 2 GiB).
+        ``session.max_folded_total_bytes``: the most bytes constant folding
+        may create in all (default: ``$ORTCORE_MAX_FOLDED_TOTAL_BYTES``, else
+        4 GiB); past it, nodes stay unfolded.
         ``session.optimized_model_external_initializers_file_name`` and
         ``session.optimized_model_external_initializers_min_size_in_bytes``:
         where ``optimized_model_filepath`` puts its initializers (a data file
