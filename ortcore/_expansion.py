@@ -113,6 +113,7 @@ class Call:
     where: str
     nodes: int
     bytes: int
+    depth: int
 
 
 def graphs_of(attr: onnx.AttributeProto) -> list[onnx.GraphProto]:
@@ -215,7 +216,7 @@ class Scan:
         total.depth = max(total.depth, inside + cost.depth)
         if self.calls is not None:
             key = key_of(node.domain, node.op_type, node.overload)
-            self.calls.append(Call(node, key, where, nodes, nbytes))
+            self.calls.append(Call(node, key, where, nodes, nbytes, cost.depth + 1))
 
 
 def _all_nodes(roots: list[Sequence[onnx.NodeProto]]) -> Iterator[onnx.NodeProto]:

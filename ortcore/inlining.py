@@ -41,7 +41,7 @@ checker caps it: the inliner and shape inference recurse once per level.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import onnx
 import onnx.inliner
@@ -170,11 +170,7 @@ def _checked(
     cost = Scan(callees, calls).nodes(proto.graph.node, copied=False, where="the main graph")
     found = Expansion(cost.nodes, cost.bytes, cost.depth)
     if found.depth > MAX_CALL_DEPTH:
-        raise InvalidGraph(
-            f"This is an invalid model. Its model-local functions call each other "
-            f"{found.depth} levels deep, deeper than the limit of {MAX_CALL_DEPTH} "
-            "(onnx's checker has the same limit)."
-        )
+        raise InvalidGraph(_depth_message(proto, callees, calls, found.depth))
     if found.nodes > node_limit:
         raise InvalidGraph(
             _size_message(proto, callees, calls, "nodes", found.nodes, node_limit)
@@ -188,6 +184,50 @@ def _checked(
             f"{MAX_INLINED_BYTES_CONFIG!r} or ${MAX_INLINED_BYTES_ENV}."
         )
     return found, callees
+
+
+def _path(
+    proto: onnx.ModelProto,
+    callees: dict[Key, Callee],
+    top: Call,
+    measure: Callable[[Call], int],
+    go_on: Callable[[Call], bool],
+) -> list[Key]:
+    """The functions from ``top``'s callee down, each time to the call of the
+    body that ``measure`` finds largest, while ``go_on`` accepts it."""
+    bodies = {key_of(f.domain, f.name, f.overload): f for f in proto.functions}
+    path, on_path = [top.key], {top.key}
+    while True:
+        inner: list[Call] = []
+        Scan(callees, inner).nodes(bodies[path[-1]].node, copied=True)
+        worst = max(inner, key=measure, default=None)
+        if worst is None or worst.key in on_path or not go_on(worst):
+            return path
+        path.append(worst.key)
+        on_path.add(worst.key)
+
+
+def _shown(path: list[Key]) -> str:
+    names = [label(k) for k in path]
+    return " -> ".join(names if len(names) <= 8 else [*names[:4], "...", *names[-3:]])
+
+
+def _where(call: Call) -> str:
+    node = f"node {call.node.name!r}" if call.node.name else "a node without a name"
+    return f"{node} in {call.where}"
+
+
+def _depth_message(
+    proto: onnx.ModelProto, callees: dict[Key, Callee], calls: list[Call], depth: int
+) -> str:
+    top = max(calls, key=lambda c: c.depth)
+    path = _path(proto, callees, top, lambda c: c.depth, lambda c: True)
+    return (
+        f"This is an invalid model. Its model-local functions call each other {depth:,} "
+        f"levels deep, deeper than the limit of {MAX_CALL_DEPTH} (onnx's checker has the "
+        f"same limit): {_where(top)} calls function {label(path[0])} ({_shown(path)}). "
+        "Refuse the model: inlining and shape inference recurse once per level."
+    )
 
 
 def _amount(value: int) -> str:
@@ -216,26 +256,13 @@ def _size_message(
     if not calls:
         return head + ". Refuse the model if you do not trust it"
     top = max(calls, key=size)
-    bodies = {key_of(f.domain, f.name, f.overload): f for f in proto.functions}
-    path = [top.key]
-    on_path = {top.key}
-    while True:
-        inner: list[Call] = []
-        Scan(callees, inner).nodes(bodies[path[-1]].node, copied=True)
-        worst = max(inner, key=size, default=None)
-        if worst is None or size(callees[worst.key].cost) <= limit or worst.key in on_path:
-            break
-        path.append(worst.key)
-        on_path.add(worst.key)
-    names = [label(k) for k in path]
-    shown = " -> ".join(names if len(names) <= 8 else [*names[:4], "...", *names[-3:]])
-    node = f"node {top.node.name!r}" if top.node.name else "a node without a name"
-    text = f"{head}: {node} in {top.where} calls function {names[0]}"
+    path = _path(proto, callees, top, size, lambda c: size(callees[c.key].cost) > limit)
+    text = f"{head}: {_where(top)} calls function {label(path[0])}"
     last = callees[path[-1]].cost
     if size(last) > limit:
         text += (
-            f", which expands to {_amount(size(top))} {unit}; function {names[-1]} "
-            f"alone expands to {_amount(size(last))} {unit} (call path {shown})"
+            f", which expands to {_amount(size(top))} {unit}; function {label(path[-1])} "
+            f"alone expands to {_amount(size(last))} {unit} (call path {_shown(path)})"
         )
     else:
         text += (
