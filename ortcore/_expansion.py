@@ -12,7 +12,7 @@ no deep chain can overflow a stack. See :mod:`ortcore.inlining`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import onnx
@@ -28,6 +28,7 @@ __all__ = [
     "Key",
     "Scan",
     "function_costs",
+    "domains_of",
     "graphs_of",
     "key_of",
     "label",
@@ -116,6 +117,14 @@ class Call:
     depth: int
 
 
+def domains_of(keys: Iterable[Key]) -> frozenset[str]:
+    """The node domains that may name one of the functions of ``keys``."""
+    found = {k[0] for k in keys}
+    if "" in found:
+        found.add("ai.onnx")
+    return frozenset(found)
+
+
 def graphs_of(attr: onnx.AttributeProto) -> list[onnx.GraphProto]:
     graphs = list(attr.graphs)
     if attr.HasField("g"):
@@ -133,9 +142,15 @@ class Scan:
     """Add up one body (or the main graph, or an attribute value) with an
     explicit stack of (nodes, copies, call depth, copied?, where)."""
 
-    def __init__(self, callees: dict[Key, Callee], calls: list[Call] | None = None) -> None:
+    def __init__(
+        self,
+        callees: dict[Key, Callee],
+        calls: list[Call] | None = None,
+        domains: frozenset[str] | None = None,
+    ) -> None:
         self.callees = callees
         self.calls = calls
+        self.domains = domains_of(callees) if domains is None else domains
         self.total = Cost()
         self.stack: list[tuple[Sequence[onnx.NodeProto], int, int, bool, str]] = []
 
@@ -158,12 +173,17 @@ class Scan:
         return added
 
     def run(self) -> Cost:
-        total, callees, stack = self.total, self.callees, self.stack
+        total, callees, stack, domains = self.total, self.callees, self.stack, self.domains
         while stack:
             body, times, depth, copied, where = stack.pop()
             plain = 0
             for node in body:
-                callee = callees.get(key_of(node.domain, node.op_type, node.overload))
+                domain = node.domain  # most nodes' domain has no function: one read
+                callee = (
+                    callees.get(key_of(domain, node.op_type, node.overload))
+                    if domain in domains
+                    else None
+                )
                 if callee is not None:
                     self._call(node, callee, times, depth, where)
                     continue
@@ -219,14 +239,21 @@ class Scan:
             self.calls.append(Call(node, key, where, nodes, nbytes, cost.depth + 1))
 
 
-def _all_nodes(roots: list[Sequence[onnx.NodeProto]]) -> Iterator[onnx.NodeProto]:
-    """Every node of ``roots`` and of the graphs nested in them, without recursion."""
+def _called(
+    roots: list[Sequence[onnx.NodeProto]], by_key: dict[Key, list[int]], domains: frozenset[str]
+) -> set[int]:
+    """The functions the nodes of ``roots`` and of their nested graphs call."""
+    found: set[int] = set()
     stack = list(roots)
     while stack:
         for node in stack.pop():
-            yield node
-            for attr in node.attribute:
-                stack.extend(g.node for g in graphs_of(attr))
+            domain = node.domain
+            if domain in domains:
+                found.update(by_key.get(key_of(domain, node.op_type, node.overload), ()))
+            if len(node.attribute):
+                for attr in node.attribute:
+                    stack.extend(g.node for g in graphs_of(attr))
+    return found
 
 
 def _function_roots(f: onnx.FunctionProto) -> list[Sequence[onnx.NodeProto]]:
@@ -245,12 +272,8 @@ def _order(functions: Sequence[onnx.FunctionProto]) -> list[int]:
     by_key: dict[Key, list[int]] = {}
     for i, f in enumerate(functions):
         by_key.setdefault(key_of(f.domain, f.name, f.overload), []).append(i)
-    deps: list[set[int]] = []
-    for f in functions:
-        found: set[int] = set()
-        for node in _all_nodes(_function_roots(f)):
-            found.update(by_key.get(key_of(node.domain, node.op_type, node.overload), ()))
-        deps.append(found)
+    domains = domains_of(by_key)
+    deps = [_called(_function_roots(f), by_key, domains) for f in functions]
     callers: list[list[int]] = [[] for _ in functions]
     for i, found in enumerate(deps):
         for j in found:
@@ -296,12 +319,14 @@ def _cycle_message(
 def function_costs(functions: Sequence[onnx.FunctionProto]) -> dict[Key, Callee]:
     """Every function's cost, callees first (see the module docstring)."""
     callees: dict[Key, Callee] = {}
+    # Callees come first, so every function a body calls is costed by then.
+    domains = domains_of(key_of(f.domain, f.name, f.overload) for f in functions)
     for i in _order(functions):
         f = functions[i]
-        cost = Scan(callees).nodes(f.node, copied=True)
+        cost = Scan(callees, domains=domains).nodes(f.node, copied=True)
         defaults = {}
         for attr in f.attribute_proto:
-            scan = Scan(callees)
+            scan = Scan(callees, domains=domains)
             scan.value(attr, 1, 0)
             defaults[attr.name] = scan.run()
         key = key_of(f.domain, f.name, f.overload)

@@ -56,6 +56,7 @@ from ._expansion import (
     Expansion,
     Key,
     Scan,
+    domains_of,
     function_costs,
     graphs_of,
     key_of,
@@ -196,10 +197,11 @@ def _path(
     """The functions from ``top``'s callee down, each time to the call of the
     body that ``measure`` finds largest, while ``go_on`` accepts it."""
     bodies = {key_of(f.domain, f.name, f.overload): f for f in proto.functions}
+    domains = domains_of(callees)
     path, on_path = [top.key], {top.key}
     while True:
         inner: list[Call] = []
-        Scan(callees, inner).nodes(bodies[path[-1]].node, copied=True)
+        Scan(callees, inner, domains).nodes(bodies[path[-1]].node, copied=True)
         worst = max(inner, key=measure, default=None)
         if worst is None or worst.key in on_path or not go_on(worst):
             return path
