@@ -63,11 +63,25 @@ class Expansion:
             replaced and the main graph's own nodes are not counted).
         bytes: bytes of attribute values and subgraph initializers copied.
         depth: deepest nesting of calls (0: the model calls no function).
+        held_nodes, held_bytes: what the function bodies hold, each once
+            (the model has them in memory already; inlining drops them).
     """
 
     nodes: int
     bytes: int
     depth: int
+    held_nodes: int = 0
+    held_bytes: int = 0
+
+    @property
+    def added_nodes(self) -> int:
+        """Nodes past what the function bodies hold: how much inlining grows the model."""
+        return max(0, self.nodes - self.held_nodes)
+
+    @property
+    def added_bytes(self) -> int:
+        """Bytes past what the function bodies hold."""
+        return max(0, self.bytes - self.held_bytes)
 
 
 class Cost:
@@ -241,19 +255,28 @@ class Scan:
 
 def _called(
     roots: list[Sequence[onnx.NodeProto]], by_key: dict[Key, list[int]], domains: frozenset[str]
-) -> set[int]:
-    """The functions the nodes of ``roots`` and of their nested graphs call."""
+) -> tuple[set[int], int, int]:
+    """The functions the nodes of ``roots`` and of their nested graphs call,
+    and the nodes and bytes (attribute values, subgraph initializers) they hold."""
     found: set[int] = set()
+    nodes = nbytes = 0
     stack = list(roots)
     while stack:
-        for node in stack.pop():
+        body = stack.pop()
+        nodes += len(body)
+        for node in body:
             domain = node.domain
             if domain in domains:
                 found.update(by_key.get(key_of(domain, node.op_type, node.overload), ()))
             if len(node.attribute):
                 for attr in node.attribute:
-                    stack.extend(g.node for g in graphs_of(attr))
-    return found
+                    graphs = graphs_of(attr)
+                    for g in graphs:
+                        nbytes += _graph_bytes(g)
+                        stack.append(g.node)
+                    if not graphs:
+                        nbytes += attr.ByteSize()
+    return found, nodes, nbytes
 
 
 def _function_roots(f: onnx.FunctionProto) -> list[Sequence[onnx.NodeProto]]:
@@ -263,8 +286,9 @@ def _function_roots(f: onnx.FunctionProto) -> list[Sequence[onnx.NodeProto]]:
     return roots
 
 
-def _order(functions: Sequence[onnx.FunctionProto]) -> list[int]:
-    """Function indices, callees before callers.
+def _order(functions: Sequence[onnx.FunctionProto]) -> tuple[list[int], int, int]:
+    """Function indices, callees before callers; and the nodes and bytes all
+    the bodies hold, each once.
 
     Raises:
         InvalidGraph: a function calls itself, directly or through others.
@@ -273,7 +297,15 @@ def _order(functions: Sequence[onnx.FunctionProto]) -> list[int]:
     for i, f in enumerate(functions):
         by_key.setdefault(key_of(f.domain, f.name, f.overload), []).append(i)
     domains = domains_of(by_key)
-    deps = [_called(_function_roots(f), by_key, domains) for f in functions]
+    deps: list[set[int]] = []
+    held_nodes = held_bytes = 0
+    for f in functions:
+        found, nodes, nbytes = _called(_function_roots(f), by_key, domains)
+        deps.append(found)
+        for attr in f.attribute_proto:  # the defaults' values (their graphs' nodes are roots)
+            graphs = graphs_of(attr)
+            nbytes += sum(_graph_bytes(g) for g in graphs) if graphs else attr.ByteSize()
+        held_nodes, held_bytes = held_nodes + nodes, held_bytes + nbytes
     callers: list[list[int]] = [[] for _ in functions]
     for i, found in enumerate(deps):
         for j in found:
@@ -290,7 +322,7 @@ def _order(functions: Sequence[onnx.FunctionProto]) -> list[int]:
                 ready.append(i)
     if len(order) < len(functions):
         raise InvalidGraph(_cycle_message(functions, deps, waiting))
-    return order
+    return order, held_nodes, held_bytes
 
 
 def _cycle_message(
@@ -316,12 +348,16 @@ def _cycle_message(
     )
 
 
-def function_costs(functions: Sequence[onnx.FunctionProto]) -> dict[Key, Callee]:
-    """Every function's cost, callees first (see the module docstring)."""
+def function_costs(
+    functions: Sequence[onnx.FunctionProto],
+) -> tuple[dict[Key, Callee], tuple[int, int]]:
+    """Every function's cost, callees first (see the module docstring); and
+    the nodes and bytes the bodies hold, each once."""
     callees: dict[Key, Callee] = {}
     # Callees come first, so every function a body calls is costed by then.
     domains = domains_of(key_of(f.domain, f.name, f.overload) for f in functions)
-    for i in _order(functions):
+    order, held_nodes, held_bytes = _order(functions)
+    for i in order:
         f = functions[i]
         cost = Scan(callees, domains=domains).nodes(f.node, copied=True)
         defaults = {}
@@ -340,7 +376,7 @@ def function_costs(functions: Sequence[onnx.FunctionProto]) -> dict[Key, Callee]
                     known.defaults[name].widen(d)
                 else:
                     known.defaults[name] = d
-    return callees
+    return callees, (held_nodes, held_bytes)
 
 
 def measure_expansion(proto: onnx.ModelProto) -> Expansion:
@@ -351,5 +387,6 @@ def measure_expansion(proto: onnx.ModelProto) -> Expansion:
     """
     if not proto.functions:
         return Expansion(0, 0, 0)
-    cost = Scan(function_costs(proto.functions)).nodes(proto.graph.node, copied=False)
-    return Expansion(cost.nodes, cost.bytes, cost.depth)
+    callees, held = function_costs(proto.functions)
+    cost = Scan(callees).nodes(proto.graph.node, copied=False)
+    return Expansion(cost.nodes, cost.bytes, cost.depth, *held)

@@ -77,10 +77,10 @@ class LoadOptions:
         files_in_memory: external data file name -> its bytes
             (``add_external_initializers_from_files_in_memory``).
         max_tensor_bytes: the largest dense tensor a sparse one may become.
-        max_inlined_nodes, max_inlined_bytes: the most nodes, and bytes of
-            attribute values and subgraph initializers, that inlining the
-            model-local functions may create (``None``: the environment
-            variable, else the default; see :mod:`ortcore.inlining`).
+        max_inlined_nodes, max_inlined_bytes: how much inlining the
+            model-local functions may grow the model, in nodes and in bytes of
+            attribute values and subgraph initializers (``None``: the
+            environment variable, else the default; see :mod:`ortcore.inlining`).
     """
 
     free_dims_by_name: Mapping[str, int] = field(default_factory=dict)

@@ -89,10 +89,10 @@ class SessionOptions:
         ``session.max_tensor_bytes``: the largest tensor a kernel may allocate
         (default: ``$ORTCORE_MAX_TENSOR_BYTES``, else the machine's physical
         memory); see ``docs/security.md``.
-        ``session.max_inlined_nodes`` and ``session.max_inlined_bytes``: the
-        most nodes, and bytes of attribute values, that inlining the model's
-        local functions may create (default: ``$ORTCORE_MAX_INLINED_NODES``
-        and ``$ORTCORE_MAX_INLINED_BYTES``, else 10,000,000 and 2 GiB).
+        ``session.max_inlined_nodes`` and ``session.max_inlined_bytes``: how
+        much inlining the model's local functions may grow it, in nodes and
+        in bytes of attribute values (default: ``$ORTCORE_MAX_INLINED_NODES``
+        and ``$ORTCORE_MAX_INLINED_BYTES``, else 1,000,000 and 1 GiB).
         ``session.max_folded_total_bytes``: the most bytes constant folding
         may create in all (default: ``$ORTCORE_MAX_FOLDED_TOTAL_BYTES``, else
         4 GiB); past it, nodes stay unfolded.
