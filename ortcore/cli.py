@@ -806,24 +806,35 @@ def _reachable(address: str | None, timeout: float = 10.0) -> None:
 
 
 def _quietly(run: Any, verbose: bool) -> Any:
-    """``run()`` with Ray Data's error log lines held back (the error is reported once, by us)."""
+    """``run()`` with Ray Data's reports of a failed task held back from the terminal.
+
+    The failure is reported once, as its own error, by :func:`cmd_batch`; Ray
+    Data logs it first as errors with tracebacks. Its warnings and its log
+    file are left alone.
+    """
     if verbose:
         return run()
-    # Ray Data sets its logger's level again as a dataset starts, from this
-    # variable first (ray.data._internal.logging); set here, in the driver only.
-    saved = os.environ.get("RAY_DATA_LOG_LEVEL")
-    os.environ["RAY_DATA_LOG_LEVEL"] = "CRITICAL"
-    data_log = logging.getLogger("ray.data")
-    level = data_log.level
-    data_log.setLevel(logging.CRITICAL)
+    import ray.data  # noqa: F401 - configures the "ray.data" logger's handlers
+
+    def keep(record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            return False
+        # our progress line replaces the bars the job turns off
+        message = record.getMessage()
+        return "execution failed" not in message and "Progress bars disabled" not in message
+
+    console = [
+        h
+        for h in logging.getLogger("ray.data").handlers
+        if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+    ]
+    for handler in console:
+        handler.addFilter(keep)
     try:
         return run()
     finally:
-        data_log.setLevel(level)
-        if saved is None:
-            os.environ.pop("RAY_DATA_LOG_LEVEL", None)
-        else:
-            os.environ["RAY_DATA_LOG_LEVEL"] = saved
+        for handler in console:
+            handler.removeFilter(keep)
 
 
 def cmd_ep_new(ns: argparse.Namespace) -> int:

@@ -52,13 +52,18 @@ def job_error(exc: BaseException) -> BaseException:
         Ray itself; ``exc`` unchanged when it does not come from Ray.
     """
     chain = list(_chain(exc))
-    for e in chain:
-        if isinstance(e, Exception) and not _from_ray(e):
-            return _as_ortcore(e) if e is not exc else exc
+    if (isinstance(exc, OrtcoreError) and not _from_ray(exc)) or not any(map(_from_ray, chain)):
+        return exc  # raised in the driver, not by Ray
     try:
         from ray import exceptions as rx
     except ImportError:  # pragma: no cover - a Ray error without Ray
         return exc
+    for e in chain:
+        # What the task raised, whole, as Ray keeps it; not an exception the
+        # driver's Ray code met on its way (a StopIteration in __context__).
+        cause = getattr(e, "cause", None) if isinstance(e, rx.RayTaskError) else None
+        if isinstance(cause, Exception) and not _from_ray(cause):
+            return _as_ortcore(cause)
     for e in chain:
         # The task's code raised, but Ray kept only its traceback's text.
         raised_in_task = isinstance(e, rx.RayTaskError) or (
@@ -135,12 +140,12 @@ def _parse(text: str) -> BaseException | None:
         m = _EXCEPTION_LINE.match(line)
         if not m or m["cls"].split(".")[0] == "ray":
             continue
-        message = [m["msg"]]
+        parts = [m["msg"]]
         for more in lines[i + 1 :]:
             if not more.strip() or more.startswith(_MESSAGE_END):
                 break
-            message.append(more)
-        found = (m["cls"], _RETRY_NOTE.sub("", "\n".join(message)))
+            parts.append(more)
+        found = (m["cls"], _RETRY_NOTE.sub("", "\n".join(parts)))
     if found is None:
         return None
     cls_name, message = found
