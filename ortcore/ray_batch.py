@@ -20,6 +20,12 @@ written twice.
 When OUTPUT ends in ``.npz`` (or ``.npy``, for a model with one output) the
 parts go to ``OUTPUT.parts/`` and are gathered, ordered by id, into that one
 file at the end (in the driver's memory).
+
+Before anything runs, :func:`prepare_batch` checks every column against the
+model input it feeds (:mod:`ortcore.batch_check`), without Ray. What an actor
+raises reaches the caller as that exception (:mod:`ortcore.ray_errors`), and
+a job that stops leaves the folder as a rerun expects it: whole part files,
+the manifest, no ``.tmp-*`` file.
 """
 
 from __future__ import annotations
@@ -714,32 +720,6 @@ def _parts_folder(output: str) -> tuple[str, str | None]:
     return output, None
 
 
-_ARGS_DOC = """
-    Args:
-        model: path or bytes of the model.
-        input: a Parquet file, a folder of Parquet files, an ``.npy`` file
-            (column ``data``) or an ``.npz`` file (one column per array).
-        output: a folder of Parquet part files, or an ``.npz``/``.npy`` file.
-        inputs: ``{model input: column}`` where the names differ.
-        outputs: the outputs to write (all by default).
-        keep: input columns copied into the output besides ``id``.
-        actors: size of the actor pool (default: CPUs // threads).
-        rows_per_file: rows per part file; a failure loses at most the rows
-            of the part files being filled.
-        providers: provider names in priority order (``["cuda", "cpu"]``).
-        provider_options: one options dict per provider.
-        session_options: a ``SessionOptions`` or a mapping of its settings
-            (strings are parsed: :func:`ortcore.batching.apply_session_options`).
-        threads: intra-op threads, and CPUs reserved, per actor.
-        gpus_per_actor: GPUs reserved per actor.
-        batch_size: rows per model call (and per block read).
-        max_restarts: restarts of an actor whose process died.
-        max_task_retries: retries of the batches of an actor that died.
-        predictor: a :class:`ortcore.ray.BatchPredictor` subclass.
-        progress: show rows written on stderr.
-"""
-
-
 @dataclass
 class BatchJob:
     """A batch job checked against its model and ready to run (:func:`prepare_batch`).
@@ -829,7 +809,10 @@ class BatchJob:
                     rows_per_file=self._rows_per_file,
                 )
         except Exception as exc:
-            _clean_tmp(self.root)  # what a writer stopped mid-file left
+            try:  # what a writer stopped mid-file left; the next run removes it too
+                _clean_tmp(self.root)
+            except OSError:
+                pass
             error = job_error(exc)
             if error is exc:
                 raise
@@ -872,7 +855,30 @@ def run_batch(
     URIs for Parquet). See the module docstring for the output layout and
     how a rerun resumes. The job is checked first (:func:`prepare_batch`),
     then run (:meth:`BatchJob.run`).
-    {args}
+
+    Args:
+        model: path or bytes of the model.
+        input: a Parquet file, a folder of Parquet files, an ``.npy`` file
+            (column ``data``) or an ``.npz`` file (one column per array).
+        output: a folder of Parquet part files, or an ``.npz``/``.npy`` file.
+        inputs: ``{model input: column}`` where the names differ.
+        outputs: the outputs to write (all by default).
+        keep: input columns copied into the output besides ``id``.
+        actors: size of the actor pool (default: CPUs // threads).
+        rows_per_file: rows per part file; a failure loses at most the rows
+            of the part files being filled.
+        providers: provider names in priority order (``["cuda", "cpu"]``).
+        provider_options: one options dict per provider.
+        session_options: a ``SessionOptions`` or a mapping of its settings
+            (strings are parsed: :func:`ortcore.batching.apply_session_options`).
+        threads: intra-op threads, and CPUs reserved, per actor.
+        gpus_per_actor: GPUs reserved per actor.
+        batch_size: rows per model call (and per block read).
+        max_restarts: restarts of an actor whose process died.
+        max_task_retries: retries of the batches of an actor that died.
+        predictor: a :class:`ortcore.ray.BatchPredictor` subclass.
+        progress: show rows written on stderr.
+
     Returns:
         a :class:`BatchReport`.
 
@@ -1019,9 +1025,6 @@ def prepare_batch(
         progress,
         rows_per_file,
     )
-
-
-run_batch.__doc__ = (run_batch.__doc__ or "").replace("{args}", _ARGS_DOC)
 
 
 def _check_numbers(**values: float) -> None:
