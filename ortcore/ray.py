@@ -184,8 +184,9 @@ class BatchPredictor:
             self._bound = (columns, self._bind(columns))
         keep = {c: batch[c] for c in self._passthrough if c in batch}
         args = {a.name: a for a in self._engine.inputs}
+        ids = batch.get("id")  # names the row at fault in an error
         feeds = {
-            name: column_array(batch[column], args[name], column)
+            name: column_array(batch[column], args[name], column, ids=ids)
             for name, column in self._bound[1].items()
         }
         rows = len(next(iter(batch.values()))) if batch else 0

@@ -20,6 +20,12 @@ written twice.
 When OUTPUT ends in ``.npz`` (or ``.npy``, for a model with one output) the
 parts go to ``OUTPUT.parts/`` and are gathered, ordered by id, into that one
 file at the end (in the driver's memory).
+
+Before anything runs, :func:`prepare_batch` checks every column against the
+model input it feeds (:mod:`ortcore.batch_check`), without Ray. What an actor
+raises reaches the caller as that exception (:mod:`ortcore.ray_errors`), and
+a job that stops leaves the folder as a rerun expects it: whole part files,
+the manifest, no ``.tmp-*`` file.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import uuid
 import warnings
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +47,27 @@ import numpy as np
 
 from ep_sdk.files import write_atomically
 
-from .batching import SessionSettings, bind_columns, declared_io, output_columns
+from .batch_check import (
+    ColumnInfo,
+    arrow_column,
+    check_ids,
+    check_job,
+    first_null_row,
+    numpy_column,
+)
+from .batching import (
+    ModelArg,
+    SessionSettings,
+    apply_session_options,
+    bind_columns,
+    column_array,
+    declared_io,
+    output_columns,
+)
 from .errors import InvalidArgument
 from .ray import BatchPredictor, default_actors, map_inference, model_payload
 
-__all__ = ["BatchReport", "read_output", "run_batch"]
+__all__ = ["BatchJob", "BatchReport", "prepare_batch", "read_output", "run_batch"]
 
 MANIFEST = "_ortcore_batch.json"
 PART_PREFIX = "part-"
@@ -111,6 +133,8 @@ class _Input:
     files: list[dict[str, Any]]
     id_values: list[np.ndarray] | None  # per piece, when ids are a column
     row_bytes: dict[str, float]  # bytes a row of each column takes, on average
+    schemas: list[dict[str, ColumnInfo]]  # per file, what it says of each column
+    kind: str = "parquet"  # or "npy", "npz"
 
     @property
     def total(self) -> int:
@@ -164,11 +188,12 @@ def _plan_parquet(uri: str, files: list[str]) -> _Input:
     filesystem, _ = _filesystem(uri)
     pieces: list[_Piece] = []
     described = []
+    schemas = []
     columns: list[str] | None = None
     first = 0
     sizes: dict[str, float] = {}
     for path in files:
-        meta = pq.ParquetFile(path, filesystem=filesystem)
+        meta = _open_parquet(path, filesystem)
         names = list(meta.schema_arrow.names)
         if columns is None:
             columns = names
@@ -177,6 +202,7 @@ def _plan_parquet(uri: str, files: list[str]) -> _Input:
                 f"input file {path} has columns {names}, the first file {files[0]} has "
                 f"{columns}: every input file needs the same columns"
             )
+        nulls: dict[str, list[int | None]] = {}
         for g in range(meta.num_row_groups):
             group = meta.metadata.row_group(g)
             pieces.append(_Piece("parquet", path, g, 0, group.num_rows, first))
@@ -185,11 +211,18 @@ def _plan_parquet(uri: str, files: list[str]) -> _Input:
                 chunk = group.column(c)
                 name = chunk.path_in_schema.split(".")[0]
                 sizes[name] = sizes.get(name, 0) + chunk.total_uncompressed_size
+                if chunk.path_in_schema == name:  # a flat column: its statistics count nulls
+                    stats = chunk.statistics
+                    counted = stats is not None and stats.has_null_count
+                    nulls.setdefault(name, []).append(stats.null_count if counted else None)
+        schemas.append({f.name: _arrow_info(f, path, nulls.get(f.name)) for f in meta.schema_arrow})
         described.append({"path": path, "rows": meta.metadata.num_rows})
     assert columns is not None
     ids = "column" if ID in columns else "generated"
     values = None
     if ids == "column":
+        for schema in schemas:
+            check_ids(schema[ID])
         values = []
         for p in pieces:
             table = pq.ParquetFile(p.path, filesystem=filesystem).read_row_group(
@@ -197,60 +230,107 @@ def _plan_parquet(uri: str, files: list[str]) -> _Input:
             )
             values.append(table.column(ID).to_numpy(zero_copy_only=False))
     row_bytes = {name: size / max(first, 1) for name, size in sizes.items()}
-    return _Input(pieces, columns, ids, described, values, row_bytes)
+    return _Input(pieces, columns, ids, described, values, row_bytes, schemas)
+
+
+def _open_parquet(path: str, filesystem: Any) -> Any:
+    """A ``ParquetFile``; a file that is not one is an :class:`InvalidArgument` naming it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path, filesystem=filesystem)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InvalidArgument(f"input {path}: not a readable Parquet file ({exc})") from exc
+
+
+def _arrow_info(field: Any, path: str, nulls: list[int | None] | None) -> ColumnInfo:
+    """A column's :class:`ColumnInfo`, with the nulls its row groups' statistics count."""
+    counted = [n or 0 for n in nulls or []]
+    known = nulls is not None and None not in nulls
+    total = sum(counted)
+    group = next((g for g, n in enumerate(counted) if n), None)
+    return arrow_column(field, path, total if total or known else None, group)
+
+
+def _npy_header(f: Any, size: int, where: str) -> tuple[tuple[int, ...], np.dtype]:
+    """An ``.npy`` stream's shape and dtype, from its header, checked against its ``size``."""
+    try:
+        version = np.lib.format.read_magic(f)
+        read_header = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
+        shape, _, dtype = read_header(f)
+        dtype = np.dtype(dtype)
+    except (ValueError, OSError, EOFError, TypeError, SyntaxError) as exc:
+        raise InvalidArgument(f"input {where}: not a readable .npy array ({exc})") from exc
+    data = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+    if not dtype.hasobject and f.tell() + data > size:
+        raise InvalidArgument(
+            f"input {where}: the header says {dtype} {list(shape)} ({data} bytes), the file "
+            f"holds {size - f.tell()}: it is truncated"
+        )
+    return tuple(shape), dtype
 
 
 def _npz_members(path: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """The shapes and dtypes of an .npz file's arrays, read from their headers only."""
     shapes = {}
-    with zipfile.ZipFile(path) as archive:
-        for name in archive.namelist():
-            if not name.endswith(".npy"):
-                continue
-            with archive.open(name) as f:
-                version = np.lib.format.read_magic(f)
-                read_header = (
-                    np.lib.format.read_array_header_1_0
-                    if version == (1, 0)
-                    else np.lib.format.read_array_header_2_0
-                )
-                shape, _, dtype = read_header(f)
-            shapes[name[: -len(".npy")]] = (tuple(shape), np.dtype(dtype))
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                if not info.filename.endswith(".npy"):
+                    continue
+                name = info.filename[: -len(".npy")]
+                with archive.open(info) as f:
+                    shapes[name] = _npy_header(f, info.file_size, f"{path} (array {name!r})")
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise InvalidArgument(f"input {path}: not a readable .npz file ({exc})") from exc
     return shapes
 
 
 def _plan_numpy(kind: str, path: str) -> _Input:
     if kind == "npy":
-        array = np.load(path, mmap_mode="r")
-        if array.ndim == 0:
-            raise InvalidArgument(f"input {path}: a 0-d array has no rows")
-        shapes = {"data": (array.shape, array.dtype)}
+        with open(path, "rb") as f:
+            shapes = {"data": _npy_header(f, os.fstat(f.fileno()).st_size, path)}
     else:
         shapes = _npz_members(path)
         if not shapes:
             raise InvalidArgument(f"input {path}: the .npz file holds no arrays")
+    for name, (shape, _) in shapes.items():
+        if not shape:
+            raise InvalidArgument(
+                f"input {path}: array {name!r} is 0-d: it has no rows (each array is a "
+                "column, with one entry per row)"
+            )
+    schema = {name: numpy_column(name, s, d, path) for name, (s, d) in shapes.items()}
     row_bytes = {
         name: float(dtype.itemsize * int(np.prod(shape[1:])))
         for name, (shape, dtype) in shapes.items()
     }
     # an .npz file is read whole, in one piece; an .npy file is memory-mapped
     step = max(1, int(PIECE_BYTES // max(sum(row_bytes.values()), 1))) if kind == "npy" else 0
-    lengths = {name: s[0] if s else None for name, (s, _) in shapes.items()}
-    if len(set(lengths.values())) != 1 or None in lengths.values():
+    lengths = {name: s[0] for name, (s, _) in shapes.items()}
+    if len(set(lengths.values())) != 1:
         raise InvalidArgument(
             f"input {path}: arrays of different lengths {lengths}: each array is a column "
             "and needs one entry per row"
         )
-    rows = int(next(iter(lengths.values())))  # type: ignore[arg-type]
+    rows = int(next(iter(lengths.values())))
     step = step or max(rows, 1)
     pieces = [_Piece(kind, path, 0, s, min(step, rows - s), s) for s in range(0, rows, step)]
     columns = list(shapes)
     ids = "column" if ID in columns else "generated"
     values = None
     if ids == "column":
-        column = np.load(path)[ID]
+        check_ids(schema[ID])
+        with np.load(path) as npz:
+            column = npz[ID]
         values = [column[p.start : p.start + p.rows] for p in pieces]
-    return _Input(pieces, columns, ids, [{"path": path, "rows": rows}], values, row_bytes)
+    files = [{"path": path, "rows": rows}]
+    return _Input(pieces, columns, ids, files, values, row_bytes, [schema], kind)
 
 
 def _plan(uri: str) -> _Input:
@@ -267,18 +347,43 @@ def _plan(uri: str) -> _Input:
     return plan
 
 
+@dataclass(frozen=True)
+class _Checks:
+    """The model inputs each column feeds, checked (and converted) as the rows are read.
+
+    A column feeding one input, and not copied to the output, is converted
+    to that input's dtype and row shape in the reader, once.
+    """
+
+    inputs: dict[str, tuple[ModelArg, ...]] = field(default_factory=dict)
+    kept: frozenset[str] = frozenset()
+
+    def apply(self, data: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
+        """Check (and convert) the columns of one chunk; ``where`` names the file."""
+        for column, args in self.inputs.items():
+            for arg in args:
+                array = column_array(data[column], arg, column, where=where, ids=data[ID])
+                if len(args) == 1 and column not in self.kept:
+                    data[column] = array
+        return data
+
+
 def _read_piece(
-    batch: Mapping[str, Any], columns: Sequence[str], chunk: int
+    batch: Mapping[str, Any], columns: Sequence[str], chunk: int, checks: _Checks | None = None
 ) -> Iterator[dict[str, np.ndarray]]:
     """``map_batches`` function: the rows of one piece, ``chunk`` at a time, with ids.
 
     Rows already done (``piece.skip``) are dropped; list cells of one shape
-    are stacked into a tensor column here, once, rather than in each actor.
+    are stacked into a tensor column here, once, rather than in each actor;
+    the columns of model inputs are checked against them (``checks``): a
+    null, a ragged row, a row shape or value the input does not take stops
+    the job with a message naming the file, the column and the row.
     """
     (piece,) = _pieces(batch)
+    checks = checks or _Checks()
     skip = np.asarray(piece.skip, dtype=np.int64)
     offset = 0
-    for data in _piece_chunks(piece, columns, chunk):
+    for data in _piece_chunks(piece, columns, chunk, checks):
         n = len(next(iter(data.values()))) if data else 0
         if n == 0:
             continue
@@ -289,7 +394,7 @@ def _read_piece(
             data = {k: v[keep] for k, v in data.items()}
         offset += n
         if len(data[ID]):
-            yield data
+            yield checks.apply(data, f"input {piece.path}: ")
 
 
 def _pieces(batch: Mapping[str, Any]) -> list[_Piece]:
@@ -313,24 +418,55 @@ def _pieces(batch: Mapping[str, Any]) -> list[_Piece]:
 
 
 def _piece_chunks(
-    piece: _Piece, columns: Sequence[str], chunk: int
+    piece: _Piece, columns: Sequence[str], chunk: int, checks: _Checks
 ) -> Iterator[dict[str, np.ndarray]]:
-    if piece.kind == "parquet":
-        import pyarrow.parquet as pq
+    import pyarrow as pa
 
-        filesystem, _ = _filesystem(piece.path)
-        f = pq.ParquetFile(piece.path, filesystem=filesystem)
-        for rb in f.iter_batches(batch_size=chunk, row_groups=[piece.group], columns=list(columns)):
-            yield {name: _dense(_numpy(rb.column(name))) for name in rb.schema.names}
-        return
-    if piece.kind == "npy":
-        data = {"data": np.load(piece.path, mmap_mode="r")}
-    else:
-        with np.load(piece.path) as npz:
-            data = {k: npz[k] for k in columns}
-    for s in range(piece.start, piece.start + piece.rows, chunk):
-        e = min(s + chunk, piece.start + piece.rows)
-        yield {k: np.array(data[k][s:e]) for k in columns}
+    try:
+        if piece.kind == "parquet":
+            yield from _parquet_chunks(piece, columns, chunk, checks)
+            return
+        if piece.kind == "npy":
+            data = {"data": np.load(piece.path, mmap_mode="r")}
+        else:
+            with np.load(piece.path) as npz:
+                data = {k: npz[k] for k in columns}
+        for s in range(piece.start, piece.start + piece.rows, chunk):
+            e = min(s + chunk, piece.start + piece.rows)
+            yield {k: np.array(data[k][s:e]) for k in columns}
+    except (pa.ArrowException, OSError, ValueError, EOFError) as exc:
+        if isinstance(exc, InvalidArgument):
+            raise
+        where = (
+            f"row group {piece.group}" if piece.kind == "parquet" else f"rows from {piece.start}"
+        )
+        raise InvalidArgument(
+            f"input {piece.path}: {where} cannot be read ({type(exc).__name__}: {exc}); was "
+            "the file changed or damaged after the job started?"
+        ) from exc
+
+
+def _parquet_chunks(
+    piece: _Piece, columns: Sequence[str], chunk: int, checks: _Checks
+) -> Iterator[dict[str, np.ndarray]]:
+    """A Parquet row group's rows, ``chunk`` at a time; nulls in model inputs refused."""
+    import pyarrow.parquet as pq
+
+    filesystem, _ = _filesystem(piece.path)
+    f = pq.ParquetFile(piece.path, filesystem=filesystem)
+    row = 0
+    for rb in f.iter_batches(batch_size=chunk, row_groups=[piece.group], columns=list(columns)):
+        for column, args in checks.inputs.items():
+            bad = first_null_row(rb.column(column))
+            if bad is not None:
+                raise InvalidArgument(
+                    f"input {piece.path}: column {column!r} has a null in row {row + bad} of "
+                    f"row group {piece.group} (row {piece.first + row + bad} of the input): "
+                    f"model input {args[0].name!r} needs a value in every row, every element "
+                    "set; fill or drop the nulls"
+                )
+        yield {name: _dense(_numpy(rb.column(name))) for name in rb.schema.names}
+        row += rb.num_rows
 
 
 def _dense(values: np.ndarray) -> np.ndarray:
@@ -384,12 +520,13 @@ def _digest(ids: np.ndarray) -> str:
 class _PieceReader:
     """``map_batches`` callable class: :func:`_read_piece` in a long-lived actor."""
 
-    def __init__(self, columns: Sequence[str], chunk: int) -> None:
+    def __init__(self, columns: Sequence[str], chunk: int, checks: _Checks | None = None) -> None:
         self.columns = list(columns)
         self.chunk = chunk
+        self.checks = checks
 
     def __call__(self, batch: Mapping[str, Any]) -> Iterator[dict[str, np.ndarray]]:
-        yield from _read_piece(batch, self.columns, self.chunk)
+        yield from _read_piece(batch, self.columns, self.chunk, self.checks)
 
 
 class _PartWriter:
@@ -496,6 +633,13 @@ def _manifest(root: str, job: dict[str, Any]) -> None:
             recorded = json.loads(f.read().decode())
     except FileNotFoundError:
         recorded = None
+    except ValueError as exc:  # not JSON, not UTF-8
+        raise InvalidArgument(
+            f"output {root}: {MANIFEST} cannot be read ({exc}); it was damaged after the "
+            "job wrote it: remove the folder to start over"
+        ) from exc
+    if recorded is not None and not isinstance(recorded, dict):
+        raise InvalidArgument(f"output {root}: {MANIFEST} is not a job record: remove the folder")
     if recorded is None:
         if _parts(root):
             raise InvalidArgument(
@@ -505,6 +649,11 @@ def _manifest(root: str, job: dict[str, Any]) -> None:
         _write_json(filesystem, path, {**job, "complete": False})
         return
     differs = [k for k in job if recorded.get(k) != job[k]]
+    if differs and not _parts(root):
+        # A job that failed before writing a row (its input or model fixed since):
+        # nothing of it to keep or to mix with this one.
+        _write_json(filesystem, path, {**job, "complete": False})
+        return
     if differs:
         raise InvalidArgument(
             f"output {root} holds results of another job (its {', '.join(differs)} "
@@ -571,6 +720,113 @@ def _parts_folder(output: str) -> tuple[str, str | None]:
     return output, None
 
 
+@dataclass
+class BatchJob:
+    """A batch job checked against its model and ready to run (:func:`prepare_batch`).
+
+    Attributes:
+        root: the folder of part files.
+        gathered: the ``.npz``/``.npy`` file gathered at the end, if any.
+        total_rows: rows in the input.
+        done_rows: rows already in the output.
+    """
+
+    root: str
+    gathered: str | None
+    total_rows: int
+    done_rows: int
+    _payload: str | bytes
+    _job: dict[str, Any]
+    _read: list[str]
+    _checks: _Checks
+    _todo: list[_Piece]
+    _row_bytes: float
+    _options: dict[str, Any]
+    _output: str
+    _progress: bool
+    _rows_per_file: int
+
+    def run(self) -> BatchReport:
+        """Run the job on the running Ray (``ray.init``): every row not done yet.
+
+        Returns:
+            a :class:`BatchReport`.
+
+        Raises:
+            OrtcoreError: what an actor raised (a row the model does not take,
+                a model or provider error), as the actor raised it; see
+                :func:`ortcore.ray_errors.job_error`. Rows written before it
+                are kept: fix the cause and run the job again to resume.
+            ClusterError: Ray itself failed (an actor or node died for good,
+                an object was lost); run the job again to resume.
+            InvalidArgument: rows missing at the end.
+        """
+        import ray.data
+
+        from .ray_errors import job_error
+
+        o = self._options
+        actors = o["actors"] or default_actors(o["threads"], o["gpus_per_actor"])
+        todo_rows = sum(p.rows - len(p.skip) for p in self._todo)
+        report = BatchReport(
+            self.total_rows, self.done_rows, 0, 0, 0.0, actors, o["threads"], self._output
+        )
+        if self._progress:
+            print(
+                f"ortcore batch: {self.total_rows} rows, {self.done_rows} already in "
+                f"{self.root}, {todo_rows} to infer with {actors} actor(s) x {o['threads']} "
+                "thread(s)",
+                file=sys.stderr,
+            )
+        context = ray.data.DataContext.get_current()
+        # Our progress line replaces Ray Data's bars and its "starting execution"
+        # lines. A task's exception reaches the driver as it was raised, not as
+        # Ray Data's UserCodeException, which keeps only its text.
+        settings = {
+            "enable_progress_bars": False,
+            "print_on_execution_start": False,
+            "raise_original_map_exception": True,
+            # A read task's batches are merged into blocks of up to this size, and a
+            # block goes to one actor: with Ray's 128 MB a piece (a whole row group)
+            # would run on one actor however many there are. Blocks of about one
+            # batch spread the rows.
+            "target_max_block_size": max(int(self._row_bytes * o["batch_size"]), 1),
+        }
+        saved = {k: getattr(context, k) for k in settings if hasattr(context, k)}
+        for k in saved:
+            setattr(context, k, settings[k])
+        t0 = time.perf_counter()
+        try:
+            if self._todo:
+                report.inferred_rows, report.files = _execute(
+                    self._todo,
+                    self._read,
+                    self._payload,
+                    self.root,
+                    progress=_Progress(todo_rows, self._progress),
+                    options={**o, "actors": actors, "predictor": _deferring(o["predictor"])},
+                    checks=self._checks,
+                    rows_per_file=self._rows_per_file,
+                )
+        except Exception as exc:
+            try:  # what a writer stopped mid-file left; the next run removes it too
+                _clean_tmp(self.root)
+            except OSError:
+                pass
+            error = job_error(exc)
+            if error is exc:
+                raise
+            raise error from exc
+        finally:
+            for k, v in saved.items():
+                setattr(context, k, v)
+        report.seconds = time.perf_counter() - t0
+        _finish(self.root, self._job, self.total_rows)
+        if self.gathered:
+            _gather(self.root, self.gathered, list(self._job["columns"]["outputs"]))
+        return report
+
+
 def run_batch(
     model: str | os.PathLike[str] | bytes,
     input: str,
@@ -597,7 +853,8 @@ def run_batch(
     Needs a running Ray (``ray.init``), local or a cluster; the input and output
     must be visible to every node (a shared file system, or ``s3://``-style
     URIs for Parquet). See the module docstring for the output layout and
-    how a rerun resumes.
+    how a rerun resumes. The job is checked first (:func:`prepare_batch`),
+    then run (:meth:`BatchJob.run`).
 
     Args:
         model: path or bytes of the model.
@@ -626,21 +883,88 @@ def run_batch(
         a :class:`BatchReport`.
 
     Raises:
-        InvalidArgument: unreadable input, names that do not match, an output
-            folder of another job, or rows missing at the end.
+        InvalidArgument: unreadable input, names that do not match, a column
+            the model input it feeds does not take, an output folder of
+            another job, or rows missing at the end.
+        OrtcoreError: what an actor raised (:meth:`BatchJob.run`).
+        ClusterError: Ray itself failed; run again to resume.
     """
-    import ray
-    import ray.data
+    return prepare_batch(
+        model,
+        input,
+        output,
+        providers=providers,
+        provider_options=provider_options,
+        session_options=session_options,
+        inputs=inputs,
+        outputs=outputs,
+        keep=keep,
+        actors=actors,
+        threads=threads,
+        gpus_per_actor=gpus_per_actor,
+        batch_size=batch_size,
+        rows_per_file=rows_per_file,
+        max_restarts=max_restarts,
+        max_task_retries=max_task_retries,
+        progress=progress,
+        predictor=predictor,
+    ).run()
 
+
+def prepare_batch(
+    model: str | os.PathLike[str] | bytes,
+    input: str,
+    output: str,
+    *,
+    providers: Sequence[Any] | None = None,
+    provider_options: Sequence[Mapping[str, Any]] | None = None,
+    session_options: SessionSettings = None,
+    inputs: Mapping[str, str] | None = None,
+    outputs: Sequence[str] | None = None,
+    keep: Sequence[str] = (),
+    actors: int | None = None,
+    threads: int = 1,
+    gpus_per_actor: float = 0,
+    batch_size: int = 32,
+    rows_per_file: int = 1024,
+    max_restarts: int = 3,
+    max_task_retries: int = 3,
+    progress: bool = True,
+    predictor: type[BatchPredictor] = BatchPredictor,
+) -> BatchJob:
+    """Check a batch job before anything runs, without Ray; record it in ``output``.
+
+    Reads the model's declared inputs and what the input files say about
+    their columns (Parquet schemas and statistics, ``.npy`` headers, the
+    first rows of the first file for list columns) and checks every column
+    against the model input it feeds (:mod:`ortcore.batch_check`): element
+    type, rank and per-row shape, nulls. A job that fails here leaves
+    ``output`` as it was. Then records the job in ``output`` and finds the
+    rows already done. Arguments as :func:`run_batch`'s.
+
+    Returns:
+        a :class:`BatchJob`; its :meth:`~BatchJob.run` needs a running Ray.
+
+    Raises:
+        InvalidArgument: as :func:`run_batch`, before any actor starts; one
+            line naming the file, the column, the model input, what the
+            input takes and what the column holds.
+    """
+    _check_numbers(
+        actors=actors or 0,
+        threads=threads,
+        gpus_per_actor=gpus_per_actor,
+        batch_size=batch_size,
+        rows_per_file=rows_per_file,
+        max_restarts=max_restarts,
+        max_task_retries=max_task_retries,
+    )
     root, gathered = _parts_folder(output)
     payload = model_payload(model)
-    digest = hashlib.sha256(
-        payload if isinstance(payload, bytes) else Path(payload).read_bytes()
-    ).hexdigest()
+    data = payload if isinstance(payload, bytes) else Path(payload).read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
     plan = _plan(input)
-    model_inputs, model_outputs = declared_io(
-        payload if isinstance(payload, bytes) else Path(payload).read_bytes()
-    )
+    model_inputs, model_outputs = declared_io(data)
     missing = [c for c in keep if c not in plan.columns]
     if missing:
         raise InvalidArgument(
@@ -655,7 +979,9 @@ def run_batch(
             f"output {gathered}: an .npy file holds one output, the model writes "
             f"{len(chosen)} ({', '.join(chosen)}): choose one with --outputs, or write .npz"
         )
+    apply_session_options(session_options, threads)  # a bad option fails here, not per actor
     read = sorted({*bound.values(), *passthrough} & set(plan.columns))
+    checks = _preflight(plan, model_inputs, bound, read, passthrough, batch_size)
     job = {
         "model_sha256": digest,
         "inputs": plan.files,
@@ -665,68 +991,120 @@ def run_batch(
     }
     _manifest(root, job)
     _clean_tmp(root)
-
     done = _done_ids(root)
     todo = _skip_done(plan, done)
-    total_todo = sum(p.rows - len(p.skip) for p in todo)
-    actors = actors or default_actors(threads, gpus_per_actor)
-    report = BatchReport(plan.total, len(done), 0, 0, 0.0, actors, threads, output)
-    if progress:
-        print(
-            f"ortcore batch: {plan.total} rows, {len(done)} already in {root}, {total_todo} to "
-            f"infer with {actors} actor(s) x {threads} thread(s)",
-            file=sys.stderr,
-        )
-    context = ray.data.DataContext.get_current()
-    # Our progress line replaces Ray Data's bars and its "starting execution" lines.
-    saved = (
-        context.enable_progress_bars,
-        context.print_on_execution_start,
-        context.target_max_block_size,
-    )
-    context.enable_progress_bars = context.print_on_execution_start = False
-    # A read task's batches are merged into blocks of up to this size, and a block
-    # goes to one actor: with Ray's 128 MB a piece (a whole row group) would run on
-    # one actor however many there are. Blocks of about one batch spread the rows.
+    options = {
+        "providers": providers,
+        "provider_options": provider_options,
+        "session_options": session_options,
+        "inputs": dict(inputs or {}),
+        "outputs": list(chosen) if outputs else None,
+        "passthrough": passthrough,
+        "actors": actors,
+        "threads": threads,
+        "gpus_per_actor": gpus_per_actor,
+        "batch_size": batch_size,
+        "max_restarts": max_restarts,
+        "max_task_retries": max_task_retries,
+        "predictor": predictor,
+    }
     row_bytes = sum(plan.row_bytes.get(c, 8.0) for c in {*read, ID})
-    context.target_max_block_size = max(int(row_bytes * batch_size), 1)
-    t0 = time.perf_counter()
-    try:
-        if todo:
-            report.inferred_rows, report.files = _execute(
-                todo,
-                read,
-                payload,
-                root,
-                progress=_Progress(total_todo, progress),
-                options={
-                    "providers": providers,
-                    "provider_options": provider_options,
-                    "session_options": session_options,
-                    "inputs": dict(inputs or {}),
-                    "outputs": list(chosen) if outputs else None,
-                    "passthrough": passthrough,
-                    "actors": actors,
-                    "threads": threads,
-                    "gpus_per_actor": gpus_per_actor,
-                    "batch_size": batch_size,
-                    "max_restarts": max_restarts,
-                    "max_task_retries": max_task_retries,
-                    "predictor": predictor,
-                },
-                rows_per_file=rows_per_file,
+    return BatchJob(
+        root,
+        gathered,
+        plan.total,
+        len(done),
+        payload,
+        job,
+        read,
+        checks,
+        todo,
+        row_bytes,
+        options,
+        output,
+        progress,
+        rows_per_file,
+    )
+
+
+def _check_numbers(**values: float) -> None:
+    """Refuse counts out of range here, not as a Ray error after the cluster started."""
+    least = {"gpus_per_actor": 0, "max_restarts": -1, "max_task_retries": -1, "actors": 0}
+    for name, value in values.items():
+        low = least.get(name, 1)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= low:
+            raise InvalidArgument(
+                f"{name} (--{name.replace('_', '-')}) must be a number of at least {low}, "
+                f"got {value!r}"
             )
-    finally:
-        (
-            context.enable_progress_bars,
-            context.print_on_execution_start,
-            context.target_max_block_size,
-        ) = saved
-    report.seconds = time.perf_counter() - t0
-    _finish(root, job, plan.total)
-    if gathered:
-        _gather(root, gathered, list(chosen.values()))
-    return report
+        if name != "gpus_per_actor" and value != int(value):
+            raise InvalidArgument(f"{name} must be a whole number, got {value!r}")
+
+
+def _preflight(
+    plan: _Input,
+    model_inputs: Sequence[ModelArg],
+    bound: Mapping[str, str],
+    read: Sequence[str],
+    kept: Sequence[str],
+    batch_size: int,
+) -> _Checks:
+    """Check the input's columns against the model before anything runs; the readers' checks.
+
+    Raises:
+        InvalidArgument: see :func:`ortcore.batch_check.check_job`.
+    """
+    check_job(model_inputs, bound, plan.schemas)
+    if plan.kind != "parquet":  # np.load refuses object arrays, and reads no records
+        for schema in plan.schemas:
+            for column in read:
+                if schema[column].problem:
+                    raise InvalidArgument(
+                        f"input {schema[column].file}: array {column!r} {schema[column].problem}"
+                    )
+    args = {a.name: a for a in model_inputs}
+    feeds: dict[str, tuple[ModelArg, ...]] = {}
+    for name, column in bound.items():
+        feeds[column] = (*feeds.get(column, ()), args[name])
+    checks = _Checks(feeds, frozenset(kept))
+    # A list column's row length is in its rows, not its schema: the first rows
+    # of the first file are read and checked here, as a reader will.
+    varying = [c for c in feeds if None in plan.schemas[0][c].row]
+    head = next((p for p in plan.pieces if p.rows), None)
+    if plan.kind == "parquet" and varying and head is not None:
+        piece = {k: [v] for k, v in asdict(replace(head, skip=[])).items()}
+        for _ in _read_piece(piece, read, min(batch_size, 16), checks):
+            break
+    return checks
+
+
+def _deferring(predictor: type[BatchPredictor]) -> type[BatchPredictor]:
+    """``predictor``, with what its constructor raises raised by its first batch instead.
+
+    Ray retries an actor whose constructor raises (Ray Data's retries, then
+    ``max_restarts``), printing each traceback, and hands the driver only the
+    error's text; raised by a batch, the error stops the job at once and
+    reaches the driver as it was raised.
+    """
+
+    class Deferred(predictor):  # type: ignore[valid-type,misc]
+        _init_error: BaseException | None = None
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            try:
+                super().__init__(*args, **kwargs)
+            except Exception as exc:
+                self._init_error = exc
+
+        def __call__(self, batch: Any) -> Any:
+            if self._init_error is not None:
+                raise self._init_error
+            return super().__call__(batch)
+
+    # The operator keeps the predictor's name; the qualified name stays this
+    # function's, so that Ray pickles the class by value, not as `predictor`.
+    Deferred.__name__ = predictor.__name__
+    return Deferred
 
 
 def _skip_done(plan: _Input, done: np.ndarray) -> list[_Piece]:
@@ -758,6 +1136,7 @@ def _execute(
     *,
     progress: _Progress,
     options: dict[str, Any],
+    checks: _Checks,
     rows_per_file: int,
 ) -> tuple[int, int]:
     import ray
@@ -787,7 +1166,11 @@ def _execute(
         ds = ds.map_batches(
             _PieceReader,
             batch_size=1,
-            fn_constructor_kwargs={"columns": columns, "chunk": options["batch_size"]},
+            fn_constructor_kwargs={
+                "columns": columns,
+                "chunk": options["batch_size"],
+                "checks": checks,
+            },
             **io,
         )
         ds = map_inference(ds, model_ref, **options)

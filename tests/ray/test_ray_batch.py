@@ -4,6 +4,7 @@ actor) and the Serve deployment, on a local 2-CPU Ray cluster started in-process
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -320,3 +321,184 @@ def test_serve_deployment_answers_numpy_and_json(cpu: str, cluster: None, model_
         assert bad.status_code == 400 and "missing" in bad.json()["error"]
     finally:
         serve.shutdown()
+
+
+# --------------------------------------------------------------------------- #
+# Errors inside actors: the actor's own message, the output left resumable
+# --------------------------------------------------------------------------- #
+
+
+def test_job_error_finds_what_the_task_raised() -> None:
+    from ray import exceptions as rx
+
+    from ortcore.errors import Fail
+    from ortcore.ray_errors import ClusterError, job_error
+
+    def task_error(cause: BaseException, text: str = "Traceback ...") -> BaseException:
+        error = rx.RayTaskError("f", text, cause, proctitle="p", pid=1, ip="127.0.0.1")
+        return error.as_instanceof_cause()
+
+    note = "\nFailed to apply UDF transform after 1/1 attempts (total backoff 0.0s).\nTo change"
+    cause = InvalidArgument("input f: column 'x' is bad" + note)
+    got = job_error(task_error(cause))
+    assert got is cause and str(got) == "input f: column 'x' is bad"  # Ray Data's note cut
+
+    # Ray kept only the text (Ray Data's UserCodeException, a constructor that raised)
+    text = (
+        "\x1b[36mray::MapWorker(MapBatches(BatchPredictor)).submit()\x1b[39m (pid=1, ip=x)\n"
+        '  File "ortcore/batching.py", line 1, in column_array\n'
+        "ortcore.errors.InvalidArgument: input f: column 'x' is bad\n\n"
+        "The above exception was the direct cause of the following exception:\n\n"
+        "ray.exceptions.UserCodeException: UDF failed to process a data block."
+    )
+    got = job_error(task_error(rx.UserCodeException("UDF failed"), text))
+    assert type(got) is InvalidArgument and str(got) == "input f: column 'x' is bad"
+
+    got = job_error(task_error(TypeError("boom")))
+    assert isinstance(got, Fail) and "raised TypeError: boom" in str(got)
+    for infra in (rx.ActorDiedError(), rx.RaySystemError("the GCS is gone")):
+        assert isinstance(job_error(infra), ClusterError)
+    plain = ValueError("not from Ray")
+    assert job_error(plain) is plain
+
+
+def fails_to_run_model(batch: int | str = "N") -> bytes:
+    """x [batch, 3] -> Reshape to [7, -1]: fails at run for a batch of 8."""
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [7, -1])
+    node = helper.make_node("Reshape", ["x", "shape"], ["y"], name="bad_reshape")
+    return make_model([node], [fvi("x", [batch, 3])], [fvi("y", None)], [shape])
+
+
+def check_resumable(out: Path, ids: set[Any]) -> None:
+    """After a failed job: the manifest says incomplete, every part whole, no row twice."""
+    import json
+
+    manifest = json.loads((out / "_ortcore_batch.json").read_text())
+    assert manifest["complete"] is False
+    assert not list(out.glob(".tmp-*"))
+    written = [i for p in out.glob("part-*.parquet") for i in pq.read_table(p)["id"].to_pylist()]
+    assert len(written) == len(set(written)) and set(written) <= ids
+
+
+def test_a_ragged_row_stops_the_job_with_its_id_and_a_fixed_rerun_completes(
+    cpu: str, cluster: None, model_path: Path, tmp_path: Path
+) -> None:
+    x = parquet_input(tmp_path / "in", 96, with_id=True)
+    table = pq.read_table(tmp_path / "in" / "b.parquet")
+    cells = table["features"].to_pylist()
+    cells[42] = cells[42][:2]  # row90: far past the rows the pre-flight reads
+    bad = table.set_column(1, "features", pa.array(cells))
+    pq.write_table(bad, tmp_path / "in" / "b.parquet", row_group_size=16)
+    out = tmp_path / "out"
+    kw: dict[str, Any] = {"inputs": {"x": "features"}, "actors": 1, "progress": False}
+    with pytest.raises(InvalidArgument) as raised:
+        run_batch(model_path, str(tmp_path / "in"), str(out), batch_size=8, rows_per_file=8, **kw)
+    message = str(raised.value)
+    assert "b.parquet" in message and "'features'" in message and "'row90'" in message
+    assert "model input 'x'" in message and "\n" not in message
+    check_resumable(out, {f"row{i}" for i in range(96)})
+
+    pq.write_table(table, tmp_path / "in" / "b.parquet", row_group_size=16)  # fixed
+    report = run_batch(model_path, str(tmp_path / "in"), str(out), **kw)
+    assert report.skipped_rows + report.inferred_rows == 96
+    got = read_output(out)
+    assert sorted(got["id"].tolist()) == sorted(f"row{i}" for i in range(96))
+    order = np.argsort([int(i[3:]) for i in got["id"]])
+    np.testing.assert_allclose(got["y"][order], expected(x)[0], rtol=1e-6)
+
+
+class RaisesTypeError(BatchPredictor):
+    """A predictor with a bug."""
+
+    def __call__(self, batch: Any) -> Any:
+        raise TypeError("a bug in a predictor")
+
+
+@pytest.mark.parametrize(
+    ("model", "kw", "error"),
+    [
+        (fails_to_run_model, {}, r"RuntimeException:.*'bad_reshape'"),
+        (affine_model, {"providers": ["nosuch"]}, r"Unknown provider 'nosuch'"),
+        (affine_model, {"predictor": RaisesTypeError}, r"Fail:.*TypeError: a bug in a predictor"),
+    ],
+    ids=["model run", "provider", "predictor bug"],
+)
+def test_errors_raised_in_actors_reach_the_caller_as_ortcore_errors(
+    cpu: str, cluster: None, tmp_path: Path, model: Any, kw: dict[str, Any], error: str
+) -> None:
+    from ortcore.errors import OrtcoreError
+
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model())
+    np.save(tmp_path / "x.npy", np.ones((16, 3), np.float32))
+    with pytest.raises(OrtcoreError) as raised:
+        run_batch(
+            path,
+            str(tmp_path / "x.npy"),
+            str(tmp_path / "out"),
+            batch_size=8,
+            actors=1,
+            progress=False,
+            **kw,
+        )
+    assert re.search(error, f"{type(raised.value).__name__}: {raised.value}"), raised.value
+    assert "Traceback" not in str(raised.value) and "ray::" not in str(raised.value)
+    check_resumable(tmp_path / "out", set(range(16)))
+
+
+class DiesAlways(BatchPredictor):
+    """An actor whose process dies on every batch (a crash, the OOM killer)."""
+
+    def __call__(self, batch: Any) -> Any:
+        os._exit(1)
+
+
+def test_actors_that_die_for_good_are_a_cluster_error(
+    cpu: str, cluster: None, model_path: Path, tmp_path: Path
+) -> None:
+    from ortcore.ray_errors import ClusterError
+
+    np.save(tmp_path / "x.npy", np.ones((8, 3), np.float32))
+    with pytest.raises(ClusterError, match=r"run the job again to resume"):
+        run_batch(
+            model_path,
+            str(tmp_path / "x.npy"),
+            str(tmp_path / "out"),
+            actors=1,
+            predictor=DiesAlways,
+            max_restarts=0,
+            max_task_retries=0,
+            progress=False,
+        )
+    check_resumable(tmp_path / "out", set(range(8)))
+
+
+def test_cli_reports_an_actor_error_in_a_few_lines_and_resumes(
+    cpu: str, cluster: None, model_path: Path, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    address = ray.get_runtime_context().gcs_address
+    x = np.random.default_rng(3).random((64, 3))
+    cells = [list(r) for r in x]
+    cells[50] = cells[50][:2]
+    pq.write_table(pa.table({"x": cells}), tmp_path / "in.parquet", row_group_size=16)
+    cmd = [sys.executable, "-m", "ortcore", "batch", str(model_path), str(tmp_path / "in.parquet")]
+    cmd += [str(tmp_path / "out"), "--address", address, "--actors", "1", "--batch-size", "8"]
+    got = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert got.returncode == 2, got.stderr
+    lines = got.stderr.strip().splitlines()
+    assert len(lines) <= 6, got.stderr  # our progress line, one or two of Ray's, our error
+    error = next(line for line in lines if "InvalidArgument" in line)
+    assert "column 'x'" in error and "model input 'x'" in error and "id 50" in error
+    assert "Traceback" not in got.stderr
+    check_resumable(tmp_path / "out", set(range(64)))
+
+    cells[50] = list(x[50])
+    pq.write_table(pa.table({"x": cells}), tmp_path / "in.parquet", row_group_size=16)
+    got = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert got.returncode == 0, got.stderr
+    got_out = read_output(tmp_path / "out")
+    np.testing.assert_array_equal(got_out["id"], np.arange(64))
+    np.testing.assert_allclose(got_out["y"], expected(x)[0], rtol=1e-6)
