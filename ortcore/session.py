@@ -29,6 +29,7 @@ from .devices import OrtMemoryInfo
 from .errors import InvalidArgumentTypeError, ModelLoadCanceled
 from .executor import Plan
 from .feeds import FeedValidator
+from .gc_pause import gc_paused
 from .iobinding import IOBinding, run_binding
 from .loading import LOAD_CONFIG_ENV as LOAD_CONFIG_ENV  # moved; importable here
 from .loading import LOAD_CONFIG_FROM_MODEL as LOAD_CONFIG_FROM_MODEL  # moved; importable here
@@ -185,6 +186,7 @@ class InferenceSession:
                 self._plans.planner.group_keys,
             )
 
+    @gc_paused()
     def _build(
         self,
         path_or_bytes: str | os.PathLike[str] | bytes,
