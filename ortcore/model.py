@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -166,12 +167,53 @@ def check_opsets(proto: onnx.ModelProto) -> None:
 
 
 def _sort_graph(graph: onnx.GraphProto, outer: set[str]) -> None:
-    """Sort ``graph.node`` topologically in place; raise on a cycle."""
+    """Sort ``graph.node`` topologically in place; raise on a cycle.
+
+    A graph in order already (as exporters write them) is found so in one
+    pass; only another one is sorted (Kahn's algorithm, linear in the graph).
+    """
     available = set(outer)
     available.update(i.name for i in graph.input)
     available.update(i.name for i in graph.initializer)
     available.update(i.name for i in graph.sparse_initializer)
     available.add("")
+    scope = _scope_if_in_order(graph, available)
+    if scope is None:
+        scope = _sort_nodes(graph, available)
+    for n in graph.node:
+        for attr in n.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                _sort_graph(attr.g, scope)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    _sort_graph(g, scope)
+
+
+_GRAPH_ATTRIBUTES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+
+def _scope_if_in_order(graph: onnx.GraphProto, available: set[str]) -> set[str] | None:
+    """Every name ``graph``'s nodes may read, if each node reads only names
+    defined before it (``None`` if one does not: the graph needs sorting)."""
+    seen = set(available)
+    for n in graph.node:
+        reads: Iterable[str] = n.input
+        if n.attribute and any(a.type in _GRAPH_ATTRIBUTES for a in n.attribute):
+            reads = _node_reads(n)
+        for name in reads:
+            if name not in seen:
+                return None
+        seen.update(n.output)
+    return seen
+
+
+def _sort_nodes(graph: onnx.GraphProto, available: set[str]) -> set[str]:
+    """Sort ``graph.node`` topologically; return the names its nodes may read.
+
+    Raises:
+        UndefinedInput: a node reads a name nothing defines.
+        InvalidGraph: the graph has a cycle.
+    """
     nodes = list(graph.node)
     produced_by: dict[str, int] = {}
     for idx, n in enumerate(nodes):
@@ -196,10 +238,10 @@ def _sort_graph(graph: onnx.GraphProto, outer: set[str]) -> None:
         for d in deps:
             users.setdefault(d, []).append(i)
     pending = [len(d) for d in needs]
-    ready = [i for i, p in enumerate(pending) if p == 0]
+    ready = deque(i for i, p in enumerate(pending) if p == 0)
     order: list[int] = []
     while ready:
-        i = ready.pop(0)
+        i = ready.popleft()
         order.append(i)
         for u in users.get(i, ()):
             pending[u] -= 1
@@ -216,14 +258,7 @@ def _sort_graph(graph: onnx.GraphProto, outer: set[str]) -> None:
         sorted_nodes = [nodes[i] for i in order]
         del graph.node[:]
         graph.node.extend(sorted_nodes)
-    scope = available | set(produced_by)
-    for n in graph.node:
-        for attr in n.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                _sort_graph(attr.g, scope)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    _sort_graph(g, scope)
+    return available | set(produced_by)
 
 
 def _node_reads(node: onnx.NodeProto) -> Iterator[str]:

@@ -33,13 +33,13 @@ from .cache import CompiledCache, compile_with_cache
 from .errors import EPFail, InvalidGraph, OrtcoreError
 from .executor import Plan, Step, StepInfo, SubgraphPlan, attach_releases
 from .nodeinfo import implicit_inputs, make_node_info, node_reads, outer_values, registry_of
-from .partition import PartitionResult, partition_graph
+from .partition import NO_REASONS, PartitionResult, partition_graph
 from .saved_session import SavedGroup, StaleSavedSession, load_saved_group
 
 __all__ = ["GraphPlanner", "NodeRecord", "PlannedGraph"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeRecord:
     """Where one node runs (an entry of ``session.get_partition()``)."""
 
@@ -48,7 +48,7 @@ class NodeRecord:
     domain: str
     provider: str
     group: str = ""
-    declined: Mapping[str, str] = field(default_factory=dict)
+    declined: Mapping[str, str] = field(default_factory=lambda: NO_REASONS)
     graph: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -443,7 +443,7 @@ class _PlanBuilder:
                 node.op_type,
                 node.domain,
                 provider.name,
-                declined=self.part.declined.get(node, {}),
+                declined=self.part.declined.get(node, NO_REASONS),
                 graph=self.path,
             )
         )
@@ -511,7 +511,7 @@ class _PlanBuilder:
                     n.domain,
                     provider.name,
                     group=name,
-                    declined=self.part.declined.get(n, {}),
+                    declined=self.part.declined.get(n, NO_REASONS),
                     graph=self.path,
                 )
             )
