@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -376,12 +377,50 @@ def load_model(
     proto = infer_shapes(proto)
     map_types = _strip_map_types(proto.graph)
     try:
-        model = ir.from_proto(proto)
+        model = _ir_from_proto(proto)
     except Exception as exc:
         raise InvalidGraph(f"This is an invalid model. {exc}") from exc
     set_external_base(model, base)
     model.meta[MAP_TYPES_KEY] = map_types
     model.meta[EXTERNAL_FILES_KEY] = external_files
+    return model
+
+
+def _ir_from_proto(proto: onnx.ModelProto) -> ir.Model:
+    """``onnx_ir.from_proto``, with the main graph's plain value infos (a type,
+    no doc string or metadata: what shape inference writes, one per
+    intermediate value) given to the values afterwards, one onnx-ir type and
+    (frozen) shape object for each distinct type: a large graph has few
+    distinct ones, and deserializing each value's own took a third of the
+    conversion's time and memory. ``proto`` loses those value infos.
+    """
+    graph = proto.graph
+    if len(graph.value_info) < 64:
+        return ir.from_proto(proto)
+    kept = []
+    plain: dict[str, bytes] = {}
+    for vi in graph.value_info:
+        if vi.doc_string or len(vi.metadata_props):
+            kept.append(vi)
+        else:
+            plain[vi.name] = vi.type.SerializeToString()
+    graph.ClearField("value_info")
+    graph.value_info.extend(kept)
+    model = ir.from_proto(proto)
+    known: dict[bytes, tuple[Any, Any]] = {}
+    for node in model.graph:
+        for value in node.outputs:
+            key = plain.get(value.name or "")
+            if key is None or value.type is not None or value.shape is not None:
+                continue
+            found = known.get(key)
+            if found is None:
+                type_proto = onnx.TypeProto.FromString(key)
+                found = known[key] = (
+                    ir.serde.deserialize_type_proto_for_type(type_proto),
+                    ir.serde.deserialize_type_proto_for_shape(type_proto),
+                )
+            value.type, value.shape = found
     return model
 
 
