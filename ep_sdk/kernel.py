@@ -18,7 +18,12 @@ tuple or list with one value per node output. A kernel registered with
 ``context=True`` receives a :class:`RunContext` first.
 
 Compute functions must not keep state between calls: one session may run from
-many threads at once.
+many threads at once. Nor do they write into their inputs: the core hands
+values from node to node without copying them, so an input may be the
+caller's feed, a constant of the model or a value other nodes read (a kernel
+may return an input unchanged); a kernel that works in place does so on an
+array it made itself. (A custom operator's kernel gets read-only views, or
+copies once it has written into one.)
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from .devices import (
 from .errors import (
     AllocationError,
     EPFail,
+    ExternalDataChanged,
     Fail,
     InvalidArgument,
     InvalidArgumentRuntimeError,
@@ -109,6 +110,7 @@ __all__ = [
     "EPFail",
     "ExecutionMode",
     "ExecutionOrder",
+    "ExternalDataChanged",
     "Fail",
     "GraphOptimizationLevel",
     "IOBinding",

@@ -163,8 +163,33 @@ def _array_parts(array: np.ndarray) -> tuple[bytes, list[np.ndarray | bytes]]:
     return head, [flat[start : start + _HASH_SLICE] for start in range(0, flat.size, _HASH_SLICE)]
 
 
+@dataclass(frozen=True)
+class _FileSlice:
+    """Bytes of an open file, read (``pread``) only by the thread that hashes them."""
+
+    fd: int
+    offset: int
+    length: int
+
+
 def _slice_digest(data: Any) -> bytes:
+    if isinstance(data, _FileSlice):
+        data = _read_slice(data)
     return hashlib.sha256(data).digest()
+
+
+def _read_slice(part: _FileSlice) -> bytes:
+    """A file's bytes read through its descriptor: a file truncated meanwhile
+    gives a short read (an ``OSError`` here), where a memory map would fault."""
+    chunks = []
+    done = 0
+    while done < part.length:
+        chunk = os.pread(part.fd, part.length - done, part.offset + done)
+        if not chunk:
+            raise OSError(f"file shrank while it was hashed (at byte {part.offset + done})")
+        chunks.append(chunk)
+        done += len(chunk)
+    return b"".join(chunks)
 
 
 def _hash_threads() -> int:
@@ -180,13 +205,35 @@ def _hash_arrays(h: Any, named: list[tuple[str, np.ndarray]]) -> None:
     each slice of its bytes: slices are hashed on several threads, and the
     result does not depend on how many."""
     heads: list[bytes] = []
-    slices: list[np.ndarray | bytes] = []
+    slices: list[np.ndarray | bytes | _FileSlice] = []
     counts: list[int] = []
     for name, array in named:
         head, parts = _array_parts(array)
         heads.append(b"\0constant\0" + name.encode() + b"\0" + head)
         slices.extend(parts)
         counts.append(len(parts))
+    _hash_slices(h, heads, slices, counts)
+
+
+def _hash_file(h: Any, fd: int, size: int) -> None:
+    """What ``_hash_arrays(h, [("file", content)])`` adds for a file of
+    ``size`` bytes whose ``content`` is read from ``fd``, a slice per thread.
+
+    Raises:
+        OSError: the file is shorter than ``size`` (it shrank meanwhile).
+    """
+    u8 = np.dtype(np.uint8)
+    head = b"\0constant\0file\0" + f"{u8.str}{u8.name}{(size,)}".encode()
+    slices: list[np.ndarray | bytes | _FileSlice] = [
+        _FileSlice(fd, start, min(_HASH_SLICE, size - start))
+        for start in range(0, size, _HASH_SLICE)
+    ]
+    _hash_slices(h, [head], slices, [len(slices)])
+
+
+def _hash_slices(
+    h: Any, heads: list[bytes], slices: list[np.ndarray | bytes | _FileSlice], counts: list[int]
+) -> None:
     threads = min(_hash_threads(), len(slices))
     if threads > 1:
         from concurrent.futures import ThreadPoolExecutor

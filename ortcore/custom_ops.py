@@ -46,9 +46,18 @@ import onnx
 import onnx.defs
 import onnx_ir as ir
 
-from ep_sdk import ExecutionProvider, KernelBuilder, KernelDef, reset_schema_cache, type_string
+from ep_sdk import (
+    Compute,
+    ExecutionProvider,
+    KernelBuilder,
+    KernelDef,
+    NodeInfo,
+    reset_schema_cache,
+    type_string,
+)
 
 from .errors import InvalidArgument
+from .kernel_outputs import checked_compute, output_specs
 
 __all__ = ["ONNX_DOMAINS", "CustomOp", "Param", "TensorType", "custom_op"]
 
@@ -229,20 +238,79 @@ class CustomOp:
         """
 
         def decorate(builder: KernelBuilder) -> KernelBuilder:
+            narrowed = {k: frozenset(v) for k, v in (types or {}).items()}
             self._kernels.setdefault(provider, []).append(
                 KernelDef(
                     op_type=self.name,
                     domain=self.domain,
                     since=self.since,
                     until=None,
-                    builder=builder,
-                    types={k: frozenset(v) for k, v in (types or {}).items()},
+                    builder=self._checked(builder, context, narrowed),
+                    types=narrowed,
                     context=context,
                 )
             )
             return builder
 
         return decorate
+
+    def _checked(
+        self,
+        builder: KernelBuilder,
+        context: bool,
+        narrowed: Mapping[str | int, frozenset[ir.DataType]],
+    ) -> KernelBuilder:
+        """``builder``, whose compute functions check what they return
+        (:mod:`ortcore.kernel_outputs`): the kernel is the user's code, and the
+        graph after it was built for the types and shapes the op declares."""
+
+        def build(info: NodeInfo) -> Compute:
+            fn = builder(info)
+            if not callable(fn):
+                raise TypeError(
+                    f"the kernel builder of custom operator {self.qualified_name} returned "
+                    f"a {type(fn).__name__}, not a compute function"
+                )
+            return self._check_outputs(fn, info, context, narrowed)
+
+        build.__wrapped__ = builder  # type: ignore[attr-defined]
+        return build
+
+    def _check_outputs(
+        self,
+        fn: Compute,
+        info: NodeInfo,
+        context: bool,
+        narrowed: Mapping[str | int, frozenset[ir.DataType]],
+    ) -> Compute:
+        """``fn``, a compute function of this op for the node of ``info``, with
+        each call's outputs checked against the op's declaration (see
+        :func:`ortcore.kernel_outputs.checked_compute`); ``narrowed`` are the
+        kernel's own type constraints, within the op's."""
+        host = info.provider is None or info.provider.device.is_host
+        n = info.num_outputs
+        variadic = bool(self.outputs) and self.outputs[-1].variadic
+        # Values for optional outputs past the node's last one are dropped.
+        most = len(self.outputs) if all(p.optional for p in self.outputs[n:]) else n
+        constraints = dict(self.types)
+        for key, allowed in narrowed.items():
+            if isinstance(key, str) and key in constraints:
+                constraints[key] = [type_string(t) for t in allowed]
+        specs = output_specs(
+            info,
+            output_params=[p.type for p in self.outputs],
+            input_params=[p.type for p in self.inputs],
+            constraints=constraints,
+            host_outputs=[host] * n,
+        )
+        return checked_compute(
+            fn,
+            specs,
+            f"custom operator {self.qualified_name} (node {info.name!r})",
+            context=context,
+            host_inputs=host,
+            max_outputs=n if variadic else most,
+        )
 
     def kernels_for(self, provider: type[ExecutionProvider] | ExecutionProvider) -> list[KernelDef]:
         """The kernels given for ``provider`` (matched by name or alias)."""
@@ -323,7 +391,12 @@ class CustomOp:
                 f"{type(exc).__name__}: {exc}"
             ) from exc
         results = list(results)
-        if len(results) > ctx.get_num_outputs() and not self.outputs[-1:][0].variadic:
+        n = ctx.get_num_outputs()
+        # Types for optional outputs past the node's last one are dropped,
+        # as the kernel's values for them are.
+        if n < len(results) <= len(self.outputs) and all(p.optional for p in self.outputs[n:]):
+            results = results[:n]
+        if len(results) > n and not self.outputs[-1:][0].variadic:
             raise ValueError(
                 f"the shape function of custom operator {self.qualified_name} returned "
                 f"{len(results)} types for {ctx.get_num_outputs()} outputs"

@@ -23,6 +23,7 @@ __all__ = [
     "DeviceReset",
     "EPFail",
     "EngineError",
+    "ExternalDataChanged",
     "Fail",
     "InvalidArgument",
     "InvalidArgumentRuntimeError",
@@ -109,6 +110,13 @@ class RunTerminatedError(Fail, RunTerminated):
 
 class EngineError(Fail):
     """onnxruntime's ``EngineError``: the engine is in a state that cannot serve the call."""
+
+
+class ExternalDataChanged(EngineError):
+    """A memory-mapped external data file of the session's model was
+    truncated, extended or written to after the session loaded it: the
+    session refuses every run from then on (see :mod:`ortcore.external_data`);
+    create it again."""
 
 
 class NoModel(Fail):

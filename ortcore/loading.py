@@ -20,6 +20,7 @@ from ep_sdk.limits import MAX_TENSOR_BYTES_CONFIG, parse_byte_limit
 
 from .custom_ops import CustomOp
 from .errors import InvalidArgument
+from .external_data import read_in_limit
 from .model import LoadOptions, load_model
 from .options import SessionOptions
 from .plugins import PluginManager
@@ -60,7 +61,12 @@ def tensor_limit(options: SessionOptions) -> int | None:
 
 
 def load_options(options: SessionOptions, max_tensor_bytes: int | None) -> LoadOptions:
-    """What the session options change in how the model loads."""
+    """What the session options change in how the model loads.
+
+    Raises:
+        InvalidArgument: the ``session.external_data_read_in_bytes`` entry
+            (or its environment variable) is not a limit.
+    """
     by_name, by_denotation = options.free_dimension_overrides
     return LoadOptions(
         free_dims_by_name=by_name,
@@ -68,6 +74,7 @@ def load_options(options: SessionOptions, max_tensor_bytes: int | None) -> LoadO
         initializers=options.external_initializers,
         files_in_memory=options.external_files_in_memory,
         max_tensor_bytes=max_tensor_bytes,
+        external_data_read_in_bytes=read_in_limit(options.config_entries),
     )
 
 

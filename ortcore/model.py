@@ -6,8 +6,8 @@ against its type and shape, and every external data reference (only inside
 the model's folder, only inside its file); make sparse tensors dense; sort
 nodes topologically (refusing cycles); check with ``onnx.checker``; inline
 model-local functions; fix overridden free dimensions; run shape inference;
-convert to onnx-ir. External data stays on disk, memory-mapped when read (see
-:mod:`ortcore.tensor_data`).
+convert to onnx-ir; pin external data: read into memory, or memory-mapped by
+the session and checked at every run (see :mod:`ortcore.external_data`).
 
 ortcore is no stricter than onnxruntime's loader: IR version 3 models whose
 initializers are not graph inputs load (onnx's checker refuses them), sparse
@@ -37,6 +37,7 @@ from .errors import (
     NoSuchFile,
     UndefinedInput,
 )
+from .external_data import EXTERNAL_DATA_KEY, pin_external_data
 from .tensor_data import (
     check_external_data,
     check_tensor_data,
@@ -49,7 +50,6 @@ from .tensor_data import (
     rebase_external,
     replace_initializers,
     save_model,
-    set_external_base,
 )
 
 __all__ = [
@@ -78,6 +78,9 @@ class LoadOptions:
         files_in_memory: external data file name -> its bytes
             (``add_external_initializers_from_files_in_memory``).
         max_tensor_bytes: the largest dense tensor a sparse one may become.
+        external_data_read_in_bytes: at most this many bytes of external
+            data are read into memory, the rest memory-mapped (``None``: the
+            default of :func:`ortcore.external_data.read_in_limit`).
     """
 
     free_dims_by_name: Mapping[str, int] = field(default_factory=dict)
@@ -85,6 +88,7 @@ class LoadOptions:
     initializers: Mapping[str, np.ndarray] = field(default_factory=dict)
     files_in_memory: Mapping[str, memoryview] = field(default_factory=dict)
     max_tensor_bytes: int | None = None
+    external_data_read_in_bytes: int | None = None
 
 
 def parse_model(
@@ -332,8 +336,10 @@ def load_model(
 ) -> ir.Model:
     """Load, check, inline and shape-infer a model.
 
-    External tensors, but for small ones, stay on disk: they come back as
-    :class:`onnx_ir.ExternalTensor` objects whose ``numpy()`` memory-maps the bytes.
+    External tensors come back as :class:`ortcore.external_data.PinnedTensor`
+    objects (``onnx_ir.ExternalTensor`` subclasses), read into memory or
+    memory-mapped by the model's :class:`~ortcore.external_data.ExternalData`,
+    which ``model.meta[EXTERNAL_DATA_KEY]`` holds (a session checks it at every run).
 
     Args:
         path_or_bytes: the model file's path, or its bytes.
@@ -342,6 +348,7 @@ def load_model(
     Raises:
         NoSuchFile, InvalidProtobuf, InvalidArgument, InvalidGraph: see
         :mod:`ortcore.errors`; each message names the model and the fault.
+        AllocationError: external data to read in does not fit in memory.
     """
     options = options or LoadOptions()
     proto, base = parse_model(path_or_bytes)
@@ -354,7 +361,7 @@ def load_model(
     read_files_in_memory(proto, options.files_in_memory)
     check_opsets(proto)
     check_tensor_data(proto)
-    check_external_data(proto, base, roots)
+    identities = check_external_data(proto, base, roots)
     external_files = sorted(
         {
             {e.key: e.value for e in t.external_data}.get("location", "")
@@ -380,7 +387,15 @@ def load_model(
         model = _ir_from_proto(proto)
     except Exception as exc:
         raise InvalidGraph(f"This is an invalid model. {exc}") from exc
-    set_external_base(model, base)
+    model.meta[EXTERNAL_DATA_KEY] = pin_external_data(
+        model,
+        base,
+        identities=identities,
+        read_in_bytes=options.external_data_read_in_bytes,
+        model_path=(
+            os.fspath(path_or_bytes) if isinstance(path_or_bytes, (str, os.PathLike)) else "<bytes>"
+        ),
+    )
     model.meta[MAP_TYPES_KEY] = map_types
     model.meta[EXTERNAL_FILES_KEY] = external_files
     return model

@@ -95,6 +95,11 @@ class SessionOptions:
         beside it) and from which size.
         ``session.load_config_from_model``: ``"1"`` reads the model's
         ``ort_config`` metadata as ``read_config_from_model=1`` does.
+        ``session.external_data_read_in_bytes``: at most this many bytes of
+        external data are read into memory at load (whole files, smallest
+        first), the rest is memory-mapped and checked around every run
+        (``0``: all mapped; ``all``: none; default 512 MiB); see
+        ``docs/security.md``.
     """
 
     def __init__(self) -> None:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import mmap
 import os
 import stat
 import time
@@ -51,7 +50,7 @@ from ep_sdk import Claim, ExecutionProvider, FusedGroup
 from ep_sdk.files import write_atomically
 from ep_sdk.graph import group_io, is_constant
 
-from .cache import DIGEST_FOLDER, SESSION_FOLDER, CompiledCache, _hash_arrays
+from .cache import DIGEST_FOLDER, SESSION_FOLDER, CompiledCache, _hash_arrays, _hash_file
 
 if TYPE_CHECKING:
     from .options import SessionOptions
@@ -211,13 +210,10 @@ def _digest_file(path: Path, cache_dir: Path | None = None) -> str | None:
                 if isinstance(digest, str):
                     return digest
         h = hashlib.sha256()
-        if st.st_size:
-            with mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ) as mapped:
-                content = np.frombuffer(mapped, dtype=np.uint8)
-                _hash_arrays(h, [("file", content)])
-                del content
-        else:
-            _hash_arrays(h, [("file", np.zeros(0, np.uint8))])
+        # Read, not mapped: a file truncated while it is hashed gives a short
+        # read (no digest), where a mapped page past its new end would kill
+        # the process with SIGBUS.
+        _hash_file(h, fd, st.st_size)
         digest = h.hexdigest()
         if memo is not None and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _SETTLED_NS:
             try:

@@ -28,6 +28,7 @@ from .custom_ops import session_ops
 from .devices import OrtMemoryInfo
 from .errors import InvalidArgumentTypeError, ModelLoadCanceled
 from .executor import Plan
+from .external_data import EXTERNAL_DATA_KEY, ExternalData
 from .feeds import FeedValidator
 from .gc_pause import gc_paused
 from .iobinding import IOBinding, run_binding
@@ -111,6 +112,8 @@ class InferenceSession:
         InvalidArgumentTypeError: a model that is neither a path nor bytes, or
             an unknown keyword argument.
         NotImplementedOp: a node no provider can run.
+        ExternalDataChanged: a memory-mapped external data file changed while
+            the session was created (see :mod:`ortcore.external_data`).
     """
 
     def __init__(
@@ -177,6 +180,7 @@ class InferenceSession:
                 )
         self._build(path_or_bytes, None, providers, provider_options, read_config)
         if cache_dir is not None and key is not None:
+            self._check_external_data()  # never save what changed data went into
             save_session(
                 cache_dir,
                 key,
@@ -185,6 +189,7 @@ class InferenceSession:
                 self._plans,
                 self._plans.planner.group_keys,
             )
+        self._check_external_data()
 
     @gc_paused()
     def _build(
@@ -215,6 +220,11 @@ class InferenceSession:
             kind = "array" if self._model_path is None else "uri"
             self._profiler.session_event(f"model_loading_{kind}", t_start, time.perf_counter_ns())
         self._model = model
+        data: ExternalData | None = model.meta.get(EXTERNAL_DATA_KEY)
+        # Mapped external data is checked around every run; read-in data needs nothing.
+        self._check_data: Callable[[], None] | None = (
+            data.check if data is not None and data.mapped else None
+        )
         self._map_types: dict[str, str] = dict(model.meta.get(MAP_TYPES_KEY, {}))
         self._providers = self._create_providers(providers, provider_options)
         apply_initializers(model, self._sess_options.initializers)
@@ -235,6 +245,16 @@ class InferenceSession:
             self._profiler.session_event("session_initialization", t_start, time.perf_counter_ns())
 
     # -- construction ------------------------------------------------------
+
+    def _check_external_data(self) -> None:
+        """Refuse a session whose mapped external data changed while it was
+        created (see :mod:`ortcore.external_data`).
+
+        Raises:
+            ExternalDataChanged: naming the file and what changed.
+        """
+        if self._check_data is not None:
+            self._check_data()
 
     def _apply_model_config(self, model: ir.Model) -> None:
         """Apply the ``session_options`` of the model's ``ort_config`` metadata.
@@ -368,11 +388,20 @@ class InferenceSession:
             RuntimeException: a kernel failed (the message names the node).
             RunTerminatedError: ``run_options.terminate`` was set (a ``Fail``,
                 as in onnxruntime, and an ``ortcore.RunTerminated``).
+            ExternalDataChanged: a memory-mapped external data file of the
+                model changed since the session loaded it (before or during
+                this run, or before an earlier run): see :mod:`ortcore.external_data`.
         """
         feeds, wanted, plan = self._prepare_run(output_names, input_feed, run_options)
+        check = self._check_data
+        if check is not None:
+            check()
         results = self._runner.run(plan, feeds, run_options)
         guarded = (self._plans.constant_roots, roots_of(feeds))
-        return [as_output(results[i], guarded) for i in wanted]
+        outputs = [as_output(results[i], guarded) for i in wanted]
+        if check is not None:  # outputs copied out of mapped constants are read by now
+            check()
+        return outputs
 
     def run_async(
         self,
@@ -476,12 +505,16 @@ class InferenceSession:
 
         Raises:
             InvalidArgument: as :meth:`run`, or a device no provider owns.
+            ExternalDataChanged: as :meth:`run`.
         """
         feeds, in_devices = self._feeds.prepare_ortvalues(inputs)
         wanted = self._outputs.indices([name for name, _ in outputs])
         out_devices = [HOST_DEVICE] * len(self._outputs_meta)
         for i, (_, d) in zip(wanted, outputs):
             out_devices[i] = d
+        check = self._check_data
+        if check is not None:  # before a new variant's kernels read the constants
+            check()
         plans = self._plans
         plan = plans.variant(tuple(in_devices), tuple(out_devices))
         if run_options is not None and run_options.only_execute_path_to_fetches:
@@ -495,6 +528,8 @@ class InferenceSession:
                 out.append(OrtValue(as_output(results[i], guarded)))
             else:
                 out.append(OrtValue(results[i], d, plans.planner.provider_for(d)))
+        if check is not None:
+            check()
         return out
 
     # -- profiling, providers, lifetime --------------------------------------

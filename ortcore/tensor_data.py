@@ -14,10 +14,10 @@ Sparse tensors (sparse initializers, ``Constant`` nodes with ``sparse_value``)
 are made dense at load (:func:`densify_sparse`); ortcore's kernels are dense.
 
 External data is never read into the protobuf, which cannot exceed 2 GiB:
-the references stay in the proto, and onnx-ir turns them into
-:class:`onnx_ir.ExternalTensor` objects that memory-map their bytes from the
-model's folder when an array is first asked for. Only small tensors are read
-in (see :data:`SMALL_EXTERNAL_BYTES`).
+the references stay in the proto (only small tensors are read into it, see
+:data:`SMALL_EXTERNAL_BYTES`), and once the model is in onnx-ir,
+:mod:`ortcore.external_data` reads the rest into memory or maps it, in a way
+that a file changed under a live session cannot crash it.
 """
 
 from __future__ import annotations
@@ -53,7 +53,6 @@ __all__ = [
     "rebase_external",
     "replace_initializers",
     "save_model",
-    "set_external_base",
 ]
 
 log = logging.getLogger("ortcore.model")
@@ -257,7 +256,7 @@ def external_roots(path: str | os.PathLike[str], base: Path) -> tuple[Path, ...]
 
 def check_external_data(
     proto: onnx.ModelProto, base: Path | None, roots: Sequence[Path] | None = None
-) -> None:
+) -> dict[Path, tuple[int, int]]:
     """Check every external data reference, reading no data.
 
     A reference must be relative, stay inside the model's folder ``base``
@@ -266,6 +265,11 @@ def check_external_data(
     :func:`external_roots`), name a regular file with one link, and lie
     inside it: ``offset`` plus ``length`` (or the bytes the tensor's type and
     shape need) at most the file's size.
+
+    Returns:
+        each data file's resolved path -> its ``(st_dev, st_ino)``, so that
+        whoever opens it later can tell it is the file checked here
+        (:func:`ortcore.external_data.pin_external_data`).
 
     Raises:
         InvalidArgument: a location is absolute, escapes ``base``, names a
@@ -276,7 +280,7 @@ def check_external_data(
     """
     tensors = [(where, t) for where, t in proto_tensors(proto) if is_external(t)]
     if not tensors:
-        return
+        return {}
     if base is None:
         first = {e.key: e.value for e in tensors[0][1].external_data}.get("location", "")
         raise InvalidArgument(
@@ -285,6 +289,7 @@ def check_external_data(
         )
     allowed = tuple(roots) if roots else (base.resolve(),)
     sizes: dict[Path, int] = {}
+    identities: dict[Path, tuple[int, int]] = {}
     for where, t in tensors:
         ref = _external_ref(where, t)
         location = ref.location
@@ -321,6 +326,7 @@ def check_external_data(
                     f"{st.st_nlink} hard links; copy it to a file of its own"
                 )
             sizes[target] = st.st_size
+            identities[target] = (st.st_dev, st.st_ino)
         size = sizes[target]
         need = ref.length if ref.length is not None else _data_bytes(t)
         if ref.offset > size or (need is not None and ref.offset + need > size):
@@ -331,6 +337,7 @@ def check_external_data(
                 f"external data of tensor {t.name!r} ({where}) runs past the end of "
                 f"{location!r}: it needs {span}, but the file holds {size} bytes"
             )
+    return identities
 
 
 def read_small_external(proto: onnx.ModelProto, base: Path | None) -> None:
@@ -567,15 +574,6 @@ def rebase_external(
             if entry.key == "location":
                 entry.value = os.path.relpath(target, root)
     return root
-
-
-def set_external_base(model: ir.Model, base: Path | None) -> None:
-    """Point the external tensors of ``model`` at the model's folder."""
-    if base is None:
-        return
-    for tensor in _ir_tensors(model):
-        if isinstance(tensor, ir.ExternalTensor):
-            tensor.base_dir = str(base)
 
 
 def _ir_tensors(model: ir.Model) -> Iterator[ir.TensorProtocol]:

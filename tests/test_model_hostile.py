@@ -19,7 +19,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ortcore
 from ortcore import tensor_data
-from ortcore.model import load_model
+from ortcore.external_data import PinnedTensor
+from ortcore.model import LoadOptions, load_model
 from ortcore.optimizer import eliminate_common_subexpressions
 
 from .conftest import fvi, make_model, no_fallback
@@ -180,8 +181,11 @@ def test_external_data_over_2gib_loads_lazily_and_runs(tmp_path: Path, cpu: str)
 # -- external references and their files ------------------------------------------------
 
 
-def test_external_tensor_stays_on_disk_as_external_tensor(tmp_path: Path) -> None:
-    big = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)  # 16 KiB: not read in
+@pytest.mark.parametrize("limit", [None, 0], ids=["read-in", "mapped"])
+def test_external_tensor_stays_an_external_tensor(tmp_path: Path, limit: int | None) -> None:
+    """Read in (under the default limit) or mapped, an external tensor keeps
+    its reference (saving writes it as external data) and is read-only."""
+    big = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)  # 16 KiB: not read into the proto
     (tmp_path / "w.bin").write_bytes(big.tobytes())
     w = _external(numpy_helper.from_array(big, "w"), "w.bin", length=big.nbytes)
     path = tmp_path / "m.onnx"
@@ -193,12 +197,13 @@ def test_external_tensor_stays_on_disk_as_external_tensor(tmp_path: Path) -> Non
             initializers=[w],
         )
     )
-    model = load_model(path)
+    model = load_model(path, LoadOptions(external_data_read_in_bytes=limit))
     tensor = model.graph.initializers["w"].const_value
-    assert isinstance(tensor, ir.ExternalTensor)
+    assert isinstance(tensor, PinnedTensor) and isinstance(tensor, ir.ExternalTensor)
+    assert tensor.mapped == (limit == 0)
     assert Path(tensor.base_dir) == tmp_path.resolve()
     array = tensor.numpy()
-    assert not array.flags.owndata and not array.flags.writeable  # memory-mapped
+    assert not array.flags.writeable
     np.testing.assert_array_equal(array, big)
     x = np.ones((64, 64), np.float32)
     (y,) = _run_mini(str(path), {"x": x})

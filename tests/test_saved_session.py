@@ -10,8 +10,10 @@ engine) is a miss, and anything stale or broken falls back to the model.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import mmap
 import os
 import time
 from pathlib import Path
@@ -23,7 +25,7 @@ import pytest
 
 import ortcore
 from ep_sdk import Capability, Claim
-from ortcore.cache import SESSION_FOLDER, CompiledCache
+from ortcore.cache import SESSION_FOLDER, CompiledCache, _hash_arrays, _hash_file
 from ortcore.cli import main
 
 from .conftest import manager_with
@@ -326,3 +328,26 @@ def test_a_warm_session_with_remembered_digests_still_sees_new_weights(
     assert main(["cache", "purge", "--dir", str(cache)]) == 0
     assert "not a" not in capsys.readouterr().out
     assert not (cache / SESSION_FOLDER).exists()
+
+
+# -- data files are hashed by reading them, never mapped ---------------------------------
+
+
+@pytest.mark.parametrize("size", [0, 1, (1 << 24) + 3])
+def test_file_digest_is_the_one_a_mapped_file_gave(tmp_path: Path, size: int) -> None:
+    """Saved sessions' digests of data files stay what they were when files were mapped."""
+    p = tmp_path / "f.bin"
+    p.write_bytes(np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes())
+    mapped, read = hashlib.sha256(), hashlib.sha256()
+    with open(p, "rb") as f:
+        if size:
+            with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as m:
+                content = np.frombuffer(m, np.uint8)
+                _hash_arrays(mapped, [("file", content)])
+                del content
+        else:
+            _hash_arrays(mapped, [("file", np.zeros(0, np.uint8))])
+        _hash_file(read, f.fileno(), size)
+        assert read.hexdigest() == mapped.hexdigest()
+        with pytest.raises(OSError, match="shrank"):
+            _hash_file(hashlib.sha256(), f.fileno(), size + 1)
