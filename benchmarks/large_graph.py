@@ -5,7 +5,9 @@ loads it from that path in a fresh process of its own (so neither sees the
 other's memory or caches), creates a CPU session with the default
 optimization level, runs it once, and reports:
 
-- the session creation time (``InferenceSession(path)``, the file read included),
+- the session creation time (``InferenceSession(path)``, the file read
+  included), wall and CPU (the process's, all threads: on a busy machine
+  the CPU time moves less than the wall time),
 - the first run's time,
 - the process's peak resident memory (``VmHWM``) and its baseline after
   the runtime's import, so the growth due to the session is shown apart.
@@ -60,15 +62,15 @@ so.intra_op_num_threads = threads
 if runtime == "onnxruntime":
     so.log_severity_level = 3
 base = rss_mb()
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 sess = rt.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-create = time.perf_counter() - t
+create, create_cpu = time.perf_counter() - t, time.process_time() - c
 after = rss_mb()
 x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(1, 16)
 t = time.perf_counter()
 (y,) = sess.run(None, {sess.get_inputs()[0].name: x})
 first_run = time.perf_counter() - t
-print(json.dumps({"create_s": create, "run_s": first_run, "base_mb": base,
+print(json.dumps({"create_s": create, "create_cpu_s": create_cpu, "run_s": first_run, "base_mb": base,
                   "after_create_mb": after, "peak_mb": rss_mb(),
                   "checksum": float(np.asarray(y, dtype=np.float64).sum())}))
 """
@@ -135,7 +137,8 @@ def main() -> None:
                 m = run_child(r, path, args.threads)
                 results[r].append(m)
                 print(
-                    f"  turn {turn}: {r:<12} create {m['create_s']:7.2f} s  "
+                    f"  turn {turn}: {r:<12} create {m['create_s']:7.2f} s "
+                    f"(CPU {m['create_cpu_s']:6.2f} s)  "
                     f"run {m['run_s'] * 1e3:8.1f} ms  peak {m['peak_mb']:7.0f} MB "
                     f"(base {m['base_mb']:.0f} MB)  checksum {m['checksum']:.6f}",
                     flush=True,
@@ -146,7 +149,7 @@ def main() -> None:
 
     for r in runtimes:
         print(
-            f"{r:<12} create {med(r, 'create_s'):7.2f} s  first run {med(r, 'run_s') * 1e3:8.1f} ms"
+            f"{r:<12} create {med(r, 'create_s'):7.2f} s (CPU {med(r, 'create_cpu_s'):6.2f} s)  first run {med(r, 'run_s') * 1e3:8.1f} ms"
             f"  peak {med(r, 'peak_mb'):7.0f} MB  growth {med(r, 'peak_mb') - med(r, 'base_mb'):7.0f} MB"
         )
     if {"ortcore", "onnxruntime"} <= set(runtimes):
