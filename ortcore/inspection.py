@@ -30,6 +30,7 @@ from .executor import StepInfo
 from .loading import (
     apply_initializers,
     feedable_inputs,
+    folding_budget,
     load_options,
     load_session_model,
     tensor_limit,
@@ -121,7 +122,15 @@ def inspect_partition(
             ),
             None,
         )
-        optimize(model, level, folding, set(overridable), created)
+        optimize(
+            model,
+            level,
+            folding,
+            set(overridable),
+            created,
+            folding_budget=folding_budget(options),
+            max_tensor_bytes=tensor_limit(options),
+        )
         opsets = dict(model.opset_imports)
         partition_model(model, created, opsets)  # keeps what optimize() recorded
         records = _records(model.graph, "", {})

@@ -21,7 +21,9 @@ from ep_sdk.limits import MAX_TENSOR_BYTES_CONFIG, parse_byte_limit
 from .custom_ops import CustomOp
 from .errors import InvalidArgument
 from .external_data import read_in_limit
+from .inlining import MAX_INLINED_BYTES_CONFIG, MAX_INLINED_NODES_CONFIG, parse_count_limit
 from .model import LoadOptions, load_model
+from .optimizer.constant_folding import FOLDING_BUDGET_CONFIG
 from .options import SessionOptions
 from .plugins import PluginManager
 from .providers import load_plugin_ops_for
@@ -31,6 +33,7 @@ __all__ = [
     "LOAD_CONFIG_FROM_MODEL",
     "apply_initializers",
     "feedable_inputs",
+    "folding_budget",
     "settle_constant_inputs",
     "load_options",
     "load_session_model",
@@ -60,12 +63,40 @@ def tensor_limit(options: SessionOptions) -> int | None:
         raise InvalidArgument(str(exc)) from None
 
 
+def _entry_limit(options: SessionOptions, key: str, unit: str) -> int | None:
+    """The positive count of config entry ``key``, or ``None`` when it is not set.
+
+    Raises:
+        InvalidArgument: the entry is not a positive number.
+    """
+    text = options.config_entries.get(key)
+    if text is None:
+        return None
+    try:
+        return parse_count_limit(text, f"session config entry {key!r}", unit)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+
+
+def folding_budget(options: SessionOptions) -> int | None:
+    """The session's ``session.max_folded_total_bytes`` entry, or ``None``
+    (then ``$ORTCORE_MAX_FOLDED_TOTAL_BYTES``, else the default; see
+    :func:`ortcore.optimizer.constant_folding.folding_budget_bytes`).
+
+    Raises:
+        InvalidArgument: the entry is not a byte size.
+    """
+    return _entry_limit(options, FOLDING_BUDGET_CONFIG, "bytes")
+
+
 def load_options(options: SessionOptions, max_tensor_bytes: int | None) -> LoadOptions:
     """What the session options change in how the model loads.
 
     Raises:
         InvalidArgument: the ``session.external_data_read_in_bytes`` entry
-            (or its environment variable) is not a limit.
+            (or its environment variable) is not a limit, or
+            ``session.max_inlined_nodes`` or ``session.max_inlined_bytes``
+            is not a positive number.
     """
     by_name, by_denotation = options.free_dimension_overrides
     return LoadOptions(
@@ -75,6 +106,8 @@ def load_options(options: SessionOptions, max_tensor_bytes: int | None) -> LoadO
         files_in_memory=options.external_files_in_memory,
         max_tensor_bytes=max_tensor_bytes,
         external_data_read_in_bytes=read_in_limit(options.config_entries),
+        max_inlined_nodes=_entry_limit(options, MAX_INLINED_NODES_CONFIG, "nodes"),
+        max_inlined_bytes=_entry_limit(options, MAX_INLINED_BYTES_CONFIG, "bytes"),
     )
 
 

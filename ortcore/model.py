@@ -5,7 +5,8 @@ external data files); check the opset imports; check every tensor's data
 against its type and shape, and every external data reference (only inside
 the model's folder, only inside its file); make sparse tensors dense; sort
 nodes topologically (refusing cycles); check with ``onnx.checker``; inline
-model-local functions; fix overridden free dimensions; run shape inference;
+model-local functions, once :mod:`ortcore.inlining` has bounded what that
+creates; fix overridden free dimensions; run shape inference;
 convert to onnx-ir; pin external data: read into memory, or memory-mapped by
 the session and checked at every run (see :mod:`ortcore.external_data`).
 
@@ -26,7 +27,6 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnx.inliner
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
@@ -38,6 +38,7 @@ from .errors import (
     UndefinedInput,
 )
 from .external_data import EXTERNAL_DATA_KEY, pin_external_data
+from .inlining import inline_functions
 from .tensor_data import (
     check_external_data,
     check_tensor_data,
@@ -81,6 +82,10 @@ class LoadOptions:
         external_data_read_in_bytes: at most this many bytes of external
             data are read into memory, the rest memory-mapped (``None``: the
             default of :func:`ortcore.external_data.read_in_limit`).
+        max_inlined_nodes, max_inlined_bytes: how much inlining the
+            model-local functions may grow the model, in nodes and in bytes of
+            attribute values and subgraph initializers (``None``: the
+            environment variable, else the default; see :mod:`ortcore.inlining`).
     """
 
     free_dims_by_name: Mapping[str, int] = field(default_factory=dict)
@@ -89,6 +94,8 @@ class LoadOptions:
     files_in_memory: Mapping[str, memoryview] = field(default_factory=dict)
     max_tensor_bytes: int | None = None
     external_data_read_in_bytes: int | None = None
+    max_inlined_nodes: int | None = None
+    max_inlined_bytes: int | None = None
 
 
 def parse_model(
@@ -374,11 +381,9 @@ def load_model(
     _sort_graph(proto.graph, set())
     _check(proto)
     check_axis_attributes(proto)
-    if proto.functions:
-        try:
-            proto = onnx.inliner.inline_local_functions(proto)
-        except Exception as exc:
-            raise InvalidGraph(f"inlining model-local functions failed: {exc}") from exc
+    # Bounded before anything is copied; shape inference would expand the
+    # functions the inliner keeps just the same, so they are counted too.
+    proto = inline_functions(proto, options.max_inlined_nodes, options.max_inlined_bytes)
     _fix_free_dims(proto.graph, options.free_dims_by_name, options.free_dims_by_denotation)
     base = rebase_external(proto, base, roots)
     proto = infer_shapes(proto)

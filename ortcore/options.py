@@ -89,6 +89,13 @@ class SessionOptions:
         ``session.max_tensor_bytes``: the largest tensor a kernel may allocate
         (default: ``$ORTCORE_MAX_TENSOR_BYTES``, else the machine's physical
         memory); see ``docs/security.md``.
+        ``session.max_inlined_nodes`` and ``session.max_inlined_bytes``: how
+        much inlining the model's local functions may grow it, in nodes and
+        in bytes of attribute values (default: ``$ORTCORE_MAX_INLINED_NODES``
+        and ``$ORTCORE_MAX_INLINED_BYTES``, else 1,000,000 and 1 GiB).
+        ``session.max_folded_total_bytes``: the most bytes constant folding
+        may create in all (default: ``$ORTCORE_MAX_FOLDED_TOTAL_BYTES``, else
+        4 GiB); past it, nodes stay unfolded.
         ``session.optimized_model_external_initializers_file_name`` and
         ``session.optimized_model_external_initializers_min_size_in_bytes``:
         where ``optimized_model_filepath`` puts its initializers (a data file

@@ -37,6 +37,7 @@ from .loading import LOAD_CONFIG_FROM_MODEL as LOAD_CONFIG_FROM_MODEL  # moved; 
 from .loading import (
     apply_initializers,
     feedable_inputs,
+    folding_budget,
     load_options,
     load_session_model,
     model_session_options,
@@ -137,6 +138,7 @@ class InferenceSession:
         if self._sess_options._load_cancelled:
             raise ModelLoadCanceled("Model loading was canceled (set_load_cancellation_flag)")
         self._max_tensor_bytes = tensor_limit(self._sess_options)
+        self._folding_budget = folding_budget(self._sess_options)
         self._lock = threading.Lock()
         # A session that names its providers imports only their plugins (a slow or
         # broken plugin it does not use costs it nothing); the others are imported
@@ -297,7 +299,15 @@ class InferenceSession:
         )
         if "ConstantFolding" in self._disabled_optimizers:
             folding = None
-        optimize(model, level, folding, set(self._overridable), self._providers)
+        optimize(
+            model,
+            level,
+            folding,
+            set(self._overridable),
+            self._providers,
+            folding_budget=self._folding_budget,
+            max_tensor_bytes=self._max_tensor_bytes,
+        )
         if self._sess_options.optimized_model_filepath:
             save_optimized(model, self._sess_options.optimized_model_filepath, self._sess_options)
 

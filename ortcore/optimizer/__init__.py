@@ -55,7 +55,7 @@ from ._fusion import FusionContext, FusionPass
 from ._pass import OptimizerPass, graphs_remembered
 from .attention import AttentionFusionPass, fuse_attention
 from .channel_shuffle import ChannelShuffleFusionPass, fuse_conv_shuffle
-from .constant_folding import ConstantFoldingPass, fold_constants
+from .constant_folding import MAX_FOLDED_BYTES, ConstantFoldingPass, fold_constants
 from .conv_activation import (
     ConvActivationFusionPass,
     fuse_batchnorm_activation,
@@ -158,6 +158,8 @@ def optimize(
     providers: Sequence[ExecutionProvider] = (),
     *,
     check_invariants: bool | None = None,
+    folding_budget: int | None = None,
+    max_tensor_bytes: int | None = None,
 ) -> None:
     """Rewrite ``model`` in place for ``level`` (the order is in the module docstring).
 
@@ -173,6 +175,10 @@ def optimize(
             no partitioning, no fusions).
         check_invariants: whether every pass checks its invariants
             (``None``: ``ortcore.optimizer._pass.CHECK_INVARIANTS``).
+        folding_budget: the most bytes constant folding may create in all
+            (``None``: see :func:`~ortcore.optimizer.constant_folding.folding_budget_bytes`).
+        max_tensor_bytes: the session's tensor limit (``None``: the process
+            default); no tensor folding creates is larger.
 
     Raises:
         onnx_ir.passes.PostconditionError: a pass broke an invariant.
@@ -183,7 +189,11 @@ def optimize(
         return
     ov = frozenset(overridable)
     extended = level >= GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    _run(model, _independent_passes(folding_provider, ov, extended, check_invariants))
+    cap = MAX_FOLDED_BYTES if max_tensor_bytes is None else min(MAX_FOLDED_BYTES, max_tensor_bytes)
+    passes = _independent_passes(
+        folding_provider, ov, extended, check_invariants, folding_budget, cap
+    )
+    _run(model, passes)
     if not extended:
         return
     if providers:
@@ -196,12 +206,22 @@ def _independent_passes(
     overridable: Set[ir.Value],
     extended: bool,
     check: bool | None,
+    budget: int | None = None,
+    max_bytes: int = MAX_FOLDED_BYTES,
 ) -> list[OptimizerPass]:
     """The passes before partitioning (step 1 of the module docstring)."""
     shapes = ShapeFoldingPass(overridable, check_invariants=check)
-    folding = [] if folding_provider is None else [
-        ConstantFoldingPass(folding_provider, overridable, check_invariants=check)
-    ]  # fmt: skip
+    folding: list[OptimizerPass] = []
+    if folding_provider is not None:
+        folding.append(
+            ConstantFoldingPass(
+                folding_provider,
+                overridable,
+                check_invariants=check,
+                budget=budget,
+                max_bytes=max_bytes,
+            )
+        )
     passes: list[OptimizerPass] = [
         IdentityEliminationPass(overridable, check_invariants=check),
         NoopEliminationPass(overridable, check_invariants=check),

@@ -2,28 +2,52 @@
 
 The nodes run on the kernels of a host provider (the CPU provider), so folding
 gives exactly the numbers the model would give at run time.
+
+What folding may allocate is bounded twice, as it is an optimization and a
+model is data: each node's outputs by :data:`MAX_FOLDED_BYTES` (and the
+session's tensor limit), all folded tensors together by a budget (the session
+config entry ``session.max_folded_total_bytes``, else
+``$ORTCORE_MAX_FOLDED_TOTAL_BYTES``, else :data:`DEFAULT_FOLDING_BUDGET`). A
+node's outputs are sized before it runs: from their inferred shapes, else
+from onnx's inference of that one node given its constant inputs' values,
+else by the kernel itself (:func:`ep_sdk.check_tensor_size` under what is
+left). A node over either bound is left in the graph and runs at run time,
+where the tensor limit applies; it is never an error.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
 import numpy as np
+import onnx
 import onnx_ir as ir
+from onnx import helper, numpy_helper
 
 from ep_sdk import ExecutionProvider, KernelMiss, RunContext
-from ep_sdk.limits import tensor_byte_limit
+from ep_sdk.limits import parse_byte_limit, tensor_byte_limit
 from ep_sdk.terminate import bind_run, unbind_run
 
-from ..errors import EPFail
+from ..errors import EPFail, InvalidArgument
 from ..nodeinfo import make_node_info, registry_of, subgraphs
 from ._common import constant
 from ._pass import OptimizerPass
 
-__all__ = ["NONDETERMINISTIC_OPS", "ConstantFoldingPass", "const_tensor", "fold_constants"]
+__all__ = [
+    "DEFAULT_FOLDING_BUDGET",
+    "FOLDING_BUDGET_CONFIG",
+    "FOLDING_BUDGET_ENV",
+    "MAX_FOLDED_BYTES",
+    "NONDETERMINISTIC_OPS",
+    "ConstantFoldingPass",
+    "const_tensor",
+    "fold_constants",
+    "folding_budget_bytes",
+]
 
 log = logging.getLogger("ortcore.optimizer")
 
@@ -39,6 +63,40 @@ NONDETERMINISTIC_OPS = frozenset(
 )
 
 MAX_FOLDED_BYTES = 1 << 30
+"""The largest tensor folding creates (never above the session's tensor limit)."""
+
+FOLDING_BUDGET_CONFIG = "session.max_folded_total_bytes"
+"""Session config entry: the most bytes all the tensors folding creates may hold."""
+FOLDING_BUDGET_ENV = "ORTCORE_MAX_FOLDED_TOTAL_BYTES"
+"""Environment variable with the meaning of :data:`FOLDING_BUDGET_CONFIG`."""
+DEFAULT_FOLDING_BUDGET = 4 << 30
+"""The budget when neither the entry nor the variable sets one: four tensors of
+the largest size folding creates. Real models fold shape arithmetic and some
+weights (transposed, cast, reshaped), far less than this; a model of
+a thousand 500 MB ``ConstantOfShape`` nodes stops folding here and runs the
+rest at run time."""
+
+_DATA_ELEMENTS = 1 << 16
+"""Inputs up to this many elements are shown to onnx's inference by value
+(shapes, sizes, repeats); larger ones by type only."""
+
+
+def folding_budget_bytes(configured: int | None = None) -> int:
+    """The folding budget: ``configured`` (the session's entry), else
+    ``$ORTCORE_MAX_FOLDED_TOTAL_BYTES``, else :data:`DEFAULT_FOLDING_BUDGET`.
+
+    Raises:
+        InvalidArgument: the variable is not a byte size.
+    """
+    if configured is not None:
+        return configured
+    text = os.environ.get(FOLDING_BUDGET_ENV, "").strip()
+    if not text:
+        return DEFAULT_FOLDING_BUDGET
+    try:
+        return parse_byte_limit(text, f"${FOLDING_BUDGET_ENV}")
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
 
 
 def fold_constants(
@@ -47,14 +105,15 @@ def fold_constants(
     provider: ExecutionProvider,
     overridable: Set[ir.Value],
     max_bytes: int = MAX_FOLDED_BYTES,
+    budget: int | None = None,
 ) -> int:
     """Replace constant default-domain nodes of ``graph`` with initializers.
 
-    No node is run whose outputs would exceed ``max_bytes``: outputs of known
-    shape are sized before running the kernel, and kernels whose output size
-    comes from input values check it themselves (:func:`ep_sdk.check_tensor_size`
-    under this pass's cap), so a tiny model cannot make session creation
-    allocate gigabytes.
+    No node is run whose outputs would exceed ``max_bytes``, nor what is left
+    of ``budget`` (``None``: :func:`folding_budget_bytes`) once the nodes
+    folded before it are paid for: outputs are sized before the kernel runs
+    (see the module docstring), so a tiny model cannot make session creation
+    allocate gigabytes. Nodes over either stay unfolded.
 
     Returns:
         the number of nodes folded.
@@ -68,13 +127,17 @@ def fold_constants(
         return 0
     folded = 0
     max_bytes = min(max_bytes, tensor_byte_limit())
+    left = folding_budget_bytes(budget)
     ctx = RunContext(max_tensor_bytes=max_bytes)
     token = bind_run(ctx)
     try:
         for node in list(graph):
-            folded += _fold_node(
-                graph, node, opsets, provider, registry, overridable, ctx, max_bytes
-            )
+            cap = min(max_bytes, left)
+            ctx.max_tensor_bytes = cap  # what the kernels check sizes against
+            made = _fold_node(graph, node, opsets, provider, registry, overridable, ctx, cap)
+            if made is not None:
+                folded += 1
+                left -= made
     finally:
         unbind_run(token)
     return folded
@@ -103,41 +166,95 @@ def _fold_node(
     overridable: Set[ir.Value],
     ctx: RunContext,
     max_bytes: int,
-) -> int:
-    """Fold one node if it can be; return 1 if it was folded."""
+) -> int | None:
+    """Fold one node if it can be, its outputs within ``max_bytes``; return
+    the bytes they hold, or ``None`` if it was not folded."""
     if node.domain != "" or node.op_type in NONDETERMINISTIC_OPS or subgraphs(node):
-        return 0
+        return None
     values: list[np.ndarray | None] = []
     for v in node.inputs:
         c = constant(v, overridable) if v is not None else None
         if v is not None and c is None:
-            return 0
+            return None
         values.append(c)
     size = _static_bytes(node.outputs)
+    if size is None:
+        size = _inferred_bytes(node, values, opsets)
     if size is not None and size > max_bytes:
         log.debug("not folding %s %r: its outputs need %d bytes", node.op_type, node.name, size)
-        return 0
+        return None
     found = registry.lookup_node(node, opsets)
     if isinstance(found, KernelMiss):
-        return 0
+        return None
     try:
         info = make_node_info(node, opsets, provider)
         fn = found.builder(info)
         results = fn(ctx, *values) if found.context else fn(*values)
     except Exception as exc:  # leave it for run time, where errors are reported
         log.debug("not folding %s %r: %s", node.op_type, node.name, exc)
-        return 0
+        return None
     if len(results) != len(node.outputs) or not all(
         isinstance(r, (np.ndarray, np.generic)) for r in results
     ):
-        return 0
+        return None
     arrays = [np.asarray(r) for r in results]
     if any(v.dtype is not None and v.dtype != _dtype_of(a) for v, a in zip(node.outputs, arrays)):
-        return 0  # a kernel bug: let run time report it
-    if sum(a.nbytes for a in arrays) > max_bytes:
-        return 0
+        return None  # a kernel bug: let run time report it
+    made = sum(a.nbytes for a in arrays)
+    if made > max_bytes:
+        return None
     _replace(graph, node, arrays)
-    return 1
+    return made
+
+
+def _inferred_bytes(
+    node: ir.Node, values: Sequence[np.ndarray | None], opsets: Mapping[str, int]
+) -> int | None:
+    """Bytes of ``node``'s outputs as onnx's inference of this one node gives
+    them from its constant inputs (their values too, when small), if it can.
+
+    Inference at load did not know them (an input came from a node it cannot
+    follow, folded since); the values it has now size ``ConstantOfShape``,
+    ``Expand``, ``Tile``, ``Range``, ``Resize``, ``AffineGrid``, ``STFT``, ...
+    before any kernel allocates.
+    """
+    types: dict[str, onnx.TypeProto] = {}
+    data: dict[str, onnx.TensorProto] = {}
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opsets.get("", 1), node.domain)
+        for v, arr in zip(node.inputs, values):
+            if v is None or arr is None:
+                continue
+            if not v.name:
+                return None
+            elem = helper.np_dtype_to_tensor_dtype(arr.dtype) if arr.dtype.kind != "O" else 8
+            types[v.name] = helper.make_tensor_type_proto(elem, arr.shape)
+            if arr.size <= _DATA_ELEMENTS and arr.dtype.kind in "biuf":
+                data[v.name] = numpy_helper.from_array(arr, v.name)
+        outputs = onnx.shape_inference.infer_node_outputs(
+            schema,
+            ir.serde.serialize_node(node),
+            types,
+            data,
+            opset_imports=[helper.make_opsetid(d, n) for d, n in opsets.items()],
+        )
+    except Exception:  # no schema, or inference refused: the kernel checks
+        return None
+    total = 0
+    for v in node.outputs:
+        t = outputs.get(v.name or "")
+        if t is None or t.WhichOneof("value") != "tensor_type":
+            return None
+        tensor = t.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
+        if not tensor.HasField("shape") or any(d < 0 for d in dims):
+            return None
+        try:
+            itemsize = math.ceil(max(ir.DataType(tensor.elem_type).itemsize, 1))
+        except (TypeError, ValueError):
+            itemsize = 8
+        total += math.prod(dims) * itemsize
+    return total
 
 
 def const_tensor(array: np.ndarray) -> ir.TensorProtocol:
@@ -181,6 +298,10 @@ class ConstantFoldingPass(OptimizerPass):
 
     Args:
         provider: the host provider whose kernels run the nodes.
+        budget: the most bytes the folded tensors may hold together
+            (``None``: :func:`folding_budget_bytes`).
+        max_bytes: the largest tensor it creates (the session's tensor
+            limit, if smaller than :data:`MAX_FOLDED_BYTES`).
     """
 
     def __init__(
@@ -189,12 +310,21 @@ class ConstantFoldingPass(OptimizerPass):
         overridable: Set[ir.Value] = frozenset(),
         *,
         check_invariants: bool | None = None,
+        budget: int | None = None,
+        max_bytes: int = MAX_FOLDED_BYTES,
     ) -> None:
         super().__init__(overridable, check_invariants=check_invariants)
         self.provider = provider
+        self.budget = budget
+        self.max_bytes = max_bytes
 
     def apply(self, model: ir.Model) -> int:
         """Run :func:`fold_constants` on the main graph."""
         return fold_constants(
-            model.graph, dict(model.opset_imports), self.provider, self.overridable
+            model.graph,
+            dict(model.opset_imports),
+            self.provider,
+            self.overridable,
+            max_bytes=self.max_bytes,
+            budget=self.budget,
         )

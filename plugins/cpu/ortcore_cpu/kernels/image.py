@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 
 import numpy as np
-from ep_sdk import Compute, NodeInfo
+from ep_sdk import Compute, NodeInfo, check_tensor_size
 
 from . import registry
 
@@ -33,6 +33,10 @@ def image_decoder(info: NodeInfo) -> Compute:
 
     def compute(encoded: np.ndarray) -> tuple[np.ndarray]:
         with Image.open(io.BytesIO(np.ascontiguousarray(encoded, np.uint8).tobytes())) as img:
+            # The header gives the size: a small file may declare a huge image.
+            width, height = img.size
+            channels = 1 if pixel_format == "Grayscale" else 3
+            check_tensor_size((height, width, channels), np.uint8, info.describe())
             pixels = np.asarray(img.convert(_MODES[pixel_format]), dtype=np.uint8)
         if pixel_format == "Grayscale":
             return (np.ascontiguousarray(pixels[..., None]),)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from ep_sdk import Compute, NodeInfo
+from ep_sdk import Compute, NodeInfo, check_tensor_size
 
 from . import registry
 from ._common import FLOATS, INDEX, int_list
@@ -146,6 +146,9 @@ def affine_grid(info: NodeInfo) -> Compute:
         spatial = int_list(size)[2:]
         nd = len(spatial)
         work = np.float64 if theta.dtype == np.float64 else np.float32
+        # The sizes are data: check the coordinates and the grid before allocating.
+        check_tensor_size((*spatial, nd + 1), work, info.describe())
+        check_tensor_size((theta.shape[0], *spatial, nd), work, info.describe())
         axes = [_base_coords(s, align, work) for s in spatial]
         mesh = np.meshgrid(*axes, indexing="ij")  # each (*S), dim order
         base = np.stack([*mesh[::-1], np.ones(spatial, work)], axis=-1).reshape(-1, nd + 1)

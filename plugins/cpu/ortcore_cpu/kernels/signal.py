@@ -113,6 +113,10 @@ def stft(info: NodeInfo) -> Compute:
             raise ValueError(f"window length {window.shape[0]} != frame_length {flen}")
         signal = _to_complex(x)  # [batch, length]
         n_frames = 1 + (signal.shape[1] - flen) // step
+        # Frames overlap: a short signal asks for frames x frame_length values.
+        check_tensor_size(
+            (signal.shape[0], max(n_frames, 0), max(flen, 0)), np.complex128, info.describe()
+        )
         frames = np.lib.stride_tricks.sliding_window_view(signal, flen, axis=1)
         frames = frames[:, : n_frames * step : step]
         if window is not None:
