@@ -600,7 +600,9 @@ def _strip_map_types(graph: onnx.GraphProto) -> dict[str, str]:
     """
     found: dict[str, str] = {}
     for vi in [*graph.input, *graph.output, *graph.value_info]:
-        if vi.HasField("type") and _has_map(vi.type):
+        if vi.type.WhichOneof("value") in (None, "tensor_type"):
+            continue  # no type, or a tensor's: most values
+        if _has_map(vi.type):
             found[vi.name] = type_proto_string(vi.type)
             vi.ClearField("type")
     for node in graph.node:
