@@ -53,7 +53,10 @@ def is_constant(value: ir.Value) -> bool:
 def subgraphs(node: ir.Node) -> list[ir.Graph]:
     """The graphs held in the node's attributes (``If`` branches, ``Loop`` bodies)."""
     out: list[ir.Graph] = []
-    for attr in node.attributes.values():
+    attributes = node.attributes
+    if not attributes:  # most nodes: no walk of an empty mapping's view
+        return out
+    for attr in attributes.values():
         if attr.type == ir.AttributeType.GRAPH:
             out.append(attr.value)
         elif attr.type == ir.AttributeType.GRAPHS:

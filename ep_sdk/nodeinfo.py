@@ -35,9 +35,12 @@ SubgraphFactory = Callable[[ir.Graph], SubgraphRunner]
 def static_shape(value: ir.Value | None) -> tuple[int | None, ...] | None:
     """Return the value's shape with unknown or symbolic dims as ``None``
     (``None`` for an omitted value or an unknown rank)."""
-    if value is None or value.shape is None:
+    if value is None:
         return None
-    return tuple(d if isinstance(d, int) else None for d in value.shape)
+    shape = value.shape
+    if shape is None:
+        return None
+    return tuple([d if isinstance(d, int) else None for d in shape.dims])
 
 
 def attribute_value(attr: ir.Attr, subgraph: SubgraphFactory | None = None) -> Any:

@@ -118,11 +118,27 @@ def _param_of(index: int, params: list[str]) -> str | None:
     return params[index] if index < len(params) else params[-1]
 
 
+_schema_generation = 0
+"""Bumped by :func:`reset_schema_cache`; a registry's kept lookups are of one generation."""
+
+
 class KernelRegistry:
     """The kernels of one provider, indexed by ``(domain, op_type)``."""
 
     def __init__(self) -> None:
         self._kernels: dict[tuple[str, str], list[KernelDef]] = {}
+
+    def _found(self) -> dict[tuple[Any, ...], KernelDef | KernelMiss]:
+        """The answers :meth:`lookup` gave, kept until a kernel is registered
+        or onnx's schemas change (:func:`reset_schema_cache`): a graph of many
+        nodes of few kinds asks the same questions many times."""
+        found: dict[tuple[Any, ...], KernelDef | KernelMiss] | None = self.__dict__.get(
+            "_found_cache"
+        )
+        if found is None or self.__dict__.get("_found_generation") != _schema_generation:
+            found = self.__dict__["_found_cache"] = {}
+            self.__dict__["_found_generation"] = _schema_generation
+        return found
 
     def register(self, kernel: KernelDef) -> None:
         """Add ``kernel``.
@@ -145,6 +161,7 @@ class KernelRegistry:
                 )
         entries.append(kernel)
         entries.sort(key=lambda k: k.since)
+        self.__dict__.pop("_found_cache", None)
 
     def kernel(
         self,
@@ -232,6 +249,22 @@ class KernelRegistry:
             the matching :class:`KernelDef`, or a :class:`KernelMiss` that says
             which versions and types exist.
         """
+        found = self._found()
+        key = (op_type, domain, opset, tuple(input_types), tuple(output_types))
+        hit = found.get(key)
+        if hit is None:
+            hit = found[key] = self._lookup(op_type, domain, opset, input_types, output_types)
+        return hit
+
+    def _lookup(
+        self,
+        op_type: str,
+        domain: str,
+        opset: int,
+        input_types: Sequence[ir.DataType | None],
+        output_types: Sequence[ir.DataType | None],
+    ) -> KernelDef | KernelMiss:
+        """:meth:`lookup`, without its memory."""
         entries = self._kernels.get((domain, op_type))
         dom = domain or "ai.onnx"
         if not entries:
@@ -314,8 +347,10 @@ def reset_schema_cache() -> None:
     unknown to lookup. Whoever changes onnx's table calls this afterwards.
     It is cheap; later lookups read the schemas again.
     """
+    global _schema_generation
     _attribute_defaults.cache_clear()
     _formal_type_params.cache_clear()
+    _schema_generation += 1  # registries forget the lookups they kept
 
 
 @functools.lru_cache(maxsize=4096)

@@ -33,7 +33,7 @@ __all__ = ["Plan", "Step", "StepInfo", "SubgraphPlan", "attach_releases", "step_
 TERMINATED = "Exiting due to terminate flag being set to true."
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepInfo:
     """What a step is, for errors, profiling and ``get_partition``.
 

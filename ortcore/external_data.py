@@ -370,6 +370,8 @@ def _tensor_slots(model: ir.Model) -> Iterator[tuple[ir.TensorProtocol, Callable
                 if value.const_value is not None:
                     yield value.const_value, _setter(value, "const_value")
         for node in g:
+            if not node.attributes:
+                continue
             for name, attr in list(node.attributes.items()):
                 if attr.is_ref() or attr.value is None:
                     continue

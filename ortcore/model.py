@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -177,12 +179,53 @@ def check_opsets(proto: onnx.ModelProto) -> None:
 
 
 def _sort_graph(graph: onnx.GraphProto, outer: set[str]) -> None:
-    """Sort ``graph.node`` topologically in place; raise on a cycle."""
+    """Sort ``graph.node`` topologically in place; raise on a cycle.
+
+    A graph in order already (as exporters write them) is found so in one
+    pass; only another one is sorted (Kahn's algorithm, linear in the graph).
+    """
     available = set(outer)
     available.update(i.name for i in graph.input)
     available.update(i.name for i in graph.initializer)
     available.update(i.name for i in graph.sparse_initializer)
     available.add("")
+    scope = _scope_if_in_order(graph, available)
+    if scope is None:
+        scope = _sort_nodes(graph, available)
+    for n in graph.node:
+        for attr in n.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                _sort_graph(attr.g, scope)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    _sort_graph(g, scope)
+
+
+_GRAPH_ATTRIBUTES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+
+def _scope_if_in_order(graph: onnx.GraphProto, available: set[str]) -> set[str] | None:
+    """Every name ``graph``'s nodes may read, if each node reads only names
+    defined before it (``None`` if one does not: the graph needs sorting)."""
+    seen = set(available)
+    for n in graph.node:
+        reads: Iterable[str] = n.input
+        if n.attribute and any(a.type in _GRAPH_ATTRIBUTES for a in n.attribute):
+            reads = _node_reads(n)
+        for name in reads:
+            if name not in seen:
+                return None
+        seen.update(n.output)
+    return seen
+
+
+def _sort_nodes(graph: onnx.GraphProto, available: set[str]) -> set[str]:
+    """Sort ``graph.node`` topologically; return the names its nodes may read.
+
+    Raises:
+        UndefinedInput: a node reads a name nothing defines.
+        InvalidGraph: the graph has a cycle.
+    """
     nodes = list(graph.node)
     produced_by: dict[str, int] = {}
     for idx, n in enumerate(nodes):
@@ -207,10 +250,10 @@ def _sort_graph(graph: onnx.GraphProto, outer: set[str]) -> None:
         for d in deps:
             users.setdefault(d, []).append(i)
     pending = [len(d) for d in needs]
-    ready = [i for i, p in enumerate(pending) if p == 0]
+    ready = deque(i for i, p in enumerate(pending) if p == 0)
     order: list[int] = []
     while ready:
-        i = ready.pop(0)
+        i = ready.popleft()
         order.append(i)
         for u in users.get(i, ()):
             pending[u] -= 1
@@ -227,14 +270,7 @@ def _sort_graph(graph: onnx.GraphProto, outer: set[str]) -> None:
         sorted_nodes = [nodes[i] for i in order]
         del graph.node[:]
         graph.node.extend(sorted_nodes)
-    scope = available | set(produced_by)
-    for n in graph.node:
-        for attr in n.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                _sort_graph(attr.g, scope)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    _sort_graph(g, scope)
+    return available | set(produced_by)
 
 
 def _node_reads(node: onnx.NodeProto) -> Iterator[str]:
@@ -353,7 +389,7 @@ def load_model(
     proto = infer_shapes(proto)
     map_types = _strip_map_types(proto.graph)
     try:
-        model = ir.from_proto(proto)
+        model = _ir_from_proto(proto)
     except Exception as exc:
         raise InvalidGraph(f"This is an invalid model. {exc}") from exc
     model.meta[EXTERNAL_DATA_KEY] = pin_external_data(
@@ -367,6 +403,44 @@ def load_model(
     )
     model.meta[MAP_TYPES_KEY] = map_types
     model.meta[EXTERNAL_FILES_KEY] = external_files
+    return model
+
+
+def _ir_from_proto(proto: onnx.ModelProto) -> ir.Model:
+    """``onnx_ir.from_proto``, with the main graph's plain value infos (a type,
+    no doc string or metadata: what shape inference writes, one per
+    intermediate value) given to the values afterwards, one onnx-ir type and
+    (frozen) shape object for each distinct type: a large graph has few
+    distinct ones, and deserializing each value's own took a third of the
+    conversion's time and memory. ``proto`` loses those value infos.
+    """
+    graph = proto.graph
+    if len(graph.value_info) < 64:
+        return ir.from_proto(proto)
+    kept = []
+    plain: dict[str, bytes] = {}
+    for vi in graph.value_info:
+        if vi.doc_string or len(vi.metadata_props):
+            kept.append(vi)
+        else:
+            plain[vi.name] = vi.type.SerializeToString()
+    graph.ClearField("value_info")
+    graph.value_info.extend(kept)
+    model = ir.from_proto(proto)
+    known: dict[bytes, tuple[Any, Any]] = {}
+    for node in model.graph:
+        for value in node.outputs:
+            key = plain.get(value.name or "")
+            if key is None or value.type is not None or value.shape is not None:
+                continue
+            found = known.get(key)
+            if found is None:
+                type_proto = onnx.TypeProto.FromString(key)
+                found = known[key] = (
+                    ir.serde.deserialize_type_proto_for_type(type_proto),
+                    ir.serde.deserialize_type_proto_for_shape(type_proto),
+                )
+            value.type, value.shape = found
     return model
 
 
@@ -526,7 +600,9 @@ def _strip_map_types(graph: onnx.GraphProto) -> dict[str, str]:
     """
     found: dict[str, str] = {}
     for vi in [*graph.input, *graph.output, *graph.value_info]:
-        if vi.HasField("type") and _has_map(vi.type):
+        if vi.type.WhichOneof("value") in (None, "tensor_type"):
+            continue  # no type, or a tensor's: most values
+        if _has_map(vi.type):
             found[vi.name] = type_proto_string(vi.type)
             vi.ClearField("type")
     for node in graph.node:

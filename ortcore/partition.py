@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import onnx
 import onnx_ir as ir
@@ -27,8 +28,10 @@ from .custom_ops import ONNX_DOMAINS
 from .errors import EPFail, NotImplementedOp
 
 __all__ = [
+    "ASSIGNMENTS_KEY",
     "ASSIGNMENT_KEY",
     "Assignment",
+    "NO_REASONS",
     "PartitionResult",
     "assign",
     "assignment_of",
@@ -37,11 +40,18 @@ __all__ = [
     "partition_model",
 ]
 
-ASSIGNMENT_KEY = "ortcore.assignment"
-"""The key of a node's :class:`Assignment` in ``node.meta``."""
+ASSIGNMENTS_KEY = "ortcore.assignments"
+"""The key, in ``graph.meta``, of the table node -> :class:`Assignment` of
+the graph's nodes. One table a graph rather than an entry in each node's
+``meta``: a node's metadata store costs about 600 bytes, a table entry 50."""
+
+ASSIGNMENT_KEY = ASSIGNMENTS_KEY  # its name when each node's meta held its own
+
+NO_REASONS: Mapping[str, str] = MappingProxyType({})
+"""The ``declined`` of a node no provider declined (shared: most nodes)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Assignment:
     """Where one node runs, as partitioning decided it.
 
@@ -55,19 +65,38 @@ class Assignment:
 
     provider: ExecutionProvider
     claim: Claim | None = None
-    declined: Mapping[str, str] = field(default_factory=dict)
+    declined: Mapping[str, str] = field(default_factory=lambda: NO_REASONS)
+
+
+def _table(graph: ir.Graph) -> dict[ir.Node, Assignment]:
+    """``graph``'s table of assignments (made empty on first use)."""
+    table: dict[ir.Node, Assignment] | None = graph.meta.get(ASSIGNMENTS_KEY)
+    if table is None:
+        table = graph.meta[ASSIGNMENTS_KEY] = {}
+    return table
 
 
 def assignment_of(node: ir.Node) -> Assignment | None:
-    """The :class:`Assignment` recorded on ``node``, or ``None`` if it has none."""
-    found = node.meta.get(ASSIGNMENT_KEY)
-    return found if isinstance(found, Assignment) else None
+    """The :class:`Assignment` recorded for ``node`` in its graph, or ``None``
+    if it has none (or is in no graph)."""
+    graph = node.graph
+    if graph is None:
+        return None
+    table = graph.meta.get(ASSIGNMENTS_KEY)
+    return table.get(node) if table else None
 
 
 def assign(node: ir.Node, assignment: Assignment) -> None:
-    """Record where ``node`` runs (e.g. on a fused node, the assignment of
-    the nodes it replaced), so that partitioning keeps it."""
-    node.meta[ASSIGNMENT_KEY] = assignment
+    """Record where ``node``, a node of a graph, runs (e.g. on a fused node,
+    the assignment of the nodes it replaced), so that partitioning keeps it.
+
+    Raises:
+        ValueError: ``node`` is in no graph.
+    """
+    graph = node.graph
+    if graph is None:
+        raise ValueError(f"node {node.name!r} ({node.op_type}) is in no graph: insert it first")
+    _table(graph)[node] = assignment
 
 
 @dataclass
@@ -224,9 +253,11 @@ def partition_graph(
             f"Could not find an implementation for {describe_node(node, opsets)}. "
             f"Providers asked: {why}. {_what_to_do(node, opsets)}"
         )
+    table = _table(graph)
     for node, index, claim in new:
         group = claim if claim.fused else None
-        assign(node, Assignment(providers[index], group, dict(result.declined.get(node, {}))))
+        reasons = result.declined.get(node)
+        table[node] = Assignment(providers[index], group, dict(reasons) if reasons else NO_REASONS)
     return result
 
 
@@ -241,10 +272,18 @@ def _recorded(
     nothing, if a recorded fused group no longer matches the graph."""
     index = {id(p): i for i, p in enumerate(providers)}
     found: dict[ir.Node, tuple[int, Assignment]] = {}
+    table = graph.meta.get(ASSIGNMENTS_KEY)
+    if not table:
+        return set()
+    kept: dict[ir.Node, Assignment] = {}  # nodes since removed from the graph drop out
     for node in order:
-        a = assignment_of(node)
-        if a is not None and id(a.provider) in index:
+        a = table.get(node)
+        if a is None:
+            continue
+        kept[node] = a
+        if id(a.provider) in index:
             found[node] = (index[id(a.provider)], a)
+    graph.meta[ASSIGNMENTS_KEY] = kept
     groups: dict[Claim, int] = {}
     for i, a in found.values():
         if a.claim is None or a.claim in groups:

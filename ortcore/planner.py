@@ -27,19 +27,19 @@ from ep_sdk import (
     group_io,
 )
 from ep_sdk.graph import group_model, is_constant
-from ep_sdk.limits import TensorTooLarge, check_tensor_size
+from ep_sdk.limits import TensorTooLarge, check_tensor_size, tensor_byte_limit
 
 from .cache import CompiledCache, compile_with_cache
 from .errors import EPFail, InvalidGraph, OrtcoreError
 from .executor import Plan, Step, StepInfo, SubgraphPlan, attach_releases
 from .nodeinfo import implicit_inputs, make_node_info, node_reads, outer_values, registry_of
-from .partition import PartitionResult, partition_graph
+from .partition import NO_REASONS, PartitionResult, partition_graph
 from .saved_session import SavedGroup, StaleSavedSession, load_saved_group
 
 __all__ = ["GraphPlanner", "NodeRecord", "PlannedGraph"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeRecord:
     """Where one node runs (an entry of ``session.get_partition()``)."""
 
@@ -48,7 +48,7 @@ class NodeRecord:
     domain: str
     provider: str
     group: str = ""
-    declined: Mapping[str, str] = field(default_factory=dict)
+    declined: Mapping[str, str] = field(default_factory=lambda: NO_REASONS)
     graph: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -126,6 +126,22 @@ def _describe_unit(unit: Any, nodes: Sequence[ir.Node]) -> str:
     return f"group of {len(members)} nodes [{shown}{more}]"
 
 
+_ITEMSIZES: dict[Any, int] = {}
+
+
+def _itemsize(dtype: Any) -> int:
+    """Bytes per element of an onnx-ir data type (8 for strings and other
+    types without a fixed size, as a pointer each)."""
+    size = _ITEMSIZES.get(dtype)
+    if size is None:
+        try:
+            size = int(dtype.itemsize)
+        except (TypeError, ValueError, NotImplementedError):
+            size = 8
+        _ITEMSIZES[dtype] = size = max(size, 1)
+    return size
+
+
 class GraphPlanner:
     """Builds plans for a model's graphs with one list of providers.
 
@@ -161,8 +177,17 @@ class GraphPlanner:
         self._compiled: dict[Claim, Any] = {}
         self.cache = cache
         self.max_tensor_bytes = max_tensor_bytes
+        self._output_limit: int | None = None
         # group name -> its compiled-artifact cache key, for groups the cache holds
         self.group_keys: dict[str, str] = {}
+
+    def output_limit(self) -> int:
+        """The tensor size limit in bytes, resolved once (``max_tensor_bytes``,
+        else ep_sdk's process default)."""
+        if self._output_limit is None:
+            limit = self.max_tensor_bytes
+            self._output_limit = limit if limit is not None else tensor_byte_limit()
+        return self._output_limit
 
     # -- entry points ----------------------------------------------------
 
@@ -378,20 +403,24 @@ class _PlanBuilder:
         Raises:
             InvalidGraph: naming the node, the output and its size.
         """
+        limit = self.planner.output_limit()
         for value, shape, dtype in zip(node.outputs, info.output_shapes, info.output_types):
             # A negative inferred dim is onnx's guess for a branch that may
             # never run (an If body): unknown, left to the kernel at run time.
-            if shape is None or dtype is None or any(d is None or d < 0 for d in shape):
+            if shape is None or dtype is None:
                 continue
-            what = f"{info.describe()} output {value.name!r}"
-            try:
-                itemsize = dtype.itemsize
-            except (TypeError, ValueError, NotImplementedError):
-                itemsize = 8  # strings and other types without a fixed size
-            try:
-                check_tensor_size(shape, itemsize, what, limit=self.planner.max_tensor_bytes)
-            except TensorTooLarge as exc:
-                raise InvalidGraph(f"This is an invalid model. {exc}") from None
+            count = 1
+            for d in shape:
+                if d is None or d < 0:
+                    break
+                count *= d
+            else:
+                if count * _itemsize(dtype) > limit:
+                    what = f"{info.describe()} output {value.name!r}"
+                    try:
+                        check_tensor_size(shape, _itemsize(dtype), what, limit=limit)
+                    except TensorTooLarge as exc:
+                        raise InvalidGraph(f"This is an invalid model. {exc}") from None
 
     def place_node(self, node: ir.Node, provider: ExecutionProvider, found: Any, fn: Any) -> None:
         implicit = implicit_inputs(node)
@@ -414,7 +443,7 @@ class _PlanBuilder:
                 node.op_type,
                 node.domain,
                 provider.name,
-                declined=self.part.declined.get(node, {}),
+                declined=self.part.declined.get(node, NO_REASONS),
                 graph=self.path,
             )
         )
@@ -482,7 +511,7 @@ class _PlanBuilder:
                     n.domain,
                     provider.name,
                     group=name,
-                    declined=self.part.declined.get(n, {}),
+                    declined=self.part.declined.get(n, NO_REASONS),
                     graph=self.path,
                 )
             )

@@ -30,6 +30,7 @@ from .errors import InvalidArgumentTypeError, ModelLoadCanceled
 from .executor import Plan
 from .external_data import EXTERNAL_DATA_KEY, ExternalData
 from .feeds import FeedValidator
+from .build_memory import gc_paused, trim_heap
 from .iobinding import IOBinding, run_binding
 from .loading import LOAD_CONFIG_ENV as LOAD_CONFIG_ENV  # moved; importable here
 from .loading import LOAD_CONFIG_FROM_MODEL as LOAD_CONFIG_FROM_MODEL  # moved; importable here
@@ -192,6 +193,7 @@ class InferenceSession:
             )
         self._check_external_data()
 
+    @gc_paused()
     def _build(
         self,
         path_or_bytes: str | os.PathLike[str] | bytes,
@@ -214,6 +216,7 @@ class InferenceSession:
             self._custom_ops,
             self._sess_options,
         )
+        trim_heap()  # the parsed protos are gone: their pages go back now
         if reads_model_config(read_config, self._sess_options):
             self._apply_model_config(model)
         if self._profiler is not None:

@@ -52,7 +52,7 @@ from ep_sdk import ExecutionProvider, KernelRegistry
 from ..options import GraphOptimizationLevel
 from ..partition import partition_model
 from ._fusion import FusionContext, FusionPass
-from ._pass import OptimizerPass
+from ._pass import OptimizerPass, graphs_remembered
 from .attention import AttentionFusionPass, fuse_attention
 from .channel_shuffle import ChannelShuffleFusionPass, fuse_conv_shuffle
 from .constant_folding import MAX_FOLDED_BYTES, ConstantFoldingPass, fold_constants
@@ -254,7 +254,8 @@ def _run(model: ir.Model, passes: Sequence[OptimizerPass]) -> None:
     is raised as it was (the pass manager wraps it in ``PassError``s), with
     a note naming the pass."""
     try:
-        ir.passes.PassManager(passes)(model)
+        with graphs_remembered():
+            ir.passes.PassManager(passes)(model)
     except ir.passes.PassError as exc:
         root: BaseException = exc
         where = str(exc)

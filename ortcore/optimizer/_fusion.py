@@ -14,7 +14,7 @@ ops.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence, Set
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
 import onnx_ir as ir
@@ -28,7 +28,7 @@ from ..partition import Assignment, assign, assignment_of
 from ._common import attr, constant
 from ._pass import OptimizerPass, graphs_of
 
-__all__ = ["FusionContext", "FusionPass", "activation_of", "attr", "op", "other_input"]
+__all__ = ["FusionContext", "FusionPass", "activation_of", "anchored", "attr", "op", "other_input"]
 
 
 class FusionContext:
@@ -224,9 +224,34 @@ class FusionPass(OptimizerPass):
             if not any(assignment_of(n) is not None for n in graph):
                 continue
             ctx = FusionContext(model, graph, self.overridable, self._registries)
+            present: set[str] | None = None  # the graph's op types, taken when needed
             for fuse in self.fusions:
-                done += fuse(ctx)
+                anchors: frozenset[str] | None = getattr(fuse, "anchors", None)
+                if anchors is not None:
+                    if present is None:
+                        present = {n.op_type for n in graph}
+                    if anchors.isdisjoint(present):
+                        continue  # nothing for it to match: skip its walk of the graph
+                count = fuse(ctx)
+                if count:
+                    present = None  # the fusion made new op types
+                done += count
         return done
+
+
+_Fusion = TypeVar("_Fusion", bound=Callable[[FusionContext], int])
+
+
+def anchored(*op_types: str) -> Callable[[_Fusion], _Fusion]:
+    """Mark a fusion as matching only patterns that contain a node of one of
+    ``op_types`` (any domain): :class:`FusionPass` skips it for a graph that
+    has none, so a large graph is not walked once per fusion for nothing."""
+
+    def mark(fuse: _Fusion) -> _Fusion:
+        fuse.anchors = frozenset(op_types)  # type: ignore[attr-defined]
+        return fuse
+
+    return mark
 
 
 def op(node: ir.Node | None, *op_types: str) -> bool:

@@ -25,7 +25,9 @@ model breaks the rules before the pass) naming the pass.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence, Set
+import contextvars
+from collections.abc import Iterator, Sequence, Set
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import numpy as np
@@ -34,7 +36,7 @@ from onnx_ir.passes import PostconditionError, PreconditionError
 
 from ep_sdk.graph import subgraphs
 
-__all__ = ["CHECK_INVARIANTS", "OptimizerPass", "graphs_of"]
+__all__ = ["CHECK_INVARIANTS", "OptimizerPass", "forget_graphs", "graphs_of", "graphs_remembered"]
 
 CHECK_INVARIANTS = True
 """Whether passes made without ``check_invariants`` check their invariants."""
@@ -90,14 +92,20 @@ class OptimizerPass(ir.passes.InPlacePass):
         """Run :meth:`apply`, watching overridable initializers when checking."""
         if not self.checking:
             self.changes = self.apply(model)
+            if self.changes:
+                forget_graphs()
             return ir.passes.PassResult(model, modified=self.changes > 0)
         reads: list[str] = []
         watched = {v: _Watched(t, v.name or "", reads) for v, t in self._tensors.items()}
         for v, w in watched.items():
             v.const_value = w  # type: ignore[assignment]
+        changed = True  # until apply() says otherwise: a failed pass may have changed things
         try:
             self.changes = self.apply(model)
+            changed = self.changes > 0
         finally:
+            if changed:
+                forget_graphs()
             for v, w in watched.items():
                 if v.const_value is w:
                     v.const_value = self._tensors[v]
@@ -180,15 +188,47 @@ def _io(graph: ir.Graph) -> tuple[tuple[str, ...], tuple[str, ...]]:
 _HOLDS_GRAPHS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
+_GRAPHS: contextvars.ContextVar[dict[ir.Graph, list[ir.Graph]] | None] = contextvars.ContextVar(
+    "ortcore_graphs_of", default=None
+)
+
+
+@contextmanager
+def graphs_remembered() -> Iterator[None]:
+    """Let :func:`graphs_of` keep its answers for the ``with`` block (a run of
+    passes): a pass that changes the model forgets them (:meth:`OptimizerPass.call`),
+    so the passes after one that changed nothing do not walk the graph again."""
+    token = _GRAPHS.set({})
+    try:
+        yield
+    finally:
+        _GRAPHS.reset(token)
+
+
+def forget_graphs() -> None:
+    """Drop what :func:`graphs_of` keeps (the model changed)."""
+    memo = _GRAPHS.get()
+    if memo:
+        memo.clear()
+
+
 def graphs_of(graph: ir.Graph) -> list[ir.Graph]:
     """``graph`` and its subgraphs, in turn (cheaper than ``Model.graphs()``,
     which looks at every attribute of every node)."""
+    memo = _GRAPHS.get()
+    if memo is not None:
+        known = memo.get(graph)
+        if known is not None:
+            return list(known)
     out = [graph]
     for node in graph:
         if node.domain in ("", "ai.onnx") and node.op_type not in _HOLDS_GRAPHS:
             continue
         for sub in subgraphs(node):
             out.extend(graphs_of(sub))
+    if memo is not None:
+        memo[graph] = out
+        return list(out)
     return out
 
 

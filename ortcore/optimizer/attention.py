@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ._fusion import FusionContext, FusionPass, attr, op
+from ._fusion import FusionContext, FusionPass, anchored, attr, op
 
 __all__ = ["AttentionFusionPass", "fuse_attention"]
 
@@ -94,6 +94,7 @@ def _folded_transpose(
     return (t, perm) if ctx.can_emit([*group, t], "FusedAttention") else None
 
 
+@anchored("Softmax")
 def fuse_attention(ctx: FusionContext) -> int:
     """Replace attention cores of ``ctx.graph``; returns fusions done."""
     if ctx.opset < 13:

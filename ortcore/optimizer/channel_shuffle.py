@@ -35,7 +35,7 @@ import onnx_ir as ir
 from ..fused_ops import DOMAIN
 from ..nodeinfo import static_shape
 from ._common import attr, attr_int, reshaped
-from ._fusion import FusionContext, FusionPass, op
+from ._fusion import FusionContext, FusionPass, anchored, op
 from .conv_folding import new_initializer
 
 __all__ = ["ChannelShuffleFusionPass", "fuse_conv_shuffle", "shuffle_order"]
@@ -152,6 +152,7 @@ def _permuted_weights(
     return inputs
 
 
+@anchored("Conv", "FusedConv")
 def fuse_conv_shuffle(ctx: FusionContext) -> int:
     """Fold each channel shuffle (Reshape, Transpose, Reshape) of a Conv's
     or FusedConv's output into it (see the module docstring); returns the

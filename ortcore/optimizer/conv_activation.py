@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-from ._fusion import FusionContext, FusionPass, activation_of, op, other_input
+from ._fusion import FusionContext, FusionPass, activation_of, anchored, op, other_input
 
 __all__ = [
     "ConvActivationFusionPass",
@@ -36,6 +36,7 @@ def _static_shape(v: ir.Value | None) -> tuple[int, ...] | None:
     return dims if all(isinstance(d, int) for d in dims) else None  # type: ignore[return-value]
 
 
+@anchored("Conv")
 def fuse_conv_add_activation(ctx: FusionContext) -> int:
     """Replace Conv + Add (or two-input Sum) [+ activation] of ``ctx.graph``
     with FusedConvAdd, when the Add's other operand has the Conv output's
@@ -117,6 +118,7 @@ def _fuse_with_activation(
     return done
 
 
+@anchored("Conv")
 def fuse_conv_activation(ctx: FusionContext) -> int:
     """Replace Conv + activation pairs of ``ctx.graph``; returns fusions done."""
     return _fuse_with_activation(
@@ -144,6 +146,7 @@ def _epsilon(node: ir.Node) -> list[ir.Attr]:
     return [ir.AttrFloat32("epsilon", eps.as_float() if eps is not None else 1e-5)]
 
 
+@anchored("BatchNormalization")
 def fuse_batchnorm_activation(ctx: FusionContext) -> int:
     """Replace BatchNormalization (inference) + activation pairs of
     ``ctx.graph`` with FusedBatchNorm; returns fusions done."""

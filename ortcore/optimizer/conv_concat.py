@@ -26,7 +26,7 @@ import onnx_ir as ir
 
 from ..fused_ops import DOMAIN
 from ._common import attr_int
-from ._fusion import FusionContext, FusionPass, op
+from ._fusion import FusionContext, FusionPass, anchored, op
 
 __all__ = ["ConvConcatFusionPass", "fuse_conv_concat", "fuse_growing_concat"]
 
@@ -49,6 +49,7 @@ def _channels(v: ir.Value) -> tuple[int, tuple[int, ...]] | None:
     return int(dims[1]), (int(dims[0]), *(int(d) for d in dims[2:]))  # type: ignore[arg-type]
 
 
+@anchored("Concat")
 def fuse_conv_concat(ctx: FusionContext) -> int:
     """Replace each Concat along axis 1 of two or more distinct Conv or
     FusedConv outputs (static shapes, one dtype, read by the Concat alone)
@@ -108,6 +109,7 @@ def _link(cat: ir.Node) -> int | None:
     return int(shape[1]) if attr_int(cat, "axis", 1) in (1, 1 - len(shape)) else None
 
 
+@anchored("Concat")
 def fuse_growing_concat(ctx: FusionContext) -> int:
     """Replace each chain of two or more Concats along axis 1, each joining
     the last one's output and one more input, with GrowingConcat nodes whose

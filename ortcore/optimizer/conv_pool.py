@@ -22,7 +22,7 @@ import onnx_ir as ir
 
 from ..fused_ops import DOMAIN, POOL_ATTRIBUTES
 from ._common import attr
-from ._fusion import FusionContext, FusionPass, op
+from ._fusion import FusionContext, FusionPass, anchored, op
 
 __all__ = ["ConvPoolFusionPass", "fuse_conv_pool"]
 
@@ -38,6 +38,7 @@ def _pool_after(ctx: FusionContext, conv: ir.Node) -> ir.Node | None:
     return pool if kernel is not None and len(kernel.as_ints()) >= 1 else None
 
 
+@anchored("Conv", "FusedConv")
 def fuse_conv_pool(ctx: FusionContext) -> int:
     """Replace each Conv or FusedConv whose output only a MaxPool reads (see
     the module docstring), and the MaxPool, with a FusedConvPool; returns

@@ -37,7 +37,7 @@ def _key(node: ir.Node) -> Hashable | None:
     if node.domain != "" or node.op_type in NONDETERMINISTIC_OPS:
         return None
     attrs = []
-    for name in sorted(node.attributes):
+    for name in sorted(node.attributes) if node.attributes else ():
         attr = node.attributes[name]
         if attr.type not in (
             ir.AttributeType.INT,

@@ -16,7 +16,7 @@ import math
 
 import onnx_ir as ir
 
-from ._fusion import FusionContext, FusionPass, op, other_input
+from ._fusion import FusionContext, FusionPass, anchored, op, other_input
 
 __all__ = ["GeluFusionPass", "fuse_bias_gelu", "fuse_gelu"]
 
@@ -111,6 +111,7 @@ def _tail(ctx: FusionContext, act: ir.Node, x: ir.Value) -> list[ir.Node] | None
     return None
 
 
+@anchored("Erf", "Tanh")
 def fuse_gelu(ctx: FusionContext) -> int:
     """Replace GELU patterns of ``ctx.graph``; returns fusions done."""
     done = 0
@@ -141,6 +142,7 @@ def fuse_gelu(ctx: FusionContext) -> int:
     return done
 
 
+@anchored("Gelu", "FusedGelu")
 def fuse_bias_gelu(ctx: FusionContext) -> int:
     """Replace ``Add(x, bias) -> Gelu`` with BiasGelu where ``bias`` is a 1-D constant."""
     done = 0

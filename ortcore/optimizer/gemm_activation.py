@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ._fusion import FusionContext, FusionPass, activation_of, attr, op
+from ._fusion import FusionContext, FusionPass, activation_of, anchored, attr, op
 
 __all__ = ["GemmActivationFusionPass", "fuse_gemm_activation"]
 
 
+@anchored("Gemm", "MatMul", "FusedMatMul")
 def fuse_gemm_activation(ctx: FusionContext) -> int:
     """Replace Gemm/MatMul + activation pairs of ``ctx.graph``; returns fusions done."""
     done = 0

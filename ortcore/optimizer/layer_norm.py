@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ._fusion import FusionContext, FusionPass, attr, op
+from ._fusion import FusionContext, FusionPass, anchored, attr, op
 
 __all__ = ["NormalizationFusionPass", "fuse_layer_norm", "fuse_rms_norm"]
 
@@ -102,6 +102,7 @@ def _affine(
     return gamma, None, [mul]
 
 
+@anchored("ReduceMean")
 def fuse_layer_norm(ctx: FusionContext) -> int:
     """Replace LayerNormalization patterns of ``ctx.graph``; returns fusions done."""
     done = 0
@@ -151,6 +152,7 @@ def fuse_layer_norm(ctx: FusionContext) -> int:
     return done
 
 
+@anchored("ReduceMean")
 def fuse_rms_norm(ctx: FusionContext) -> int:
     """Replace RMSNormalization patterns of ``ctx.graph``; returns fusions done."""
     done = 0

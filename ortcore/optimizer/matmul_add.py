@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ._fusion import FusionContext, FusionPass, op
+from ._fusion import FusionContext, FusionPass, anchored, op
 
 __all__ = ["MatMulAddFusionPass", "fuse_matmul_add"]
 
@@ -26,6 +26,7 @@ def _gemm_bias_ok(bias: ir.Value, a: ir.Value, b: ir.Value) -> bool:
     return True
 
 
+@anchored("MatMul")
 def fuse_matmul_add(ctx: FusionContext) -> int:
     """Replace MatMul + Add pairs of ``ctx.graph``; returns fusions done."""
     done = 0

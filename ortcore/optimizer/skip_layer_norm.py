@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ._fusion import FusionContext, FusionPass, attr, op
+from ._fusion import FusionContext, FusionPass, anchored, attr, op
 
 __all__ = ["SkipLayerNormFusionPass", "fuse_skip_layer_norm"]
 
 
+@anchored("LayerNormalization", "FusedLayerNorm")
 def fuse_skip_layer_norm(ctx: FusionContext) -> int:
     """Replace Add + LayerNormalization pairs of ``ctx.graph``; returns fusions done."""
     done = 0

@@ -16,7 +16,7 @@ import math
 
 import onnx_ir as ir
 
-from ._fusion import FusionContext, FusionPass, op, other_input
+from ._fusion import FusionContext, FusionPass, anchored, op, other_input
 
 __all__ = ["SwishFusionPass", "fuse_swish"]
 
@@ -48,6 +48,7 @@ def _sigmoid_input(
     return arg, 1.0, []
 
 
+@anchored("Sigmoid")
 def fuse_swish(ctx: FusionContext) -> int:
     """Replace Swish patterns of ``ctx.graph``; returns fusions done."""
     done = 0

@@ -92,12 +92,35 @@ def activation_f32(
     return out
 
 
+_SHARED: dict[tuple[int, str, str, int], Compute] = {}
+"""The compute functions :func:`native_activation` made, by what they do."""
+
+_SHARED_MAX = 1024
+
+
 def native_activation(info: NodeInfo, op: int, fn: _Fn, alpha: float = 0.0,
                       beta: float = 0.0) -> Compute:  # fmt: skip
     """A compute function: ``op`` in Cython for float32 (:func:`activation_f32`),
-    ``fn`` through numpy (:func:`float_unary`) for the other dtypes."""
-    generic = float_unary(fn)
+    ``fn`` through numpy (:func:`float_unary`) for the other dtypes.
+
+    ``fn`` must do what ``op``, ``alpha`` and ``beta`` say: nodes with the
+    same three and the same thread count share one compute function (it
+    holds no state), so that a graph of many activations (an unrolled
+    network has hundreds of thousands) does not hold a closure for each.
+    """
     threads = thread_count(info)
+    key = (op, float(alpha).hex(), float(beta).hex(), threads)  # hex: -0.0 is not 0.0
+    shared = _SHARED.get(key)
+    if shared is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()  # many distinct alphas: keep the table small
+        shared = _SHARED[key] = _native_activation(op, fn, alpha, beta, threads)
+    return shared
+
+
+def _native_activation(op: int, fn: _Fn, alpha: float, beta: float, threads: int) -> Compute:
+    """:func:`native_activation`'s compute function, made anew."""
+    generic = float_unary(fn)
 
     def compute(x: np.ndarray) -> tuple[np.ndarray]:
         if x.dtype == np.float32:
@@ -140,8 +163,15 @@ _MATH: dict[str, _Fn] = {
 
 @by_schema("Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil")
 def math_unary(info: NodeInfo) -> Compute:
-    """Elementwise math function of one input."""
-    return float_unary(_MATH[info.op_type])
+    """Elementwise math function of one input (one compute function for
+    every node of an op type)."""
+    shared = _MATH_SHARED.get(info.op_type)
+    if shared is None:
+        shared = _MATH_SHARED[info.op_type] = float_unary(_MATH[info.op_type])
+    return shared
+
+
+_MATH_SHARED: dict[str, Compute] = {}
 
 
 @by_schema("Tanh")
@@ -179,8 +209,20 @@ _relu_generic = float_unary(lambda v: np.maximum(v, np.zeros((), v.dtype)))
 @by_schema("Relu")
 @float32_path(NATIVE)
 def relu(info: NodeInfo) -> Compute:
-    """Relu: max(x, 0) (opset 14 adds signed integers)."""
+    """Relu: max(x, 0) (opset 14 adds signed integers); one compute function
+    for every Relu of a thread count."""
     threads = thread_count(info)
+    shared = _RELUS.get(threads)
+    if shared is None:
+        shared = _RELUS[threads] = _relu(threads)
+    return shared
+
+
+_RELUS: dict[int, Compute] = {}
+
+
+def _relu(threads: int) -> Compute:
+    """:func:`relu`'s compute function, made anew."""
 
     def compute(x: np.ndarray) -> tuple[np.ndarray]:
         if x.dtype == np.float32:
