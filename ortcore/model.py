@@ -466,6 +466,8 @@ def check_axis_attributes(proto: onnx.ModelProto) -> None:
     while graphs:
         g = graphs.pop()
         for node in g.node:
+            if not node.attribute:
+                continue
             for attr in node.attribute:
                 if attr.type == onnx.AttributeProto.GRAPH:
                     graphs.append(attr.g)
@@ -606,6 +608,8 @@ def _strip_map_types(graph: onnx.GraphProto) -> dict[str, str]:
             found[vi.name] = type_proto_string(vi.type)
             vi.ClearField("type")
     for node in graph.node:
+        if not node.attribute:
+            continue
         for attr in node.attribute:
             subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
             for g in subs:

@@ -74,7 +74,11 @@ class PlannedGraph:
 
 
 def unit_order(nodes: Sequence[ir.Node], group_of: Mapping[ir.Node, Claim]) -> list[Any]:
-    """Topologically order units (nodes, or claims for fused groups)."""
+    """Topologically order units (nodes, or claims for fused groups), keeping
+    the nodes' order where it allows (a graph without groups, in order, as it
+    is: found so in one pass)."""
+    if not group_of and _in_order(nodes):
+        return list(nodes)
     unit_of: dict[ir.Node, Any] = {n: group_of.get(n, n) for n in nodes}
     units: list[Any] = list(dict.fromkeys(unit_of[n] for n in nodes))
     position = {u: i for i, u in enumerate(units)}
@@ -109,6 +113,20 @@ def unit_order(nodes: Sequence[ir.Node], group_of: Mapping[ir.Node, Claim]) -> l
             "other's outputs; claim them as one group, or leave a node between them out"
         )
     return order
+
+
+def _in_order(nodes: Sequence[ir.Node]) -> bool:
+    """Whether each of ``nodes`` reads only values of nodes before it (or of
+    none of ``nodes``)."""
+    members = set(nodes)
+    seen: set[ir.Node] = set()
+    for n in nodes:
+        for v in node_reads(n):
+            p = v.producer()
+            if p is not None and p not in seen and p in members:
+                return False
+        seen.add(n)
+    return True
 
 
 def _describe_unit(unit: Any, nodes: Sequence[ir.Node]) -> str:
