@@ -182,7 +182,8 @@ def _sort_graph(graph: onnx.GraphProto, outer: set[str]) -> None:
     """Sort ``graph.node`` topologically in place; raise on a cycle.
 
     A graph in order already (as exporters write them) is found so in one
-    pass; only another one is sorted (Kahn's algorithm, linear in the graph).
+    pass and keeps its order; only another one is sorted (Kahn's algorithm,
+    breadth-first, linear in the graph).
     """
     available = set(outer)
     available.update(i.name for i in graph.input)

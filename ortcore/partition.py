@@ -215,7 +215,7 @@ def partition_graph(
     free = set(order) - _recorded(graph, order, providers, result)
     if not free:
         return result
-    consumers = consumers_of(graph)
+    consumers: dict[ir.Value, list[ir.Node]] = {}  # made for the first fused claim
     new: list[tuple[ir.Node, int, Claim]] = []
     for index, provider in enumerate(providers):
         if not free:
@@ -230,6 +230,8 @@ def partition_graph(
             ) from exc
         taken: set[ir.Node] = set()
         for claim in cap.claims:
+            if claim.fused and not consumers:
+                consumers = consumers_of(graph)
             _validate(claim, provider, graph, free, taken, consumers)
             taken.update(claim.nodes)
             for node in claim.nodes:
