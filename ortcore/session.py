@@ -47,6 +47,7 @@ from .optimized_model import EXTERNAL_INITIALIZERS_FILE as EXTERNAL_INITIALIZERS
 from .optimized_model import EXTERNAL_INITIALIZERS_MIN_SIZE as EXTERNAL_INITIALIZERS_MIN_SIZE
 from .optimized_model import save_optimized
 from .optimizer import optimize
+from .param_checks import check_model
 from .options import GraphOptimizationLevel, RunOptions, SessionOptions
 from .ortvalue import OrtValue
 from .outputs import OutputNames, as_output, roots_of
@@ -218,6 +219,7 @@ class InferenceSession:
         apply_initializers(model, self._sess_options.initializers)
         settle_constant_inputs(model)
         self._input_values, self._overridable = feedable_inputs(model)
+        check_model(model)  # before the optimizer folds a node it would hide
         if saved is None:
             self._optimize(model)
         else:  # optimized and partitioned when it was saved
