@@ -64,7 +64,11 @@ def _constant(value: ir.Value | None) -> np.ndarray | None:
     if value.const_value is not None and not value.is_graph_input():
         return np.asarray(value.const_value.numpy())
     producer = value.producer()
-    if producer is not None and producer.op_type == "Constant" and producer.domain in ("", "ai.onnx"):
+    if (
+        producer is not None
+        and producer.op_type == "Constant"
+        and producer.domain in ("", "ai.onnx")
+    ):
         attr = producer.attributes.get("value")
         if attr is not None and attr.type == ir.AttributeType.TENSOR:
             return np.asarray(attr.value.numpy())
@@ -106,9 +110,12 @@ def _sentence(entry: OpRules, node: ir.Node, check: Check, verdict: str) -> str:
         return verdict
     i = entry.inputs.index(check.subject)
     value = node.inputs[i] if i < len(node.inputs) else None
-    name = f" ({value.name!r})" if value is not None and value.name else ""
+    said = [repr(value.name)] if value is not None and value.name else []
+    if check.noun:
+        said.append(f"the {check.noun}")
+    name = f" ({', '.join(said)})" if said else ""
     if verdict.startswith(check.subject + " "):
-        return f"input {check.subject}{name}{verdict[len(check.subject):]}"
+        return f"input {check.subject}{name}{verdict[len(check.subject) :]}"
     return verdict
 
 
@@ -137,7 +144,9 @@ def check_model(model: ir.Model) -> None:
                     )
 
 
-def pending_checks(node: ir.Node, opsets: Mapping[str, int], attrs: Mapping[str, Any]) -> Pending | None:
+def pending_checks(
+    node: ir.Node, opsets: Mapping[str, int], attrs: Mapping[str, Any]
+) -> Pending | None:
     """The checks of ``node`` its static shapes leave undecided (``None``: none).
 
     Args:
@@ -156,9 +165,8 @@ def pending_checks(node: ir.Node, opsets: Mapping[str, int], attrs: Mapping[str,
         if verdict is None:
             left.append(check)
         elif verdict:
-            raise InvalidGraph(
-                f"This is an invalid model. {_where(node)}: {_sentence(entry, node, check, verdict)}"
-            )
+            sentence = _sentence(entry, node, check, verdict)
+            raise InvalidGraph(f"This is an invalid model. {_where(node)}: {sentence}")
     return (entry, tuple(left)) if left else None
 
 
@@ -178,9 +186,8 @@ def _violation(
     for check in checks:
         verdict = check.verdict(env)
         if verdict:
-            return RunInvalidArgument(
-                f"{where()}. Status Message: {_where(node)}: {_sentence(entry, node, check, verdict)}"
-            )
+            sentence = _sentence(entry, node, check, verdict)
+            return RunInvalidArgument(f"{where()}. Status Message: {_where(node)}: {sentence}")
     return None
 
 
@@ -255,7 +262,9 @@ def checked_group(
         if pending is None:
             continue
         ins = list(node.inputs)[: len(pending[0].inputs)]
-        members.append((node, pending, attrs, [position.get(v) if v is not None else None for v in ins]))
+        members.append(
+            (node, pending, attrs, [position.get(v) if v is not None else None for v in ins])
+        )
     if not members:
         return fn
 
@@ -271,7 +280,9 @@ def checked_group(
                 shapes,
                 [v is not None for v in ins],
                 attrs,
-                lambda i, values=values, ins=ins: values[i] if values[i] is not None else _constant(ins[i]),
+                lambda i, values=values, ins=ins: (
+                    values[i] if values[i] is not None else _constant(ins[i])
+                ),
                 outputs=len(node.outputs),
             )
             error = _violation(pending, node, env, where)

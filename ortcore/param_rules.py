@@ -28,6 +28,7 @@ __all__ = [
     "Attr",
     "AttrCount",
     "AttrGiven",
+    "AttrIs",
     "AttrLength",
     "Blocked",
     "Broadcast",
@@ -455,7 +456,7 @@ class Blocked(Expr):
         if a is None:
             return None
         d = s[a]
-        return tuple(s[:a]) + (None if d is None else -(-d // b),) + tuple(s[a + 1 :])
+        return (*tuple(s[:a]), None if d is None else -(-d // b), *tuple(s[a + 1 :]))
 
     def text(self) -> str:
         return f"{self.x}'s shape with ceil(dim / {self.block.text()}) along {self.axis.text()}"
@@ -572,7 +573,12 @@ class Present(Expr):
 
 
 def _shape_text(s: Dims) -> str:
-    return "(" + ", ".join("?" if d is None else str(d) for d in s) + ("," if len(s) == 1 else "") + ")"
+    return (
+        "("
+        + ", ".join("?" if d is None else str(d) for d in s)
+        + ("," if len(s) == 1 else "")
+        + ")"
+    )
 
 
 def _elements(n: int) -> str:
@@ -586,10 +592,12 @@ class Check:
     Attributes:
         subject: the input it constrains, or ``"attr:NAME"`` for an attribute.
         when: the check applies only where this holds (``None``: always).
+        noun: what the subject is, where its name does not say ("bias").
     """
 
     subject: str
     when: Expr | None = field(default=None, kw_only=True)
+    noun: str = field(default="", kw_only=True)
 
     @property
     def attribute(self) -> str:
@@ -640,7 +648,8 @@ class Length(Check):
         if got == want or (self.one and got == 1):
             return ""
         alt = " (or 1)" if self.one else ""
-        return f"{self.subject} has {_elements(got)}, {_has(self.n, want, env)}; it must have {want}{alt}"
+        has = _has(self.n, want, env)
+        return f"{self.subject} has {_elements(got)}, {has}; it must have {want}{alt}"
 
 
 def _has(e: Expr, v: Any, env: Env) -> str:
@@ -766,6 +775,31 @@ class AttrLength(Check):
         return (
             f"attribute {self.attribute} has {_elements(got)}, {_has(self.n, want, env)}; "
             f"it must have {want}{alt}"
+        )
+
+
+@dataclass(frozen=True)
+class AttrIs(Check):
+    """A list attribute (subject ``"attr:NAME"``) equal to ``shape`` where
+    given (Conv's ``kernel_shape`` and W's window dims)."""
+
+    shape: Expr = field(default_factory=Shape)
+
+    def test(self, env: Env) -> str | None:
+        v = env.attrs.get(self.attribute)
+        want = self.shape.eval(env)
+        if v is None:
+            return ""
+        if want is None:
+            return None
+        got = tuple(int(x) for x in v) if isinstance(v, (list, tuple)) else (int(v),)
+        if len(got) != len(want):
+            return None  # an AttrLength check says what is wrong
+        if all(w is None or g == w for g, w in zip(got, want)):
+            return None if any(w is None for w in want) else ""
+        return (
+            f"attribute {self.attribute} is {list(got)}, {self.shape.text()} is "
+            f"{_shape_text(want)}; they must be equal"
         )
 
 

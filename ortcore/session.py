@@ -47,10 +47,10 @@ from .optimized_model import EXTERNAL_INITIALIZERS_FILE as EXTERNAL_INITIALIZERS
 from .optimized_model import EXTERNAL_INITIALIZERS_MIN_SIZE as EXTERNAL_INITIALIZERS_MIN_SIZE
 from .optimized_model import save_optimized
 from .optimizer import optimize
-from .param_checks import check_model
 from .options import GraphOptimizationLevel, RunOptions, SessionOptions
 from .ortvalue import OrtValue
 from .outputs import OutputNames, as_output, roots_of
+from .param_checks import check_model
 from .plans import SessionPlans
 from .plugins import PluginManager, default_manager
 from .profiling import Profiler

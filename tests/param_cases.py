@@ -32,7 +32,7 @@ from onnx import helper, numpy_helper
 from ep_sdk.fused_ops import DOMAIN as FUSED_DOMAIN
 from ep_sdk.fused_ops import register_fused_schemas
 from ep_sdk.registry import attribute_defaults
-from ortcore.param_rules import Check, Env
+from ortcore.param_rules import BroadcastsTo, Check, Env, Length
 from ortcore.param_table import RULES, Example, OpRules
 
 NODE = "node_under_test"
@@ -95,7 +95,9 @@ def _attrs(entry: OpRules, example: Example) -> dict[str, Any]:
     """The example's attributes over the schema's defaults."""
     if entry.domain == FUSED_DOMAIN:
         register_fused_schemas()
-    out = attribute_defaults(entry.op, entry.domain, opset_of(entry, example) if not entry.domain else _ml(entry))
+    out = attribute_defaults(
+        entry.op, entry.domain, opset_of(entry, example) if not entry.domain else _ml(entry)
+    )
     out.update(example.attrs)
     return out
 
@@ -104,15 +106,27 @@ def _ml(entry: OpRules) -> int:
     return 3 if entry.domain == "ai.onnx.ml" else 1
 
 
-def env_of(entry: OpRules, example: Example, inputs: Mapping[str, Any], attrs: Mapping[str, Any],
-           known: set[str] | None = None) -> Env:
+def env_of(
+    entry: OpRules,
+    example: Example,
+    inputs: Mapping[str, Any],
+    attrs: Mapping[str, Any],
+    known: set[str] | None = None,
+) -> Env:
     """The env a check sees for these inputs (``known``: only those inputs' shapes)."""
     arrays = [inputs.get(n) for n in entry.inputs]
-    shapes = [None if a is None or (known is not None and n not in known) else tuple(a.shape)
-              for n, a in zip(entry.inputs, arrays)]
-    return Env(entry.inputs, shapes, [a is not None for a in arrays], attrs,
-               lambda i: arrays[i] if known is None or entry.inputs[i] in known else None,
-               outputs=example.outputs)  # fmt: skip
+    shapes = [
+        None if a is None or (known is not None and n not in known) else tuple(a.shape)
+        for n, a in zip(entry.inputs, arrays)
+    ]
+    return Env(
+        entry.inputs,
+        shapes,
+        [a is not None for a in arrays],
+        attrs,
+        lambda i: arrays[i] if known is None or entry.inputs[i] in known else None,
+        outputs=example.outputs,
+    )
 
 
 def _shapes(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -122,9 +136,16 @@ def _shapes(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
     out: list[tuple[int, ...]] = []
     for i, d in enumerate(shape):
         if d >= 2:
-            out.append(shape[:i] + (d - 1,) + shape[i + 1 :])
-        out.append(shape[:i] + (d + 1,) + shape[i + 1 :])
-    out += [shape + (2,), (1, *shape), shape[:-1] if shape else (2,), (), (1,), (2 * max(shape or (1,)),)]
+            out.append((*shape[:i], d - 1, *shape[i + 1 :]))
+        out.append((*shape[:i], d + 1, *shape[i + 1 :]))
+    out += [
+        (*shape, 2),
+        (1, *shape),
+        shape[:-1] if shape else (2,),
+        (),
+        (1,),
+        (2 * max(shape or (1,)),),
+    ]
     seen, unique = {shape}, []
     for s in out:
         if s not in seen:
@@ -142,7 +163,8 @@ def _resized(a: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
 def _attr_values(v: Any) -> list[Any]:
     if isinstance(v, (list, tuple)):
         v = list(v)
-        return [x for x in (v[:-1], v + v[-1:]) if x]
+        changed = [v[0] + 1, *v[1:]] if v and isinstance(v[0], int) else []
+        return [x for x in (v[:-1], v + v[-1:], changed) if x]
     if isinstance(v, int) and not isinstance(v, bool):
         return [x for x in (v + 1, v - 1, 2 * v + 1) if x >= 1 and x != v]
     return []
@@ -158,53 +180,152 @@ def cases() -> Iterator[Case]:
             attrs = _attrs(entry, example)
             arrays = {name for name, spec in example.inputs.items() if isinstance(spec, np.ndarray)}
             present = {name for name, a in inputs.items() if a is not None}
-            yield Case(f"{base} valid", entry, example, "valid", "run", inputs, dict(example.attrs),
-                       initializers=arrays)  # fmt: skip
-            yield Case(f"{base} valid-dynamic", entry, example, "valid-dynamic", "run", inputs,
-                       dict(example.attrs), unknown=present)  # fmt: skip
+            yield Case(
+                f"{base} valid",
+                entry,
+                example,
+                "valid",
+                "run",
+                inputs,
+                dict(example.attrs),
+                initializers=arrays,
+            )
+            yield Case(
+                f"{base} valid-dynamic",
+                entry,
+                example,
+                "valid-dynamic",
+                "run",
+                inputs,
+                dict(example.attrs),
+                unknown=present,
+            )
+            legal: set[str] = set()
+            for check in entry.checks:
+                for what, ins, _ in _legal(entry, example, check, inputs, attrs):
+                    label = f"{check.subject} {what}"
+                    if label not in legal and (not n or len(legal) < 2 * n):
+                        legal.add(label)
+                        yield Case(
+                            f"{base} legal {label}",
+                            entry,
+                            example,
+                            "valid",
+                            "run",
+                            ins,
+                            dict(example.attrs),
+                            initializers=arrays | {check.subject},
+                        )
             for ci, check in enumerate(entry.checks):
-                for j, (what, ins, at) in enumerate(_breaking(entry, example, check, inputs, attrs)):
+                for j, (what, ins, at) in enumerate(
+                    _breaking(entry, example, check, inputs, attrs)
+                ):
                     if n and j >= n:
                         break
                     cid = f"{base} check{ci} {check.subject} {what}"
-                    shown_attrs = {a: v for a, v in at.items() if a in example.attrs or a == check.attribute}
-                    yield Case(f"{cid} static", entry, example, "static", "load", ins, shown_attrs,
-                               check.subject, check, initializers=arrays | {check.subject})  # fmt: skip
+                    shown_attrs = {
+                        a: v for a, v in at.items() if a in example.attrs or a == check.attribute
+                    }
+                    yield Case(
+                        f"{cid} static",
+                        entry,
+                        example,
+                        "static",
+                        "load",
+                        ins,
+                        shown_attrs,
+                        check.subject,
+                        check,
+                        initializers=arrays | {check.subject},
+                    )
                     alone = {check.subject} if not check.attribute else set()
                     decided = first_decided(entry, example, ins, at, alone)
-                    yield Case(f"{cid} runtime", entry, example, "runtime",
-                               "load" if decided else "runtime", ins, shown_attrs, check.subject, check,
-                               initializers=alone, unknown=set(entry.inputs) - alone)  # fmt: skip
+                    yield Case(
+                        f"{cid} runtime",
+                        entry,
+                        example,
+                        "runtime",
+                        "load" if decided else "runtime",
+                        ins,
+                        shown_attrs,
+                        check.subject,
+                        check,
+                        initializers=alone,
+                        unknown=set(entry.inputs) - alone,
+                    )
 
 
-def _breaking(entry: OpRules, example: Example, check: Check, inputs: dict[str, Any],
-              attrs: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """``(label, inputs, attrs)`` that break ``check``, and no check before
-    it in the entry (so the refusal that names a subject names this one)."""
+def _options(
+    check: Check, inputs: dict[str, Any], attrs: dict[str, Any]
+) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """``(label, inputs, attrs)`` with the check's subject changed a little."""
     if check.attribute:
         if check.attribute not in attrs or attrs[check.attribute] is None:
-            return
-        options = [(f"{check.attribute}={v}", inputs, {**attrs, check.attribute: v})
-                   for v in _attr_values(attrs[check.attribute])]  # fmt: skip
-    else:
-        current = inputs.get(check.subject)
-        if current is None:
-            return  # the example omits it: another example must give it
-        options = [(f"shape{list(s)}", {**inputs, check.subject: _resized(current, s)}, attrs)
-                   for s in _shapes(tuple(current.shape))]  # fmt: skip
-        if current.dtype.kind in "iu" and current.size:
-            changed = current.copy()
-            changed.flat[0] += 1
-            options.append(("values+1", {**inputs, check.subject: changed}, attrs))
+            return []
+        return [
+            (f"{check.attribute}={v}", inputs, {**attrs, check.attribute: v})
+            for v in _attr_values(attrs[check.attribute])
+        ]
+    current = inputs.get(check.subject)
+    if current is None:
+        return []  # the example omits it: another example must give it
+    options = [
+        (f"shape{list(s)}", {**inputs, check.subject: _resized(current, s)}, attrs)
+        for s in _shapes(tuple(current.shape))
+    ]
+    if current.dtype.kind in "iu" and current.size:
+        changed = current.copy()
+        changed.flat[0] += 1
+        options.append(("values+1", {**inputs, check.subject: changed}, attrs))
+    return options
+
+
+def _breaking(
+    entry: OpRules, example: Example, check: Check, inputs: dict[str, Any], attrs: dict[str, Any]
+) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """Changes that break ``check``, and no check before it in the entry (so
+    the refusal that names a subject names this one)."""
     position = entry.checks.index(check)
-    for label, ins, at in options:
+    for label, ins, at in _options(check, inputs, attrs):
         env = env_of(entry, example, ins, at)
         if check.verdict(env) and not any(c.verdict(env) for c in entry.checks[:position]):
             yield label, ins, at
 
 
-def first_decided(entry: OpRules, example: Example, inputs: Mapping[str, Any],
-                  attrs: Mapping[str, Any], known: set[str]) -> bool:
+def _broadcast_forms(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """The smaller shapes a value of ``shape`` may broadcast from: a scalar,
+    one value, a leading dim of 1 more or fewer, any dim 1."""
+    forms = [(), (1,), (1, *shape), shape[1:]]
+    forms += [(*shape[:i], 1, *shape[i + 1 :]) for i in range(len(shape))]
+    return [f for f in dict.fromkeys(forms) if f != shape]
+
+
+def _legal(
+    entry: OpRules, example: Example, check: Check, inputs: dict[str, Any], attrs: dict[str, Any]
+) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """The broadcast and scalar forms of a parameter that every check allows
+    (a Scale of one value, a scalar zero point, a Gemm C of (M, 1))."""
+    if not isinstance(check, (BroadcastsTo, Length)) or check.attribute:
+        return
+    if isinstance(check, Length) and not (check.one or check.scalar):
+        return
+    current = inputs.get(check.subject)
+    if current is None:
+        return
+    for shape in _broadcast_forms(tuple(current.shape)):
+        ins = {**inputs, check.subject: _resized(current, shape)}
+        env = env_of(entry, example, ins, attrs)
+        if all(c.verdict(env) == "" for c in entry.checks):
+            yield f"shape{list(shape)}", ins, attrs
+
+
+def first_decided(
+    entry: OpRules,
+    example: Example,
+    inputs: Mapping[str, Any],
+    attrs: Mapping[str, Any],
+    known: set[str],
+) -> bool:
     """Whether some check already fails with only ``known`` inputs' shapes known."""
     env = env_of(entry, example, inputs, attrs, known)
     return any(c.verdict(env) for c in entry.checks)
@@ -241,9 +362,13 @@ def build(case: Case) -> tuple[bytes, dict[str, np.ndarray]]:
     if entry.domain:
         imports.append(helper.make_opsetid(entry.domain, _ml(entry)))
     elems = _output_types(case, node, imports)
-    graph = helper.make_graph([node], "g", graph_inputs,
-                              [helper.make_tensor_value_info(o, t, None) for o, t in zip(outs, elems)],
-                              inits)  # fmt: skip
+    graph = helper.make_graph(
+        [node],
+        "g",
+        graph_inputs,
+        [helper.make_tensor_value_info(o, t, None) for o, t in zip(outs, elems)],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=imports)
     model.ir_version = 9
     return model.SerializeToString(), feeds
@@ -257,14 +382,31 @@ def _output_types(case: Case, node: onnx.NodeProto, imports: list[Any]) -> list[
     names = [n if n in valid.inputs else "" for n in entry.inputs]
     while names and not names[-1]:
         names.pop()
-    vis = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(valid.inputs[n].dtype),
-                                         list(valid.inputs[n].shape)) for n in names if n]  # fmt: skip
-    g = helper.make_graph([helper.make_node(entry.op, names, list(node.output), domain=entry.domain,
-                                            **example.attrs)], "g", vis, [])  # fmt: skip
+    vis = [
+        helper.make_tensor_value_info(
+            n, helper.np_dtype_to_tensor_dtype(valid.inputs[n].dtype), list(valid.inputs[n].shape)
+        )
+        for n in names
+        if n
+    ]
+    g = helper.make_graph(
+        [
+            helper.make_node(
+                entry.op, names, list(node.output), domain=entry.domain, **example.attrs
+            )
+        ],
+        "g",
+        vis,
+        [],
+    )
     inferred = onnx.shape_inference.infer_shapes(helper.make_model(g, opset_imports=imports))
     types = {v.name: v.type.tensor_type.elem_type for v in inferred.graph.value_info}
     first = valid.inputs[entry.inputs[0]]
-    fallback = helper.np_dtype_to_tensor_dtype(first.dtype) if first is not None else onnx.TensorProto.FLOAT
+    fallback = (
+        helper.np_dtype_to_tensor_dtype(first.dtype)
+        if first is not None
+        else onnx.TensorProto.FLOAT
+    )
     return [types.get(o) or fallback for o in node.output]
 
 
@@ -279,11 +421,21 @@ def outcome(case: Case, with_reference: bool = True) -> dict[str, Any]:
     try:
         sess = ortcore.InferenceSession(model, providers=["CPUExecutionProvider"])
     except Exception as exc:
-        return {**out, "stage": "load", "classes": [c.__name__ for c in type(exc).__mro__], "msg": str(exc)}
+        return {
+            **out,
+            "stage": "load",
+            "classes": [c.__name__ for c in type(exc).__mro__],
+            "msg": str(exc),
+        }
     try:
         got = sess.run(None, feeds)
     except Exception as exc:
-        return {**out, "stage": "run", "classes": [c.__name__ for c in type(exc).__mro__], "msg": str(exc)}
+        return {
+            **out,
+            "stage": "run",
+            "classes": [c.__name__ for c in type(exc).__mro__],
+            "msg": str(exc),
+        }
     out["stage"] = "ok"
     if with_reference and case.kind.startswith("valid"):
         out["matches"] = _matches_reference(case, model, feeds, got)
@@ -297,7 +449,9 @@ REFERENCE_DIFFERS = {
 """Entries whose onnx.reference results are not the op's (never compared)."""
 
 
-def _matches_reference(case: Case, model: bytes, feeds: dict[str, np.ndarray], got: list[Any]) -> Any:
+def _matches_reference(
+    case: Case, model: bytes, feeds: dict[str, np.ndarray], got: list[Any]
+) -> Any:
     """True/False against onnx.reference, or a string saying why not compared."""
     if case.entry.domain in ("com.microsoft", FUSED_DOMAIN):
         return "no reference for this domain"
@@ -317,7 +471,9 @@ def _matches_reference(case: Case, model: bytes, feeds: dict[str, np.ndarray], g
         if g.dtype.kind in "iub" and w.dtype.kind in "iub":
             if np.abs(g.astype(np.int64) - w.astype(np.int64)).max(initial=0) > 1:
                 return False
-        elif not np.allclose(g.astype(np.float64), w.astype(np.float64), rtol=1e-3, atol=1e-4, equal_nan=True):
+        elif not np.allclose(
+            g.astype(np.float64), w.astype(np.float64), rtol=1e-3, atol=1e-4, equal_nan=True
+        ):
             return False
     return True
 

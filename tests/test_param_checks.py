@@ -46,14 +46,19 @@ KNOWN_REFUSED = {
 
 def _child_results() -> dict[str, dict[str, Any]]:
     """Every generated case's outcome, computed in a child process."""
+    path = str(Path(param_cases.__file__))
     script = (
         "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('param_cases', {str(Path(param_cases.__file__))!r})\n"
+        f"spec = importlib.util.spec_from_file_location('param_cases', {path!r})\n"
         "mod = importlib.util.module_from_spec(spec); sys.modules['param_cases'] = mod\n"
         "spec.loader.exec_module(mod); mod.main()\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=900, env=os.environ.copy()
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=os.environ.copy(),
     )
     results: dict[str, dict[str, Any]] = {}
     last = None
@@ -65,7 +70,11 @@ def _child_results() -> dict[str, dict[str, Any]]:
         results[record["id"]] = record
         last = None
     if last is not None:  # the child died inside this case
-        results[last] = {"id": last, "stage": "crashed", "msg": f"exit {proc.returncode}: {proc.stderr[-3000:]}"}
+        results[last] = {
+            "id": last,
+            "stage": "crashed",
+            "msg": f"exit {proc.returncode}: {proc.stderr[-3000:]}",
+        }
     return results
 
 
@@ -185,15 +194,21 @@ def _bn_model(channels: Any, stats: int = 2, conv: bool = False) -> bytes:
     x_shape = None if channels is None else [1, channels, 3, 3]
     bn_in = "x"
     if conv:  # x has ``channels`` channels, the Conv makes 4
-        inits.append(numpy_helper.from_array(rng.uniform(-1, 1, (_C, 3, 1, 1)).astype(np.float32), "w"))
+        inits.append(
+            numpy_helper.from_array(rng.uniform(-1, 1, (_C, 3, 1, 1)).astype(np.float32), "w")
+        )
         nodes.append(helper.make_node("Conv", ["x", "w"], ["c"], name="conv"))
         bn_in = "c"
-    nodes.append(helper.make_node("BatchNormalization", [bn_in, "s", "b", "m", "v"], ["y"], name="bn"))
+    nodes.append(
+        helper.make_node("BatchNormalization", [bn_in, "s", "b", "m", "v"], ["y"], name="bn")
+    )
     return make_model(nodes, [fvi("x", x_shape)], [fvi("y", None)], inits, opset=15)
 
 
 @pytest.mark.parametrize(
-    ("channels", "conv"), [(_C, False), (3, True), ("C", True)], ids=["alone", "after_conv", "after_conv_dim_param"]
+    ("channels", "conv"),
+    [(_C, False), (3, True), ("C", True)],
+    ids=["alone", "after_conv", "after_conv_dim_param"],
 )
 def test_batchnorm_short_statistics_refused_at_load(cpu: str, channels: Any, conv: bool) -> None:
     """Channels known at load (after a Conv, from its weights even where X's
@@ -218,7 +233,9 @@ def test_batchnorm_short_statistics_refused_at_run(cpu: str, channels: Any, conv
         sess.run(None, {"x": x})
     assert isinstance(err.value, InvalidArgument) and isinstance(err.value, RuntimeException)
     msg = str(err.value)
-    assert msg.startswith("Non-zero status code returned while running BatchNormalization node. Name:'bn'")
+    assert msg.startswith(
+        "Non-zero status code returned while running BatchNormalization node. Name:'bn'"
+    )
     assert "input scale ('s') has 2 elements, X has 4 channels (dim 1)" in msg
 
 
@@ -256,9 +273,13 @@ def test_overridable_statistic_fed_short_is_refused(cpu: str) -> None:
     """An initializer a feed may replace (listed as a graph input) is checked
     against what the run feeds."""
     rng = np.random.default_rng(0)
-    inits = [numpy_helper.from_array(rng.uniform(0.5, 1.5, _C).astype(np.float32), n) for n in "sbmv"]
+    inits = [
+        numpy_helper.from_array(rng.uniform(0.5, 1.5, _C).astype(np.float32), n) for n in "sbmv"
+    ]
     node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn")
-    model = make_model([node], [fvi("x", [1, _C, 2]), fvi("s", ["n"])], [fvi("y", None)], inits, opset=15)
+    model = make_model(
+        [node], [fvi("x", [1, _C, 2]), fvi("s", ["n"])], [fvi("y", None)], inits, opset=15
+    )
     sess = ortcore.InferenceSession(model, providers=[cpu])
     x = np.ones((1, _C, 2), np.float32)
     sess.run(None, {"x": x})
@@ -275,7 +296,9 @@ def test_node_in_a_subgraph_is_checked_at_load(cpu: str) -> None:
         [fvi("y", None)],
         [numpy_helper.from_array(np.ones(2, np.float32), n) for n in ("s", "b")],
     )
-    other = helper.make_graph([helper.make_node("Identity", ["x"], ["y2"])], "else", [], [fvi("y2", None)])
+    other = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y2"])], "else", [], [fvi("y2", None)]
+    )
     node = helper.make_node("If", ["c"], ["out"], then_branch=then, else_branch=other, name="if")
     model = make_model(
         [node], [fvi("c", [], TensorProto.BOOL), fvi("x", [1, 3, 4])], [fvi("out", None)], opset=17
