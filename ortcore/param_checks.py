@@ -20,6 +20,7 @@ any provider, and a node whose fit is known at load pays nothing per run:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -30,8 +31,8 @@ from ep_sdk.registry import attribute_defaults
 from .errors import InvalidGraph, RunInvalidArgument
 from .nodeinfo import static_shape
 from .optimizer._pass import graphs_of
-from .param_rules import Check, Dims, Env
-from .param_table import OpRules, rules_for
+from .param_rules import Check, Dims, Env, Expr, ProdValues, Value
+from .param_table import RULED_OPS, OpRules, rules_for
 
 __all__ = ["check_model", "checked", "checked_group", "node_rules", "pending_checks"]
 
@@ -41,6 +42,8 @@ Pending = tuple[OpRules, tuple[Check, ...]]
 
 def node_rules(node: ir.Node, opsets: Mapping[str, int]) -> OpRules | None:
     """The table entry that covers ``node`` at the model's opset, if any."""
+    if node.op_type not in RULED_OPS:
+        return None
     domain = "" if node.domain == "ai.onnx" else node.domain
     return rules_for(domain, node.op_type, int(opsets.get(domain, 1)))
 
@@ -179,6 +182,21 @@ def _run_value(v: Any) -> np.ndarray | None:
     return v if isinstance(v, np.ndarray) else None
 
 
+_SHAPES_KEPT = 64
+"""Input shapes a checked kernel remembers as passing (then it forgets them all)."""
+
+
+def _reads_values(obj: Any) -> bool:
+    """Whether a check (or expression) reads an input's values, not only shapes."""
+    if isinstance(obj, (Value, ProdValues)):
+        return True
+    if isinstance(obj, (Check, Expr)):
+        return any(_reads_values(getattr(obj, f.name)) for f in fields(obj))
+    if isinstance(obj, tuple):
+        return any(_reads_values(x) for x in obj)
+    return False
+
+
 def _violation(
     pending: Pending, node: ir.Node, env: Env, where: Callable[[], str]
 ) -> RunInvalidArgument | None:
@@ -205,12 +223,19 @@ def checked(
         where: onnxruntime's opening of a run-time error for the step
             ("Non-zero status code returned while running ...").
     """
-    entry, _ = pending
+    entry, checks = pending
     n = len(entry.inputs)
     outputs = len(node.outputs)
+    # The verdicts depend on the inputs' shapes alone (unless a check reads
+    # values): shapes that passed once pass again, and a run whose shapes
+    # repeat (the usual case) costs a tuple and a set lookup.
+    passed: set[tuple[Any, ...]] | None = None if _reads_values(checks) else set()
 
     def check(args: tuple[Any, ...]) -> None:
         ins = args[:n]
+        key = tuple([getattr(a, "shape", None) for a in ins]) if passed is not None else None
+        if key is not None and key in passed:  # type: ignore[operator]
+            return
         env = Env(
             entry.inputs,
             [_run_shape(a) for a in ins],
@@ -222,6 +247,10 @@ def checked(
         error = _violation(pending, node, env, where)
         if error is not None:
             raise error
+        if key is not None and passed is not None:
+            if len(passed) >= _SHAPES_KEPT:
+                passed.clear()
+            passed.add(key)
 
     if wants_context:
 
@@ -240,6 +269,11 @@ def checked(
     return run
 
 
+_Member = tuple[ir.Node, Pending, dict[str, Any], list[int | None]]
+"""A group member with undecided checks: its attributes, and for each of its
+inputs the position among the group's inputs (``None``: made inside, or a constant)."""
+
+
 def checked_group(
     fn: Callable[..., Any],
     nodes: Sequence[ir.Node],
@@ -254,7 +288,7 @@ def checked_group(
     its static shape: a check that needs more is left to the engine.
     """
     position = {v: i for i, v in enumerate(inputs)}
-    members: list[tuple[ir.Node, Pending, dict[str, Any], list[int | None]]] = []
+    members: list[_Member] = []
     for node in nodes:
         domain = "" if node.domain == "ai.onnx" else node.domain
         attrs = _attrs(node, int(opsets.get(domain, 1)))
@@ -267,27 +301,36 @@ def checked_group(
         )
     if not members:
         return fn
+    values_read = any(_reads_values(pending[1]) for _, pending, _, _ in members)
+    passed: set[tuple[Any, ...]] | None = None if values_read else set()
 
     def run(*args: Any) -> Any:
-        for node, pending, attrs, where_from in members:
-            ins = list(node.inputs)[: len(where_from)]
-            shapes = [
-                _run_shape(args[k]) if k is not None else _shape(v) for k, v in zip(where_from, ins)
-            ]
-            values = [_run_value(args[k]) if k is not None else None for k in where_from]
-            env = Env(
-                pending[0].inputs,
-                shapes,
-                [v is not None for v in ins],
-                attrs,
-                lambda i, values=values, ins=ins: (
-                    values[i] if values[i] is not None else _constant(ins[i])
-                ),
-                outputs=len(node.outputs),
-            )
-            error = _violation(pending, node, env, where)
-            if error is not None:
-                raise error
+        key = tuple([getattr(a, "shape", None) for a in args]) if passed is not None else None
+        if key is None or key not in passed:  # type: ignore[operator]
+            for member in members:
+                _check_member(member, args, where)
+            if key is not None and passed is not None:
+                if len(passed) >= _SHAPES_KEPT:
+                    passed.clear()
+                passed.add(key)
         return fn(*args)
 
     return run
+
+
+def _check_member(member: _Member, args: tuple[Any, ...], where: Callable[[], str]) -> None:
+    node, pending, attrs, where_from = member
+    ins = list(node.inputs)[: len(where_from)]
+    shapes = [_run_shape(args[k]) if k is not None else _shape(v) for k, v in zip(where_from, ins)]
+    values = [_run_value(args[k]) if k is not None else None for k in where_from]
+    env = Env(
+        pending[0].inputs,
+        shapes,
+        [v is not None for v in ins],
+        attrs,
+        lambda i: values[i] if values[i] is not None else _constant(ins[i]),
+        outputs=len(node.outputs),
+    )
+    error = _violation(pending, node, env, where)
+    if error is not None:
+        raise error

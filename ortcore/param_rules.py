@@ -77,7 +77,7 @@ class Env:
         outputs: how many outputs the node has.
     """
 
-    __slots__ = ("names", "shapes", "present", "attrs", "outputs", "_value")
+    __slots__ = ("names", "attrs", "outputs", "_shapes", "_value")
 
     def __init__(
         self,
@@ -89,34 +89,26 @@ class Env:
         outputs: int = 1,
     ) -> None:
         self.names = tuple(names)
-        self.outputs = outputs
-        self.shapes = list(shapes)
-        self.present = list(present)
         self.attrs = attrs
+        self.outputs = outputs
+        # only the inputs the node has (zip stops at the shorter: trailing
+        # optional inputs a node leaves out are absent)
+        self._shapes = {n: s for n, s, p in zip(self.names, shapes, present) if p}
         self._value = value
-
-    def index(self, name: str) -> int:
-        """The position of input ``name``."""
-        return self.names.index(name)
 
     def has(self, name: str) -> bool:
         """Whether the node has input ``name``."""
-        i = self.index(name)
-        return i < len(self.present) and self.present[i]
+        return name in self._shapes
 
     def shape(self, name: str) -> Dims | None:
         """Input ``name``'s shape as far as known (``None``: absent or rank unknown)."""
-        i = self.index(name)
-        if i >= len(self.shapes) or not self.present[i]:
-            return None
-        return self.shapes[i]
+        return self._shapes.get(name)
 
     def value(self, name: str) -> np.ndarray | None:
         """Input ``name``'s contents where known."""
-        i = self.index(name)
-        if i >= len(self.present) or not self.present[i]:
+        if name not in self._shapes:
             return None
-        return self._value(i)
+        return self._value(self.names.index(name))
 
 
 # -- expressions -----------------------------------------------------------

@@ -60,7 +60,7 @@ from .param_rules import (
     select,
 )
 
-__all__ = ["Example", "OpRules", "RULES", "rules_for"]
+__all__ = ["RULED_OPS", "RULES", "Example", "OpRules", "rules_for"]
 
 MS = "com.microsoft"
 ML = "ai.onnx.ml"
@@ -1137,6 +1137,10 @@ RULES: tuple[OpRules, ...] = (
 _INDEX: dict[tuple[str, str], tuple[OpRules, ...]] = {}
 for _entry in RULES:
     _INDEX[(_entry.domain, _entry.op)] = (*_INDEX.get((_entry.domain, _entry.op), ()), _entry)
+
+
+RULED_OPS = frozenset(op for _, op in _INDEX)
+"""The op types some entry covers (in any domain): a quick way past every other node."""
 
 
 def rules_for(domain: str, op_type: str, opset: int) -> OpRules | None:
