@@ -20,7 +20,7 @@ any provider, and a node whose fit is known at load pays nothing per run:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,7 @@ from ep_sdk.registry import attribute_defaults
 from .errors import InvalidGraph, RunInvalidArgument
 from .nodeinfo import static_shape
 from .optimizer._pass import graphs_of
-from .param_rules import Check, Dims, Env, Expr, ProdValues, Value
+from .param_rules import Check, Dims, Env, ProdValues, Value
 from .param_table import RULED_OPS, OpRules, rules_for
 
 __all__ = ["check_model", "checked", "checked_group", "node_rules", "pending_checks"]
@@ -55,7 +55,7 @@ def _shape(value: ir.Value | None) -> Dims | None:
     if shape is None and value is not None and not value.is_graph_input():
         const = value.const_value
         if const is not None:
-            return tuple(int(d) for d in const.shape)
+            return tuple(int(d) for d in const.shape.numpy())
     return shape
 
 
@@ -190,7 +190,7 @@ def _reads_values(obj: Any) -> bool:
     """Whether a check (or expression) reads an input's values, not only shapes."""
     if isinstance(obj, (Value, ProdValues)):
         return True
-    if isinstance(obj, (Check, Expr)):
+    if is_dataclass(obj):  # every Check and Expr
         return any(_reads_values(getattr(obj, f.name)) for f in fields(obj))
     if isinstance(obj, tuple):
         return any(_reads_values(x) for x in obj)

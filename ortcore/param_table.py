@@ -171,7 +171,7 @@ _BN = ("X", "scale", "B", "input_mean", "input_var")
 _BN_8 = ("X", "scale", "B", "mean", "var")
 _CHANNELS = Dim("X", 1, "channels", one_d=1)
 _BN_EXAMPLE = Example(
-    {"X": (2, 4, 3), "scale": (4,), "B": (4,), "input_mean": (4,), "input_var": (4,)}
+    {"X": (2, 4, 3, 3), "scale": (4,), "B": (4,), "input_mean": (4,), "input_var": (4,)}
 )
 
 
@@ -265,7 +265,7 @@ RULES: tuple[OpRules, ...] = (
                 for p in _BN_8[1:]
             ),
         ),
-        Example({"X": (2, 4, 3), **{p: (4,) for p in _BN_8[1:]}}),
+        Example({"X": (2, 4, 3, 3), **{p: (4,) for p in _BN_8[1:]}}),
         since=6,
         until=8,
         variants=(Example({"X": (2, 4, 3), **{p: (4, 3) for p in _BN_8[1:]}}, {"spatial": 0}),),
@@ -274,7 +274,7 @@ RULES: tuple[OpRules, ...] = (
         "BatchNormalization",
         _BN_8,
         _per_channel(_BN_8[1:], _CHANNELS),
-        Example({"X": (2, 4, 3), **{p: (4,) for p in _BN_8[1:]}}),
+        Example({"X": (2, 4, 3, 3), **{p: (4,) for p in _BN_8[1:]}}),
         since=9,
         until=13,
     ),
@@ -290,7 +290,7 @@ RULES: tuple[OpRules, ...] = (
         "InstanceNormalization",
         ("input", "scale", "B"),
         _per_channel(("scale", "B"), Dim("input", 1, "channels")),
-        Example({"input": (2, 4, 3), "scale": (4,), "B": (4,)}),
+        Example({"input": (2, 4, 3, 3), "scale": (4,), "B": (4,)}),
         since=6,
     ),
     OpRules(
@@ -305,7 +305,7 @@ RULES: tuple[OpRules, ...] = (
             ),
             *_per_channel(("scale", "bias"), Attr("num_groups"), one=True),
         ),
-        Example({"X": (2, 4, 3), "scale": (2,), "bias": (2,)}, {"num_groups": 2}),
+        Example({"X": (2, 4, 3, 3), "scale": (2,), "bias": (2,)}, {"num_groups": 2}),
         since=18,
         until=20,
     ),
@@ -321,7 +321,7 @@ RULES: tuple[OpRules, ...] = (
             ),
             *_per_channel(("scale", "bias"), Dim("X", 1, "channels"), one=True),
         ),
-        Example({"X": (2, 4, 3), "scale": (4,), "bias": (4,)}, {"num_groups": 2}),
+        Example({"X": (2, 4, 3, 3), "scale": (4,), "bias": (4,)}, {"num_groups": 2}),
         since=21,
     ),
     OpRules(

@@ -22,7 +22,7 @@ import os
 import sys
 import traceback
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -51,10 +51,13 @@ class Case:
 
     Attributes:
         kind: ``valid`` (runs, static shapes), ``valid-dynamic`` (runs, no
-            input shape known), ``static`` (refused at load) or ``runtime``
-            (every input but the subject of unknown shape: refused at run
-            time, or at load where ``expect`` says so).
+            input shape known), ``static`` (refused at load), ``runtime``
+            (every input but the subject of symbolic dims, ranks known) or
+            ``unranked`` (every input but the subject of unknown shape):
+            refused at run time, or at load where ``expect`` says so.
         expect: ``run`` (it runs), ``load`` or ``runtime`` (where it is refused).
+        unknown: inputs declared without a shape.
+        symbolic: inputs declared with a ``dim_param`` for every dim.
     """
 
     id: str
@@ -68,6 +71,7 @@ class Case:
     check: Check | None = None
     initializers: set[str] = field(default_factory=set)
     unknown: set[str] = field(default_factory=set)
+    symbolic: set[str] = field(default_factory=set)
 
 
 def opset_of(entry: OpRules, example: Example) -> int:
@@ -112,11 +116,15 @@ def env_of(
     inputs: Mapping[str, Any],
     attrs: Mapping[str, Any],
     known: set[str] | None = None,
+    ranked: bool = False,
 ) -> Env:
-    """The env a check sees for these inputs (``known``: only those inputs' shapes)."""
+    """The env a check sees for these inputs (``known``: only those inputs'
+    shapes; with ``ranked``, the others' ranks too)."""
     arrays = [inputs.get(n) for n in entry.inputs]
     shapes = [
-        None if a is None or (known is not None and n not in known) else tuple(a.shape)
+        tuple(a.shape)
+        if a is not None and (known is None or n in known)
+        else ((None,) * a.ndim if a is not None and ranked else None)
         for n, a in zip(entry.inputs, arrays)
     ]
     return Env(
@@ -130,11 +138,14 @@ def env_of(
 
 
 def _shapes(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
-    """Shapes near ``shape``: one dim one shorter, one longer; a dim more; the
-    last dim gone; a scalar; one value; twice the values (first the likeliest
-    mistakes)."""
+    """Shapes near ``shape``: one dim halved (a length that numpy's tiling or a
+    kernel reading modulo its length turns into a silent wrong answer: 2
+    statistics for 4 channels), one shorter, one longer; a dim more; the last
+    dim gone; a scalar; one value; twice the values (the likeliest first)."""
     out: list[tuple[int, ...]] = []
     for i, d in enumerate(shape):
+        if d >= 4:
+            out.append((*shape[:i], d // 2, *shape[i + 1 :]))
         if d >= 2:
             out.append((*shape[:i], d - 1, *shape[i + 1 :]))
         out.append((*shape[:i], d + 1, *shape[i + 1 :]))
@@ -239,26 +250,31 @@ def cases() -> Iterator[Case]:
                         initializers=arrays | {check.subject},
                     )
                     alone = {check.subject} if not check.attribute else set()
-                    decided = first_decided(entry, example, ins, at, alone)
-                    yield Case(
-                        f"{cid} runtime",
-                        entry,
-                        example,
-                        "runtime",
-                        "load" if decided else "runtime",
-                        ins,
-                        shown_attrs,
-                        check.subject,
-                        check,
-                        initializers=alone,
-                        unknown=set(entry.inputs) - alone,
-                    )
+                    others = set(entry.inputs) - alone
+                    for kind, ranked in (("runtime", True), ("unranked", False)):
+                        decided = first_decided(entry, example, ins, at, alone, ranked)
+                        yield Case(
+                            f"{cid} {kind}",
+                            entry,
+                            example,
+                            kind,
+                            "load" if decided else "runtime",
+                            ins,
+                            shown_attrs,
+                            check.subject,
+                            check,
+                            initializers=alone,
+                            unknown=set() if ranked else others,
+                            symbolic=others if ranked else set(),
+                        )
 
 
 def _options(
-    check: Check, inputs: dict[str, Any], attrs: dict[str, Any]
+    entry: OpRules, check: Check, inputs: dict[str, Any], attrs: dict[str, Any]
 ) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """``(label, inputs, attrs)`` with the check's subject changed a little."""
+    """``(label, inputs, attrs)`` with the check's subject changed a little;
+    first, where other inputs obey the same rule (BatchNormalization's four
+    statistics), all of them alike: the mismatch no kernel notices by itself."""
     if check.attribute:
         if check.attribute not in attrs or attrs[check.attribute] is None:
             return []
@@ -269,9 +285,28 @@ def _options(
     current = inputs.get(check.subject)
     if current is None:
         return []  # the example omits it: another example must give it
-    options = [
-        (f"shape{list(s)}", {**inputs, check.subject: _resized(current, s)}, attrs)
-        for s in _shapes(tuple(current.shape))
+    shapes = _shapes(tuple(current.shape))
+    alike = [
+        c.subject
+        for c in entry.checks
+        if type(c) is type(check)
+        and not c.attribute
+        and replace(c, subject=check.subject, noun=check.noun) == check
+        and inputs.get(c.subject) is not None
+        and inputs[c.subject].shape == current.shape
+    ]
+    options = []
+    if len(alike) > 1:
+        options += [
+            (
+                f"all{list(s)}",
+                {**inputs, **{a: _resized(inputs[a], s) for a in alike}},
+                attrs,
+            )
+            for s in shapes
+        ]
+    options += [
+        (f"shape{list(s)}", {**inputs, check.subject: _resized(current, s)}, attrs) for s in shapes
     ]
     if current.dtype.kind in "iu" and current.size:
         changed = current.copy()
@@ -286,7 +321,7 @@ def _breaking(
     """Changes that break ``check``, and no check before it in the entry (so
     the refusal that names a subject names this one)."""
     position = entry.checks.index(check)
-    for label, ins, at in _options(check, inputs, attrs):
+    for label, ins, at in _options(entry, check, inputs, attrs):
         env = env_of(entry, example, ins, at)
         if check.verdict(env) and not any(c.verdict(env) for c in entry.checks[:position]):
             yield label, ins, at
@@ -325,9 +360,11 @@ def first_decided(
     inputs: Mapping[str, Any],
     attrs: Mapping[str, Any],
     known: set[str],
+    ranked: bool = False,
 ) -> bool:
-    """Whether some check already fails with only ``known`` inputs' shapes known."""
-    env = env_of(entry, example, inputs, attrs, known)
+    """Whether some check already fails with only ``known`` inputs' shapes
+    known (and with ``ranked``, every input's rank)."""
+    env = env_of(entry, example, inputs, attrs, known, ranked)
     return any(c.verdict(env) for c in entry.checks)
 
 
@@ -350,7 +387,11 @@ def build(case: Case) -> tuple[bytes, dict[str, np.ndarray]]:
             inits.append(numpy_helper.from_array(a, name))
             continue
         elem = helper.np_dtype_to_tensor_dtype(a.dtype)
-        shape = None if name in case.unknown else list(a.shape)
+        shape: list[Any] | None = list(a.shape)
+        if name in case.unknown:
+            shape = None
+        elif name in case.symbolic:
+            shape = [f"{name}_{i}" for i in range(a.ndim)]
         graph_inputs.append(helper.make_tensor_value_info(name, elem, shape))
         feeds[name] = a
     while names and names[-1] == "":
