@@ -1050,7 +1050,7 @@ RULES: tuple[OpRules, ...] = (
     OpRules(
         "BiasGelu",
         ("X", "bias"),
-        (Length("bias", n=Dim("X", -1, "features"), one=True),),
+        (BroadcastsTo("bias", shape=Shape(input="X")),),  # Add's broadcasting, X's shape kept
         Example({"X": (2, 3, 4), "bias": (4,)}),
         domain=FUSED,
     ),
