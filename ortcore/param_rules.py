@@ -28,6 +28,7 @@ __all__ = [
     "Attr",
     "AttrCount",
     "AttrGiven",
+    "AttrStr",
     "AttrIs",
     "AttrLength",
     "Blocked",
@@ -164,7 +165,7 @@ class Const(Expr):
 @dataclass(frozen=True)
 class Attr(Expr):
     """An int attribute (its schema default applied); ``default`` where the
-    node and the schema give none."""
+    node and the schema give none. One that is not an int is not known."""
 
     name: str
     default: int | Expr | None = None
@@ -173,7 +174,21 @@ class Attr(Expr):
         v = env.attrs.get(self.name)
         if v is None:
             return self.default.eval(env) if isinstance(self.default, Expr) else self.default
-        return v if isinstance(v, (str, list, tuple)) else int(v)
+        return int(v) if isinstance(v, (int, np.integer)) else None
+
+    def text(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class AttrStr(Expr):
+    """A string attribute (its schema default applied; ``""`` where none)."""
+
+    name: str
+
+    def eval(self, env: Env) -> Any:
+        v = env.attrs.get(self.name, "")
+        return v.decode() if isinstance(v, bytes) else v if isinstance(v, str) else None
 
     def text(self) -> str:
         return self.name
@@ -464,6 +479,10 @@ class _Op(Expr):
         x, y = self.a.eval(env), self.b.eval(env)
         if x is None or y is None:
             return None
+        if self.op == "==":
+            return x == y
+        if not isinstance(x, int) or not isinstance(y, int):
+            return None  # arithmetic on ints only: never "two" * 2
         if self.op == "+":
             return x + y
         if self.op == "-":
@@ -474,8 +493,6 @@ class _Op(Expr):
             return None if y == 0 else x // y
         if self.op == "ceil":
             return None if y == 0 else -(-x // y)
-        if self.op == "==":
-            return x == y
         if self.op == "<=":
             return x <= y
         return None

@@ -34,6 +34,7 @@ from .param_rules import (
     AttrGiven,
     AttrIs,
     AttrLength,
+    AttrStr,
     Blocked,
     Broadcast,
     BroadcastsTo,
@@ -623,7 +624,7 @@ RULES: tuple[OpRules, ...] = (
             Length(
                 "roi",
                 n=2 * Rank("X"),
-                when=eq(Attr("coordinate_transformation_mode", 0), "tf_crop_and_resize"),
+                when=eq(AttrStr("coordinate_transformation_mode"), "tf_crop_and_resize"),
             ),
         ),
         Example({"X": (1, 2, 3, 3), "roi": None, "scales": np.array([1, 1, 2, 2], np.float32)}),
@@ -650,7 +651,7 @@ RULES: tuple[OpRules, ...] = (
             Length(
                 "roi",
                 n=2 * AttrCount("axes", Rank("X")),
-                when=eq(Attr("coordinate_transformation_mode", 0), "tf_crop_and_resize"),
+                when=eq(AttrStr("coordinate_transformation_mode"), "tf_crop_and_resize"),
             ),
         ),
         Example(

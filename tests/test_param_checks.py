@@ -378,3 +378,22 @@ def test_rules_for_picks_the_opset() -> None:
     assert rules_for("", "GroupNormalization", 21).since == 21  # type: ignore[union-attr]
     assert rules_for("ai.onnx", "BatchNormalization", 15).since == 14  # type: ignore[union-attr]
     assert rules_for("", "Add", 17) is None
+
+
+def test_attributes_of_the_wrong_type_leave_a_rule_undecided() -> None:
+    """A rule computing with an attribute the node holds in another type (the
+    checker refuses that at load for ops it knows) is left to the kernel,
+    not a crash of the check."""
+    import onnx_ir as ir
+
+    from ortcore.param_checks import check_model
+
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], name="c", group="two")
+    inits = [
+        numpy_helper.from_array(np.ones(s, np.float32), n)
+        for n, s in (("w", (4, 2, 1, 1)), ("b", (3,)))
+    ]
+    graph = helper.make_graph([node], "g", [fvi("x", [1, 4, 2, 2])], [fvi("y", None)], inits)
+    model = ir.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    with pytest.raises(InvalidGraph, match="input B \\('b', the bias\\) has 3 elements"):
+        check_model(model)  # the bias rule does not read group; the others are undecided
