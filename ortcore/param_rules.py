@@ -405,7 +405,8 @@ class Broadcast(Expr):
 
     def text(self) -> str:
         start = self.start.text() if isinstance(self.start, Expr) else str(self.start)
-        return f"the dims of {self.a} + {self.b} from {start} on"
+        tail = "" if start == "0" else f" from dim {start} on"
+        return f"the shape {self.a} and {self.b} broadcast to{tail}"
 
 
 @dataclass(frozen=True)
@@ -657,8 +658,8 @@ class Length(Check):
         if got == want or (self.one and got == 1):
             return ""
         alt = " (or 1)" if self.one else ""
-        has = _has(self.n, want, env)
-        return f"{self.subject} has {_elements(got)}, {has}; it must have {want}{alt}"
+        has = "" if isinstance(self.n, Const) else f", {_has(self.n, want, env)}"
+        return f"{self.subject} has {_elements(got)}{has}; it must have {want}{alt}"
 
 
 def _has(e: Expr, v: Any, env: Env) -> str:
@@ -759,7 +760,12 @@ class Holds(Check):
             ok, need = x <= y, f"it must be at most {y}"
         else:
             ok, need = y != 0 and x % y == 0, f"it must be a multiple of {self.b.text()}"
-        return "" if ok else f"{_has(self.a, x, env)}, {_has(self.b, y, env)}; {need}"
+        if ok:
+            return ""
+        if isinstance(self.b, Const):
+            bound = "at most " if self.relation == "<=" else ""
+            return f"{_has(self.a, x, env)}; it must be {bound}{y}"
+        return f"{_has(self.a, x, env)}, {_has(self.b, y, env)}; {need}"
 
 
 @dataclass(frozen=True)
