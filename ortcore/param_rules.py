@@ -833,7 +833,9 @@ class Scalar(Check):
 
 @dataclass(frozen=True)
 class SameShape(Check):
-    """An input of the same shape as input ``other`` (where both are given)."""
+    """An input of the same shape as input ``other`` (where both are given);
+    a scalar and a one-value 1-D tensor count as the same (a per-tensor zero
+    point of shape (1,) beside a scalar scale: onnx's own tests have it)."""
 
     other: str = ""
 
@@ -843,6 +845,8 @@ class SameShape(Check):
         s, o = env.shape(self.subject), env.shape(self.other)
         if s is None or o is None:
             return None
+        if _one_value(s) and _one_value(o):
+            return ""
         decided = len(s) != len(o) or any(
             a is not None and b is not None and a != b for a, b in zip(s, o)
         )
@@ -852,3 +856,8 @@ class SameShape(Check):
             f"{self.subject} has shape {_shape_text(s)}, {self.other} has shape "
             f"{_shape_text(o)}; they must be the same"
         )
+
+
+def _one_value(s: Dims) -> bool:
+    """Whether a shape holds exactly one value: ``()`` or ``(1,)``."""
+    return len(s) <= 1 and all(d == 1 for d in s)

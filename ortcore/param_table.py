@@ -475,6 +475,7 @@ RULES: tuple[OpRules, ...] = (
         Example({"x": (2, 4, 3), "y_scale": _f(4), "y_zero_point": _u8(4)}, opset=13),
         since=10,
         until=20,
+        variants=(Example({"x": (2, 4, 3), "y_scale": _f(), "y_zero_point": _u8(1)}, opset=13),),
     ),
     OpRules(
         "QuantizeLinear",
@@ -485,7 +486,10 @@ RULES: tuple[OpRules, ...] = (
             {"axis": 2, "block_size": 2},
         ),
         since=21,
-        variants=(Example({"x": (2, 4, 3), "y_scale": _f(4), "y_zero_point": _u8(4)}),),
+        variants=(
+            Example({"x": (2, 4, 3), "y_scale": _f(4), "y_zero_point": _u8(4)}),
+            Example({"x": (2, 4, 3), "y_scale": _f(), "y_zero_point": _u8(1)}),
+        ),
     ),
     OpRules(
         "DequantizeLinear",
@@ -494,6 +498,7 @@ RULES: tuple[OpRules, ...] = (
         Example({"x": _u8(2, 4, 3), "x_scale": _f(4), "x_zero_point": _u8(4)}, opset=13),
         since=10,
         until=20,
+        variants=(Example({"x": _u8(2, 4, 3), "x_scale": _f(), "x_zero_point": _u8(1)}, opset=13),),
     ),
     OpRules(
         "DequantizeLinear",
@@ -504,7 +509,10 @@ RULES: tuple[OpRules, ...] = (
             {"axis": 2, "block_size": 2},
         ),
         since=21,
-        variants=(Example({"x": _u8(2, 4, 3), "x_scale": _f(4), "x_zero_point": _u8(4)}),),
+        variants=(
+            Example({"x": _u8(2, 4, 3), "x_scale": _f(4), "x_zero_point": _u8(4)}),
+            Example({"x": _u8(2, 4, 3), "x_scale": _f(), "x_zero_point": _u8(1)}),
+        ),
     ),
     OpRules(
         "MatMulInteger",
