@@ -40,6 +40,7 @@ __all__ = [
     "OrtcoreError",
     "ProviderOptionError",
     "RunTerminated",
+    "RunInvalidArgument",
     "RunTerminatedError",
     "RuntimeException",
     "UndefinedInput",
@@ -102,6 +103,14 @@ class UndefinedInput(InvalidGraph, InvalidArgument):
     """A node reads a value that nothing defines (onnxruntime raises
     ``InvalidArgument``: "Node input 'x' is not a graph input, initializer, or
     output of a previous node")."""
+
+
+class RunInvalidArgument(InvalidArgument, RuntimeException):
+    """A running node's inputs do not fit each other (a per-channel parameter
+    of the wrong length where the channels were symbolic at load):
+    onnxruntime raises ``InvalidArgument`` with its "Non-zero status code
+    returned while running ..." wording; also a :class:`RuntimeException`,
+    as every other failure of a running node."""
 
 
 class RunTerminatedError(Fail, RunTerminated):

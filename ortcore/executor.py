@@ -28,7 +28,15 @@ from .errors import AllocationError, OrtcoreError, RuntimeException
 if TYPE_CHECKING:
     from .profiling import Profiler
 
-__all__ = ["Plan", "Step", "StepInfo", "SubgraphPlan", "attach_releases", "step_error"]
+__all__ = [
+    "Plan",
+    "Step",
+    "StepInfo",
+    "SubgraphPlan",
+    "attach_releases",
+    "failure_at",
+    "step_error",
+]
 
 TERMINATED = "Exiting due to terminate flag being set to true."
 
@@ -296,10 +304,13 @@ def step_error(exc: Exception, info: StepInfo | None) -> OrtcoreError:
             f"Failed to allocate memory while running {_where(info)}: {exc}. The tensor "
             "requested is too large for this machine."
         )
-    return RuntimeException(
-        f"Non-zero status code returned while running {_where(info)}. "
-        f"Status Message: {type(exc).__name__}: {exc}"
-    )
+    return RuntimeException(f"{failure_at(info)}. Status Message: {type(exc).__name__}: {exc}")
+
+
+def failure_at(info: StepInfo | None) -> str:
+    """onnxruntime's opening of an error of the step ``info`` describes:
+    "Non-zero status code returned while running Conv node. Name:'c' (provider ...)"."""
+    return f"Non-zero status code returned while running {_where(info)}"
 
 
 def _where(info: StepInfo | None) -> str:

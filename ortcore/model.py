@@ -387,7 +387,11 @@ def load_model(
     proto = inline_functions(proto, options.max_inlined_nodes, options.max_inlined_bytes)
     _fix_free_dims(proto.graph, options.free_dims_by_name, options.free_dims_by_denotation)
     base = rebase_external(proto, base, roots)
-    proto = infer_shapes(proto)
+    try:
+        proto = infer_shapes(proto)
+    except InvalidGraph as exc:
+        _explain_parameters(proto, exc)
+        raise
     map_types = _strip_map_types(proto.graph)
     try:
         model = _ir_from_proto(proto)
@@ -556,6 +560,31 @@ def infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
         )
     except Exception as exc:
         raise InvalidGraph(f"This is an invalid model. Shape inference failed: {exc}") from exc
+
+
+def _explain_parameters(proto: onnx.ModelProto, exc: InvalidGraph) -> None:
+    """Where strict inference refused a parameter that does not fit (onnx
+    says "Dimension mismatch in unification between 2 and 4"), raise the
+    parameter table's sentence instead, which names the input and the
+    dimension (:mod:`ortcore.param_checks`); else return.
+
+    Raises:
+        InvalidGraph: from :func:`ortcore.param_checks.check_model`.
+    """
+    from .param_checks import check_model
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False)
+    except Exception:  # a schema's Python inference raises even so: no inferred shapes
+        inferred = proto
+    try:
+        model = ir.from_proto(inferred)
+    except Exception:
+        return
+    try:
+        check_model(model)
+    except InvalidGraph as precise:
+        raise precise from exc
 
 
 MAP_TYPES_KEY = "ortcore.map_types"

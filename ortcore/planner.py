@@ -31,8 +31,9 @@ from ep_sdk.limits import TensorTooLarge, check_tensor_size, tensor_byte_limit
 
 from .cache import CompiledCache, compile_with_cache
 from .errors import EPFail, InvalidGraph, OrtcoreError
-from .executor import Plan, Step, StepInfo, SubgraphPlan, attach_releases
+from .executor import Plan, Step, StepInfo, SubgraphPlan, attach_releases, failure_at
 from .nodeinfo import implicit_inputs, make_node_info, node_reads, outer_values, registry_of
+from .param_checks import checked, checked_group, pending_checks
 from .partition import NO_REASONS, PartitionResult, partition_graph
 from .saved_session import SavedGroup, StaleSavedSession, load_saved_group
 
@@ -402,6 +403,9 @@ class _PlanBuilder:
             implicit=implicit,
         )
         self.check_output_sizes(node, info)
+        # Checks of its parameters that static shapes leave open run before
+        # the kernel on every run; a node decided at load runs it bare.
+        pending = pending_checks(node, self.planner.opsets, info.attrs)
         try:
             fn = found.builder(info)
         except OrtcoreError:
@@ -411,6 +415,9 @@ class _PlanBuilder:
                 f"Building the {provider.name} kernel for {info.describe()} failed: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+        if pending is not None:
+            step = StepInfo("node", node.op_type, node.name or "", provider.name)
+            fn = checked(fn, pending, node, info.attrs, found.context, lambda: failure_at(step))
         self.planner._kernels[node] = (found, fn)
         return found, fn
 
@@ -499,13 +506,14 @@ class _PlanBuilder:
             raise EPFail(
                 f"{provider.name} failed to compile fused group {name!r}: {exc!r}"
             ) from exc
+        info = StepInfo("fused", name, name, provider.name)
+        fn = checked_group(fn, ordered, inputs, opsets, lambda: failure_at(info))
         device = provider.device
         in_slots = tuple(self.read(v, device) for v in inputs)
         out_slots = []
         for v in outputs:
             self.home[v] = device
             out_slots.append(self.new_slot(v, device))
-        info = StepInfo("fused", name, name, provider.name)
         self.steps.append(Step(fn, in_slots, tuple(out_slots), (), False, info))
         if isinstance(claim.payload, SavedGroup):  # the nodes the saved group holds
             for node_name, op_type, domain, declined in claim.payload.members:

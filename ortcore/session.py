@@ -53,6 +53,7 @@ from .optimizer import optimize
 from .options import GraphOptimizationLevel, RunOptions, SessionOptions
 from .ortvalue import OrtValue
 from .outputs import OutputNames, as_output, roots_of
+from .param_checks import check_model
 from .plans import SessionPlans
 from .plugins import PluginManager, default_manager
 from .profiling import Profiler
@@ -233,6 +234,7 @@ class InferenceSession:
         apply_initializers(model, self._sess_options.initializers)
         settle_constant_inputs(model)
         self._input_values, self._overridable = feedable_inputs(model)
+        check_model(model)  # before the optimizer folds a node it would hide
         if saved is None:
             self._optimize(model)
         else:  # optimized and partitioned when it was saved

@@ -1052,7 +1052,7 @@ def test_fused_conv_shuffle_kernel_float16_and_float64(cpu: str, dtype: Any, ele
     np.testing.assert_allclose(y, want, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize(("groups", "match"), [(4, "do not split into shuffle_groups=4"),
+@pytest.mark.parametrize(("groups", "match"), [(4, "shuffle_groups is 4; it must be a multiple"),
                                                (0, "shuffle_groups is 0")])  # fmt: skip
 def test_fused_conv_shuffle_kernel_refuses_bad_groups(
     cpu: str, groups: int, match: str
