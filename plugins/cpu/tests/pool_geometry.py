@@ -134,6 +134,16 @@ def _pick(rng: np.random.Generator, values: Sequence[Any]) -> Any:
     return values[int(rng.integers(len(values)))]
 
 
+def has_dilations(op: str, opset: int) -> bool:
+    """Whether ``op`` of ``opset`` has the ``dilations`` attribute."""
+    return opset >= {"MaxPool": 10, "AveragePool": 19, "LpPool": 18}[op]
+
+
+def has_ceil_mode(op: str, opset: int) -> bool:
+    """Whether ``op`` of ``opset`` has the ``ceil_mode`` attribute."""
+    return opset >= {"MaxPool": 10, "AveragePool": 10, "LpPool": 18}[op]
+
+
 def sample_case(rng: np.random.Generator) -> Case:
     """A random case from the space (see the module docstring)."""
     op = _pick(rng, ("MaxPool", "MaxPool", "AveragePool", "LpPool"))
@@ -143,12 +153,9 @@ def sample_case(rng: np.random.Generator) -> Case:
     attrs: dict[str, Any] = {"kernel_shape": kernel}
     if rng.random() < 0.85:
         attrs["strides"] = [int(rng.integers(1, 5)) for _ in range(rank)]
-    dilated = (op == "MaxPool" and opset >= 10) or (op == "AveragePool" and opset >= 19)
-    dilated = dilated or (op == "LpPool" and opset >= 18)
-    if dilated and rng.random() < 0.7:
+    if has_dilations(op, opset) and rng.random() < 0.7:
         attrs["dilations"] = [int(rng.integers(1, 4)) for _ in range(rank)]
-    ceil = (op != "LpPool" and opset >= 10) or (op == "LpPool" and opset >= 18)
-    if ceil and rng.random() < 0.6:
+    if has_ceil_mode(op, opset) and rng.random() < 0.6:
         attrs["ceil_mode"] = 1
     auto_pad = _pick(rng, ("NOTSET",) * 6 + ("VALID", "SAME_UPPER", "SAME_LOWER"))
     if auto_pad == "NOTSET":
@@ -187,10 +194,13 @@ def one_d_cases(op: str, opset: int, *, extra: dict[str, Any] | None = None,
                 dtype: str = "float32", lengths: Iterable[int] = range(1, 10),
                 indices: bool = False) -> list[Case]:  # fmt: skip
     """Every 1-D geometry of the space (kernel, stride, dilation, both pads,
-    ``ceil_mode``, input length) for one op: the exhaustive sweep."""
+    ``ceil_mode``, input length) for one op, of the attributes its opset
+    has: the exhaustive sweep."""
     cases = []
+    dilations = range(1, 4) if has_dilations(op, opset) else (1,)
+    ceil_modes = (0, 1) if has_ceil_mode(op, opset) else (0,)
     for n, k, s, d, pb, pe, ceil in itertools.product(
-        lengths, range(1, 6), range(1, 5), range(1, 4), range(5), range(5), (0, 1)
+        lengths, range(1, 6), range(1, 5), dilations, range(5), range(5), ceil_modes
     ):
         attrs = {"kernel_shape": [k], "strides": [s], "pads": [pb, pe], **(extra or {})}
         if d > 1:
