@@ -267,6 +267,8 @@ def test_max_unpool_refuses_the_index_of_an_empty_window() -> None:
         kit.run_node("MaxUnpool", [y, bad], pool, opset=11)
     with pytest.raises(Exception, match="must have the shape of input X"):
         kit.run_node("MaxUnpool", [y, idx[:, :1]], pool, opset=11)
+    with pytest.raises(Exception, match="it must have 3 dimensions"):
+        kit.run_node("MaxUnpool", [y[..., None], idx[..., None]], pool, opset=11)
 
 
 def test_windows_without_taps_per_axis() -> None:

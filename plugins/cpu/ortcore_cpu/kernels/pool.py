@@ -334,11 +334,16 @@ def max_unpool(info: NodeInfo) -> Compute:
     def compute(
         x: np.ndarray, indices: np.ndarray, output_shape: np.ndarray | None = None
     ) -> tuple[np.ndarray]:
+        if x.ndim != nsp + 2:
+            raise ValueError(
+                f"{info.describe()}: input X {list(x.shape)} for kernel_shape {kernel}: "
+                f"it must have {nsp + 2} dimensions"
+            )
         shape = [*x.shape[:2]] + [
             (x.shape[2 + i] - 1) * strides[i] - pads[i] - pads[nsp + i] + kernel[i]
             for i in range(nsp)
         ]
-        if x.ndim != nsp + 2 or any(d < 0 for d in shape):
+        if any(d < 0 for d in shape):
             raise ValueError(
                 f"{info.describe()}: input {list(x.shape)} with kernel_shape {kernel}, strides "
                 f"{strides} and pads {pads} unpools to {shape}; check the attributes"
