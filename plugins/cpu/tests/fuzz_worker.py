@@ -335,8 +335,12 @@ def pool_oracle(
     window, with the output shape of onnx shape inference (the spec's for
     SAME): (outputs, where they are defined) or None. The spec leaves a window of padding only
     open (onnxruntime refuses pads >= kernel): ortcore's max of nothing is
-    -inf (the type's minimum for integers), its mean of nothing 0, and
-    MaxPool's Indices there are not compared.
+    onnxruntime's, the lowest finite value of the type pooled in (float32
+    for float16: -inf there; the type's minimum for integers), its mean of
+    nothing 0, and MaxPool's Indices there are not compared. With
+    ``count_include_pad``, opsets 7-18 with ``ceil_mode`` 0 divide by the
+    whole kernel, as onnxruntime's kernel of those opsets (see
+    ``pool_oracle.py``).
 
     The third oracle: onnx.reference gets 3-D and SAME pooling wrong, and
     onnxruntime refuses pads >= kernel and mis-sizes SAME with dilations.
@@ -403,7 +407,11 @@ def pool_oracle(
     valid = joint(inside)
     if op == "AveragePool":
         total = np.where(valid, vals, 0.0).sum(axis=-1)
-        count = joint(padded if a.get("count_include_pad", 0) else inside).sum(axis=-1)
+        whole = int(case["opset"]) < 19 and not a.get("ceil_mode", 0)
+        if a.get("count_include_pad", 0):
+            count = joint(padded).sum(axis=-1) if not whole else np.full(out, math.prod(kernel))
+        else:
+            count = joint(inside).sum(axis=-1)
         y = total / np.maximum(count, 1)
         return [y.astype(x.dtype)], [None]
     masked = np.where(valid, vals, -np.inf)
@@ -411,6 +419,8 @@ def pool_oracle(
     if x.dtype.kind in "iu":
         y = np.maximum(y, np.iinfo(x.dtype).min)
     defined = np.broadcast_to(valid.any(axis=-1), y.shape)
+    if x.dtype.kind == "f" and x.dtype != np.float16:
+        y = np.where(defined, y, np.finfo(x.dtype).min)
     outs = [y.astype(x.dtype)]
     if len(case["outputs"]) > 1:
         tap = masked.argmax(axis=-1)  # the first maximum, as onnxruntime

@@ -215,3 +215,54 @@ def test_fused_conv_pool_needs_its_pool_window() -> None:
     w = np.zeros((4, 3, 3, 3), np.float32)
     with pytest.raises(ValueError, match="pool_kernel_shape is missing"):
         kit.build_node("FusedConvPool", [x, w], {"activation": "Relu"}, domain="com.ortcore")
+
+
+@pytest.mark.parametrize(
+    ("pool_attrs", "onnxruntime_runs"),
+    [
+        # a dilation steps over the Conv's 16 rows: every window is empty
+        ({"kernel_shape": [2, 2], "dilations": [17, 1], "pads": [1, 0, 1, 0],
+          "strides": [1, 2]}, True),
+        # the first row of windows is all pads (a pad as large as the kernel)
+        ({"kernel_shape": [1, 2], "pads": [1, 0, 0, 0], "strides": [1, 2]}, False),
+        # ceil_mode's last window starts in the end pads (dropped only once)
+        ({"kernel_shape": [2, 2], "pads": [0, 0, 3, 0], "strides": [2, 2], "ceil_mode": 1},
+         False),
+    ],
+)  # fmt: skip
+def test_fused_conv_pool_windows_without_taps(
+    monkeypatch: pytest.MonkeyPatch, pool_attrs: dict[str, Any], onnxruntime_runs: bool
+) -> None:
+    """FusedConvPool's pool takes MaxPool's rule for a window with no tap on
+    the Conv's output (the lowest finite float, as onnxruntime), in the
+    direct kernel's pass too: the fused node equals the Conv and MaxPool
+    nodes run one after the other (and onnxruntime's, where it runs them)."""
+    x = RNG.standard_normal((2, 3, 33, 33)).astype(np.float32)
+    w = RNG.standard_normal((8, 3, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal(8).astype(np.float32)
+    conv_attrs = {"kernel_shape": [3, 3], "strides": [2, 2]}
+    calls = record_calls(monkeypatch, conv, "direct_conv2d_maxpool")
+    register_fused_schemas()
+    attrs = dict(conv_attrs, activation="Relu", **{f"pool_{k}": v for k, v in pool_attrs.items()})
+    (got,) = kit.build_node("FusedConvPool", [x, w, b], attrs, domain="com.ortcore")(x, w, b)
+    (c,) = kit.run_node("Conv", [x, w, b], conv_attrs)
+    (want,) = kit.run_node("MaxPool", [np.maximum(c, 0)], pool_attrs, opset=12)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert (got == np.finfo(np.float32).min).any()
+    if conv.ext.DIRECT_VECTOR >= conv.DIRECT_WIDE_VECTOR:
+        assert len(calls) == x.shape[0]
+    if onnxruntime_runs:
+        ort = pytest.importorskip("onnxruntime")
+        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], **conv_attrs),
+                 helper.make_node("Relu", ["c"], ["r"]),
+                 helper.make_node("MaxPool", ["r"], ["y"], **pool_attrs)]  # fmt: skip
+        graph = helper.make_graph(
+            nodes, "g",
+            [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape)
+             for n, a in (("x", x), ("w", w), ("b", b))],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        )  # fmt: skip
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        (ref,) = sess.run(None, {"x": x, "w": w, "b": b})
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)

@@ -657,9 +657,14 @@ def _unsqueeze_shape(x: CudaTensor, args: Sequence[Any]) -> list[int]:
     return [1 if i in axes else next(it) for i in range(rank)]
 
 
-def _spatial(info: NodeInfo, x: CudaTensor, kernel: Sequence[int]) -> dict[str, int]:
+def _spatial(
+    info: NodeInfo, x: CudaTensor, kernel: Sequence[int], *, pool: bool = False
+) -> dict[str, int]:
     """Output size, strides, pads and dilations of a 1-D or 2-D window op on
-    ``x`` (NCW or NCHW), as NCHW: 1-D runs as height 1."""
+    ``x`` (NCW or NCHW), as NCHW: 1-D runs as height 1. A ``pool``'s sizes
+    round toward zero (a window wider than the padded input gives one
+    output, as onnxruntime's and the CPU provider's) and come with the end
+    pads ``eh``, ``ew`` its average counts to (:func:`ops_image.divisor_ends`)."""
     dims = list(x.shape[2:])
     k = list(kernel)
     strides = list(info.attr("strides") or [1] * len(k))
@@ -678,13 +683,20 @@ def _spatial(info: NodeInfo, x: CudaTensor, kernel: Sequence[int]) -> dict[str, 
         elif auto == "VALID":
             pads[i] = pads[i + len(k)] = 0
         padded = d + pads[i] + pads[i + len(k)] - span
-        o = (-(-padded // strides[i]) if ceil else padded // strides[i]) + 1
+        toward_zero = ceil or (pool and padded < 0)
+        o = (-(-padded // strides[i]) if toward_zero else padded // strides[i]) + 1
         if ceil and (o - 1) * strides[i] >= d + pads[i]:
             o -= 1  # the last window must start inside the input or its left pad
         out.append(o)
     if len(dims) == 1:  # 1-D as 2-D of height 1
         dims, k, out = [1, *dims], [1, *k], [1, *out]
         strides, dilations, pads = [1, *strides], [1, *dilations], [0, pads[0], 0, pads[1]]
+    ends: dict[str, int] = {}
+    if pool:
+        from . import ops_image
+
+        eh, ew = ops_image.divisor_ends(info, pads[2:], k, dilations)
+        ends = {"eh": eh, "ew": ew}
     return {
         "h": dims[0],
         "w": dims[1],
@@ -698,6 +710,7 @@ def _spatial(info: NodeInfo, x: CudaTensor, kernel: Sequence[int]) -> dict[str, 
         "pw": pads[1],
         "dh": dilations[0],
         "dw": dilations[1],
+        **ends,
     }
 
 
@@ -769,13 +782,14 @@ def _pool(kind: str) -> Callable[[NodeInfo], Any]:
                 from . import ops_image
                 from .kernels import image
 
-                spatial, args = ops_image.window_args(info, x, info.attr("kernel_shape"))
+                kernel_shape = info.attr("kernel_shape")
+                spatial, args = ops_image.window_args(info, x, kernel_shape, pool=True)
                 y = provider.empty((*x.shape[:2], *spatial), x.dtype)
                 if y.size:
                     kernel = image.pool_nd_kernel(kind, _suffix(x))
                     provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, args, count_pads)
                 return (y,)
-            a = _spatial(info, x, info.attr("kernel_shape"))
+            a = _spatial(info, x, info.attr("kernel_shape"), pool=True)
             spatial = [a["oh"], a["ow"]] if x.ndim == 4 else [a["ow"]]
             y = provider.empty((*x.shape[:2], *spatial), x.dtype)
             if y.size:

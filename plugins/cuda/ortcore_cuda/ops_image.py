@@ -67,10 +67,14 @@ def _win_args(
     )
 
 
-def window_args(info: NodeInfo, x: CudaTensor, kernel: Sequence[int]) -> tuple[list[int], Any]:
+def window_args(
+    info: NodeInfo, x: CudaTensor, kernel: Sequence[int], *, pool: bool = False
+) -> tuple[list[int], Any]:
     """The output dims and the ``WinArgs`` of a window op (Conv, MaxPool,
     AveragePool) on ``x`` (``N, C, *spatial``, up to three spatial dims),
-    from the node's strides, dilations, pads, auto_pad and ceil_mode."""
+    from the node's strides, dilations, pads, auto_pad and ceil_mode. A
+    ``pool``'s sizes round toward zero (see :func:`pool_plan`) and its end
+    pads are those its average counts to (:func:`divisor_ends`)."""
     nd = x.ndim - 2
     strides = list(info.attr("strides") or [1] * nd)
     dilations = list(info.attr("dilations") or [1] * nd)
@@ -82,10 +86,31 @@ def window_args(info: NodeInfo, x: CudaTensor, kernel: Sequence[int]) -> tuple[l
         pads=info.attr("pads"),
         auto_pad=str(info.attr("auto_pad", "NOTSET")),
         ceil_mode=bool(info.attr("ceil_mode", 0)),
+        partial=pool,
     )
     args = _win_args(x.shape[2:], out, kernel, strides, pads[:nd], dilations)
-    args["e"] = _pad3(pads[nd:], 0)
+    ends = divisor_ends(info, pads[nd:], kernel, dilations) if pool else pads[nd:]
+    args["e"] = _pad3(ends, 0)
     return out, args
+
+
+def divisor_ends(
+    info: NodeInfo, ends: Sequence[int], kernel: Sequence[int], dilations: Sequence[int]
+) -> list[int]:
+    """The end pads within which an AveragePool with ``count_include_pad``
+    counts a window's positions: the node's, or, for opsets 7-18 with
+    ``ceil_mode`` 0, far enough that every position counts (onnxruntime's
+    kernel of those opsets divides by the whole kernel; they differ only on
+    a window wider than the padded input), as the CPU provider's."""
+    whole = (
+        info.op_type == "AveragePool"
+        and info.opset < 19
+        and not info.attr("ceil_mode", 0)
+        and bool(info.attr("count_include_pad", 0))
+    )
+    if not whole:
+        return list(ends)
+    return [e + (k - 1) * d + 1 for e, k, d in zip(ends, kernel, dilations, strict=True)]
 
 
 # -- Resize / Upsample ------------------------------------------------------------------
@@ -361,9 +386,12 @@ def pool_plan(
     pads: Sequence[int] | None = None,
     auto_pad: str = "NOTSET",
     ceil_mode: bool = False,
+    partial: bool = False,
 ) -> tuple[list[int], list[int]]:
-    """A pooling window's output dims and pads (before for every dim, then
-    after; ``auto_pad`` applied), as the 1-D and 2-D pools of ``ops``."""
+    """A window's output dims and pads (before for every dim, then after;
+    ``auto_pad`` applied), as the 1-D and 2-D pools of ``ops``. With
+    ``partial`` (pools) a size rounds toward zero, so that a window wider
+    than the padded input gives one output, as onnxruntime's pools."""
     n = len(dims)
     s = list(strides or [1] * n)
     d = list(dilations or [1] * n)
@@ -379,7 +407,8 @@ def pool_plan(
         elif auto_pad == "VALID":
             p[i] = p[i + n] = 0
         padded = dims[i] + p[i] + p[i + n] - span
-        o = (-(-padded // s[i]) if ceil_mode else padded // s[i]) + 1
+        toward_zero = ceil_mode or (partial and padded < 0)
+        o = (-(-padded // s[i]) if toward_zero else padded // s[i]) + 1
         if ceil_mode and (o - 1) * s[i] >= dims[i] + p[i]:
             o -= 1
         out.append(o)
@@ -403,6 +432,7 @@ def _lppool(info: NodeInfo) -> Any:
             pads=info.attr("pads"),
             auto_pad=str(info.attr("auto_pad", "NOTSET")),
             ceil_mode=bool(info.attr("ceil_mode", 0)),
+            partial=True,
         )
         y = provider.empty((*x.shape[:2], *out), x.dtype)
         if y.size:

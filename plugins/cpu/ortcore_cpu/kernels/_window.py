@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, cast
 
 import numpy as np
@@ -187,6 +187,77 @@ def window(
     else:
         raise ValueError(f"unknown auto_pad {auto_pad!r}")
     return Window(kernel, strides_, dil, tuple(begin), tuple(end), tuple(out))
+
+
+def windows_without_taps(win: Window, spatial: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    """Per spatial axis, the output positions whose window has no tap on the
+    input along that axis: every tap in the pads (a window of the begin
+    pads, or with ``ceil_mode`` one that starts in the end pads), or a
+    dilation that steps over the whole input. A window is empty when it is
+    so on any axis (windows are products of their axes' taps)."""
+    empty = []
+    for i, size in enumerate(spatial):
+        start = np.arange(win.out[i], dtype=np.int64) * win.strides[i] - win.pads_begin[i]
+        d = win.dilations[i]
+        first = np.maximum(-(start // d), 0)  # the first tap at or past 0: ceil(-start / d)
+        inside = (first < win.kernel[i]) & (start + first * d < size)
+        empty.append(tuple(int(o) for o in np.flatnonzero(~inside)))
+    return tuple(empty)
+
+
+@dataclass(frozen=True)
+class PoolWindow(Window):
+    """A pool's :class:`Window` for one input size, with the output
+    positions whose windows have no tap on the input
+    (:func:`windows_without_taps`)."""
+
+    spatial: tuple[int, ...] = ()
+    """The input's spatial size."""
+    empty: tuple[tuple[int, ...], ...] = ()
+    """Per axis, the output positions whose window has no tap on the input."""
+
+    @classmethod
+    def of(cls, win: Window, spatial: Sequence[int]) -> PoolWindow:
+        """``win`` over an input of ``spatial`` size."""
+        kept = {f.name: getattr(win, f.name) for f in fields(Window)}
+        return cls(**kept, spatial=tuple(spatial), empty=windows_without_taps(win, spatial))
+
+
+def fill_empty_windows(
+    y: np.ndarray,
+    win: PoolWindow,
+    indices: np.ndarray | None = None,
+    *,
+    column_major: bool = False,
+) -> None:
+    """Give a max pool's windows with no tap on the input (``win.empty``)
+    onnxruntime's answer, whatever loop pooled ``y`` (N, C, *out): the
+    lowest finite value of the type it pools in (not -inf: its running max
+    starts there and nothing raises it), so float16's is -inf (float32's,
+    rounded) and, in ``indices``, the flat index onnxruntime's loops
+    compute for no tap, that of position (-1, ..., -1) of the window's
+    plane (storage order as ``column_major``)."""
+    if not any(win.empty):
+        return
+    if y.dtype == np.float16:
+        low: Any = -np.inf
+    else:
+        low = np.finfo(y.dtype).min if y.dtype.kind == "f" else np.iinfo(y.dtype).min
+    nowhere = 0
+    if indices is not None:
+        sizes = win.spatial[::-1] if column_major else win.spatial
+        nowhere = -sum(math.prod(sizes[i + 1 :]) for i in range(len(sizes)))
+        plane = math.prod(win.spatial)
+        base = np.arange(y.shape[0] * y.shape[1], dtype=np.int64) * plane
+        base = base.reshape(y.shape[0], y.shape[1], *[1] * (y.ndim - 2)) + nowhere
+    for axis, positions in enumerate(win.empty):
+        if not positions:
+            continue
+        at: list[Any] = [slice(None)] * y.ndim
+        at[2 + axis] = list(positions)
+        y[tuple(at)] = low
+        if indices is not None:
+            indices[tuple(at)] = base
 
 
 def kernel_offsets(shape: Sequence[int]) -> np.ndarray:

@@ -56,8 +56,10 @@ from ._common import (
 )
 from ._isa import best_build
 from ._window import (
+    PoolWindow,
     Window,
     check_window_attrs,
+    fill_empty_windows,
     kernel_offsets,
     split_same_pads,
     strided_slice,
@@ -1216,7 +1218,7 @@ class PoolStage(NamedTuple):
     """The max pool a FusedConvPool applies to its Conv's output (see
     :func:`build_conv`)."""
 
-    window_for: Callable[[tuple[int, ...]], Window]
+    window_for: Callable[[tuple[int, ...]], PoolWindow]
     """The pool's window for the Conv output's spatial size."""
     pool: Compute
     """The MaxPool kernel, for the Convs the fused kernel does not take."""
@@ -1241,7 +1243,7 @@ def _conv_direct_pool(
     x: np.ndarray,
     w: np.ndarray,
     b: np.ndarray | None,
-    pool_win: Window,
+    pool_win: PoolWindow,
     threads: int,
     clamp: Clamp | None,
     packs: FilterCache | None,
@@ -1264,6 +1266,7 @@ def _conv_direct_pool(
             x4[i], wp, y[i], bias, scratch, *call.y4[2:], *call.args, lo, hi,
             k3[1], k3[2], s3[1], s3[2], pb3[1], pb3[2], d3[1], d3[2], share,
         )  # fmt: skip
+    fill_empty_windows(y, pool_win)  # windows of pads only, as MaxPool's
     return y
 
 

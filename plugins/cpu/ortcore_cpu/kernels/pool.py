@@ -25,7 +25,15 @@ from ._common import (
     threads_for_memory_bound,
 )
 from ._isa import best_build
-from ._window import Window, check_window_attrs, kernel_offsets, strided_slice, window
+from ._window import (
+    PoolWindow,
+    Window,
+    check_window_attrs,
+    fill_empty_windows,
+    kernel_offsets,
+    strided_slice,
+    window,
+)
 
 ext = best_build("pool")
 """The build of the Cython pooling kernels this CPU runs fastest (``_isa.py``)."""
@@ -44,9 +52,9 @@ _EXACT_IN_F32 = (np.float32, np.float16, np.int8, np.uint8)
 _NO_INDICES = np.empty((1, 1, 1, 1), np.int64)
 
 
-def _window_of(info: NodeInfo, spatial: tuple[int, ...]) -> Window:
+def _window_of(info: NodeInfo, spatial: tuple[int, ...]) -> PoolWindow:
     a = info.attrs
-    return window(
+    win = window(
         spatial,
         a["kernel_shape"],
         auto_pad=a.get("auto_pad", "NOTSET"),
@@ -55,15 +63,16 @@ def _window_of(info: NodeInfo, spatial: tuple[int, ...]) -> Window:
         dilations=a.get("dilations"),
         ceil_mode=bool(a.get("ceil_mode", 0)),
     )
+    return PoolWindow.of(win, spatial)
 
 
-def pool_windows(info: NodeInfo) -> Callable[[tuple[int, ...]], Window]:
+def pool_windows(info: NodeInfo) -> Callable[[tuple[int, ...]], PoolWindow]:
     """The node's window for an input's spatial size, kept for a few sizes
     (:func:`remember`): computing it (pads, output size, checks) took about
     5 us, as long as pooling a small plane."""
-    kept: dict[Hashable, Window] = {}
+    kept: dict[Hashable, PoolWindow] = {}
 
-    def get(spatial: tuple[int, ...]) -> Window:
+    def get(spatial: tuple[int, ...]) -> PoolWindow:
         return kept.get(spatial) or remember(kept, spatial, _window_of(info, spatial))
 
     return get
@@ -123,8 +132,13 @@ def max_pool(info: NodeInfo) -> Compute:
             if x.dtype.kind in "iu":  # a window of padding only is -inf: the type's minimum
                 np.maximum(out, np.iinfo(x.dtype).min, out=out)
             y = out.reshape(shape).astype(x.dtype, copy=False)
-            return (y, idx.reshape(shape)) if want_indices else (y,)
-        return _max_pool_numpy(x, win, want_indices, column_major)
+            indices = idx.reshape(shape) if want_indices else None
+            fill_empty_windows(y, win, indices, column_major=column_major)
+            return (y,) if indices is None else (y, indices)
+        got = _max_pool_numpy(x, win, want_indices, column_major)
+        fill_empty_windows(got[0], win, got[1] if want_indices else None,
+                           column_major=column_major)  # fmt: skip
+        return got
 
     return compute
 
@@ -166,6 +180,7 @@ def average_pool(info: NodeInfo) -> Compute:
     threads = thread_count(info)
     window_for = pool_windows(info)
     include_pad = bool(info.attrs.get("count_include_pad", 0))
+    whole = include_pad and info.opset < 19 and not info.attrs.get("ceil_mode", 0)
 
     def compute(x: np.ndarray) -> tuple[np.ndarray]:
         win = window_for(x.shape[2:])
@@ -175,18 +190,34 @@ def average_pool(info: NodeInfo) -> Compute:
             mean = np.empty(planes.shape[0], np.float32)
             ext.global_pool(planes, mean, False, threads_for_memory_bound(x.size, threads))
             return (mean.reshape(*x.shape[:2], *win.out).astype(x.dtype, copy=False),)
+        ends = _divisor_ends(win, whole)
         if 1 <= len(win.out) <= 3 and x.dtype != np.float64:
-            k3, s3, pb3, pe3, d3, o3 = win.padded3()
+            k3, s3, pb3, _, d3, o3 = win.padded3()
+            pe3 = (0,) * (3 - len(ends)) + ends
             out = np.empty((x.shape[0] * x.shape[1], *o3), np.float32)
             if out.size:
                 nt = threads_for_memory_bound(out.size * math.prod(k3) * POOL_TAP_WORK, threads)
                 ext.avg_pool(_planes(x), out, *k3, *s3, *pb3, *pe3, *d3, include_pad, nt)
             return (out.reshape(*x.shape[:2], *win.out).astype(x.dtype, copy=False),)
         views = _numpy_windows(x.astype(np.float64), win, 0.0)
-        count = _counts(tuple(x.shape[2:]), win, include_pad)
+        count = _counts(tuple(x.shape[2:]), win, ends, include_pad)
         return ((views.sum(axis=2) / np.maximum(count, 1)).astype(x.dtype),)
 
     return compute
+
+
+def _divisor_ends(win: Window, whole: bool) -> tuple[int, ...]:
+    """The end pads within which ``count_include_pad`` counts a window's
+    positions: the node's, or with ``whole`` far enough that every position
+    counts. onnxruntime's kernel of opsets 7-18 divides by the whole kernel
+    when ``ceil_mode`` is 0, where its kernel of opset 19 stops at the end
+    pads; they differ only on a window wider than the padded input (which
+    gives one output, see :func:`window`). ortcore follows each."""
+    if not whole:
+        return win.pads_end
+    return tuple(
+        e + (k - 1) * d + 1 for e, k, d in zip(win.pads_end, win.kernel, win.dilations, strict=True)
+    )
 
 
 def _covers_input(win: Window, spatial: tuple[int, ...]) -> bool:
@@ -201,9 +232,12 @@ def _covers_input(win: Window, spatial: tuple[int, ...]) -> bool:
     )
 
 
-def _counts(spatial: tuple[int, ...], win: Window, include_pad: bool) -> np.ndarray:
+def _counts(
+    spatial: tuple[int, ...], win: Window, ends: tuple[int, ...], include_pad: bool
+) -> np.ndarray:
     """Divisor of every AveragePool window: its positions inside the data, or
-    inside the padded extent with ``include_pad``; separable over the dims."""
+    with ``include_pad`` those before the end pads ``ends`` (see
+    :func:`_divisor_ends`); separable over the dims."""
     count = np.ones((), np.int64)
     for i, size in enumerate(spatial):
         pos = (
@@ -211,7 +245,7 @@ def _counts(spatial: tuple[int, ...], win: Window, include_pad: bool) -> np.ndar
             - win.pads_begin[i]
             + np.arange(win.kernel[i])[None, :] * win.dilations[i]
         )
-        ok = pos < size + win.pads_end[i] if include_pad else (pos >= 0) & (pos < size)
+        ok = pos < size + ends[i] if include_pad else (pos >= 0) & (pos < size)
         count = np.multiply.outer(count, ok.sum(axis=1))
     return count
 
@@ -300,12 +334,37 @@ def max_unpool(info: NodeInfo) -> Compute:
     def compute(
         x: np.ndarray, indices: np.ndarray, output_shape: np.ndarray | None = None
     ) -> tuple[np.ndarray]:
+        if x.ndim != nsp + 2:
+            raise ValueError(
+                f"{info.describe()}: input X {list(x.shape)} for kernel_shape {kernel}: "
+                f"it must have {nsp + 2} dimensions"
+            )
         shape = [*x.shape[:2]] + [
             (x.shape[2 + i] - 1) * strides[i] - pads[i] - pads[nsp + i] + kernel[i]
             for i in range(nsp)
         ]
+        if any(d < 0 for d in shape):
+            raise ValueError(
+                f"{info.describe()}: input {list(x.shape)} with kernel_shape {kernel}, strides "
+                f"{strides} and pads {pads} unpools to {shape}; check the attributes"
+            )
+        if indices.shape != x.shape:
+            raise ValueError(
+                f"{info.describe()}: input I {list(indices.shape)} must have the shape of "
+                f"input X {list(x.shape)}"
+            )
+        check_tensor_size(shape, x.dtype, info.describe())
         y = np.zeros(math.prod(shape), x.dtype)
-        y[indices.reshape(-1)] = x.reshape(-1)
+        flat = indices.reshape(-1)
+        if flat.size and (flat.min() < 0 or flat.max() >= y.size):
+            bad = int(flat[(flat < 0) | (flat >= y.size)][0])
+            # numpy would take a negative index from the end: a silent wrong answer (a
+            # MaxPool window with no tap on the input gives one, as onnxruntime's does)
+            raise ValueError(
+                f"{info.describe()}: index value out of bounds in input I: got {bad}, "
+                f"valid range is [0, {y.size})"
+            )
+        y[flat] = x.reshape(-1)
         y = y.reshape(shape)
         if output_shape is None:
             return (y,)

@@ -30,6 +30,7 @@ from functools import cache
 import numpy as np
 
 from .elementwise import _LOOP
+from .nn import LOWEST
 from .spec import DTYPES, Kernel, Param, Snippet, StructType
 
 __all__ = [
@@ -108,13 +109,18 @@ GRID_ARGS = StructType(
 def pool_nd_kernel(kind: str, dtype: str) -> Kernel:
     """Max (``kind="max"``) or average (``"avg"``) pooling over up to three
     spatial dims, one thread an output element. An average divides by the
-    window's elements inside the input, or (``count_pads``) inside the padded
-    input, as ONNX's reference (a ``ceil_mode`` window past the end pads
-    counts only its part inside the pads)."""
+    window's elements inside the input, or (``count_pads``) those before the
+    end pads ``a.e`` (a ``ceil_mode`` window past them counts only its part
+    inside the pads; see ``ops_image.divisor_ends``). A window with no tap on
+    the input gives ``nn.LOWEST`` (max) or 0 (average), as onnxruntime."""
     ctype = DTYPES[dtype][0]
     name = f"{kind}pool_nd_{dtype}"
     step = "acc = (v != v || v > acc) ? v : acc;" if kind == "max" else "acc += v;"
-    result = "acc" if kind == "max" else "acc / (float)(count_pads ? padded : count)"
+    result = (
+        f"count ? acc : {LOWEST[dtype]}"
+        if kind == "max"
+        else "count ? acc / (float)(count_pads ? padded : count) : 0.0f"
+    )
     source = f"""\
 extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __restrict__ y,
                                   i64 n, WinArgs a, i64 count_pads) {{

@@ -42,13 +42,19 @@ CONV_ARGS = StructType(
 )
 """Channels (all groups), input height/width, kernel, output, strides, pads, dilations."""
 
-_POOL_FIELDS = (*_CONV_FIELDS[1:], "count_pads")
+_POOL_FIELDS = (*_CONV_FIELDS[1:], "eh", "ew", "count_pads")
 POOL_ARGS = StructType(
     "PoolArgs",
     "struct PoolArgs { i64 " + ", ".join(_POOL_FIELDS) + "; };",
     np.dtype([(f, "<i8") for f in _POOL_FIELDS]),
 )
-"""As :data:`CONV_ARGS` without channels, and whether an average counts pads."""
+"""As :data:`CONV_ARGS` without channels, the end pads an average with
+``count_pads`` counts to, and whether it counts pads."""
+
+LOWEST = {"f32": "-3.4028234663852886e+38f", "f16": "-INFINITY", "f64": "-1.7976931348623157e+308"}
+"""A max pool's value for a window with no tap on the input, per element
+type: the lowest finite value of the type onnxruntime pools in (float32 for
+float16, which rounds it to -inf)."""
 
 
 @cache
@@ -84,17 +90,18 @@ extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __rest
 @cache
 @floating
 def pool_kernel(kind: str, dtype: str) -> Kernel:
-    """2-D max (``kind="max"``) or average (``"avg"``) pooling, one thread an output element."""
+    """2-D max (``kind="max"``) or average (``"avg"``) pooling, one thread an
+    output element. A window with no tap on the input gives :data:`LOWEST`
+    (max) or 0 (average); an average divides by its taps on the input, or
+    (``count_pads``) by those before the end pads ``eh``, ``ew``."""
     ctype = DTYPES[dtype][0]
     name = f"{kind}pool_{dtype}"
     if kind == "max":
-        init, step, result = "-INFINITY", "acc = (v != v || v > acc) ? v : acc;", "acc"
+        init, step = "-INFINITY", "acc = (v != v || v > acc) ? v : acc;"
+        result = f"count ? acc : {LOWEST[dtype]}"
     else:
-        init, step, result = (
-            "0.0f",
-            "acc += v;",
-            "acc / (float)(a.count_pads ? a.kh * a.kw : count)",
-        )
+        init, step = "0.0f", "acc += v;"
+        result = "count ? acc / (float)(a.count_pads ? ny * nx : count) : 0.0f"
     source = f"""\
 extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __restrict__ y,
                                   i64 n, PoolArgs a) {{
@@ -103,7 +110,9 @@ extern "C" __global__ void {name}(const {ctype}* __restrict__ x, {ctype}* __rest
         i64 oy = pos / a.ow, ox = pos % a.ow;
         const {ctype}* src = x + img * a.h * a.w;
         float acc = {init};
-        i64 count = 0;
+        i64 count = 0, ny = 0, nx = 0;
+        for (i64 ky = 0; ky < a.kh; ky++) ny += oy * a.sh - a.ph + ky * a.dh < a.h + a.eh;
+        for (i64 kx = 0; kx < a.kw; kx++) nx += ox * a.sw - a.pw + kx * a.dw < a.w + a.ew;
         for (i64 ky = 0; ky < a.kh; ky++) {{
             i64 iy = oy * a.sh - a.ph + ky * a.dh;
             if (iy < 0 || iy >= a.h) continue;
