@@ -70,8 +70,8 @@ x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(1, 16)
 t = time.perf_counter()
 (y,) = sess.run(None, {sess.get_inputs()[0].name: x})
 first_run = time.perf_counter() - t
-print(json.dumps({"create_s": create, "create_cpu_s": create_cpu, "run_s": first_run, "base_mb": base,
-                  "after_create_mb": after, "peak_mb": rss_mb(),
+print(json.dumps({"create_s": create, "create_cpu_s": create_cpu, "run_s": first_run,
+                  "base_mb": base, "after_create_mb": after, "peak_mb": rss_mb(),
                   "checksum": float(np.asarray(y, dtype=np.float64).sum())}))
 """
 
@@ -88,9 +88,7 @@ def build_chain(nodes: int, chain: str) -> onnx.ModelProto:
             inits.append(numpy_helper.from_array(np.full((16,), 1e-6 * (i % 7), np.float32), c))
             graph_nodes.append(helper.make_node("Add", [prev, c], [out], name=f"n{i}"))
         else:
-            graph_nodes.append(
-                helper.make_node(UNARY[i % len(UNARY)], [prev], [out], name=f"n{i}")
-            )
+            graph_nodes.append(helper.make_node(UNARY[i % len(UNARY)], [prev], [out], name=f"n{i}"))
         prev = out
     graph = helper.make_graph(
         graph_nodes,
@@ -147,18 +145,23 @@ def main() -> None:
     def med(r: str, key: str) -> float:
         return statistics.median(m[key] for m in results[r])
 
+    def growth(r: str) -> float:
+        return med(r, "peak_mb") - med(r, "base_mb")
+
     for r in runtimes:
         print(
-            f"{r:<12} create {med(r, 'create_s'):7.2f} s (CPU {med(r, 'create_cpu_s'):6.2f} s)  first run {med(r, 'run_s') * 1e3:8.1f} ms"
-            f"  peak {med(r, 'peak_mb'):7.0f} MB  growth {med(r, 'peak_mb') - med(r, 'base_mb'):7.0f} MB"
+            f"{r:<12} create {med(r, 'create_s'):7.2f} s (CPU {med(r, 'create_cpu_s'):6.2f} s)"
+            f"  first run {med(r, 'run_s') * 1e3:8.1f} ms"
+            f"  peak {med(r, 'peak_mb'):7.0f} MB  growth {growth(r):7.0f} MB"
         )
     if {"ortcore", "onnxruntime"} <= set(runtimes):
+        ours, theirs = "ortcore", "onnxruntime"
         print(
             "ratio ortcore/onnxruntime: create "
-            f"{med('ortcore', 'create_s') / med('onnxruntime', 'create_s'):.2f}, "
-            f"peak memory {med('ortcore', 'peak_mb') / med('onnxruntime', 'peak_mb'):.2f}, "
-            "memory growth "
-            f"{(med('ortcore', 'peak_mb') - med('ortcore', 'base_mb')) / max(1.0, med('onnxruntime', 'peak_mb') - med('onnxruntime', 'base_mb')):.2f}"
+            f"{med(ours, 'create_s') / med(theirs, 'create_s'):.2f}"
+            f" (CPU {med(ours, 'create_cpu_s') / med(theirs, 'create_cpu_s'):.2f}), "
+            f"peak memory {med(ours, 'peak_mb') / med(theirs, 'peak_mb'):.2f}, "
+            f"memory growth {growth(ours) / max(1.0, growth(theirs)):.2f}"
         )
 
 

@@ -23,6 +23,7 @@ import onnx_ir as ir
 
 from ep_sdk import HOST_DEVICE, Device, ExecutionProvider
 
+from .build_memory import gc_paused, trim_heap
 from .cache import cache_dir_from_config
 from .custom_ops import session_ops
 from .devices import OrtMemoryInfo
@@ -30,7 +31,6 @@ from .errors import InvalidArgumentTypeError, ModelLoadCanceled
 from .executor import Plan
 from .external_data import EXTERNAL_DATA_KEY, ExternalData
 from .feeds import FeedValidator
-from .build_memory import gc_paused, trim_heap
 from .iobinding import IOBinding, run_binding
 from .loading import LOAD_CONFIG_ENV as LOAD_CONFIG_ENV  # moved; importable here
 from .loading import LOAD_CONFIG_FROM_MODEL as LOAD_CONFIG_FROM_MODEL  # moved; importable here
