@@ -29,7 +29,7 @@ import ctypes
 import ctypes.util
 import gc
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 __all__ = ["gc_paused", "trim_heap"]
@@ -57,7 +57,7 @@ def gc_paused() -> Iterator[None]:
                 gc.enable()
 
 
-def _malloc_trim() -> ctypes._CFuncPtr | None:
+def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's ``malloc_trim``, or ``None`` where the C library has none."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
@@ -66,7 +66,8 @@ def _malloc_trim() -> ctypes._CFuncPtr | None:
         return None
     fn.argtypes = [ctypes.c_size_t]
     fn.restype = ctypes.c_int
-    return fn
+    trim: Callable[[int], int] = fn
+    return trim
 
 
 _TRIM = _malloc_trim()

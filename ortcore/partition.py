@@ -258,8 +258,10 @@ def partition_graph(
     table = _table(graph)
     for node, index, claim in new:
         group = claim if claim.fused else None
-        reasons = result.declined.get(node)
-        table[node] = Assignment(providers[index], group, dict(reasons) if reasons else NO_REASONS)
+        declined = result.declined.get(node)
+        table[node] = Assignment(
+            providers[index], group, dict(declined) if declined else NO_REASONS
+        )
     return result
 
 
