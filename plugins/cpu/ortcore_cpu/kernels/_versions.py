@@ -45,19 +45,21 @@ def schema_types(
     raise KeyError(f"{op_type}-{version} has no type parameter {param!r}")
 
 
-@functools.cache
 def schema_versions(op_type: str, domain: str = "") -> tuple[int, ...]:
     """Return the opset versions at which the schema of ``op_type`` (in
     ``domain``, ``""`` for ai.onnx) changed."""
-    return tuple(
-        sorted(
-            {
-                s.since_version
-                for s in onnx.defs.get_all_schemas_with_history()
-                if s.name == op_type and s.domain == domain
-            }
-        )
-    )
+    return _all_schema_versions().get((op_type, domain), ())
+
+
+@functools.cache
+def _all_schema_versions() -> dict[tuple[str, str], tuple[int, ...]]:
+    """Every op's schema versions, from one walk of onnx's schema table
+    (each walk converts some two thousand schemas: once per op, it was most
+    of the kernels' import)."""
+    found: dict[tuple[str, str], set[int]] = {}
+    for s in onnx.defs.get_all_schemas_with_history():
+        found.setdefault((s.name, s.domain), set()).add(s.since_version)
+    return {key: tuple(sorted(v)) for key, v in found.items()}
 
 
 @functools.cache
