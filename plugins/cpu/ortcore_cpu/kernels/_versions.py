@@ -48,7 +48,11 @@ def schema_types(
 def schema_versions(op_type: str, domain: str = "") -> tuple[int, ...]:
     """Return the opset versions at which the schema of ``op_type`` (in
     ``domain``, ``""`` for ai.onnx) changed."""
-    return _all_schema_versions().get((op_type, domain), ())
+    found = _all_schema_versions().get((op_type, domain))
+    if found is None:  # a schema registered since the table was read (a custom op's)
+        _all_schema_versions.cache_clear()
+        found = _all_schema_versions().get((op_type, domain), ())
+    return found
 
 
 @functools.cache
