@@ -6,7 +6,8 @@ against its type and shape, and every external data reference (only inside
 the model's folder, only inside its file); make sparse tensors dense; sort
 nodes topologically (refusing cycles); check with ``onnx.checker``; inline
 model-local functions, once :mod:`ortcore.inlining` has bounded what that
-creates; fix overridden free dimensions; run shape inference;
+creates; fix overridden free dimensions; run shape inference (with data
+propagation where :mod:`ortcore.data_propagation` bounds what it creates);
 convert to onnx-ir; pin external data: read into memory, or memory-mapped by
 the session and checked at every run (see :mod:`ortcore.external_data`).
 
@@ -17,6 +18,7 @@ tensors load (made dense, with a warning).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections import deque
@@ -30,6 +32,7 @@ import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
+from .data_propagation import plan_data_propagation
 from .errors import (
     InvalidArgumentTypeError,
     InvalidGraph,
@@ -63,6 +66,8 @@ __all__ = [
     "parse_model",
     "save_model",
 ]
+
+log = logging.getLogger("ortcore.model")
 
 
 @dataclass(frozen=True)
@@ -543,12 +548,29 @@ def infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
     come from onnx's generic checks, not from a fault of the model; inference
     then runs again without strict mode and keeps what it can infer.
 
+    Inference runs first without data propagation, whose memory a tiny
+    model can make unbounded (:mod:`ortcore.data_propagation`); it runs
+    again with it only where there are values to propagate and
+    :func:`~ortcore.data_propagation.plan_data_propagation` bounds them
+    (otherwise the shapes that need it stay symbolic, and a debug log says why).
+
     Raises:
         InvalidGraph: naming the op, the node and onnx's message.
     """
+    inferred = _infer(proto, data_prop=False)
+    verdict = plan_data_propagation(inferred)
+    if not verdict.propagate:
+        if verdict.reason:
+            log.debug("shape inference without data propagation: %s", verdict.reason)
+        return inferred
+    del inferred
+    return _infer(proto, data_prop=True)
+
+
+def _infer(proto: onnx.ModelProto, *, data_prop: bool) -> onnx.ModelProto:
     try:
         return onnx.shape_inference.infer_shapes(
-            proto, check_type=False, strict_mode=True, data_prop=True
+            proto, check_type=False, strict_mode=True, data_prop=data_prop
         )
     except Exception as exc:
         message = str(exc)
@@ -556,7 +578,7 @@ def infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
             raise InvalidGraph(f"This is an invalid model. Shape inference failed: {exc}") from exc
     try:
         return onnx.shape_inference.infer_shapes(
-            proto, check_type=False, strict_mode=False, data_prop=True
+            proto, check_type=False, strict_mode=False, data_prop=data_prop
         )
     except Exception as exc:
         raise InvalidGraph(f"This is an invalid model. Shape inference failed: {exc}") from exc
