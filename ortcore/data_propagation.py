@@ -200,6 +200,10 @@ def _dims(t: onnx.TypeProto | None) -> list[int | None] | None:
     return [d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim]
 
 
+def _unknown(dims: list[int | None] | None) -> bool:
+    return dims is None or None in dims
+
+
 def _show(t: onnx.TypeProto | None) -> str:
     dims = _dims(t)
     if dims is None:
@@ -279,6 +283,9 @@ class _Walk:
         self.opsets = {_domain(o.domain): o.version for o in model.opset_import}
         self.functions = {(_domain(f.domain), f.name, f.overload) for f in model.functions}
         self.kinds: dict[tuple[str, str], tuple[str, int]] = {}
+        # By id of a TypeProto or constant the maps below hold (alive as long).
+        self.dims_cache: dict[int, list[int | None] | None] = {}
+        self.top_cache: dict[int, int] = {}
         self.data: dict[str, _Data] = {}  # onnx's one map of propagated data
         self.bound: dict[str, int] = {}  # tainted values: their largest possible dim
         self.total = 0
@@ -303,6 +310,30 @@ class _Walk:
                 found = ("plain", 0)
             self.kinds[key] = found
         return found
+
+    def dims_of(
+        self,
+        name: str,
+        types: MutableMapping[str, onnx.TypeProto],
+        consts: MutableMapping[str, _Source],
+    ) -> list[int | None] | None:
+        """``name``'s dims without data propagation (an initializer's if untyped)."""
+        t = types.get(name)
+        if t is None:
+            source = consts.get(name)
+            if isinstance(source, onnx.TensorProto):
+                return [int(d) for d in source.dims]
+            return None
+        key = id(t)
+        if key not in self.dims_cache:
+            self.dims_cache[key] = _dims(t)
+        return self.dims_cache[key]
+
+    def constant_top(self, source: _Source) -> int:
+        key = id(source)
+        if key not in self.top_cache:
+            self.top_cache[key] = _constant_top(source)
+        return self.top_cache[key]
 
     def graph(
         self,
@@ -332,26 +363,28 @@ class _Walk:
         consts: MutableMapping[str, _Source],
     ) -> int:
         """Walk one node; return the bound its outputs got if tainted, else -1."""
-        kind, body = self.kind(node.domain, node.op_type)
-        domain = _domain(node.domain)
+        op_type, raw_domain = node.op_type, node.domain
+        kind, body = self.kind(raw_domain, op_type)
         if kind == "plain" and not self.bound:
             # Reads no data and no input is tainted: nothing to do, fast
             # (a large graph is mostly such nodes).
-            if node.op_type == "Constant" and domain == "" and node.output:
+            if op_type == "Constant" and _domain(raw_domain) == "":
                 consts[node.output[0]] = node
             return -1
+        domain = _domain(raw_domain)
         if kind == "call":
             raise _Unbounded(
-                f"{_where(node)} calls model-local function {domain or 'ai.onnx'}:{node.op_type},"
+                f"{_where(node)} calls model-local function {domain or 'ai.onnx'}:{op_type},"
                 " which the inliner kept (its opsets differ from the model's)"
             )
-        inputs = [name for name in node.input if name]
-        tainted = any(name in self.bound for name in inputs)
+        raw_inputs = list(node.input)
+        bound_of = self.bound
+        tainted = any(name in bound_of for name in raw_inputs if name)
         top = 0  # largest element of the data the node reads
         if kind == "prop":
-            top = self.propagate(node, domain, types, consts)
+            top = self.propagate(node, op_type, domain, raw_inputs, types, consts)
         elif kind == "body":
-            read = [self.read(node, name, types, consts) for name in inputs]
+            read = [self.read(node, name, types, consts) for name in raw_inputs if name]
             length = max((d[0] for d in read), default=0)
             top = max((d[1] for d in read), default=0)
             if length:
@@ -361,7 +394,7 @@ class _Walk:
                         self.data[out] = (length, top)
                 tainted = True
         else:
-            for name in self.shape_inputs(node, domain):
+            for name in self.shape_inputs(op_type, domain, raw_inputs):
                 if name in self.data and name not in consts:
                     length, value = self.data[name]
                     if length > MAX_SHAPE_DATA:
@@ -372,29 +405,32 @@ class _Walk:
                     top = max(top, value)
                     tainted = True
         inner = -1
-        for attr in node.attribute:
-            for sub in _graphs(attr):
-                start = self.output_bound(node, domain, types, consts, top) if tainted else -1
-                inner = max(
-                    inner, self.graph(sub, ChainMap({}, types), ChainMap({}, consts), start)
-                )
-        if node.op_type == "Constant" and domain == "" and node.output:
+        if op_type in _GRAPH_OPS:
+            for attr in node.attribute:
+                for sub in _graphs(attr):
+                    start = self.output_bound(node, domain, types, consts, top) if tainted else -1
+                    inner = max(
+                        inner, self.graph(sub, ChainMap({}, types), ChainMap({}, consts), start)
+                    )
+        elif op_type == "Constant" and domain == "":
             consts[node.output[0]] = node
         if not tainted and inner < 0:
             return -1
-        bound = max(inner, self.output_bound(node, domain, types, consts, top))
-        for out in node.output:
-            if out:
-                self.bound[out] = max(self.bound.get(out, 0), bound)
-        return bound
+        outputs = [out for out in node.output if out]
+        bound = 0  # a bound is only read where a dim is unknown
+        if any(_unknown(self.dims_of(out, types, consts)) for out in outputs):
+            bound = max(inner, self.output_bound(node, domain, types, consts, top))
+        for out in outputs:
+            bound_of[out] = max(bound_of.get(out, 0), bound)
+        return max(bound, inner)
 
     @staticmethod
-    def shape_inputs(node: onnx.NodeProto, domain: str) -> list[str]:
-        """The inputs whose propagated data ``node``'s shape inference reads."""
+    def shape_inputs(op_type: str, domain: str, inputs: list[str]) -> list[str]:
+        """The inputs whose propagated data the op's shape inference reads."""
         if not _KNOWN_ONNX:
-            return [name for name in node.input if name]
-        index = SHAPE_READERS.get(node.op_type, -1) if domain == "" else -1
-        return [node.input[index]] if 0 <= index < len(node.input) and node.input[index] else []
+            return [name for name in inputs if name]
+        index = SHAPE_READERS.get(op_type, -1) if domain == "" else -1
+        return [inputs[index]] if 0 <= index < len(inputs) and inputs[index] else []
 
     def output_bound(
         self,
@@ -427,7 +463,7 @@ class _Walk:
                 continue
             total = _cap(total + self.elements(name, types, consts))
             if name in consts:
-                largest = max(largest, _constant_top(consts[name]))
+                largest = max(largest, self.constant_top(consts[name]))
         for attr in node.attribute:
             total = _cap(total + abs(attr.i) + sum(abs(i) for i in attr.ints))
             floats = [abs(attr.f), *(abs(f) for f in attr.floats)]
@@ -441,7 +477,7 @@ class _Walk:
         consts: MutableMapping[str, _Source],
     ) -> int:
         """Bound on the largest dim ``name`` has as data propagation would type it."""
-        dims = _dims_of(name, types, consts)
+        dims = self.dims_of(name, types, consts)
         bound = self.bound.get(name)
         known = max((d for d in dims or () if d is not None), default=0)
         if bound is not None and (dims is None or None in dims):
@@ -456,7 +492,7 @@ class _Walk:
     ) -> int:
         """Bound on the elements ``name`` has as data propagation would type it
         (an unknown dim it cannot change counts 1: it gives no number)."""
-        dims = _dims_of(name, types, consts)
+        dims = self.dims_of(name, types, consts)
         bound = self.bound.get(name)
         if dims is None:
             return UNBOUNDED if bound is not None else 1
@@ -468,26 +504,29 @@ class _Walk:
     def propagate(
         self,
         node: onnx.NodeProto,
+        op_type: str,
         domain: str,
+        inputs: list[str],
         types: MutableMapping[str, onnx.TypeProto],
         consts: MutableMapping[str, _Source],
     ) -> int:
-        rule = _RULES.get(node.op_type) if domain == "" else None
+        """Account for what a data-propagating op reads and writes; return
+        the largest element it reads."""
+        rule = _RULES.get(op_type) if domain == "" else None
         if rule is None:
             raise _Unbounded(
                 f"{_where(node)}: onnx propagates data through {domain or 'ai.onnx'}:"
-                f"{node.op_type}, which ortcore cannot bound"
+                f"{op_type}, which ortcore cannot bound"
             )
         reads, output_data = rule
-        inputs = list(node.input)
         positions = range(len(inputs)) if reads is None else [i for i in reads if i < len(inputs)]
         data = [
             self.read(node, inputs[i], types, consts) if inputs[i] else (0, 0) for i in positions
         ]
         rank, dim = 0, 0
-        if node.op_type == "Shape":
+        if op_type == "Shape":
             source = inputs[0] if inputs else ""
-            dims = _dims_of(source, types, consts)
+            dims = self.dims_of(source, types, consts)
             bound = self.bound.get(source)
             if dims is None:
                 if bound is not None:
@@ -499,9 +538,11 @@ class _Walk:
             rank = len(dims)
             dim = max((d if d is not None else (bound or 0) for d in dims), default=0)
         length, top = output_data(data, rank, dim)
-        if length and node.output and node.output[0]:
-            self.add(node, length, f"output {node.output[0]!r}")
-            self.data[node.output[0]] = (length, top)
+        if length:
+            out = node.output[0] if node.output else ""
+            if out:
+                self.add(node, length, f"output {out!r}")
+                self.data[out] = (length, top)
         return max((d[1] for d in data), default=0)
 
     def read(
@@ -516,10 +557,10 @@ class _Walk:
             return self.data[name]
         if name in consts:
             length = _constant_length(consts[name])
-            found = (length, _constant_top(consts[name]) if length else 0)
+            found = (length, self.constant_top(consts[name]) if length else 0)
         else:
             t = types.get(name)
-            dims = _dims(t)
+            dims = self.dims_of(name, types, consts)
             bound = self.bound.get(name)
             if dims is not None and len(dims) == 1 and dims[0] is not None:
                 length = dims[0]  # N unknown values for a 1-D tensor of length N
@@ -561,17 +602,6 @@ def _graphs(attr: onnx.AttributeProto) -> list[onnx.GraphProto]:
     if attr.type == onnx.AttributeProto.GRAPHS:
         return list(attr.graphs)
     return []
-
-
-def _dims_of(
-    name: str, types: MutableMapping[str, onnx.TypeProto], consts: MutableMapping[str, _Source]
-) -> list[int | None] | None:
-    t = types.get(name)
-    if t is None:
-        source = consts.get(name)
-        if isinstance(source, onnx.TensorProto):
-            return [int(d) for d in source.dims]
-    return _dims(t)
 
 
 def _has_vector(infos: Iterable[onnx.ValueInfoProto]) -> bool:

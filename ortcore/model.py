@@ -557,14 +557,49 @@ def infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
     Raises:
         InvalidGraph: naming the op, the node and onnx's message.
     """
-    inferred = _infer(proto, data_prop=False)
-    verdict = plan_data_propagation(inferred)
-    if not verdict.propagate:
-        if verdict.reason:
+    aside = _set_aside_weights(proto)
+    try:
+        inferred = _infer(proto, data_prop=False)
+        verdict = plan_data_propagation(inferred)
+        if verdict.propagate:
+            del inferred
+            inferred = _infer(proto, data_prop=True)
+        elif verdict.reason:
             log.debug("shape inference without data propagation: %s", verdict.reason)
-        return inferred
-    del inferred
-    return _infer(proto, data_prop=True)
+    finally:
+        _put_back_weights(proto, aside)
+    _put_back_weights(inferred, aside)
+    return inferred
+
+
+# onnx's Python binding copies the whole model four times a pass (serialize,
+# parse, infer, serialize, parse); shape inference reads no tensor of rank 2
+# or more as values, nor a large vector other than an integer one. Such
+# weights are set aside while it runs, when the initializers are large.
+_ASIDE_TENSOR_BYTES = 1 << 16
+_ASIDE_MODEL_BYTES = 1 << 24
+_INTEGER_TYPES = (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
+
+
+def _set_aside_weights(proto: onnx.ModelProto) -> list[tuple[int, bytes]]:
+    """Take the ``raw_data`` of the main graph's large weights out of ``proto``
+    (their index and bytes): a sum of sizes first, cheap for many small ones."""
+    sizes = [t.ByteSize() for t in proto.graph.initializer]
+    if sum(sizes) < _ASIDE_MODEL_BYTES:
+        return []
+    aside = []
+    for i, size in enumerate(sizes):
+        t = proto.graph.initializer[i]
+        if size >= _ASIDE_TENSOR_BYTES and (len(t.dims) > 1 or t.data_type not in _INTEGER_TYPES):
+            if t.HasField("raw_data"):
+                aside.append((i, t.raw_data))
+                t.ClearField("raw_data")
+    return aside
+
+
+def _put_back_weights(proto: onnx.ModelProto, aside: list[tuple[int, bytes]]) -> None:
+    for i, data in aside:
+        proto.graph.initializer[i].raw_data = data
 
 
 def _infer(proto: onnx.ModelProto, *, data_prop: bool) -> onnx.ModelProto:

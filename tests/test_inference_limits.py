@@ -448,6 +448,27 @@ def test_models_that_need_data_propagation_keep_their_shapes(case: str) -> None:
     assert [d.dim_value if d.HasField("dim_value") else None for d in dims] == expected
 
 
+def test_weights_are_set_aside_and_put_back() -> None:
+    """A model with 16 MiB of weights: inferred without copying them through
+    onnx (twice, with data propagation), to the same model as one pass gives,
+    and left as it was."""
+    model = _reshape_of_computed_shape()
+    weight = np.arange(1 << 22, dtype=np.float32).reshape(2048, 2048)
+    model.graph.initializer.append(numpy_helper.from_array(weight, "w"))
+    model.graph.initializer.append(_i64("table", np.arange(1 << 14)))  # int vectors stay
+    model.graph.node.append(_node("MatMul", ["w", "w"], ["ww"]))
+    model.graph.node.append(_node("Gather", ["table", "zero"], ["t0"], axis=0))
+    before = model.SerializeToString(deterministic=True)
+    aside = ortcore_model._set_aside_weights(model)
+    assert [model.graph.initializer[i].name for i, _ in aside] == ["w"]
+    ortcore_model._put_back_weights(model, aside)
+    assert model.SerializeToString(deterministic=True) == before
+    out = ortcore_model.infer_shapes(model)
+    assert model.SerializeToString(deterministic=True) == before
+    assert out.SerializeToString(deterministic=True) == _one_pass(model)
+    assert np.array_equal(numpy_helper.to_array(out.graph.initializer[-2]), weight)
+
+
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
 
