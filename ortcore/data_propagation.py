@@ -220,7 +220,8 @@ def _kind(domain: str, op_type: str, version: int) -> tuple[str, int]:
         return ("none", 0)
     if schema.has_data_propagation_function:
         return ("prop", 0)
-    if not schema.has_type_and_shape_inference_function and schema.has_function:
+    # has_function exists at run time; onnx's stubs lack it
+    if not schema.has_type_and_shape_inference_function and schema.has_function:  # type: ignore[attr-defined]
         # onnx infers such a node through its function body, with the
         # caller's types and data: the body's ops propagate too.
         return ("body", len(schema.function_body.node))
