@@ -506,7 +506,10 @@ _CHILD = textwrap.dedent(
         except Exception as exc:
             out = {"error": type(exc).__name__, "message": str(exc)[:2000],
                    "invalid_graph": isinstance(exc, ortcore.errors.InvalidGraph)}
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across exec, so the
+        # child would report the peak of the pytest process that started it.
+        with open("/proc/self/status") as status:
+            peak = next(int(l.split()[1]) for l in status if l.startswith("VmHWM:")) / 1024
         out.update(path=path, seconds=time.perf_counter() - t0, peak_mb=peak)
         print(json.dumps(out), flush=True)
     """
