@@ -34,6 +34,12 @@ its attribute values and small constants), so a tainted vector that a
 data-propagating op reads is as long as that bound at most. Data read as a
 shape can become a rank, so it is also bounded by :data:`MAX_SHAPE_DATA`.
 
+The walk is in time linear in the graph: a first one keeps no taints (a
+node that reads no data costs a dict lookup) and is exact unless a value
+whose length or rank a taint could change descends from a node that would
+taint; only then does the full walk run. A model with no data-propagating
+op, or with nothing they could read as data, is not walked at all.
+
 Model-local functions the inliner kept (their bodies get no inferred types
 to bound them by), ops whose data propagation this module does not know and
 subgraphs nested past Python's recursion limit are not analysed: such a
@@ -193,6 +199,10 @@ class _Unbounded(Exception):
     """Data propagation cannot be bounded; the message says where."""
 
 
+class _NeedFullWalk(Exception):
+    """The quick walk met a subgraph."""
+
+
 def _dims(t: onnx.TypeProto | None) -> list[int | None] | None:
     """A tensor type's dims (None each where unknown), or None for no rank."""
     if t is None or t.WhichOneof("value") != "tensor_type" or not t.tensor_type.HasField("shape"):
@@ -220,8 +230,8 @@ def _kind(domain: str, op_type: str, version: int) -> tuple[str, int]:
         return ("none", 0)
     if schema.has_data_propagation_function:
         return ("prop", 0)
-    # has_function exists at run time; onnx's stubs lack it
-    if not schema.has_type_and_shape_inference_function and schema.has_function:  # type: ignore[attr-defined]
+    # (has_function is missing from onnx's type stubs)
+    if not schema.has_type_and_shape_inference_function and getattr(schema, "has_function", False):
         # onnx infers such a node through its function body, with the
         # caller's types and data: the body's ops propagate too.
         return ("body", len(schema.function_body.node))
@@ -290,6 +300,13 @@ class _Walk:
         self.data: dict[str, _Data] = {}  # onnx's one map of propagated data
         self.bound: dict[str, int] = {}  # tainted values: their largest possible dim
         self.total = 0
+        # A quick walk (see plan_data_propagation) taints nothing: it notes
+        # the nodes that would taint and the values whose length or rank a
+        # taint could change, and gives up on subgraphs.
+        self.quick = False
+        self.sources: set[int] = set()  # positions of the nodes that would taint
+        self.position = 0
+        self.unsure: list[str] = []
 
     def kind(self, domain: str, op_type: str) -> tuple[str, int]:
         key = (domain, op_type)
@@ -325,7 +342,7 @@ class _Walk:
             if isinstance(source, onnx.TensorProto):
                 return [int(d) for d in source.dims]
             return None
-        key = id(t)
+        key = id(t)  # the maps hold t: its id stays its own
         if key not in self.dims_cache:
             self.dims_cache[key] = _dims(t)
         return self.dims_cache[key]
@@ -353,7 +370,8 @@ class _Walk:
             for vi in g.input:
                 self.bound[vi.name] = input_bound
             worst = input_bound
-        for node in g.node:
+        for position, node in enumerate(g.node):
+            self.position = position
             worst = max(worst, self.node(node, types, consts))
         return worst
 
@@ -378,6 +396,8 @@ class _Walk:
                 f"{_where(node)} calls model-local function {domain or 'ai.onnx'}:{op_type},"
                 " which the inliner kept (its opsets differ from the model's)"
             )
+        if self.quick and op_type in _GRAPH_OPS:
+            raise _NeedFullWalk
         raw_inputs = list(node.input)
         bound_of = self.bound
         tainted = any(name in bound_of for name in raw_inputs if name)
@@ -416,6 +436,9 @@ class _Walk:
         elif op_type == "Constant" and domain == "":
             consts[node.output[0]] = node
         if not tainted and inner < 0:
+            return -1
+        if self.quick:
+            self.sources.add(self.position)
             return -1
         outputs = [out for out in node.output if out]
         bound = 0  # a bound is only read where a dim is unknown
@@ -530,6 +553,8 @@ class _Walk:
             dims = self.dims_of(source, types, consts)
             bound = self.bound.get(source)
             if dims is None:
+                if self.quick:
+                    self.unsure.append(source)
                 if bound is not None:
                     raise _Unbounded(
                         f"{_where(node)} reads {source!r}, whose rank only data propagation"
@@ -565,6 +590,9 @@ class _Walk:
             bound = self.bound.get(name)
             if dims is not None and len(dims) == 1 and dims[0] is not None:
                 length = dims[0]  # N unknown values for a 1-D tensor of length N
+            elif self.quick and (dims is None or len(dims) == 1):
+                self.unsure.append(name)
+                length = 0
             elif bound is not None and (dims is None or len(dims) == 1):
                 if bound >= UNBOUNDED:
                     raise _Unbounded(
@@ -653,6 +681,30 @@ def _nothing_to_propagate(model: onnx.ModelProto, walk: _Walk) -> bool:
     return True
 
 
+def _descends(g: onnx.GraphProto, walk: _Walk) -> bool:
+    """Whether one of ``walk.unsure`` descends from one of ``walk.sources``
+    (a search up from the values, through the producers of a graph without
+    subgraphs)."""
+    producer: dict[str, int] = {}
+    for position, node in enumerate(g.node):
+        for out in node.output:
+            producer[out] = position
+    seen: set[str] = set()
+    stack = list(walk.unsure)
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        made_by = producer.get(name)
+        if made_by is None:
+            continue
+        if made_by in walk.sources:
+            return True
+        stack.extend(n for n in g.node[made_by].input if n and n not in seen)
+    return False
+
+
 def plan_data_propagation(inferred: onnx.ModelProto) -> Verdict:
     """Decide whether to infer ``inferred``'s shapes again with data propagation.
 
@@ -670,7 +722,17 @@ def plan_data_propagation(inferred: onnx.ModelProto) -> Verdict:
     if _nothing_to_propagate(inferred, walk):
         return Verdict(False, 0, "")
     try:
-        walk.graph(inferred.graph, {}, {}, -1)
+        # First without taints (most nodes then cost a dict lookup): exact
+        # unless a value whose length or rank a taint could change descends
+        # from a node that would taint.
+        walk.quick = True
+        try:
+            walk.graph(inferred.graph, {}, {}, -1)
+            if walk.unsure and walk.sources and _descends(inferred.graph, walk):
+                raise _NeedFullWalk
+        except _NeedFullWalk:
+            walk = _Walk(inferred)
+            walk.graph(inferred.graph, {}, {}, -1)
     except _Unbounded as exc:
         return Verdict(False, UNBOUNDED, str(exc))
     except RecursionError:

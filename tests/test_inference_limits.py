@@ -421,6 +421,24 @@ def _shape_in_a_branch() -> onnx.ModelProto:
     return _model(nodes, [_vi("cond", [], TensorProto.BOOL), _vi("x", [5, 2, 3])], ["y"], inits)
 
 
+def _position_ids() -> onnx.ModelProto:
+    """A torch export's position ids, Range(0, seq) of unknown length read by
+    Unsqueeze, beside a head split by a computed shape: the vector does not
+    descend from the Reshape, so the quick walk holds."""
+    nodes = [
+        _node("Shape", ["x"], ["s"]),
+        _node("Gather", ["s", "one"], ["seq"], axis=0),
+        _node("Range", ["zero", "seq", "one"], ["pos"]),
+        _node("Unsqueeze", ["pos", "axes"], ["ids"]),
+        _node("Slice", ["s", "zeros", "twos"], ["head"]),
+        _node("Concat", ["head", "split"], ["shape"], axis=0),
+        _node("Reshape", ["x", "shape"], ["y"]),
+    ]
+    inits = [_i64("zero", 0), _i64("one", 1), _i64("axes", [0]), _i64("zeros", [0])]
+    inits += [_i64("twos", [2]), _i64("split", [2, 2])]
+    return _model(nodes, [_vi("x", ["batch", "seq", 4])], ["y", ("ids", I64)], inits)
+
+
 def _expand_to_a_shape() -> onnx.ModelProto:
     nodes = [_node("Shape", ["x"], ["s"]), _node("Expand", ["c", "s"], ["y"])]
     inits = [numpy_helper.from_array(np.ones(1, np.float32), "c")]
@@ -434,6 +452,7 @@ ORDINARY: dict[str, tuple[Callable[[], onnx.ModelProto], list[int | None]]] = {
     "layer_norm_like": (_layer_norm_like, [2, None, None]),
     "shape_in_a_branch": (_shape_in_a_branch, [5, 6]),
     "expand_to_a_shape": (_expand_to_a_shape, [7, 5]),
+    "position_ids": (_position_ids, [None, None, 2, 2]),
 }
 
 
