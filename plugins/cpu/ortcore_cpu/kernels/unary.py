@@ -13,7 +13,7 @@ run in Cython, through :func:`activation_f32` (which ``activations.py``,
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 import numpy as np
 from ep_sdk import Compute, NodeInfo
@@ -92,10 +92,23 @@ def activation_f32(
     return out
 
 
-_SHARED: dict[tuple[int, str, str, int], Compute] = {}
-"""The compute functions :func:`native_activation` made, by what they do."""
+_SHARED: dict[Hashable, Compute] = {}
+"""Stateless compute functions, by what they do (:func:`shared_compute`)."""
 
 _SHARED_MAX = 1024
+
+
+def shared_compute(key: Hashable, make: Callable[[], Compute]) -> Compute:
+    """The compute function ``key`` names, made by ``make`` the first time:
+    kernels that hold no state and do the same thing share one, so that a
+    graph of many of them (an unrolled network has hundreds of thousands)
+    does not hold a closure for each."""
+    shared = _SHARED.get(key)
+    if shared is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()  # many distinct keys (alphas): keep the table small
+        shared = _SHARED[key] = make()
+    return shared
 
 
 def native_activation(info: NodeInfo, op: int, fn: _Fn, alpha: float = 0.0,
@@ -104,18 +117,12 @@ def native_activation(info: NodeInfo, op: int, fn: _Fn, alpha: float = 0.0,
     ``fn`` through numpy (:func:`float_unary`) for the other dtypes.
 
     ``fn`` must do what ``op``, ``alpha`` and ``beta`` say: nodes with the
-    same three and the same thread count share one compute function (it
-    holds no state), so that a graph of many activations (an unrolled
-    network has hundreds of thousands) does not hold a closure for each.
+    same three and the same thread count share one compute function
+    (:func:`shared_compute`).
     """
     threads = thread_count(info)
     key = (op, float(alpha).hex(), float(beta).hex(), threads)  # hex: -0.0 is not 0.0
-    shared = _SHARED.get(key)
-    if shared is None:
-        if len(_SHARED) >= _SHARED_MAX:
-            _SHARED.clear()  # many distinct alphas: keep the table small
-        shared = _SHARED[key] = _native_activation(op, fn, alpha, beta, threads)
-    return shared
+    return shared_compute(key, lambda: _native_activation(op, fn, alpha, beta, threads))
 
 
 def _native_activation(op: int, fn: _Fn, alpha: float, beta: float, threads: int) -> Compute:
@@ -165,13 +172,7 @@ _MATH: dict[str, _Fn] = {
 def math_unary(info: NodeInfo) -> Compute:
     """Elementwise math function of one input (one compute function for
     every node of an op type)."""
-    shared = _MATH_SHARED.get(info.op_type)
-    if shared is None:
-        shared = _MATH_SHARED[info.op_type] = float_unary(_MATH[info.op_type])
-    return shared
-
-
-_MATH_SHARED: dict[str, Compute] = {}
+    return shared_compute(info.op_type, lambda: float_unary(_MATH[info.op_type]))
 
 
 @by_schema("Tanh")
@@ -212,13 +213,7 @@ def relu(info: NodeInfo) -> Compute:
     """Relu: max(x, 0) (opset 14 adds signed integers); one compute function
     for every Relu of a thread count."""
     threads = thread_count(info)
-    shared = _RELUS.get(threads)
-    if shared is None:
-        shared = _RELUS[threads] = _relu(threads)
-    return shared
-
-
-_RELUS: dict[int, Compute] = {}
+    return shared_compute(("Relu", threads), lambda: _relu(threads))
 
 
 def _relu(threads: int) -> Compute:
