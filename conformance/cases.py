@@ -6,6 +6,8 @@ Every case has an id ``<kind>/<name>``:
   installed onnx package, with the expected outputs onnx stores for them;
 * ``generated/…``: the suite's own cases (:mod:`conformance.generated`),
   checked against onnx's reference evaluator;
+* ``explore/…``: cases built from each operator's ONNX schema
+  (:mod:`conformance.explore`), as many as the depth (:func:`set_depth`) asks;
 * ``simple/…``, ``pytorch-converted/…``, ``pytorch-operator/…``: onnx's
   stored models with their stored outputs (model-level cases, which may mix
   in the CPU provider);
@@ -17,6 +19,7 @@ Contract checks have ids ``contract/…`` and live in :mod:`conformance.contract
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -31,14 +34,21 @@ from onnx import numpy_helper
 from .precision import Tolerance
 
 __all__ = [
+    "DEPTHS",
     "KINDS",
     "MODEL_KINDS",
     "Case",
+    "depth",
     "load_kind",
+    "set_depth",
 ]
 
 MODEL_KINDS = ("simple", "pytorch-converted", "pytorch-operator", "light")
-KINDS = ("node", "generated", *MODEL_KINDS)
+KINDS = ("node", "generated", "explore", *MODEL_KINDS)
+DEPTHS = ("quick", "full")
+"""How far ``explore`` goes: ``quick`` (CI) or ``full``."""
+DEPTH_ENV = "ORTCORE_CONFORMANCE_DEPTH"
+_depth: list[str] = []
 EXCLUDED = re.compile(r"bernoulli")  # random outputs: nothing to compare
 
 DataSet = tuple[list[Any], list[Any]]
@@ -55,6 +65,8 @@ class Case:
     are external data, so that they are not serialized and parsed again.
     ``layout`` names how the inputs are laid out in memory when they are fed
     (:data:`conformance.layout.LAYOUTS`; ``""``: C-contiguous arrays).
+    ``dimension`` names what an explored case varies (``attribute``, ``rank``,
+    ``dtype``, ``empty``, ``dynamic``, ...; ``""`` for the other kinds).
     """
 
     name: str
@@ -63,6 +75,7 @@ class Case:
     tolerance: Tolerance | None = None
     large: bool = False
     layout: str = ""
+    dimension: str = ""
     _loaded: tuple[onnx.ModelProto, list[DataSet]] | None = field(default=None, repr=False)
 
     @property
@@ -171,15 +184,41 @@ def _light_cases() -> Iterator[Case]:
             yield Case(f"test_{stem}", "light", load, large=True)  # type: ignore[arg-type]
 
 
+def set_depth(value: str) -> None:
+    """Choose how far ``explore`` goes (``quick`` or ``full``) in this process.
+
+    Raises:
+        ValueError: ``value`` is not one of :data:`DEPTHS`.
+    """
+    if value not in DEPTHS:
+        raise ValueError(f"unknown depth {value!r}; known depths: {', '.join(DEPTHS)}")
+    if depth() != value:
+        _depth[:] = [value]
+        load_kind.cache_clear()
+
+
+def depth() -> str:
+    """The depth ``explore`` cases are built at: :func:`set_depth`'s, else
+    ``$ORTCORE_CONFORMANCE_DEPTH``, else ``quick``."""
+    if _depth:
+        return _depth[0]
+    value = os.environ.get(DEPTH_ENV, "quick")
+    return value if value in DEPTHS else "quick"
+
+
 @cache
 def load_kind(kind: str) -> tuple[Case, ...]:
-    """Every case of one kind (cached for the process)."""
+    """Every case of one kind (cached for the process, per depth)."""
     if kind == "node":
         source: Iterator[Case] = _node_cases()
     elif kind == "generated":
         from .generated import generated_cases
 
         source = generated_cases()
+    elif kind == "explore":
+        from .explore import explore_cases
+
+        source = explore_cases(depth())
     elif kind == "light":
         source = _light_cases()
     elif kind in MODEL_KINDS:

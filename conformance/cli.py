@@ -54,6 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--kinds", help="case kinds instead of --suites: contract,node,generated,…")
     parser.add_argument(
+        "--depth",
+        choices=("quick", "full"),
+        default="full",
+        help="how far the schema-driven exploration goes: quick (CI) or full (default)",
+    )
+    parser.add_argument(
         "--plugin",
         action="append",
         default=[],
@@ -88,6 +94,7 @@ def run(ns: argparse.Namespace) -> int:
     """Run the suite as ``ns`` asks; print the summary; write the reports."""
     from ortcore.errors import OrtcoreError, ProviderOptionError
 
+    from .cases import set_depth
     from .report import write_reports
     from .report.markdown import summary_lines
     from .suite import Settings, load_plugins, run_suite, select
@@ -105,9 +112,11 @@ def run(ns: argparse.Namespace) -> int:
         plugins=list(ns.plugin),
         progress=False if ns.no_progress else None,
         options=dict(ns.provider_options),
+        depth=ns.depth,
     )
     if ns.list:
         load_plugins(settings.plugins)
+        set_depth(settings.depth)
         print("\n".join(select(settings.kinds, settings.pattern)))
         return 0
     try:

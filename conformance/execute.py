@@ -175,7 +175,7 @@ def run_case(case: Case, target: Target) -> CaseResult:
 
     start = time.perf_counter()
     suite = "models" if case.mixed else "operators"
-    result = CaseResult(case.id, suite, PASSED)
+    result = CaseResult(case.id, suite, PASSED, dimension=case.dimension)
     with (
         tempfile.TemporaryDirectory(prefix="ortcore-conformance-")
         if case.large

@@ -57,6 +57,7 @@ class CaseResult:
         tolerance: ``rtol``/``atol`` applied to the first numeric output.
         output_dtype: numpy name of the first numeric output's dtype.
         nodes: for model cases: ``total`` nodes and those on the ``provider``.
+        dimension: what an explored case varies (``attribute``, ``rank``, ...).
         waiver: reason of the waiver that matched.
         original_outcome: the outcome before a waiver changed it.
     """
@@ -73,6 +74,7 @@ class CaseResult:
     tolerance: dict[str, float] | None = None
     output_dtype: str = ""
     nodes: dict[str, int] | None = None
+    dimension: str = ""
     waiver: str = ""
     original_outcome: str = ""
 

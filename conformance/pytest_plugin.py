@@ -37,6 +37,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="comma-separated: contract, operators, models",
     )
     group.addoption(
+        "--ortcore-depth",
+        default="quick",
+        choices=("quick", "full"),
+        help="how far the schema-driven exploration goes (default quick)",
+    )
+    group.addoption(
         "--ortcore-plugin",
         action="append",
         default=[],
@@ -51,6 +57,7 @@ class ConformanceSession:
     def __init__(self, config: pytest.Config) -> None:
         from ortcore.cli import provider_option
 
+        from .cases import set_depth
         from .suite import SUITES, Settings, load_plugins, make_target
 
         suites = [s.strip() for s in config.getoption("ortcore_suites").split(",") if s.strip()]
@@ -61,7 +68,9 @@ class ConformanceSession:
             plugins=list(config.getoption("ortcore_plugin")),
             progress=False,
             options=dict(provider_option(o) for o in config.getoption("ortcore_provider_option")),
+            depth=config.getoption("ortcore_depth"),
         )
+        set_depth(self.settings.depth)
         load_plugins(self.settings.plugins)
         self.target = make_target(
             self.settings.provider, self.settings.config, self.settings.options

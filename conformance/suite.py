@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from .cases import KINDS, MODEL_KINDS, Case, load_kind
+from .cases import KINDS, MODEL_KINDS, Case, load_kind, set_depth
 from .execute import Target, run_case
 from .outcomes import CaseResult
 from .progress import Progress
@@ -30,7 +30,7 @@ __all__ = [
 
 SUITES: dict[str, tuple[str, ...]] = {
     "contract": ("contract",),
-    "operators": ("node", "generated"),
+    "operators": ("node", "generated", "explore"),
     "models": MODEL_KINDS,
 }
 """Suite name -> case kinds."""
@@ -51,6 +51,7 @@ class Settings:
         plugins: modules to register as plugins before resolving the provider.
         progress: show the progress bar (``None``: when stderr is a terminal).
         options: provider options (``--provider-option KEY=VALUE``).
+        depth: how far ``explore`` goes (:data:`conformance.cases.DEPTHS`).
     """
 
     provider: str
@@ -63,6 +64,7 @@ class Settings:
     plugins: list[str] = field(default_factory=list)
     progress: bool | None = None
     options: dict[str, str] = field(default_factory=dict)
+    depth: str = "quick"
 
 
 def load_plugins(modules: Sequence[str]) -> None:
@@ -141,6 +143,8 @@ def run_suite(
         conformance.waivers.ConfigError: the configuration file is malformed.
     """
     start = time.perf_counter()
+    set_depth(settings.depth)
+    _by_id.cache_clear()
     load_plugins(settings.plugins)
     config = _config(settings.config)
     target = make_target(settings.provider, settings.config, settings.options)
@@ -158,6 +162,7 @@ def run_suite(
             from .pool import run_in_workers
 
             argv = ["--provider", target.provider, "--kinds", ",".join(settings.kinds)]
+            argv += ["--depth", settings.depth]
             if settings.config:
                 argv += ["--config", settings.config]
             for p in settings.plugins:

@@ -26,15 +26,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config")
     parser.add_argument("--plugin", action="append", default=[])
     parser.add_argument("--kinds", default="")
+    parser.add_argument("--depth", default="quick")
     parser.add_argument("--provider-option", action="append", default=[], type=provider_option)
     args = parser.parse_args(argv)
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
 
-    from .cases import load_kind
+    from .cases import load_kind, set_depth
     from .suite import load_plugins, make_target, run_id
 
+    set_depth(args.depth)
     load_plugins(args.plugin)
     target = make_target(args.provider, args.config, dict(args.provider_option))
     for kind in filter(None, args.kinds.split(",")):
