@@ -66,7 +66,8 @@ class Case:
     ``layout`` names how the inputs are laid out in memory when they are fed
     (:data:`conformance.layout.LAYOUTS`; ``""``: C-contiguous arrays).
     ``dimension`` names what an explored case varies (``attribute``, ``rank``,
-    ``dtype``, ``empty``, ``dynamic``, ...; ``""`` for the other kinds).
+    ``dtype``, ``empty``, ``dynamic``, ...; ``""`` for the other kinds);
+    ``seed`` the seed its values were drawn with (``None``: values are fixed).
     """
 
     name: str
@@ -76,6 +77,7 @@ class Case:
     large: bool = False
     layout: str = ""
     dimension: str = ""
+    seed: int | None = None
     _loaded: tuple[onnx.ModelProto, list[DataSet]] | None = field(default=None, repr=False)
 
     @property
