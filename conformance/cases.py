@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -105,27 +104,25 @@ def _tensor(x: Any) -> Any:
 
 
 def _node_cases() -> Iterator[Case]:
-    import onnx.backend.test.case.node as node_cases
+    """onnx's node tests, by name from the cached index; each is built (its module
+    imported) when first run, so listing them costs no reference computation."""
+    from .nodeindex import load_index
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        collected = node_cases.collect_testcases(None)
-    for c in collected:
-        if c.model is None or c.data_sets is None:
-            continue
+    for name, module, rtol, atol in load_index():
+        yield Case(name, "node", _node_loader(name, module), Tolerance(rtol, atol))
+
+
+def _node_loader(name: str, module: str) -> Callable[[], tuple[onnx.ModelProto, list[DataSet]]]:
+    def load() -> tuple[onnx.ModelProto, list[DataSet]]:
+        from .nodeindex import node_test
+
+        c = node_test(name, module)
         sets = [
             ([_tensor(i) for i in ins], [_tensor(o) for o in outs]) for ins, outs in c.data_sets
         ]
-        yield Case(
-            c.name,
-            "node",
-            _const(c.model, sets),
-            Tolerance(c.rtol, c.atol),
-        )
+        return c.model, sets
 
-
-def _const(model: onnx.ModelProto, sets: list[DataSet]) -> Callable[[], Any]:
-    return lambda: (model, sets)
+    return load
 
 
 def _load_value(path: Path, type_proto: onnx.TypeProto) -> Any:
