@@ -19,7 +19,7 @@ from typing import Any
 
 from .outcomes import FAILURES, OUTCOMES, PASSED, UNEXPECTED_PASS, UNSUPPORTED, WAIVED, CaseResult
 
-__all__ = ["GRADES", "SCHEMA", "build_report", "grade"]
+__all__ = ["GRADES", "SCHEMA", "build_report", "dimension_of", "failures_by", "grade", "op_of"]
 
 SCHEMA = "ortcore-conformance/1"
 GRADES: tuple[tuple[float, str], ...] = ((90.0, "A"), (75.0, "B"), (50.0, "C"), (25.0, "D"))
@@ -95,6 +95,94 @@ def _matrix(results: Sequence[CaseResult]) -> dict[str, Any]:
         elif r.outcome != WAIVED:
             cell["failed"] += 1
     return {"dtypes": sorted(dtypes), "ops": {op: cells[op] for op in sorted(cells)}}
+
+
+FAMILY_DIMENSIONS: dict[str, str] = {
+    "dtype": "dtype",
+    "bcast": "rank",
+    "empty": "empty",
+    "layout": "layout",
+    "special": "special",
+    "limits": "limits",
+    "wide": "wide",
+    "large": "large",
+    "negaxis": "axis",
+    "square": "square",
+}
+"""A generated case's family (its name's first part) -> the dimension it explores;
+a family not listed is its own dimension."""
+DETAIL = 300
+"""Characters of an example's detail kept in ``failures_by``."""
+
+
+def dimension_of(r: CaseResult) -> str:
+    """What a case varies: an explored case's own dimension; a generated case's
+    family's (:data:`FAMILY_DIMENSIONS`); ``node`` for onnx's node tests; the kind
+    for the others (``contract``, ``simple``, ``light``, ...)."""
+    if r.dimension:
+        return r.dimension
+    kind, _, name = r.id.partition("/")
+    if kind == "explore" and name.count("/") >= 1:  # <Op>/<dimension>/<detail>
+        return name.split("/")[1]
+    if kind == "generated":
+        family = name.split("_", 1)[0]
+        return FAMILY_DIMENSIONS.get(family, family)
+    return kind
+
+
+def op_of(r: CaseResult) -> str:
+    """The op a case tests, for grouping: its single node's op; else read off an
+    explored or generated case's name; ``a+b`` for a few ops; ``(contract)`` and
+    ``(models)`` for the contract checks and model cases."""
+    if r.suite == "contract":
+        return "(contract)"
+    if r.suite == "models":
+        return "(models)"
+    if r.op:
+        return r.op
+    kind, _, name = r.id.partition("/")
+    if kind == "explore" and "/" in name:
+        return name.split("/", 1)[0]
+    if kind == "generated" and name.count("_") >= 1:
+        return name.split("_")[1]
+    if r.ops:
+        joined = "+".join(r.ops[:3]) + ("+…" if len(r.ops) > 3 else "")
+        return joined
+    return "?"
+
+
+def failures_by(results: Sequence[CaseResult]) -> dict[str, Any]:
+    """Failed cases grouped by op and dimension: where a bug's pattern shows.
+
+    ``{"dimensions": {dim: count}, "ops": {op: {dim: {"count", "example",
+    "detail", "repro"}}}}``; ops and dimensions with the most failures first,
+    each cell's example its first failed case in run order.
+    """
+    cells: dict[str, dict[str, dict[str, Any]]] = {}
+    dims: Counter[str] = Counter()
+    totals: Counter[str] = Counter()
+    for r in results:
+        if not r.failed:
+            continue
+        op, dim = op_of(r), dimension_of(r)
+        dims[dim] += 1
+        totals[op] += 1
+        row = cells.setdefault(op, {})
+        cell = row.get(dim)
+        if cell is None:
+            row[dim] = {
+                "count": 1,
+                "example": r.id,
+                "detail": r.detail[:DETAIL],
+                "repro": r.repro,
+            }
+        else:
+            cell["count"] += 1
+    ops = {
+        op: dict(sorted(cells[op].items(), key=lambda kv: (-kv[1]["count"], kv[0])))
+        for op, _ in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
+    }
+    return {"dimensions": dict(sorted(dims.items(), key=lambda kv: (-kv[1], kv[0]))), "ops": ops}
 
 
 def _ulp_key(r: CaseResult) -> float:
@@ -202,5 +290,6 @@ def build_report(out: Any) -> dict[str, Any]:
         "summary": _summary(out.results),
         "matrix": _matrix(out.results),
         "error_stats": _error_stats(out.results),
+        "failures_by": failures_by(out.results),
         "cases": [r.to_dict() for r in out.results],
     }

@@ -78,6 +78,33 @@ def _matrix(report: dict[str, Any]) -> str:
     return f"<h2>Operators by dtype</h2><table><tr><th>op</th>{head}</tr>{''.join(body)}</table>"
 
 
+def _failures_by(report: dict[str, Any]) -> str:
+    fb = report.get("failures_by") or {}
+    if not fb.get("ops"):
+        return ""
+    dims = list(fb["dimensions"])
+    head = "".join(f"<th>{_e(d)} ({fb['dimensions'][d]})</th>" for d in dims)
+    body = []
+    for op, row in fb["ops"].items():
+        cells = []
+        for d in dims:
+            c = row.get(d)
+            if c is None:
+                cells.append("<td></td>")
+                continue
+            title = _e(c["repro"] or c["detail"])
+            cells.append(
+                f"<td class=fail title='{title}'><b>{c['count']}</b> "
+                f"<small>{_e(c['example'])}</small></td>"
+            )
+        body.append(f"<tr><th>{_e(op)}</th>{''.join(cells)}</tr>")
+    return (
+        "<h2>Failures by op and dimension</h2><p>Failed cases per op and dimension explored; "
+        "each cell names its first failing case (hover: its reproducer).</p>"
+        f"<table><tr><th>op</th>{head}</tr>{''.join(body)}</table>"
+    )
+
+
 def _errors(report: dict[str, Any]) -> str:
     rows = "".join(
         f"<tr><td>{_e(d)}</td><td>{st['cases']}</td><td>{st['exact']}</td>"
@@ -102,7 +129,8 @@ def _cases(report: dict[str, Any]) -> str:
             f"<tr data-o={c['outcome']}><td>{_e(c['id'])}</td><td class={cls}>{c['outcome']}</td>"
             f"<td>{_num(err.get('max_abs', ''))}</td><td>{_num(err.get('max_ulp', ''))}</td>"
             f"<td>{nodes}</td><td>{c['seconds']:.3f}</td>"
-            f"<td class=detail>{_e(c['waiver'] or c['detail'])[:600]}</td></tr>"
+            f"<td class=detail>{_e(c['waiver'] or c['detail'])[:600]}"
+            f"{'<br>' + _e(c.get('repro', '')) if c.get('repro') else ''}</td></tr>"
         )
     return (
         "<h2>Cases</h2><p><input id=q placeholder='filter' oninput=filt()> "
@@ -121,7 +149,7 @@ def render_html(report: dict[str, Any]) -> str:
         f"<!doctype html><html><head><meta charset=utf-8><title>Conformance: {_e(name)}</title>"
         f"<style>{CSS}</style></head><body><h1>Conformance of {_e(name)} "
         f"{_e(report['environment']['provider']['version'])}</h1>"
-        f"{_summary(report)}{_matrix(report)}{_errors(report)}{_cases(report)}"
+        f"{_summary(report)}{_failures_by(report)}{_matrix(report)}{_errors(report)}{_cases(report)}"
         f"<script type=application/json id=summary>{data}</script><script>{SCRIPT}</script>"
         "</body></html>\n"
     )

@@ -114,6 +114,40 @@ def _errors(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+MAX_OPS = 100
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _failures_by(report: dict[str, Any]) -> list[str]:
+    """Failed cases by op and dimension: counts, and each cell's first case."""
+    fb = report.get("failures_by") or {}
+    if not fb.get("ops"):
+        return []
+    dims = list(fb["dimensions"])
+    lines = [
+        "",
+        "## Failures by op and dimension",
+        "",
+        "Failed cases per op (rows) and dimension explored (columns), with the first "
+        "failing case of each cell; its detail and reproducer are in report.json.",
+        "",
+        "| op | " + " | ".join(f"{d} ({fb['dimensions'][d]})" for d in dims) + " |",
+        "|---|" + "---|" * len(dims),
+    ]
+    ops = list(fb["ops"].items())
+    for op, row in ops[:MAX_OPS]:
+        cells = [
+            f"**{row[d]['count']}** `{_md(row[d]['example'])}`" if d in row else "" for d in dims
+        ]
+        lines.append(f"| {_md(op)} | " + " | ".join(cells) + " |")
+    if len(ops) > MAX_OPS:
+        lines.append(f"| … {len(ops) - MAX_OPS} more ops in report.json |" + " |" * len(dims))
+    return lines
+
+
 def _cases(report: dict[str, Any]) -> list[str]:
     bad = [c for c in report["cases"] if c["outcome"] not in ("passed", "unsupported")]
     if not bad:
@@ -135,5 +169,11 @@ def _cases(report: dict[str, Any]) -> list[str]:
 
 def render_markdown(report: dict[str, Any]) -> str:
     """The whole Markdown report."""
-    lines = summary_lines(report) + _cases(report) + _matrix(report) + _errors(report)
+    lines = (
+        summary_lines(report)
+        + _failures_by(report)
+        + _cases(report)
+        + _matrix(report)
+        + _errors(report)
+    )
     return "\n".join(lines) + "\n"
