@@ -26,6 +26,7 @@ import onnx
 from .cases import Case
 from .layout import relayout
 from .outcomes import (
+    FAILURES,
     LOAD_ERROR,
     MISMATCH,
     PASSED,
@@ -181,6 +182,7 @@ def run_case(case: Case, target: Target) -> CaseResult:
         if case.large
         else (contextlib.nullcontext()) as folder
     ):
+        model: onnx.ModelProto | None = None
         try:
             model, data_sets = case.materialize()
             result.op, result.dtype, result.ops = describe_model(model)
@@ -195,6 +197,10 @@ def run_case(case: Case, target: Target) -> CaseResult:
             finally:
                 sess.close()
                 del sess  # before the folder of a large model's weights goes
+        if model is not None and result.outcome in FAILURES:
+            from .repro import reproducer
+
+            result.repro = reproducer(case, model, data_sets)
     result.seconds = time.perf_counter() - start
     return result
 

@@ -58,6 +58,8 @@ class CaseResult:
         output_dtype: numpy name of the first numeric output's dtype.
         nodes: for model cases: ``total`` nodes and those on the ``provider``.
         dimension: what an explored case varies (``attribute``, ``rank``, ...).
+        repro: a failed case's one-line reproducer (op, attributes, inputs, seed;
+            :func:`conformance.repro.describe`).
         waiver: reason of the waiver that matched.
         original_outcome: the outcome before a waiver changed it.
     """
@@ -75,6 +77,7 @@ class CaseResult:
     output_dtype: str = ""
     nodes: dict[str, int] | None = None
     dimension: str = ""
+    repro: str = ""
     waiver: str = ""
     original_outcome: str = ""
 
