@@ -107,9 +107,11 @@ class Worker:
 
 
 def _broken(case_id: str, outcome: str, detail: str) -> CaseResult:
+    from .cases import MODEL_KINDS
+
     kind = case_id.split("/", 1)[0]
-    suite = {"contract": "contract", "node": "operators", "generated": "operators"}
-    return CaseResult(case_id, suite.get(kind, "models"), outcome, detail[-2000:], seconds=0.0)
+    suite = "contract" if kind == "contract" else "models" if kind in MODEL_KINDS else "operators"
+    return CaseResult(case_id, suite, outcome, detail[-2000:], seconds=0.0)
 
 
 def run_in_workers(

@@ -14,13 +14,14 @@ from typing import Any
 
 from .cases import KINDS, MODEL_KINDS, Case, load_kind, set_depth
 from .execute import Target, run_case
-from .outcomes import CaseResult
+from .outcomes import CRASH, TIMEOUT, CaseResult
 from .progress import Progress
 from .waivers import Config, apply_waivers, load_config
 
 __all__ = [
     "SUITES",
     "Settings",
+    "case_of",
     "load_plugins",
     "make_target",
     "run_id",
@@ -49,7 +50,8 @@ class Settings:
         timeout: seconds a case may take in a worker.
         config: path of the waivers/tolerances file.
         plugins: modules to register as plugins before resolving the provider.
-        progress: show the progress bar (``None``: when stderr is a terminal).
+        progress: ``False``: no progress on stderr; ``True``: the bar; ``None``:
+            the bar on a terminal, plain lines elsewhere (:mod:`conformance.progress`).
         options: provider options (``--provider-option KEY=VALUE``).
         depth: how far ``explore`` goes (:data:`conformance.cases.DEPTHS`).
     """
@@ -99,16 +101,35 @@ def _by_id(kind: str) -> dict[str, Case]:
     return {c.id: c for c in load_kind(kind)}
 
 
-def select(kinds: Sequence[str], pattern: str | None = None) -> list[str]:
-    """Ids of the contract checks and cases of ``kinds`` matching ``pattern``."""
+def select(
+    kinds: Sequence[str],
+    pattern: str | None = None,
+    on_kind: Callable[[str], Any] | None = None,
+) -> list[str]:
+    """Ids of the contract checks and cases of ``kinds`` matching ``pattern``.
+
+    Only names are needed: no model is built and no oracle run (onnx's node
+    tests come from a cached index, :mod:`conformance.nodeindex`).
+    ``on_kind(kind)`` is called before each kind is loaded (progress).
+    """
     from .contract import CHECKS
 
     rx = re.compile(pattern) if pattern else None
     ids: list[str] = []
     for kind in kinds:
+        if on_kind is not None:
+            on_kind(kind)
         names = [f"contract/{n}" for n in CHECKS] if kind == "contract" else list(_by_id(kind))
         ids.extend(i for i in names if rx is None or rx.search(i))
     return ids
+
+
+def case_of(case_id: str) -> Case | None:
+    """The case of an id (``None`` for a contract check or an unknown id)."""
+    kind = case_id.partition("/")[0]
+    if kind == "contract" or kind not in KINDS:
+        return None
+    return _by_id(kind).get(case_id)
 
 
 def run_id(case_id: str, target: Target) -> CaseResult:
@@ -133,9 +154,14 @@ class RunOutput:
 
 
 def run_suite(
-    settings: Settings, on_result: Callable[[CaseResult], Any] | None = None
+    settings: Settings,
+    on_result: Callable[[CaseResult], Any] | None = None,
+    progress: Progress | None = None,
 ) -> RunOutput:
     """Run the selected cases against ``settings.provider``.
+
+    ``progress`` (default: one made from ``settings.progress``) is told each
+    phase and result, and closed at the end.
 
     Raises:
         ortcore.InvalidArgument: the provider is not installed or unavailable.
@@ -143,21 +169,26 @@ def run_suite(
         conformance.waivers.ConfigError: the configuration file is malformed.
     """
     start = time.perf_counter()
-    set_depth(settings.depth)
-    _by_id.cache_clear()
-    load_plugins(settings.plugins)
-    config = _config(settings.config)
-    target = make_target(settings.provider, settings.config, settings.options)
-    ids = select(settings.kinds, settings.pattern)
-    bar = Progress(len(ids), enabled=settings.progress)
-
-    def done(r: CaseResult) -> None:
-        apply_waivers(r, config.waivers)
-        bar.update(r.id, r.outcome, r.failed)
-        if on_result is not None:
-            on_result(r)
-
+    bar = progress or Progress(enabled=settings.progress)
     try:
+        set_depth(settings.depth)
+        _by_id.cache_clear()
+        bar.status(f"loading provider {settings.provider}...")
+        load_plugins(settings.plugins)
+        config = _config(settings.config)
+        target = make_target(settings.provider, settings.config, settings.options)
+        ids = select(
+            settings.kinds, settings.pattern, lambda k: bar.status(f"loading cases ({k})...")
+        )
+
+        def done(r: CaseResult) -> None:
+            if r.outcome in (CRASH, TIMEOUT) and not r.repro:
+                r.repro = _repro_of(r.id)  # the worker died before it could say
+            apply_waivers(r, config.waivers)
+            bar.update(r.id, r.outcome, r.failed)
+            if on_result is not None:
+                on_result(r)
+
         if settings.isolate or settings.jobs > 1:
             from .pool import run_in_workers
 
@@ -170,8 +201,12 @@ def run_suite(
             for key, value in target.options:
                 argv += ["--provider-option", f"{key}={value}"]
             timeout = settings.timeout if settings.isolate else None
+            workers = max(1, min(settings.jobs, len(ids)))
+            bar.start(len(ids))
+            bar.status(f"starting {workers} worker{'s' if workers > 1 else ''}...")
             results = run_in_workers(ids, argv, settings.jobs, timeout, done)
         else:
+            bar.start(len(ids))
             results = []
             for case_id in ids:
                 r = run_id(case_id, target)
@@ -180,3 +215,17 @@ def run_suite(
     finally:
         bar.close()
     return RunOutput(target, results, time.perf_counter() - start, settings, config)
+
+
+def _repro_of(case_id: str) -> str:
+    """The reproducer of a case built here (a worker that crashed gave none)."""
+    from .repro import reproducer
+
+    try:
+        case = case_of(case_id)
+        if case is None:
+            return ""
+        model, sets = case.materialize()
+        return reproducer(case, model, sets)
+    except Exception as exc:
+        return f"(no reproducer: {type(exc).__name__}: {exc})"
