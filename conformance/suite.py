@@ -183,7 +183,7 @@ def run_suite(
 
         def done(r: CaseResult) -> None:
             if r.outcome in (CRASH, TIMEOUT) and not r.repro:
-                r.repro = _repro_of(r.id)  # the worker died before it could say
+                _fill_from_case(r)  # the worker died before it could say
             apply_waivers(r, config.waivers)
             bar.update(r.id, r.outcome, r.failed)
             if on_result is not None:
@@ -217,15 +217,19 @@ def run_suite(
     return RunOutput(target, results, time.perf_counter() - start, settings, config)
 
 
-def _repro_of(case_id: str) -> str:
-    """The reproducer of a case built here (a worker that crashed gave none)."""
+def _fill_from_case(r: CaseResult) -> None:
+    """A case whose worker died said nothing of itself: read its op, dtype, ops
+    and reproducer off the case, built here."""
+    from .execute import describe_model
     from .repro import reproducer
 
     try:
-        case = case_of(case_id)
+        case = case_of(r.id)
         if case is None:
-            return ""
+            return
         model, sets = case.materialize()
-        return reproducer(case, model, sets)
+        r.op, r.dtype, r.ops = describe_model(model)
+        r.dimension = r.dimension or case.dimension
+        r.repro = reproducer(case, model, sets)
     except Exception as exc:
-        return f"(no reproducer: {type(exc).__name__}: {exc})"
+        r.repro = f"(no reproducer: {type(exc).__name__}: {exc})"

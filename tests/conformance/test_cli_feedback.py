@@ -448,3 +448,15 @@ def test_help_is_plain_text(capsys: Any) -> None:
     cli.add_arguments(parser)
     for action in parser._actions:
         assert action.help, action.dest  # every option says what it does
+
+
+def test_a_case_whose_worker_died_is_described_by_the_parent() -> None:
+    from conformance.suite import _fill_from_case
+
+    r = CaseResult("generated/dtype_Relu_float", "operators", "crash", "worker died")
+    _fill_from_case(r)
+    assert (r.op, r.dtype) == ("Relu", "float")
+    assert r.repro.startswith("Relu() x0=float32[3,4,5]; opset 18")
+    gone = CaseResult("generated/no_such_case", "operators", "crash")
+    _fill_from_case(gone)  # an unknown id: nothing to read, nothing raised
+    assert gone.repro == "" and gone.op == ""
