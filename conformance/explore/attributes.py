@@ -66,6 +66,8 @@ def values_for(attr: Any, current: Any, vocabulary: tuple[Any, ...]) -> list[Any
         out += [list(reversed(ref))]
     if attr.type == _A.INT and d in (0, 1) and all(v in (0, 1) for v in vocabulary):
         out = [v for v in out if v in (0, 1)]  # a flag
+    elif attr.type == _A.INT and isinstance(ref, int) and ref >= 1:
+        out = [v for v in out if not isinstance(v, int) or v >= 1]  # a size or a count
     kept: list[Any] = []
     for v in out:
         if attr.type == _A.INTS and isinstance(current, list) and len(v) != len(current):

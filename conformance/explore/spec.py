@@ -230,6 +230,8 @@ def draw(f: Feed, rng: np.random.Generator) -> np.ndarray:
         same = ref is not None and ref.dtype == dt
         if not same:  # a type the seed did not have: small values
             lo, hi = max(lo, -4.0), min(hi, 4.0)
+            if hi < lo:
+                lo, hi = -4.0, 4.0
         if dt.kind == "u":
             lo, hi = max(lo, 0.0), max(hi, 0.0)
         info = np.iinfo(dt)
