@@ -96,9 +96,13 @@ def _axis_out_of_range(spec: Spec) -> bool:
     if not ranks:
         return False
     r = ranks[0]
+    attr = schema(spec.op, spec.domain, spec.opset).attributes.get("axis")
+    default = None
+    if attr is not None and attr.default_value is not None and attr.default_value.type:
+        default = attr.default_value.i
     for attrs in spec.attrs:
-        a = attrs.get("axis")
-        if isinstance(a, int) and not -r <= a < max(r, 1):
+        a = attrs.get("axis", default)
+        if (isinstance(a, int) and not -r <= a < max(r, 1)) or (a is not None and r == 0):
             return True
     return False
 

@@ -142,12 +142,35 @@ def axis_specs(s: Seed, opset: int, suffix: str) -> Iterator[Spec]:
     top = max_rank(base)
     ranks = [top] + [r for r in (1, 2, 3, 4, 5) if r != top]
     order = [-(k + 1) for k in range(5)] + list(range(5))
-    for axis in order:
-        for r in ranks:
-            if -r <= axis < r:
-                shaped = at_rank(base, r, "") if r != top else base
-                if shaped is not None:
-                    yield _set_axis(shaped, where, axis, f"r{r}_axis={axis}{suffix}")
+    current = _current_axis(s, base, where)
+    pairs = [(axis, r) for axis in order for r in ranks if -r <= axis < r]
+    # the axis the seed already uses comes last: a kernel that ignores the axis
+    # passes those
+    pairs.sort(key=lambda p: current is not None and p[0] % p[1] == current % p[1])
+    for axis, r in pairs:
+        shaped = at_rank(base, r, "") if r != top else base
+        if shaped is not None:
+            yield _set_axis(shaped, where, axis, f"r{r}_axis={axis}{suffix}")
+
+
+def _current_axis(s: Seed, spec: Spec, where: tuple[str, int | str]) -> int | None:
+    """The axis the seed uses (given or the schema's default; ``None``: several or unknown)."""
+    from onnx import helper
+
+    from .base import attribute_schema
+
+    kind, key = where
+    if kind == "attr":
+        value = spec.attrs[0].get(str(key))
+        if value is None:
+            d = attribute_schema(s, spec.opset)[str(key)].default_value
+            value = helper.get_attribute_value(d) if d is not None and d.type else None
+    else:
+        f = spec.inputs[int(key)]
+        value = None if f is None or f.value is None else f.value.ravel().tolist()
+    if isinstance(value, list):
+        value = value[0] if len(value) == 1 else None
+    return value if isinstance(value, int) else None
 
 
 def empty_specs(s: Seed, opset: int, suffix: str) -> Iterator[Spec]:
