@@ -60,8 +60,8 @@ def values_for(attr: Any, current: Any, vocabulary: tuple[Any, ...]) -> list[Any
         base = ref if isinstance(ref, int) else 0
         out += [base + 1, base - 1, 0, 1]
     elif attr.type == _A.FLOAT:
-        base = ref if isinstance(ref, float) and ref else 0.0
-        out += [base * 2.0, base * 0.5] if base else [0.5, 2.0]
+        scale = float(ref) if isinstance(ref, float) and ref else 0.0
+        out += [scale * 2.0, scale * 0.5] if scale else [0.5, 2.0]
     elif attr.type == _A.INTS and isinstance(ref, list) and ref:
         out += [list(reversed(ref))]
     if attr.type == _A.INT and d in (0, 1) and all(v in (0, 1) for v in vocabulary):
