@@ -31,9 +31,11 @@ from .outcomes import (
     MISMATCH,
     PASSED,
     RUN_ERROR,
+    SKIPPED,
     UNSUPPORTED,
     WRONG_TYPE,
     CaseResult,
+    CaseSkipped,
 )
 from .precision import (
     ErrorStats,
@@ -187,6 +189,8 @@ def run_case(case: Case, target: Target) -> CaseResult:
             model, data_sets = case.materialize()
             result.op, result.dtype, result.ops = describe_model(model)
             sess = _open(case, model, target, folder)
+        except CaseSkipped as exc:
+            result.outcome, result.detail = SKIPPED, str(exc)
         except ortcore.NotImplementedOp as exc:
             result.outcome, result.detail = UNSUPPORTED, declined_reason(str(exc))
         except Exception as exc:

@@ -15,6 +15,8 @@ get wrong expected outputs. :func:`evaluator` gives it these replacements:
 * ``LRN`` sums squares over a window of channels; the reference loops over
   the batch dimension instead, so with one image only channel 0 is
   normalized (onnx's node test has as many images as channels).
+* ``LogSoftmax`` (every opset) is ``x - max - log(sum(exp(x - max)))``: the
+  reference's ``log(softmax(x))`` is -inf where softmax underflows.
 * ``Erf`` is computed in float32 whatever the input's dtype, so a float64
   result is only float32-accurate; here it is computed in float64.
 
@@ -98,8 +100,23 @@ class LogSoftmax(_Legacy2D):
 
     _module = "op_log_softmax"
 
+    def _run(self, x: np.ndarray, axis: int | None = None) -> Any:
+        if _opset(self) >= 13:
+            if x.size == 0:
+                return (x,)
+            a = -1 if axis is None else axis
+            return (_log_softmax(x, a).astype(x.dtype),)
+        return super()._run(x, axis)
+
     def _apply(self, x: np.ndarray) -> np.ndarray:
-        return np.log(_softmax_rows(x))  # type: ignore[no-any-return]
+        return _log_softmax(x, 1)
+
+
+def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    """``x - max - log(sum(exp(x - max)))``: finite where ``log(softmax(x))``
+    underflows to -inf (a value 1000 below the largest)."""
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))  # type: ignore[no-any-return]
 
 
 class Hardmax(_Legacy2D):

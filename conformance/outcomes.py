@@ -9,6 +9,7 @@ __all__ = [
     "FAILURES",
     "OUTCOMES",
     "CaseResult",
+    "CaseSkipped",
 ]
 
 PASSED = "passed"
@@ -21,6 +22,7 @@ TIMEOUT = "timeout"
 UNSUPPORTED = "unsupported"
 WAIVED = "waived"
 UNEXPECTED_PASS = "unexpected_pass"
+SKIPPED = "skipped"
 
 OUTCOMES: dict[str, str] = {
     PASSED: "passed",
@@ -33,11 +35,17 @@ OUTCOMES: dict[str, str] = {
     UNSUPPORTED: "unsupported (declined by the provider)",
     WAIVED: "waived (failed, covered by a waiver)",
     UNEXPECTED_PASS: "unexpected pass of a waived case",
+    SKIPPED: "skipped (the oracle cannot judge the case; not counted in the rates)",
 }
 """Every outcome, with its description, in report order."""
 
 FAILURES = frozenset({MISMATCH, WRONG_TYPE, LOAD_ERROR, RUN_ERROR, CRASH, TIMEOUT})
 """Outcomes that count as failures."""
+
+
+class CaseSkipped(Exception):
+    """Raised by a case's ``load`` when the oracle cannot judge it: the case is
+    ``skipped`` (counted on its own, left out of the pass rates), never guessed."""
 
 
 @dataclass

@@ -86,14 +86,14 @@ class ConformanceSession:
 
     def check(self, case_id: str) -> None:
         """Run one case and turn its outcome into pytest's."""
-        from .outcomes import PASSED, UNSUPPORTED, WAIVED
+        from .outcomes import PASSED, SKIPPED, UNSUPPORTED, WAIVED
         from .suite import _config, run_id
         from .waivers import apply_waivers
 
         r = apply_waivers(run_id(case_id, self.target), _config(self.settings.config).waivers)
         self.results.append(r)
-        if r.outcome == UNSUPPORTED:
-            pytest.skip(f"unsupported: {r.detail}")
+        if r.outcome in (UNSUPPORTED, SKIPPED):
+            pytest.skip(f"{r.outcome}: {r.detail}")
         if r.outcome == WAIVED:
             pytest.xfail(f"waived ({r.original_outcome}): {r.waiver}")
         if r.outcome != PASSED:

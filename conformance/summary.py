@@ -17,7 +17,16 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from .outcomes import FAILURES, OUTCOMES, PASSED, UNEXPECTED_PASS, UNSUPPORTED, WAIVED, CaseResult
+from .outcomes import (
+    FAILURES,
+    OUTCOMES,
+    PASSED,
+    SKIPPED,
+    UNEXPECTED_PASS,
+    UNSUPPORTED,
+    WAIVED,
+    CaseResult,
+)
 
 __all__ = ["GRADES", "SCHEMA", "build_report", "dimension_of", "failures_by", "grade", "op_of"]
 
@@ -38,7 +47,7 @@ def grade(pass_rate: float, contract_failed: bool) -> str:
 
 def _rates(results: Sequence[CaseResult]) -> dict[str, Any]:
     counts = Counter(r.outcome for r in results)
-    total = len(results)
+    total = len(results) - counts[SKIPPED]  # the oracle could not judge them
     passed = counts[PASSED] + counts[UNEXPECTED_PASS]
     attempted = total - counts[UNSUPPORTED] - counts[WAIVED]
     return {

@@ -40,7 +40,7 @@ def render_junit(report: dict[str, Any]) -> str:
         elif outcome in _ERROR:
             ET.SubElement(tc, "error", type=outcome, message=detail[:500]).text = detail
             st["errors"] += 1
-        elif outcome in ("unsupported", "waived"):
+        elif outcome in ("unsupported", "waived", "skipped"):
             why = case["waiver"] if outcome == "waived" else detail
             ET.SubElement(tc, "skipped", type=outcome, message=f"{outcome}: {why}"[:500])
             st["skipped"] += 1

@@ -149,12 +149,12 @@ def _failures_by(report: dict[str, Any]) -> list[str]:
 
 
 def _cases(report: dict[str, Any]) -> list[str]:
-    bad = [c for c in report["cases"] if c["outcome"] not in ("passed", "unsupported")]
+    bad = [c for c in report["cases"] if c["outcome"] not in ("passed", "unsupported", "skipped")]
     if not bad:
         return []
     lines = [
         "",
-        "## Cases not passed (unsupported ones left out)",
+        "## Cases not passed (unsupported and skipped ones left out)",
         "",
         "| case | outcome | detail |",
         "|---|---|---|",

@@ -76,8 +76,13 @@ def _batch_norm_inference(
             *(clamp if clamp is not None else ()),
         )  # fmt: skip
         return out
-    a, b = a64.astype(x.dtype), b64.astype(x.dtype)
-    y = x * _channel_view(x, a) + _channel_view(x, b)
+    # float16 through float32: a * x + b cancels where y is small, and float16
+    # products and sums lose what float32 keeps (found by explore/.../dtype/T=float16)
+    work = np.float32 if x.dtype == np.float16 else x.dtype
+    a, b = a64.astype(work), b64.astype(work)
+    y = (x.astype(work, copy=False) * _channel_view(x, a) + _channel_view(x, b)).astype(
+        x.dtype, copy=False
+    )
     return y if clamp is None else np.clip(y, *clamp, out=y)
 
 

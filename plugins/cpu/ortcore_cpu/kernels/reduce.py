@@ -170,12 +170,13 @@ def _reduce_builder(info: NodeInfo, axes_from_input: bool) -> Compute:
     def compute(x: np.ndarray, axes_in: np.ndarray | None = None) -> tuple[np.ndarray]:
         axes_list = int_list(axes_in) if axes_from_input else int_list(axes_attr)
         if not axes_list:
-            if noop:
-                return (x,)
-            axes = tuple(range(x.ndim))
+            # noop: nothing is reduced, yet the element-wise part still applies
+            # (ReduceSumSquare squares, ReduceLogSum takes the log), as in
+            # onnxruntime and onnx.reference
+            axes = () if noop else tuple(range(x.ndim))
         else:
             axes = normalize_axes(axes_list, x.ndim)
-        if fast_op is not None:
+        if fast_op is not None and axes:
             fast = _reduce_fast(x, tuple(sorted(axes)), keep, fast_op, threads)
             if fast is not None:
                 return (fast,)

@@ -1,0 +1,260 @@
+"""The schema-driven exploration (``explore`` cases): built deterministically,
+every dimension present, and faults no hand-listed case names are caught.
+
+The faulty providers here are a plugin of this module's own (registered like
+``tests/conformance/faulty.py``): a healthy one with ArgMax, Softmax and
+LeakyRelu, and one fault each: an attribute default taken from numpy, a kernel
+right only at rank 2, a Softmax that ignores its axis, kernels cached by op
+and shape whatever the node's attributes.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+import ep_sdk
+from conformance.cases import load_kind, set_depth
+from conformance.explore import explore_cases
+from conformance.outcomes import FAILURES, CaseResult, CaseSkipped
+from ep_sdk import ExecutionProvider, KernelRegistry
+from ep_sdk.dtypes import DataType
+from ortcore.plugins import default_manager
+
+FLOATS = {DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16}
+Build = Callable[[ep_sdk.NodeInfo], Callable[..., Any]]
+DIMENSIONS = {"attribute", "pair", "rank", "axis", "dtype", "empty", "inputs"}
+
+
+def _raw(info: ep_sdk.NodeInfo, name: str, default: Any) -> Any:
+    """An attribute as the node gives it (``default`` when absent): what a kernel
+    that does not read the schema's defaults sees."""
+    attr = info.node.attributes.get(name)
+    return default if attr is None else attr.value
+
+
+def _argmax(keepdims_default: int) -> Build:
+    def build(info: ep_sdk.NodeInfo) -> Callable[..., Any]:
+        axis = _raw(info, "axis", 0)
+        keep = _raw(info, "keepdims", keepdims_default)
+        last = _raw(info, "select_last_index", 0)
+
+        def run(x: np.ndarray) -> np.ndarray:
+            if last:
+                y = x.shape[axis] - 1 - np.argmax(np.flip(x, axis), axis=axis)
+            else:
+                y = np.argmax(x, axis=axis)
+            y = np.asarray(y, np.int64)
+            return np.expand_dims(y, axis) if keep else y
+
+        return run
+
+    return build
+
+
+def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    w = x.astype(np.float64)
+    e = np.exp(w - w.max(axis=axis, keepdims=True))
+    return (e / e.sum(axis=axis, keepdims=True)).astype(x.dtype)
+
+
+def _softmax_build(axis_of: Callable[[int, int], int]) -> Build:
+    """Softmax (opset 13 on) whose axis is ``axis_of(attribute, rank)``."""
+
+    def build(info: ep_sdk.NodeInfo) -> Callable[..., Any]:
+        given = int(info.attrs.get("axis", -1))
+        return lambda x: _softmax(x, axis_of(given, x.ndim))
+
+    return build
+
+
+def _leaky(info: ep_sdk.NodeInfo) -> Callable[..., Any]:
+    alpha = float(info.attrs.get("alpha", 0.01))
+    return lambda x: np.where(x >= 0, x, x * np.asarray(alpha, x.dtype)).astype(x.dtype)
+
+
+_CACHE: dict[tuple[Any, ...], Callable[..., Any]] = {}
+
+
+def _cached(build: Build) -> Build:
+    """A kernel reused for every node of the same op and input shape: the second
+    node of a pair runs with the first one's attributes."""
+
+    def wrapped(info: ep_sdk.NodeInfo) -> Callable[..., Any]:
+        key = (info.op_type, tuple(info.input_shapes[0] or ()))
+        return _CACHE.setdefault(key, build(info))
+
+    return wrapped
+
+
+HEALTHY: dict[str, Build] = {
+    "ArgMax": _argmax(1),
+    "Softmax": _softmax_build(lambda axis, rank: axis),
+    "LeakyRelu": _leaky,
+}
+
+
+class ExploreGood(ExecutionProvider):
+    """ArgMax, Softmax (opset 13 on), LeakyRelu on float tensors: no fault."""
+
+    name = "ExploreGoodExecutionProvider"
+    aliases = ("explore-good",)
+    version = "1.0"
+    priority = 1
+    kernels: ClassVar[dict[str, Build]] = {}
+
+    def kernel_registry(self) -> KernelRegistry:
+        reg = KernelRegistry()
+        for op, build in {**HEALTHY, **type(self).kernels}.items():
+
+            def make(info: ep_sdk.NodeInfo, build: Build = build) -> Callable[..., Any]:
+                compute = build(info)
+                return lambda *args: (compute(*args),)
+
+            reg.kernel(op, since=13, types={"T": FLOATS})(make)
+        return reg
+
+
+def _fault(alias: str, **kernels: Build) -> type[ExploreGood]:
+    name = "".join(p.title() for p in alias.split("-"))
+    attrs = {
+        "name": f"{name}ExecutionProvider",
+        "aliases": (alias,),
+        "kernels": kernels,
+        "__doc__": f"Faulty: {', '.join(kernels)}.",
+    }
+    return type(name, (ExploreGood,), attrs)
+
+
+PROVIDERS = [
+    ExploreGood,
+    # keepdims absent taken as numpy's False instead of ONNX's 1
+    _fault("explore-argmax-keepdims", ArgMax=_argmax(0)),
+    # the axis normalized as if every input had rank 2
+    _fault("explore-softmax-rank2", Softmax=_softmax_build(lambda axis, rank: axis % 2)),
+    # the axis attribute ignored: always the last one
+    _fault("explore-softmax-axis", Softmax=_softmax_build(lambda axis, rank: -1)),
+    # one kernel per op and shape, built from the first node's attributes
+    _fault("explore-kernel-cache", LeakyRelu=_cached(_leaky)),
+]
+
+
+@ep_sdk.hookimpl
+def ortcore_providers() -> list[type[ExecutionProvider]]:
+    """This module's providers."""
+    return PROVIDERS
+
+
+PLUGIN = "tests.conformance.test_explore"
+
+
+@pytest.fixture(scope="module")
+def explore_plugin(faulty_plugin: str) -> Iterator[str]:
+    """This module registered as a plugin (beside the faulty providers)."""
+    default_manager().register_plugin(sys.modules[__name__], name=PLUGIN)
+    yield PLUGIN
+    default_manager().unregister_plugin(PLUGIN)
+
+
+@pytest.fixture(scope="module")
+def quick() -> tuple[Any, ...]:
+    """Every explored case at quick depth."""
+    set_depth("quick")
+    return load_kind("explore")
+
+
+def _values(case: Any) -> list[Any]:
+    _, sets = case.load()  # a fresh build, not the materialized one
+    return [x for ins, outs in sets for x in (*ins, *outs)]
+
+
+def test_cases_are_named_by_dimension_and_unique(quick: tuple[Any, ...]) -> None:
+    names = [c.name for c in quick]
+    assert len(names) == len(set(names))
+    assert {c.dimension for c in quick} == DIMENSIONS
+    for c in quick:
+        op, dim, detail = c.name.split("/", 2)
+        assert c.kind == "explore" and dim == c.dimension and op and detail
+        assert c.seed == zlib.crc32(c.name.encode())
+    ops = {c.name.split("/")[0] for c in quick}
+    assert len(ops) > 150  # every op with a seed, not a hand list
+
+
+def test_quick_is_a_subset_of_full() -> None:
+    quick = {c.name for c in explore_cases("quick")}
+    full = {c.name for c in explore_cases("full")}
+    assert quick <= full and len(full) > 3 * len(quick)
+    assert any(re.search(r"@v\d+$", n) for n in full - quick)  # older opsets at full
+
+
+def test_cases_are_deterministic(quick: tuple[Any, ...]) -> None:
+    rng = np.random.default_rng(52)
+    picked = [quick[i] for i in rng.choice(len(quick), 40, replace=False)]
+    checked = 0
+    for case in picked:
+        try:
+            first, second = _values(case), _values(case)
+        except CaseSkipped:
+            continue
+        assert len(first) == len(second)
+        for a, b in zip(first, second):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            assert a.tobytes() == b.tobytes() if a.dtype != object else list(a.flat) == list(b.flat)
+        checked += 1
+    assert checked >= 30
+
+
+def test_a_case_describes_its_reproducer(quick: tuple[Any, ...]) -> None:
+    case = next(c for c in quick if c.name.startswith("ArgMax/attribute/"))
+    line = case.load.spec.describe()
+    assert "ArgMax opset" in line and f"seed {case.seed}" in line and "float" in line
+
+
+def test_skips_are_counted_apart_from_the_rates(suite: Any) -> None:
+    from conformance.summary import _rates
+
+    results = suite("faulty-good", ("explore",), r"^explore/(Add|Relu|Neg|Abs|Sub|Mul)/")
+    outcomes = {r.outcome for r in results.values()}
+    assert outcomes <= {"passed", "unsupported", "skipped"}, [
+        (k, r.outcome, r.detail) for k, r in results.items() if r.outcome in FAILURES
+    ]
+    passed = [r for r in results.values() if r.outcome == "passed"]
+    assert len(passed) >= 20
+    assert {r.dimension for r in passed} >= {"rank", "dtype", "empty"}
+    # a skipped case is left out of the rates: a pass rate is of what was judged
+    judged = [CaseResult("explore/A/rank/r1", "operators", "passed")]
+    rates = _rates([*judged, CaseResult("explore/A/rank/r0", "operators", "skipped")])
+    assert rates["total"] == 1 and rates["pass_rate"] == 100.0
+    assert rates["outcomes"]["skipped"] == 1
+
+
+def test_healthy_explore_provider_passes(suite: Any, explore_plugin: str) -> None:
+    results = suite("explore-good", ("explore",), r"^explore/(ArgMax|Softmax|LeakyRelu)/")
+    bad = {k: (r.outcome, r.detail[:200]) for k, r in results.items() if r.failed}
+    assert not bad
+    assert sum(r.outcome == "passed" for r in results.values()) >= 15
+
+
+@pytest.mark.parametrize(
+    ("provider", "op", "dimension", "example"),
+    [
+        ("explore-argmax-keepdims", "ArgMax", "attribute", r"keepdims=(absent|default)"),
+        ("explore-softmax-rank2", "Softmax", "rank", r"r[013-5]$"),
+        ("explore-softmax-axis", "Softmax", "axis", r"axis="),
+        ("explore-kernel-cache", "LeakyRelu", "pair", r"alpha="),
+    ],
+)
+def test_fault_is_caught_by_explore(
+    suite: Any, explore_plugin: str, provider: str, op: str, dimension: str, example: str
+) -> None:
+    results = suite(provider, ("explore",), rf"^explore/{op}/")
+    failed = {k: r for k, r in results.items() if r.failed}
+    assert any(r.dimension == dimension and re.search(example, k) for k, r in failed.items()), (
+        sorted(failed)
+    )
