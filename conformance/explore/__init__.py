@@ -15,7 +15,7 @@ from ..cases import Case
 
 __all__ = ["GENERATORS", "explore_cases"]
 
-GENERATORS: tuple[str, ...] = ("dynamic",)
+GENERATORS: tuple[str, ...] = ("dynamic", "accumulate")
 """Modules of this package, each with ``cases(depth)``."""
 
 
