@@ -15,7 +15,7 @@ from ..cases import Case
 
 __all__ = ["GENERATORS", "explore_cases"]
 
-GENERATORS: tuple[str, ...] = ("attributes", "shapes", "dtypes")
+GENERATORS: tuple[str, ...] = ("attributes", "shapes", "dtypes", "dynamic", "accumulate")
 """Modules of this package, each with ``cases(depth)``."""
 
 

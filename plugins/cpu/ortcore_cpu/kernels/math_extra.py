@@ -38,7 +38,7 @@ def _cumulative(
 ) -> Compute:
     def compute(x: np.ndarray, axis: np.ndarray) -> tuple[np.ndarray]:
         a = normalize_axis(int(scalar(axis)), x.ndim)
-        work = x.astype(np.float32) if computes_in_float32(x.dtype) else x
+        work = _work(x)  # float16 too: a float16 running sum loses the terms it adds
         if reverse:
             work = np.flip(work, a)
         out = fn(work, axis=a, dtype=work.dtype)
