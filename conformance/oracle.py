@@ -115,7 +115,8 @@ class LogSoftmax(_Legacy2D):
 def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
     """``x - max - log(sum(exp(x - max)))``: finite where ``log(softmax(x))``
     underflows to -inf (a value 1000 below the largest)."""
-    shifted = x - x.max(axis=axis, keepdims=True)
+    wide = np.asarray(x, dtype=np.float64)  # float16/bfloat16/float32 alike, rounded by the caller
+    shifted = wide - wide.max(axis=axis, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))  # type: ignore[no-any-return]
 
 

@@ -29,7 +29,17 @@ from ortcore.plugins import default_manager
 
 FLOATS = {DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16}
 Build = Callable[[ep_sdk.NodeInfo], Callable[..., Any]]
-DIMENSIONS = {"attribute", "pair", "rank", "axis", "dtype", "empty", "inputs"}
+DIMENSIONS = {
+    "attribute",
+    "pair",
+    "rank",
+    "axis",
+    "dtype",
+    "empty",
+    "inputs",
+    "dynamic",
+    "accumulate",
+}
 
 
 def _raw(info: ep_sdk.NodeInfo, name: str, default: Any) -> Any:
