@@ -16,6 +16,7 @@ __all__ = [
     "INT_TYPES",
     "NUMERIC_TYPES",
     "ALL_TENSOR_TYPES",
+    "constant_array",
     "from_numpy",
     "to_numpy",
     "type_string",
@@ -123,3 +124,18 @@ def from_type_string(text: str) -> DataType | None:
     ``None`` for non-tensor or unknown types.
     """
     return _BY_TYPE_STRING.get(text)
+
+
+def constant_array(tensor: ir.TensorProtocol) -> np.ndarray:
+    """A constant tensor's content as kernels and users see it.
+
+    Numeric tensors as ``tensor.numpy()`` gives them; a STRING tensor as an
+    object array of ``str`` (onnxruntime's form, and what a string feed is),
+    not onnx-ir's array of ``bytes``, which a string kernel would otherwise
+    concatenate, compare or return as ``b'...'``.
+    """
+    array = tensor.numpy()
+    if tensor.dtype == DataType.STRING:
+        flat = [b.decode("utf-8") if isinstance(b, bytes) else str(b) for b in array.reshape(-1)]
+        return np.array(flat, dtype=object).reshape(array.shape)
+    return array

@@ -16,6 +16,7 @@ from typing import Any
 
 import onnx_ir as ir
 
+from .dtypes import constant_array
 from .graph import outer_values, subgraphs
 from .kernel import NodeInfo, ProviderView, SubgraphRunner
 from .registry import attribute_defaults
@@ -54,9 +55,9 @@ def attribute_value(attr: ir.Attr, subgraph: SubgraphFactory | None = None) -> A
     v = attr.value
     A = ir.AttributeType
     if t == A.TENSOR:
-        return v.numpy()
+        return constant_array(v)
     if t == A.TENSORS:
-        return [x.numpy() for x in v]
+        return [constant_array(x) for x in v]
     if t == A.GRAPH:
         return subgraph(v) if subgraph is not None else v
     if t == A.GRAPHS:

@@ -45,7 +45,7 @@ import onnx
 import onnx_ir as ir
 from onnx import helper
 
-from .dtypes import from_numpy
+from .dtypes import constant_array, from_numpy
 from .graph import outer_values
 from .kernel import RunContext, SessionConfig
 from .nodeinfo import implicit_inputs, make_node_info
@@ -383,7 +383,7 @@ class _KitGraph:
         self._fed = [*graph.inputs, *outer]
         self._outputs = list(graph.outputs)
         self._constants: dict[ir.Value | None, _Placed] = {
-            v: (v.const_value.numpy(), False)
+            v: (constant_array(v.const_value), False)
             for v in graph.initializers.values()
             if v.const_value is not None
         }
@@ -598,7 +598,7 @@ class KernelKit:
             if name in feeds:
                 args.append(feeds[name])
             elif v.const_value is not None:
-                args.append(v.const_value.numpy())
+                args.append(constant_array(v.const_value))
             else:
                 raise KeyError(f"no feed for graph input {name!r}")
         ctx = RunContext()

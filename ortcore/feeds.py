@@ -18,7 +18,13 @@ import numpy as np
 import onnx_ir as ir
 
 from ep_sdk import HOST_DEVICE, Device, type_string
-from ep_sdk.dtypes import from_numpy, from_type_string, to_numpy, type_string_of_array
+from ep_sdk.dtypes import (
+    constant_array,
+    from_numpy,
+    from_type_string,
+    to_numpy,
+    type_string_of_array,
+)
 
 from .errors import InvalidArgument
 from .ortvalue import OrtValue
@@ -52,7 +58,8 @@ class FeedValidator:
         for j, v in enumerate(overridable):
             self._index[v.name] = self._n_inputs + j
         self._defaults = [
-            v.const_value.numpy() if v.const_value is not None else None for v in overridable
+            constant_array(v.const_value) if v.const_value is not None else None
+            for v in overridable
         ]
         self._checks = [
             FeedCheck(node_arg(v, map_types), v.shape is not None) for v in [*inputs, *overridable]

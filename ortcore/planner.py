@@ -26,6 +26,7 @@ from ep_sdk import (
     NodeInfo,
     group_io,
 )
+from ep_sdk.dtypes import constant_array
 from ep_sdk.graph import group_model, is_constant
 from ep_sdk.limits import TensorTooLarge, check_tensor_size, tensor_byte_limit
 
@@ -249,7 +250,7 @@ class GraphPlanner:
         """Build the runner of a control-flow body."""
         outer = outer_values(graph)
         constants = {
-            v: v.const_value.numpy()
+            v: constant_array(v.const_value)
             for v in graph.initializers.values()
             if v.const_value is not None
         }

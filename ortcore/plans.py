@@ -16,6 +16,7 @@ from pathlib import Path
 import onnx_ir as ir
 
 from ep_sdk import Device, ExecutionProvider
+from ep_sdk.dtypes import constant_array
 
 from .cache import CompiledCache
 from .errors import InvalidArgument
@@ -79,7 +80,7 @@ class SessionPlans:
         )
         fed = set(overridable)
         self._constants = {
-            v: v.const_value.numpy()
+            v: constant_array(v.const_value)
             for v in graph.initializers.values()
             if v.const_value is not None and v not in fed
         }

@@ -15,6 +15,8 @@ from collections.abc import Set
 import numpy as np
 import onnx_ir as ir
 
+from ep_sdk.dtypes import constant_array
+
 from ..nodeinfo import static_shape
 
 __all__ = ["attr", "attr_int", "constant", "known_shape", "reshaped"]
@@ -34,7 +36,7 @@ def constant(value: ir.Value | None, overridable: Set[ir.Value]) -> np.ndarray |
         or value.const_value is None
     ):
         return None
-    return np.asarray(value.const_value.numpy())
+    return np.asarray(constant_array(value.const_value))
 
 
 def known_shape(value: ir.Value | None) -> tuple[int, ...] | None:
@@ -61,9 +63,7 @@ def attr_int(node: ir.Node, name: str, default: int) -> int:
     return default if a is None else int(a.value)
 
 
-def reshaped(
-    shape: tuple[int, ...], target: np.ndarray, allowzero: bool
-) -> tuple[int, ...] | None:
+def reshaped(shape: tuple[int, ...], target: np.ndarray, allowzero: bool) -> tuple[int, ...] | None:
     """Reshape's output shape for an input of ``shape`` and a constant
     ``target`` (onnx's rules: 0 copies the input's dim unless ``allowzero``,
     one -1 takes what is left), or ``None`` if invalid."""
