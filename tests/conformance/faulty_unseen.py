@@ -584,8 +584,10 @@ KERNEL_PATH: list[type[UnseenHealthy]] = [
     ),
     _provider(
         "unseen-argmin-negate",
-        """Bug: ArgMin is ArgMax of the negation: wrong for every unsigned type
-        (the negation wraps) and for the smallest signed integer.""",
+        """Bug: ArgMin is ArgMax of the negation, which is right for floats and
+        wrong where the negation wraps: an unsigned input holding 0 (the
+        negation of every other value is larger than 0's) and the smallest
+        signed integer.""",
         "dtype: an identity that holds for floats only",
         ("ArgMin",),
         _replace("ArgMin", _argmin_as_argmax_of_negation),
