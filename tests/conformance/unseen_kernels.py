@@ -47,7 +47,7 @@ class Kernel:
 
     build: Builder
     since: int
-    types: dict[str, frozenset[DataType]] = field(default_factory=dict)
+    types: dict[str | int, frozenset[DataType]] = field(default_factory=dict)
     until: int | None = None
 
 
@@ -189,7 +189,7 @@ def layer_norm(
     """LayerNormalization's three outputs (stash type float32, float64 for double)."""
     a = axis_of(axis, x.ndim)
     stash = np.float64 if x.dtype == np.float64 else np.float32
-    xs = x.astype(stash)
+    xs: np.ndarray[Any, Any] = x.astype(stash)
     axes = tuple(range(a, x.ndim))
     mean = np.mean(xs, axis=axes, keepdims=True)
     inv = 1.0 / np.sqrt(np.mean((xs - mean) ** 2, axis=axes, keepdims=True) + eps)
