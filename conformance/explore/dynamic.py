@@ -46,7 +46,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..cases import Case, DataSet
-from ..precision import Tolerance
+from ..precision import OP_TOLERANCES, Tolerance
 
 __all__ = ["BATCHES", "QUICK_OPS", "cases", "skipped"]
 
@@ -111,14 +111,6 @@ FLOAT_CONTROL = frozenset({"scales", "roi"})
 _FLOAT_TYPES = ("tensor(float)", "tensor(double)", "tensor(float16)", "tensor(bfloat16)")
 QUANT_SUFFIXES = ("zero_point", "_scale")
 """Quantization parameters (scalars, or one per channel): they stay as they are."""
-LOOSE: dict[str, Tolerance] = {
-    # Exact zeros of a transform (the imaginary part at DC and Nyquist of a real
-    # signal) are the cancellation of terms as large as the input (up to 100 in
-    # the node tests): float32 arithmetic leaves about 1e-4 there.
-    "DFT": Tolerance(1e-3, 1e-3),
-    "STFT": Tolerance(1e-3, 1e-3),
-}
-"""Ops whose cases get a tolerance of their own (see the comments)."""
 RANDOM = frozenset(
     {
         "Bernoulli",
@@ -486,7 +478,7 @@ def cases(depth: str) -> Iterator[Case]:
                     v.name,
                     "explore",
                     _loader(v),
-                    LOOSE.get(op, Tolerance(test.rtol, test.atol)),
+                    OP_TOLERANCES.get(op, Tolerance(test.rtol, test.atol)),
                     dimension=DIMENSION,
                     seed=v.seed,
                 )

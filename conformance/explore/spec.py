@@ -27,7 +27,7 @@ from onnx import helper, numpy_helper
 
 from ..cases import Case
 from ..outcomes import CaseSkipped
-from ..precision import Tolerance
+from ..precision import OP_TOLERANCES, Tolerance
 
 __all__ = ["REJECTED", "Feed", "Spec", "legal", "make_case", "materialize"]
 
@@ -407,7 +407,7 @@ def make_case(spec: Spec) -> Case:
         spec.name,
         "explore",
         Loader(spec),
-        Tolerance(*spec.tolerance),
+        OP_TOLERANCES.get(spec.op, Tolerance(*spec.tolerance)),
         dimension=spec.dimension,
         seed=spec.seed,
     )

@@ -131,6 +131,16 @@ ORT_DIFFERS = {
     r"[34]d_mask_causal)$": "onnxruntime's Attention-23 with these masks",
     r"^node/test_convinteger_with_padding$": "onnxruntime fails ConvInteger with padding",
     r"^node/test_reduce_max_empty_set_bool$": "onnxruntime fails ReduceMax of an empty bool set",
+    r"^explore/MeanVarianceNormalization/axis/": "over a size-1 axis the variance is 0 and "
+    "the function body divides 0 by sqrt(0) + epsilon: 0; onnxruntime's kernel gives NaN",
+    r"^explore/QLinearMatMul/": "onnxruntime rounds the requantized product in float32 "
+    "(one off where the exact value is within float32 error of a half)",
+    r"^explore/TfIdfVectorizer/dtype/T=string": "onnxruntime misses one string n-gram count",
+    r"^explore/LRN/rank/r[35]": "onnxruntime's LRN runs only 4-D inputs (the standard allows "
+    "any rank from 3)",
+    r"^explore/(LinearAttention/empty|STFT/inputs/no_frame_length)": "onnxruntime fails at run",
+    r"^explore/(GRU|LSTM)/dtype/T=double|^explore/ScatterND/dtype/T=float16": "onnxruntime "
+    "has no kernel for the type (it claims it at load and fails at run)",
 }
 """Cases onnxruntime itself fails, with why (onnxruntime 1.32, onnx 1.23)."""
 
@@ -148,9 +158,8 @@ def ort_oracle() -> Iterator[str]:
 
 
 def test_onnxruntime_agrees_with_the_oracle(ort_oracle: str) -> None:
-    """Every case the suite computes with onnx.reference (generated, explored)
-    that onnxruntime runs, it passes; of onnx's node tests it fails only the
-    documented ones."""
+    """onnxruntime fails only the documented cases: where it is itself wrong or
+    lacks a kernel, or where onnx stored an imprecise expected output."""
     from conformance.suite import Settings, run_suite
 
     out = run_suite(Settings("ort-oracle", ("node", "generated", "explore"), progress=False))
@@ -159,6 +168,5 @@ def test_onnxruntime_agrees_with_the_oracle(ort_oracle: str) -> None:
     unexplained = [i for i in failed if not any(re.search(p, i) for p in ORT_DIFFERS)]
     assert not unexplained, {i: failed[i].detail[:200] for i in unexplained}
     computed = [i for i in results if not i.startswith("node/")]
-    assert not [i for i in computed if i in failed]
     ran = [i for i in computed if results[i].outcome == "passed"]
     assert len(ran) > 100, len(ran)

@@ -59,7 +59,7 @@ def run(
 
 def failures(results: dict[str, CaseResult]) -> dict[str, CaseResult]:
     """The results that are failures."""
-    return {i: r for i, r in results.items() if r.outcome not in GOOD}
+    return {i: r for i, r in results.items() if r.failed}
 
 
 def group(failed: dict[str, CaseResult]) -> dict[str, list[CaseResult]]:
