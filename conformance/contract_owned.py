@@ -4,9 +4,9 @@ Registered in :data:`conformance.contract.CHECKS`; each runs on every probe the
 provider takes nodes of (:func:`conformance.contract.claimed_probes`):
 
 * ``ownership``: the caller owns every output (:mod:`conformance.ownership`),
-  on the probe, on its *twin* (a single-node probe's node twice on the same
-  inputs, both results outputs: an engine that merges the two, or a kernel
-  that memoizes by input, hands out one array twice) and on its *frozen*
+  on the probe, on its *twin* (each node making an output twice, on the
+  same values: an engine that merges the two copies, or a kernel that
+  memoizes by input, hands out one array twice) and on its *frozen*
   form (every input an initializer: a provider that computes the node once
   and hands out its kept result); after a sentinel is written into every
   output, the same inputs again give the oracle's answer;
@@ -86,19 +86,29 @@ def _probe_model(probe: Probe, graph: onnx.GraphProto, suffix: str) -> onnx.Mode
     return model
 
 
-def twin(probe: Probe) -> Probe | None:
-    """A single-node probe's node twice on the same graph inputs, both results
-    graph outputs (``None`` for a multi-node probe)."""
-    if probe.multi_node:
-        return None
+def twin(probe: Probe) -> Probe:
+    """The probe with every node that makes a graph output twice: the copy reads
+    the same values and its result is an output too. Both copies lie in the
+    group a fusing provider makes of the probe (they read its values), and a
+    single-node probe's node runs twice on the same inputs."""
     g = probe.model.graph
-    node = g.node[0]
-    nodes = []
-    for k in range(2):
-        copy = helper.make_node(node.op_type, list(node.input), [f"y{k}"], name=f"twin{k}")
-        copy.attribute.extend(node.attribute)
+    finals = {o.name for o in g.output}
+    nodes = list(g.node)
+    outs = list(g.output)
+    for n in g.node:
+        if not any(y in finals for y in n.output):
+            continue
+        copy = onnx.NodeProto()
+        copy.CopyFrom(n)
+        copy.name = f"{n.name}_twin"
+        copy.output[:] = [f"{y}_twin" for y in n.output]
         nodes.append(copy)
-    outs = [helper.make_value_info(f"y{k}", g.output[0].type) for k in range(2)]
+        for o in g.output:
+            if o.name in n.output:
+                vi = onnx.ValueInfoProto()
+                vi.CopyFrom(o)
+                vi.name = f"{o.name}_twin"
+                outs.append(vi)
     graph = helper.make_graph(nodes, g.name, list(g.input), outs, list(g.initializer))
     return Probe(probe.name, _probe_model(probe, graph, "twin"), probe.shapes, probe.positive)
 
@@ -135,17 +145,18 @@ def _owned(sess: Any, feeds: dict[str, Any], want: list[Any], what: str) -> Verd
 def _ownership(c: Claimed, target: Target) -> Verdict | None:
     import ortcore
 
-    forms: list[tuple[str, onnx.ModelProto, dict[str, Any], list[Any]]] = []
     feeds = c.probe.feeds(40)
-    forms.append(("as it is", c.probe.model, feeds, c.probe.reference(feeds)))
+    want = c.probe.reference(feeds)
     doubled = twin(c.probe)
-    if doubled is not None:
-        forms.append(("its node twice on the same inputs", doubled.model, feeds, []))
+    twin_want = doubled.reference(feeds)
+    forms: list[tuple[str, onnx.ModelProto, dict[str, Any], list[Any]]] = [
+        # first: two outputs that are one array are named as such
+        ("its nodes making outputs twice", doubled.model, feeds, twin_want),
+        ("as it is", c.probe.model, feeds, want),
+    ]
     model, values = frozen(c.probe, 41)
     forms.append(("every input an initializer", model, {}, c.probe.reference(values)))
     for what, m, f, want in forms:
-        if not want:  # the twin: both outputs are the probe's
-            want = forms[0][3] * 2
         try:
             sess = _open(m, c.providers)
         except ortcore.NotImplementedOp:
