@@ -159,11 +159,12 @@ def grouped_variants(model: onnx.ModelProto) -> Iterator[Grouped]:
                 yield grouped
 
 
-def compiles(provider_cls: type) -> bool:
+def compiles(provider_cls: type | None) -> bool:
     """Whether the provider class implements ``compile()`` (claims fused groups)."""
     from ep_sdk import ExecutionProvider
 
-    return getattr(provider_cls, "compile", None) is not ExecutionProvider.compile
+    compile_ = getattr(provider_cls, "compile", None)
+    return compile_ is not None and compile_ is not ExecutionProvider.compile
 
 
 def claims_all(provider: Any, grouped: Grouped) -> bool:
