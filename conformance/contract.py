@@ -727,6 +727,19 @@ def _resources(c: Claimed, target: Target) -> Verdict | None:
     return None
 
 
+def _owned(name: str) -> Callable[[Target], Verdict]:
+    """Check ``name`` of :mod:`conformance.contract_owned` (imported when it runs:
+    that module builds on this one)."""
+
+    def run(target: Target) -> Verdict:
+        from .contract_owned import CHECKS as owned
+
+        return owned[name](target)
+
+    run.__name__ = name
+    return run
+
+
 CHECKS: dict[str, Callable[[Target], Verdict]] = {
     "loads": check_loads,
     "capability": check_capability,
@@ -735,13 +748,16 @@ CHECKS: dict[str, Callable[[Target], Verdict]] = {
     "repeatable": _each_probe(_repeatable),
     "state": _each_probe(_state),
     "constants": _each_probe(_constants),
+    "overridable": _owned("overridable"),
     "threads": _each_probe(_threads),
     "inputs_untouched": _each_probe(_inputs_untouched),
+    "ownership": _owned("ownership"),
     "intermediates": _each_probe(_intermediates),
     "input_layouts": _each_probe(_input_layouts),
     "output_types": _each_probe(_output_types),
     "unknown_option": check_unknown_option,
     "memory": _each_probe(_memory),
+    "shape_memory": _owned("shape_memory"),
     "close": _each_probe(_close),
     "resources": _each_probe(_resources),
 }

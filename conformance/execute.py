@@ -24,6 +24,7 @@ import numpy as np
 import onnx
 
 from .cases import Case
+from .groups import Grouped, case_nodes, claims_all, compiles, grouped_variants, placed_all
 from .layout import relayout
 from .outcomes import (
     FAILURES,
@@ -44,6 +45,7 @@ from .precision import (
     override_for,
     tolerance_for,
 )
+from .variants import Run, check_identity_inputs, check_overridable, check_ownership
 
 __all__ = ["Target", "run_case", "session_options"]
 
@@ -185,6 +187,7 @@ def run_case(case: Case, target: Target) -> CaseResult:
         else (contextlib.nullcontext()) as folder
     ):
         model: onnx.ModelProto | None = None
+        grouped: Grouped | None = None
         try:
             model, data_sets = case.materialize()
             result.op, result.dtype, result.ops = describe_model(model)
@@ -193,20 +196,89 @@ def run_case(case: Case, target: Target) -> CaseResult:
             result.outcome, result.detail = SKIPPED, str(exc)
         except ortcore.NotImplementedOp as exc:
             result.outcome, result.detail = UNSUPPORTED, declined_reason(str(exc))
+            if model is not None and not case.mixed and not case.large:
+                grouped, sess = _as_group(model, target)
         except Exception as exc:
             result.outcome, result.detail = LOAD_ERROR, f"{type(exc).__name__}: {exc}"
-        else:
+        if result.outcome == PASSED or grouped is not None:
+            if grouped is not None:  # declined alone, taken in a group: run that
+                result.outcome, result.detail = PASSED, ""
+                placed = [r.provider for r in sess.get_partition().nodes]
+                result.nodes = {"total": len(placed), "provider": placed.count(target.provider)}
             try:
                 _run_sets(case, target, sess, data_sets, result)
             finally:
                 sess.close()
                 del sess  # before the folder of a large model's weights goes
+            if model is not None and result.outcome == PASSED and not case.mixed and not case.large:
+                _variants(case, model, data_sets, target, grouped, result)
+            if grouped is not None:
+                result.detail = f"ran {grouped.label}" + (
+                    f": {result.detail}" * bool(result.detail)
+                )
         if model is not None and result.outcome in FAILURES:
             from .repro import reproducer
 
             result.repro = reproducer(case, model, data_sets)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _as_group(model: onnx.ModelProto, target: Target) -> tuple[Grouped | None, Any]:
+    """The case with companion nodes (:mod:`conformance.groups`) that a
+    compile-path provider takes every node of the case in, and its session
+    (the CPU provider after it, for the companions); ``(None, None)`` if none."""
+    import ortcore
+    from ortcore.plugins import default_manager
+
+    from .contract import _provider
+
+    if not compiles(default_manager().resolve(target.provider).cls):
+        return None, None
+    inst = _provider(target)
+    try:
+        for grouped in grouped_variants(model):
+            if not claims_all(inst, grouped):
+                continue
+            providers = [target.spec] + ([target.cpu] if target.cpu else [])
+            try:
+                sess = ortcore.InferenceSession(
+                    grouped.model.SerializeToString(), session_options(), providers=providers
+                )
+            except Exception:
+                continue  # a companion this runtime cannot load here: try the next
+            if placed_all(sess.get_partition().nodes, target.provider, grouped):
+                return grouped, sess
+            sess.close()
+    finally:
+        inst.close()
+    return None, None
+
+
+def _variants(
+    case: Case,
+    model: onnx.ModelProto,
+    data_sets: list[Any],
+    target: Target,
+    grouped: Grouped | None,
+    result: CaseResult,
+) -> None:
+    """The case's ownership and overridable-initializer variants (:mod:`conformance.variants`),
+    on its grouped model when it ran as a group."""
+    override = override_for(case.id, target.overrides)
+
+    def compare(g: Any, w: Any, label: str) -> tuple[str, str]:
+        verdict, detail, _ = compare_values(g, w, case.tolerance, override, label)
+        return verdict, detail
+
+    named = grouped.model if grouped is not None else case_nodes(model)
+    own = list(grouped.nodes) if grouped is not None else [n.name for n in named.graph.node]
+    mixed = [target.spec] + ([target.cpu] if target.cpu else [])
+    alone = mixed if grouped is not None else [target.spec]
+    if data_sets:
+        check_identity_inputs(named, own, data_sets[0], mixed, target.provider, compare, result)
+    if result.outcome == PASSED:
+        check_overridable(named, own, data_sets, alone, target.provider, compare, result)
 
 
 def _run_sets(
@@ -227,6 +299,7 @@ def _run_sets(
     errors = ErrorStats()
     numeric = False
     kept: list[tuple[list[Any], list[Any]]] = []  # each set's outputs, as returned
+    runs: list[Run] = []  # each set as it ran, for the ownership checks
     for ins, outs in data_sets:
         before = dict(zip(names, ins))
         feeds = _snapshot(before)  # the case's own arrays stay pristine
@@ -258,8 +331,16 @@ def _run_sets(
                 result.outcome = MISMATCH if verdict == "mismatch" else WRONG_TYPE
                 result.detail = detail[:2000]
         kept.append((list(got), outs))
+        runs.append((before, feeds, list(got), outs))
     if result.outcome == PASSED and len(kept) > 1:
         _check_kept(case, override, kept, result)
+    if result.outcome == PASSED:
+
+        def compare(g: Any, w: Any, label: str) -> tuple[str, str]:
+            verdict, detail, _ = compare_values(g, w, case.tolerance, override, label)
+            return verdict, detail
+
+        check_ownership(sess, runs, compare, result)
     if numeric:
         result.error = errors.to_dict()
 

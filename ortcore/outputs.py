@@ -6,8 +6,10 @@ of the plan's outputs, with onnxruntime's message for an unknown name.
 
 Kernels may return views (Reshape, Identity); handing the user a view of
 their own input, or of one of the model's initializers, would let a write
-into the output corrupt the input or the session. Such an output is copied;
-any other is handed back as it is.
+into the output corrupt the input or the session. Such an output is copied,
+and so is a read-only array (a kernel's kept constant, an image decoder's
+buffer: onnxruntime's outputs are writable), also among the elements of a
+sequence output; any other is handed back as it is.
 """
 
 from __future__ import annotations
@@ -63,21 +65,30 @@ class OutputNames:
 
 def roots_of(values: Iterable[Any]) -> set[int]:
     """Ids of the arrays owning the memory of the arrays among ``values``
-    (a plan's constants, a run's feeds)."""
-    return {id(_root(v)) for v in values if isinstance(v, np.ndarray)}
+    (a plan's constants, a run's feeds; a sequence's elements too)."""
+    out: set[int] = set()
+    for v in values:
+        if isinstance(v, np.ndarray):
+            out.add(id(_root(v)))
+        elif isinstance(v, (list, tuple)):
+            out |= roots_of(v)
+    return out
 
 
 def as_output(value: Any, guarded: tuple[set[int], set[int]]) -> Any:
     """``value`` as the user gets it: a copy if it shares memory with what ``guarded``
     holds (the root ids of the constants and of this run's feeds, from
-    :func:`roots_of`); numpy scalars become 0-d arrays."""
+    :func:`roots_of`) or is read-only; numpy scalars become 0-d arrays; a
+    sequence's elements likewise."""
     if isinstance(value, np.ndarray):
         root = id(_root(value))
-        if root in guarded[0] or root in guarded[1]:
+        if root in guarded[0] or root in guarded[1] or not value.flags.writeable:
             return value.copy()
         return value
     if isinstance(value, np.generic):
         return np.asarray(value)
+    if isinstance(value, list):
+        return [as_output(v, guarded) for v in value]
     return value
 
 
