@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -133,13 +134,22 @@ def case_of(case_id: str) -> Case | None:
 
 
 def run_id(case_id: str, target: Target) -> CaseResult:
-    """Run one contract check or case by id."""
+    """Run one contract check or case by id.
+
+    A :class:`ortcore.ProviderContractWarning` (a rule of the contract the
+    runtime made harmless, e.g. one array for two outputs, which it copied)
+    is an error here: the run it interrupts fails, naming the rule.
+    """
+    from ortcore.errors import ProviderContractWarning
+
     from .contract import run_check
 
     kind, _, name = case_id.partition("/")
-    if kind == "contract":
-        return run_check(name, target)
-    return run_case(_by_id(kind)[case_id], target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ProviderContractWarning)
+        if kind == "contract":
+            return run_check(name, target)
+        return run_case(_by_id(kind)[case_id], target)
 
 
 @dataclass

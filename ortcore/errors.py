@@ -38,6 +38,7 @@ __all__ = [
     "NotFound",
     "NotImplementedOp",
     "OrtcoreError",
+    "ProviderContractWarning",
     "ProviderOptionError",
     "RunTerminated",
     "RunInvalidArgument",
@@ -151,3 +152,10 @@ class DeviceReset(Fail):
 
 class NotFound(OrtcoreError, LookupError):
     """onnxruntime's ``NotFound``: a named object does not exist."""
+
+
+class ProviderContractWarning(UserWarning):
+    """A provider broke a rule of the provider contract that the runtime could
+    make harmless (for example, one array returned for two outputs of a node:
+    the runtime copied it). The run's results are right; the provider should
+    be fixed, and the conformance suite fails it."""

@@ -10,18 +10,28 @@ into the output corrupt the input or the session. Such an output is copied,
 and so is a read-only array (a kernel's kept constant, an image decoder's
 buffer: onnxruntime's outputs are writable), also among the elements of a
 sequence output; any other is handed back as it is.
+
+Two outputs never share memory either (:class:`OutputOwnership`): a graph
+output that is a view of another (``y = Reshape(h)`` with both ``h`` and ``y``
+outputs) is copied, as onnxruntime hands back separate arrays. Where both come
+from one node or one fused group, the provider returned one buffer for two
+outputs, which the contract forbids: the output is copied all the same, and a
+:class:`~ortcore.errors.ProviderContractWarning` names the provider and the
+node, once per session.
 """
 
 from __future__ import annotations
 
+import threading
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, ProviderContractWarning
 
-__all__ = ["OutputNames", "as_output", "roots_of"]
+__all__ = ["OutputNames", "OutputOwnership", "as_output", "roots_of"]
 
 
 class OutputNames:
@@ -90,6 +100,58 @@ def as_output(value: Any, guarded: tuple[set[int], set[int]]) -> Any:
     if isinstance(value, list):
         return [as_output(v, guarded) for v in value]
     return value
+
+
+class OutputOwnership:
+    """Makes the outputs of one run distinct arrays (see the module's docstring).
+
+    Args:
+        producers: for each output of the plan, what made it: ``(provider,
+            description, identity)`` of its node or fused group, or ``None``
+            for a graph input or constant handed straight back.
+    """
+
+    __slots__ = ("_producers", "_warned", "_lock")
+
+    def __init__(self, producers: Sequence[tuple[str, str, int] | None]) -> None:
+        self._producers = list(producers)
+        self._warned: set[tuple[str, str, int]] = set()
+        self._lock = threading.Lock()
+
+    def distinct(self, values: list[Any], wanted: Sequence[int]) -> list[Any]:
+        """``values`` (the outputs at plan indices ``wanted``) with every one
+        sharing memory with an earlier one replaced by a copy (in place)."""
+        if len(values) < 2:
+            return values
+        seen: dict[int, list[tuple[np.ndarray, int]]] = {}
+        for j, value in enumerate(values):
+            if not isinstance(value, np.ndarray) or value.size == 0:
+                continue
+            root = id(_root(value))
+            for earlier, i in seen.get(root, ()):
+                if np.shares_memory(earlier, value):
+                    self._report(wanted[i], wanted[j])
+                    value = values[j] = value.copy()
+                    root = id(value)
+                    break
+            seen.setdefault(root, []).append((value, j))
+        return values
+
+    def _report(self, first: int, second: int) -> None:
+        made = self._producers[first]
+        if made is None or made != self._producers[second]:
+            return  # a view of another output made by another node: a copy, no fault
+        with self._lock:
+            if made in self._warned:
+                return
+            self._warned.add(made)
+        provider, node, _ = made
+        warnings.warn(
+            f"{provider} returned one buffer for outputs {first} and {second} of {node} "
+            "(copied): a provider must return a distinct array for each output",
+            ProviderContractWarning,
+            stacklevel=3,
+        )
 
 
 def _root(array: np.ndarray) -> Any:

@@ -21,7 +21,8 @@ from ep_sdk.dtypes import constant_array
 from .cache import CompiledCache
 from .errors import InvalidArgument
 from .executor import Plan
-from .outputs import roots_of
+from .outputs import OutputOwnership, roots_of
+from .partition import assignment_of
 from .planner import GraphPlanner, PlannedGraph
 
 __all__ = ["SessionPlans"]
@@ -44,12 +45,15 @@ class SessionPlans:
             included) and the copy steps that explain it.
         constant_roots: the memory the plan's constants own (see
             :func:`~ortcore.outputs.roots_of`): an output sharing it is copied.
+        ownership: makes a run's outputs distinct arrays, knowing which
+            provider and node (or fused group) made each.
     """
 
     __slots__ = (
         "planner",
         "planned",
         "constant_roots",
+        "ownership",
         "_graph",
         "_feeds",
         "_constants",
@@ -89,6 +93,7 @@ class SessionPlans:
         planned.copies.extend(self.planner.subgraph_copies)
         self.planned: PlannedGraph = planned
         self.constant_roots = roots_of(planned.plan.template)
+        self.ownership = OutputOwnership(_producers(graph))
         self._variants: dict[tuple[tuple[Device, ...], tuple[Device, ...]], Plan] = {}
         self._lock = threading.Lock()
 
@@ -125,3 +130,22 @@ class SessionPlans:
                 ).plan
                 self._variants[key] = plan
         return plan
+
+
+def _producers(graph: ir.Graph) -> list[tuple[str, str, int] | None]:
+    """For each graph output: ``(provider, what made it, identity)``: the node
+    or fused group (its claim) whose step makes it; ``None`` for an input or
+    a constant."""
+    out: list[tuple[str, str, int] | None] = []
+    for value in graph.outputs:
+        node = value.producer()
+        assigned = assignment_of(node) if node is not None else None
+        if node is None or assigned is None:
+            out.append(None)
+            continue
+        provider = getattr(assigned.provider, "name", str(assigned.provider))
+        if assigned.claim is not None:
+            out.append((provider, "a fused group", id(assigned.claim)))
+        else:
+            out.append((provider, f"node {node.name!r} ({node.op_type})", id(node)))
+    return out

@@ -411,7 +411,9 @@ class InferenceSession:
             check()
         results = self._runner.run(plan, feeds, run_options)
         guarded = (self._plans.constant_roots, roots_of(feeds))
-        outputs = [as_output(results[i], guarded) for i in wanted]
+        outputs = self._plans.ownership.distinct(
+            [as_output(results[i], guarded) for i in wanted], wanted
+        )
         if check is not None:  # outputs copied out of mapped constants are read by now
             check()
         return outputs
@@ -534,11 +536,17 @@ class InferenceSession:
             plan = plan.pruned(wanted)
         results = self._runner.run(plan, feeds, run_options)
         guarded = (plans.constant_roots, roots_of(feeds))
+        host = [i for i in wanted if out_devices[i].is_host]
+        arrays = dict(
+            zip(
+                host, plans.ownership.distinct([as_output(results[i], guarded) for i in host], host)
+            )
+        )
         out = []
         for i in wanted:
             d = out_devices[i]
             if d.is_host:
-                out.append(OrtValue(as_output(results[i], guarded)))
+                out.append(OrtValue(arrays[i]))
             else:
                 out.append(OrtValue(results[i], d, plans.planner.provider_for(d)))
         if check is not None:

@@ -29,7 +29,7 @@ def _session(model: onnx.ModelProto, optimize: bool) -> ortcore.InferenceSession
 @pytest.mark.parametrize("optimize", [False, True])
 def test_string_initializer_and_constant_are_str(optimize: bool) -> None:
     init = numpy_helper.from_array(np.array(["s", "é"], dtype=object), "y")
-    attr = helper.make_tensor("v", STR, [2], [b"x", "yz".encode()])
+    attr = helper.make_tensor("v", STR, [2], [b"x", b"yz"])
     nodes = [
         helper.make_node("Identity", ["y"], ["z"]),
         helper.make_node("StringConcat", ["x", "y"], ["w"]),

@@ -269,8 +269,8 @@ def test_healthy_fusing_provider_passes_ownership_and_overridable(owned: Any) ->
     ("provider", "check", "outcome", "words"),
     [
         # two outputs that are one array
-        ("own-memo", "ownership", "run_error", "share memory"),
-        ("own-fused-dedup", "ownership", "run_error", "share memory"),
+        ("own-memo", "ownership", "mismatch", "wrote into the outputs"),
+        ("own-fused-dedup", "ownership", "run_error", "one buffer for outputs"),
         # an output that is a buffer the provider keeps
         ("own-cached-weight", "ownership", "mismatch", "wrote into the outputs"),
         # a cache that grows with every new shape
