@@ -20,6 +20,7 @@ GENERATORS: tuple[str, ...] = (
     "shapes",
     "dtypes",
     "values",
+    "controls",
     "dynamic",
     "accumulate",
 )
