@@ -44,7 +44,7 @@ from .base import attribute_schema, base_spec, data_positions, emit, label, targ
 from .seeds import Seed
 from .spec import Feed, Spec
 
-__all__ = ["BUDGET", "HANDLERS", "INDEXING", "cases"]
+__all__ = ["cases_of", "BUDGET", "HANDLERS", "INDEXING", "cases"]
 
 BUDGET = {"quick": 4, "full": 16}
 """``control`` cases per (op, opset, seed); older opsets get half."""
@@ -339,8 +339,13 @@ def control_specs(s: Seed, opset: int, suffix: str) -> Iterator[Spec]:
             yield replace(spec, detail=f"{spec.detail}{suffix}")
 
 
+def cases_of(s: Seed, opset: int, suffix: str, depth: str) -> Iterator[Case]:
+    """The cases of one target (seed, opset, name suffix) at ``depth``."""
+    limit = BUDGET[depth] if not suffix.startswith("@v") else max(1, BUDGET[depth] // 2)
+    yield from emit(control_specs(s, opset, suffix), limit, s)
+
+
 def cases(depth: str) -> Iterator[Case]:
-    """The ``control`` cases at ``depth``."""
+    """The cases of this dimension at ``depth``."""
     for s, opset, suffix in targets(depth):
-        limit = BUDGET[depth] if not suffix.startswith("@v") else max(1, BUDGET[depth] // 2)
-        yield from emit(control_specs(s, opset, suffix), limit, s)
+        yield from cases_of(s, opset, suffix, depth)

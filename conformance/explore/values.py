@@ -40,7 +40,7 @@ from .dtypes import TYPES
 from .seeds import Seed, schema, slots
 from .spec import Feed, Spec, np_dtype
 
-__all__ = ["BIG", "FAMILIES", "ORDER", "TINY", "Family", "Span", "cases", "draw_span"]
+__all__ = ["cases_of", "BIG", "FAMILIES", "ORDER", "TINY", "Family", "Span", "cases", "draw_span"]
 
 _T = onnx.TensorProto
 
@@ -217,7 +217,7 @@ def _bounds(elem: int, span: Span) -> tuple[float, float]:
     else:
         info = np.iinfo(np_dtype(elem))
         top = math.isqrt(int(info.max)) if span.shrink == 0 else int(info.max) // span.shrink
-        lo, hi = (max(int(info.min), -top) if info.min else 0), top
+        lo, hi = (int(info.min) if span.shrink == 1 else max(int(info.min), -top)), top
     if span.within is not None and span.within != elem:
         if span.within in _FLOATS:
             big = BIG[span.within]
@@ -393,10 +393,13 @@ def _target(base: Spec, attrs: dict[str, object]) -> int | None:
     return None
 
 
+def cases_of(s: Seed, opset: int, suffix: str, depth: str) -> Iterator[Case]:
+    """The cases of one target (seed, opset, name suffix) at ``depth``."""
+    limit = BUDGET[depth] if not suffix.startswith("@v") else max(1, BUDGET[depth] // 2)
+    yield from emit(range_specs(s, opset, suffix), limit, s)
+
+
 def cases(depth: str) -> Iterator[Case]:
-    """The ``range`` cases at ``depth``."""
+    """The cases of this dimension at ``depth``."""
     for s, opset, suffix in targets(depth):
-        limit = BUDGET[depth]
-        if suffix.startswith("@v"):
-            limit = max(1, limit // 2)
-        yield from emit(range_specs(s, opset, suffix), limit, s)
+        yield from cases_of(s, opset, suffix, depth)
