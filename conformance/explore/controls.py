@@ -128,7 +128,9 @@ def indices_specs(s: Seed, spec: Spec, i: int) -> Iterator[Spec]:
     upd = next((k for k in data_positions(spec) if k != d), None)
     if kind == "take" and r:
         n = shape[int(_attr(s, spec, "axis", 0)) % r]
-        for ishape in ((), (2, 3), (2, 1, 3), (4,)):
+        ishape: tuple[int, ...]
+        ishapes: tuple[tuple[int, ...], ...] = ((), (2, 3), (2, 1, 3), (4,))
+        for ishape in ishapes:
             rng = _rng(spec, str(ishape))
             yield _with(spec, f"indices_r{len(ishape)}", _set(spec, i, _draw(rng, ishape, n)))
     elif kind == "along" and r:
@@ -148,7 +150,7 @@ def indices_specs(s: Seed, spec: Spec, i: int) -> Iterator[Spec]:
                 value = _draw(rng, ishape, n)
             inputs = _set(spec, i, value)
             if upd is not None:
-                inputs[upd] = replace(inputs[upd], shape=ishape)  # type: ignore[arg-type]
+                inputs[upd] = replace(inputs[upd], shape=ishape)  # type: ignore[arg-type,type-var]
             yield _with(spec, f"indices_axis{axis}_m{m}", inputs)
     elif kind == "nd" and r:
         b = int(_attr(s, spec, "batch_dims", 0))
@@ -170,7 +172,7 @@ def indices_specs(s: Seed, spec: Spec, i: int) -> Iterator[Spec]:
             value = tup.reshape(*lead, k)
             inputs = _set(spec, i, value)
             if upd is not None:
-                inputs[upd] = replace(inputs[upd], shape=(*lead, *shape[b + k :]))  # type: ignore[arg-type]
+                inputs[upd] = replace(inputs[upd], shape=(*lead, *shape[b + k :]))  # type: ignore[arg-type,type-var]
             yield _with(spec, f"indices_k{k}_{label(list(lead))}", inputs)
 
 

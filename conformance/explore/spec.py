@@ -384,7 +384,7 @@ def _empty_outputs(
     for elem, dims in declared:
         if dims is None or None in dims or 0 not in dims or not elem:
             return None
-        out.append(np.empty(tuple(int(d) for d in dims), dtype=np_dtype(elem)))
+        out.append(np.empty(tuple(int(d or 0) for d in dims), dtype=np_dtype(elem)))
     filled = replace(
         spec,
         inputs=[
@@ -418,9 +418,10 @@ def materialize(spec: Spec) -> tuple[onnx.ModelProto, list[Any]]:
     try:
         got = _oracle(spec, model, values)
     except Exception as exc:
-        got = _empty_outputs(spec, declared)
-        if got is None:
+        empty = _empty_outputs(spec, declared)
+        if empty is None:
             raise CaseSkipped(f"the oracle fails: {type(exc).__name__}: {str(exc)[:200]}") from None
+        got = empty
     if any(e == onnx.TensorProto.DOUBLE for e, _ in declared):
         _float64_accurate(spec, model, values, got)
     if len(got) != len(declared):

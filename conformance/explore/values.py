@@ -193,9 +193,9 @@ with ``INT_MIN`` first."""
 BUDGET = {"quick": 3, "full": len(ORDER)}
 """``range`` cases per (op, opset, seed): at ``quick`` the first :data:`ORDER` types."""
 
-BIG = {_T.FLOAT16: 3.0e4, _T.BFLOAT16: 1e30, _T.FLOAT: 1e30, _T.DOUBLE: 1e100}
+BIG: dict[int, float] = {_T.FLOAT16: 3.0e4, _T.BFLOAT16: 1e30, _T.FLOAT: 1e30, _T.DOUBLE: 1e100}
 """The largest magnitude drawn for each float type."""
-TINY = {_T.FLOAT16: 1e-6, _T.BFLOAT16: 1e-30, _T.FLOAT: 1e-30, _T.DOUBLE: 1e-100}
+TINY: dict[int, float] = {_T.FLOAT16: 1e-6, _T.BFLOAT16: 1e-30, _T.FLOAT: 1e-30, _T.DOUBLE: 1e-100}
 """The smallest non-zero magnitude drawn for each float type."""
 FEW = 12
 """Data inputs with fewer values than this get a leading dimension of :data:`LEAD`."""
