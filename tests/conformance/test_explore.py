@@ -30,6 +30,8 @@ from ortcore.plugins import default_manager
 FLOATS = {DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16}
 Build = Callable[[ep_sdk.NodeInfo], Callable[..., Any]]
 DIMENSIONS = {
+    "range",
+    "control",
     "attribute",
     "pair",
     "rank",

@@ -53,6 +53,10 @@ def dft(x: np.ndarray, length: int | None, axis: int, inverse: bool, onesided: b
         n = length if length is not None else 2 * (x.shape[axis] - 1)
         return np.fft.irfft(signal, n=n, axis=axis)[..., None].astype(x.dtype)
     n = length if length is not None else x.shape[axis]
+    if n == 0 and not onesided:  # a signal of no points: no bins (numpy's fft refuses it)
+        shape = list(signal.shape)
+        shape[axis] = 0
+        return np.empty((*shape, 2), dtype=x.dtype)
     out = np.fft.ifft(signal, n=n, axis=axis) if inverse else np.fft.fft(signal, n=n, axis=axis)
     if onesided:
         out = np.take(out, np.arange(n // 2 + 1), axis=axis)
