@@ -15,7 +15,14 @@ from ..cases import Case
 
 __all__ = ["GENERATORS", "explore_cases"]
 
-GENERATORS: tuple[str, ...] = ("attributes", "shapes", "dtypes", "dynamic", "accumulate")
+GENERATORS: tuple[str, ...] = (
+    "attributes",
+    "shapes",
+    "dtypes",
+    "opsets",
+    "dynamic",
+    "accumulate",
+)
 """Modules of this package, each with ``cases(depth)``."""
 
 
