@@ -34,16 +34,38 @@ class Unjudged:
     pattern: str
     reason: str
     when: Callable[[dict[str, Any]], bool] | None = None
+    typed: Callable[[Spec], bool] | None = None
 
     def matches(self, spec: Spec) -> bool:
-        """Whether ``spec`` is one of these cases."""
+        """Whether ``spec`` is one of these cases (``typed``: a condition on the
+        whole spec, such as its input types)."""
         if not re.search(self.pattern, spec.name):
+            return False
+        if self.typed is not None and not self.typed(spec):
             return False
         return self.when is None or any(self.when(_plain(node)) for node in spec.attrs)
 
 
 def _plain(attrs: dict[str, Any]) -> dict[str, Any]:
     return {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
+
+
+def _float_data(spec: Spec) -> bool:
+    floats = {1, 10, 11, 16}  # float, float16, double, bfloat16
+    return any(f is not None and f.data and f.elem in floats for f in spec.inputs)
+
+
+def _integer_data(spec: Spec) -> bool:
+    return any(
+        f is not None and f.data and f.elem in {2, 3, 4, 5, 6, 7, 12, 13} for f in spec.inputs
+    )
+
+
+def _fmod_required(spec: Spec) -> bool:
+    """The schema says floats need ``fmod=1`` (Mod before opset 28)."""
+    doc = " ".join(schema(spec.op, spec.domain, spec.opset).doc.split())
+    says = "`fmod` attribute must be set to 1" in doc or "constrained to integer" in doc
+    return says and _float_data(spec)
 
 
 UNJUDGED: tuple[Unjudged, ...] = (
@@ -132,6 +154,19 @@ UNJUDGED: tuple[Unjudged, ...] = (
         "(shape inference does not check)",
     ),
     Unjudged(r"^Trilu/dtype/T=string", "onnx.reference fills a string tensor with the integer 0"),
+    Unjudged(
+        r"^Mod/",
+        "the schema version says floating-point inputs need fmod=1",
+        lambda a: not a.get("fmod", 0),
+        _fmod_required,
+    ),
+    Unjudged(
+        r"^Resize/",
+        "how an interpolated integer is rounded is unspecified (onnxruntime rounds, "
+        "onnx.reference truncates)",
+        lambda a: a.get("mode", "nearest") != "nearest",
+        _integer_data,
+    ),
     Unjudged(
         r"^ScatterND/(rank|size|empty)/",
         "updates must be shaped indices.shape[:-1] + data.shape[indices.shape[-1]:]; the "
