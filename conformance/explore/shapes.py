@@ -86,7 +86,7 @@ def rank_specs(s: Seed, opset: int, suffix: str) -> Iterator[Spec]:
     """``rank`` candidates: every rank 0..5 but the seed's."""
     base = _rank_free(s, base_spec(s, opset, "rank", ""))
     top = max_rank(base)
-    ranks = RANKS
+    ranks: tuple[int, ...] = RANKS
     if len(broadcast_positions(base)) >= 2:
         ranks = (0, *(r for r in RANKS if r != 0))  # scalar with scalar first
     for r in ranks:
@@ -122,7 +122,9 @@ def _output_shape(spec: Spec) -> tuple[int, ...] | None:
         _, dims = infer(build(spec))[0]
     except Exception:
         return None
-    return None if dims is None or None in dims else tuple(int(d) for d in dims)  # type: ignore[misc]
+    if dims is None or any(d is None for d in dims):
+        return None
+    return tuple(int(d or 0) for d in dims)
 
 
 def broadcast_specs(s: Seed, opset: int, suffix: str) -> Iterator[Spec]:
