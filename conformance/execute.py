@@ -148,7 +148,9 @@ def _snapshot(feeds: dict[str, Any]) -> dict[str, Any]:
 
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
-        if a.dtype.kind in "OUS":
+        if a.dtype.kind == "O":  # element by element: a NaN object is itself
+            return a.shape == b.shape and all(x is y or x == y for x, y in zip(a.flat, b.flat))
+        if a.dtype.kind in "US":
             return bool(np.array_equal(a, b))
         return a.shape == b.shape and a.tobytes() == b.tobytes()
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):

@@ -21,6 +21,7 @@ GENERATORS: tuple[str, ...] = (
     "dtypes",
     "values",
     "controls",
+    "opsets",
     "dynamic",
     "accumulate",
 )

@@ -26,10 +26,12 @@ from .base import attribute_schema, base_spec, budget, emit, label, targets
 from .seeds import Seed, attribute_values, combinations_used
 from .spec import Spec, legal
 
-__all__ = ["cases"]
+__all__ = ["cases", "changes", "values_for", "with_attrs"]
 
 _A = onnx.AttributeProto
 SKIPPED_TYPES = {_A.GRAPH, _A.GRAPHS, _A.SPARSE_TENSOR, _A.SPARSE_TENSORS, _A.TYPE_PROTO}
+COUNT_ATTR = "num_outputs"
+"""The attribute that says how many outputs the node has (Split)."""
 AXIS_NAMES = {"axis", "axes"}
 """Explored at every rank by the ``axis`` dimension (:mod:`.shapes`)."""
 
@@ -91,6 +93,26 @@ def _explored(s: Seed, opset: int) -> dict[str, Any]:
     }
 
 
+def changes(s: Seed, opset: int, level: int) -> list[tuple[str, Any]]:
+    """The ``level``-th non-default value of each explored attribute but the axis
+    (:func:`values_for`, most telling first), as ``(name, value)``: what other
+    dimensions cross their own changes with."""
+    vocab = attribute_values(s.domain, s.op)
+    out = []
+    for name, attr in _explored(s, opset).items():
+        if name in AXIS_NAMES:
+            continue
+        vals = values_for(attr, s.attrs.get(name), vocab.get(name, ()))
+        if level < len(vals):
+            out.append((name, vals[level]))
+    return out
+
+
+def with_attrs(spec: Spec, detail: str, **changes: Any) -> Spec:
+    """``spec`` (one node) with attributes changed (``None``: removed), renamed ``detail``."""
+    return _with(spec, detail, **changes)
+
+
 def _with(spec: Spec, detail: str, **changes: Any) -> Spec:
     attrs = dict(spec.attrs[0])
     for k, v in changes.items():
@@ -98,7 +120,10 @@ def _with(spec: Spec, detail: str, **changes: Any) -> Spec:
             attrs.pop(k, None)
         else:
             attrs[k] = v
-    return replace(spec, attrs=[attrs], detail=detail)
+    outputs = spec.outputs
+    if isinstance(changes.get(COUNT_ATTR), int) and changes[COUNT_ATTR] >= 1:
+        outputs = changes[COUNT_ATTR]  # the node gets as many outputs as it says
+    return replace(spec, attrs=[attrs], detail=detail, outputs=outputs)
 
 
 def attribute_specs(s: Seed, opset: int, suffix: str) -> Iterator[Spec]:

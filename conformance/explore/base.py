@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -12,56 +13,107 @@ import onnx
 from onnx import helper
 
 from ..cases import Case
-from .seeds import Seed, schema, seeds, versions
+from .seeds import Seed, degenerate, diverse, schema, seeds, versions
 from .spec import Feed, Spec, legal, make_case
 
 __all__ = [
     "BUDGET",
     "Target",
     "base_spec",
+    "chosen",
     "data_positions",
     "emit",
     "label",
+    "seed_at",
     "targets",
 ]
 
 BUDGET: dict[str, dict[str, int]] = {
-    "quick": {"attribute": 4, "rank": 3, "axis": 2, "dtype": 3, "empty": 1, "pair": 1, "inputs": 1},
+    "quick": {
+        "attribute": 4,
+        "rank": 4,
+        "broadcast": 6,
+        "axis": 4,
+        "size": 3,
+        "dtype": 3,
+        "empty": 1,
+        "pair": 1,
+        "inputs": 4,
+        "opset": 4,
+    },
     "full": {
         "attribute": 24,
         "rank": 12,
+        "broadcast": 16,
         "axis": 12,
+        "size": 10,
         "dtype": 14,
         "empty": 6,
         "pair": 3,
-        "inputs": 4,
+        "inputs": 12,
+        "opset": 8,
     },
 }
 """At most this many cases per (op, opset, seed) and dimension, at each depth.
-Candidates come in priority order, so the first ones are what ``quick`` keeps."""
+Candidates come in priority order, so the first ones are what ``quick`` keeps.
+``broadcast`` cases belong to dimension ``rank`` but have a budget of their own."""
 OLD_BUDGET_SHARE = 2
 """An older opset of an op (``full`` only) gets this fraction of the budget."""
-SEEDS_AT = {"quick": 1, "full": 2}
-"""Seeds (distinct node tests) explored per op, at the latest opset."""
+SEEDS_AT = {"quick": 1, "full": 3}
+"""Representative seeds (distinct node tests, :func:`.seeds.diverse`) explored
+per op at the latest opset."""
+DEGENERATE_AT = {"quick": 0, "full": 1}
+"""Degenerate seeds (:func:`.seeds.degenerate`: an empty input, a scalar where
+a shape is usual) explored per op besides, at the latest opset."""
 
 Target = tuple[Seed, int, str]
 """(seed, opset, suffix of its case names)."""
 
 
+def _valid_at(s: Seed, opset: int) -> bool:
+    return legal(base_spec(s, opset, "seed", "probe"), count=False)
+
+
+def chosen(domain: str, op: str, depth: str) -> list[Seed]:
+    """The seeds of ``op`` explored at its latest opset at ``depth``, most
+    representative first: valid at that opset, diverse, degenerate ones last."""
+    found = seeds().get((domain, op), ())
+    known = versions(op, domain)
+    if not found or not known:
+        return []
+    valid = tuple(s for s in found if _valid_at(s, known[-1]))
+    picked = diverse(valid, SEEDS_AT[depth])
+    extra = [s for s in valid if degenerate(s)][: DEGENERATE_AT[depth]]
+    return picked + extra if picked else [s for s in valid if degenerate(s)][:1]
+
+
+@cache
+def seed_at(domain: str, op: str, opset: int) -> Seed | None:
+    """The seed explored at an older ``opset`` of ``op``: the most representative
+    node test written for that schema version, else the most representative one
+    valid at it (``None``: none is)."""
+    found = seeds().get((domain, op), ())
+    ordered = [s for s in found if s.opset == opset] + [s for s in found if s.opset != opset]
+    return next((s for s in ordered if _valid_at(s, opset)), None)
+
+
 def targets(depth: str) -> Iterator[Target]:
     """The (seed, opset, name suffix) pairs explored at ``depth``: at ``quick``
-    the smallest seed of each op at its latest schema version; at ``full`` also a
-    second seed, and every older schema version the seed's node is valid for."""
-    for (domain, op), found in seeds().items():
+    the most representative seed of each op at its latest schema version; at
+    ``full`` also other diverse seeds and a degenerate one (``@s<k>``), and every
+    older schema version (``@v<version>``) with the seed chosen for it."""
+    for domain, op in seeds():
         known = versions(op, domain)
         if not known:
             continue
         latest = known[-1]
-        for k, s in enumerate(found[: SEEDS_AT[depth]]):
+        for k, s in enumerate(chosen(domain, op, depth)):
             yield s, latest, "" if k == 0 else f"@s{k + 1}"
         if depth == "full":
             for v in reversed(known[:-1]):
-                yield found[0], v, f"@v{v}"
+                old = seed_at(domain, op, v)
+                if old is not None:
+                    yield old, v, f"@v{v}"
 
 
 def budget(depth: str, dimension: str, suffix: str) -> int:

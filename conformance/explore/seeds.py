@@ -31,6 +31,8 @@ __all__ = [
     "InputSlot",
     "Seed",
     "attribute_values",
+    "degenerate",
+    "diverse",
     "schema",
     "seeds",
     "versions",
@@ -86,6 +88,7 @@ CONTROL_NAMES = frozenset(
         "constant_value",
         "block_shape",
         "position_ids",
+        "size",  # a window's length (HannWindow, HammingWindow, BlackmanWindow)
     }
 )
 """Formal input names (lower-cased) whose values steer the op rather than being
@@ -228,7 +231,11 @@ def _seed(case: Any) -> Seed | None:
             values.append(None)
         elif name in names:
             v = feeds[name]
-            values.append(numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v)
+            if isinstance(v, onnx.TensorProto):
+                v = numpy_helper.to_array(v)
+            elif isinstance(v, (np.generic, bool, int, float)):
+                v = np.asarray(v)  # a scalar feed (Clip's bounds, Pad's value)
+            values.append(v)
         else:
             return None
     if any(v is not None and not isinstance(v, np.ndarray) for v in values):
@@ -255,22 +262,113 @@ def _seed(case: Any) -> Seed | None:
 
 
 @cache
-def _all_seeds() -> dict[tuple[str, str], tuple[Seed, ...]]:
+def _table() -> dict[tuple[str, str], tuple[Seed, ...]]:
     table: dict[tuple[str, str], list[Seed]] = defaultdict(list)
     for case in _collected():
         s = _seed(case)
         if s is not None and not s.graph_attrs:
             table[(s.domain, s.op)].append(s)
-    # small seeds first: cheaper, and their shapes mutate more freely
-    return {
-        k: tuple(sorted(v, key=lambda s: (sum(x.size for x in s.inputs if x is not None), s.test)))
-        for k, v in sorted(table.items())
-    }
+    return {k: tuple(v) for k, v in sorted(table.items())}
+
+
+@cache
+def _all_seeds() -> dict[tuple[str, str], tuple[Seed, ...]]:
+    return {k: tuple(sorted(v, key=_rank_key)) for k, v in _table().items()}
 
 
 def seeds() -> dict[tuple[str, str], tuple[Seed, ...]]:
-    """Seeds by ``(domain, op)``, smallest inputs first (cached)."""
+    """Seeds by ``(domain, op)``, most representative first (:func:`degenerate`
+    ones last), cached."""
     return _all_seeds()
+
+
+MODERATE = (6, 512)
+"""Data elements of a representative seed: enough that dimensions differ, few
+enough to stay cheap."""
+
+
+@cache
+def _shaped_slots(domain: str, op: str) -> frozenset[int]:
+    """Input positions some node test of ``op`` gives a data tensor of rank >= 1."""
+    return frozenset(
+        i
+        for s in _table().get((domain, op), ())
+        for i, (v, sl) in enumerate(zip(s.inputs, s.slots))
+        if v is not None and sl.data and v.ndim > 0
+    )
+
+
+def degenerate(s: Seed) -> bool:
+    """A seed no ordinary model looks like: an input with no elements (an empty
+    tensor, an empty ``axes`` or ``split``), or a scalar data input where other
+    node tests of the op give that input a shape (Gemm's scalar bias; Clip's
+    scalar bounds are what its schema asks for)."""
+    if any(v is not None and v.size == 0 for v in s.inputs):
+        return True
+    shaped = _shaped_slots(s.domain, s.op)
+    return any(
+        v is not None and sl.data and v.ndim == 0 and i in shaped
+        for i, (v, sl) in enumerate(zip(s.inputs, s.slots))
+    )
+
+
+def _edge_axis(s: Seed, data: list[np.ndarray]) -> bool:
+    """An ``axis`` attribute at the first or last dimension of a rank >= 3 input:
+    part of the shape vanishes around it (Flatten at axis 0 has no outer dims)."""
+    axis = s.attrs.get("axis")
+    if not isinstance(axis, int) or not data or data[0].ndim < 3:
+        return False
+    return axis % data[0].ndim in (0, data[0].ndim - 1)
+
+
+def _rank_key(s: Seed) -> tuple[Any, ...]:
+    """Smaller is more representative: not :func:`degenerate`; written for the
+    op's latest schema; data dimensions of 2 or more; a moderate size; attributes
+    given; optional inputs present; an axis inside the shape; dimensions of
+    distinct sizes; then the test's name."""
+    data = [v for v, sl in zip(s.inputs, s.slots) if v is not None and sl.data]
+    small_dims = sum(d < 2 for v in data for d in v.shape) + sum(v.ndim < 2 for v in data)
+    size = sum(v.size for v in data)
+    off = 0 if MODERATE[0] <= size <= MODERATE[1] else 1
+    known = versions(s.op, s.domain)
+    old = bool(known) and s.opset != known[-1]
+    present = sum(v is not None for v in s.inputs)
+    repeats = sum(v.ndim - len(set(v.shape)) for v in data)
+    return (
+        degenerate(s),
+        old,
+        small_dims > 0,
+        off,
+        -len(s.attrs),
+        -present,
+        _edge_axis(s, data),
+        repeats,
+        small_dims,
+        size,
+        s.test,
+    )
+
+
+def diverse(found: tuple[Seed, ...], count: int) -> list[Seed]:
+    """Up to ``count`` non-degenerate seeds of one op, most representative first,
+    each differing from those before it in attributes given, inputs present or
+    opset where one does, else in attribute values, else in anything."""
+    pool = [s for s in found if not degenerate(s)]
+    tiers = (
+        lambda s: (frozenset(s.attrs), tuple(v is not None for v in s.inputs), s.opset),
+        lambda s: repr(sorted(s.attrs.items())),
+        lambda s: s.test,
+    )
+    picked: list[Seed] = []
+    for profile in tiers:
+        seen = {profile(s) for s in picked}
+        for s in pool:
+            if len(picked) >= count:
+                return picked
+            if s not in picked and profile(s) not in seen:
+                picked.append(s)
+                seen.add(profile(s))
+    return picked
 
 
 @cache

@@ -33,7 +33,7 @@ def tally(depth: str) -> dict[str, dict[str, int]]:
             skipped[case.dimension] += 1
     out: dict[str, dict[str, int]] = {
         dim: {"cases": listed[dim], "skipped": skipped[dim], "illegal": REJECTED[dim]}
-        for dim in sorted(set(listed) | set(REJECTED))
+        for dim in sorted(set(listed) | {d for d, n in REJECTED.items() if n})
     }
     out["dropped"] = dict(DROPPED)
     return out

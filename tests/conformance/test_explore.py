@@ -39,6 +39,8 @@ DIMENSIONS = {
     "dtype",
     "empty",
     "inputs",
+    "size",
+    "opset",
     "dynamic",
     "accumulate",
 }
@@ -257,7 +259,9 @@ def test_healthy_explore_provider_passes(suite: Any, explore_plugin: str) -> Non
     ("provider", "op", "dimension", "example"),
     [
         ("explore-argmax-keepdims", "ArgMax", "attribute", r"keepdims=(absent|default)"),
-        ("explore-softmax-rank2", "Softmax", "rank", r"r[013-5]$"),
+        # the seed gives axis=1, right at every rank under ``axis % 2``: the
+        # negative axes at ranks other than 2 show it
+        ("explore-softmax-rank2", "Softmax", "axis", r"r[013-5]_axis=-"),
         ("explore-softmax-axis", "Softmax", "axis", r"axis="),
         ("explore-kernel-cache", "LeakyRelu", "pair", r"alpha="),
     ],
@@ -270,3 +274,100 @@ def test_fault_is_caught_by_explore(
     assert any(r.dimension == dimension and re.search(example, k) for k, r in failed.items()), (
         sorted(failed)
     )
+
+
+def _specs(cases: tuple[Any, ...], op: str, dimension: str) -> list[Any]:
+    return [c.load.spec for c in cases if c.name.startswith(f"{op}/{dimension}/")]
+
+
+def test_seeds_are_representative() -> None:
+    from conformance.explore.base import chosen
+    from conformance.explore.seeds import degenerate, seeds
+
+    checked = 0
+    for (domain, op), found in seeds().items():
+        picked = chosen(domain, op, "quick")
+        if not picked or all(degenerate(s) for s in found):
+            continue
+        first = picked[0]
+        # an op whose node tests have a non-degenerate node starts from one
+        assert not degenerate(first), (op, first.test)
+        assert all(v is None or v.size for v in first.inputs), (op, first.test)
+        checked += 1
+    assert checked > 150
+    full = chosen("", "Gemm", "full")
+    assert len({s.test for s in full}) >= 3 and degenerate(full[-1])  # a degenerate one extra
+
+
+def test_broadcast_inputs_reach_every_shape_of_the_output(quick: tuple[Any, ...]) -> None:
+    from conformance.explore.base import chosen
+    from conformance.explore.spec import build, infer
+
+    seed = chosen("", "Gemm", "quick")[0]
+    specs = _specs(quick, "Gemm", "rank")
+    (_, (m, n)), *_ = infer(build(specs[0]))
+    shapes = {s.inputs[2].shape for s in specs if s.detail.startswith("bcast_x2=")}
+    shapes.add(seed.inputs[2].shape)
+    assert {(m, n), (m, 1), (1, n), (n,), (1,), ()} <= shapes
+    # scalar with scalar for every multidirectional op with two data inputs or more
+    from conformance.explore.rules import broadcasting
+
+    multi = {
+        c.name.split("/")[0]
+        for c in quick
+        if c.dimension == "rank"
+        and broadcasting(c.load.spec.op, c.load.spec.domain, c.load.spec.opset)[0] == "multi"
+        and len([f for f in c.load.spec.inputs if f is not None and f.data]) >= 2
+    }
+    scalars = {
+        c.name.split("/")[0]
+        for c in quick
+        if c.dimension == "rank"
+        and all(f is None or not f.data or f.shape == () for f in c.load.spec.inputs)
+    }
+    assert len(multi) > 15 and multi <= scalars, sorted(multi - scalars)
+
+
+def test_sizes_not_divisible_by_an_attribute(quick: tuple[Any, ...]) -> None:
+    ops = {c.name.split("/")[0] for c in quick if c.dimension == "size"}
+    assert len(ops) > 120
+    uneven = [
+        s
+        for s in _specs(quick, "Split", "size")
+        if "num_outputs" in s.attrs[0]
+        and s.inputs[0].shape[s.attrs[0].get("axis", 0)] % s.attrs[0]["num_outputs"]
+    ]
+    assert uneven and all(s.outputs == s.attrs[0]["num_outputs"] for s in uneven)
+    sizes = {d for c in quick if c.dimension == "size" for d in c.load.spec.inputs[0].shape}
+    assert {1, 5, 7} <= sizes
+
+
+def test_optional_inputs_are_crossed_with_attributes(quick: tuple[Any, ...]) -> None:
+    crossed = [c for c in quick if c.dimension == "inputs" and "," in c.name]
+    assert len({c.name.split("/")[0] for c in crossed}) > 10
+    identity = [
+        s
+        for s in _specs(quick, "ReduceSum", "inputs")
+        if len(s.inputs) < 2 and s.attrs[0].get("noop_with_empty_axes") == 1
+    ]
+    assert identity  # no axes and noop_with_empty_axes=1: the identity
+    clip = _specs(quick, "Clip", "inputs")
+    assert any(len(s.inputs) == 3 and s.inputs[1] is None for s in clip)  # max alone
+
+
+def test_older_opsets_at_quick(quick: tuple[Any, ...]) -> None:
+    from conformance.explore.base import seed_at
+    from conformance.explore.seeds import seeds, versions
+
+    names = {c.name for c in quick}
+    older = [
+        (op, v)
+        for domain, op in seeds()
+        for v in versions(op, domain)[:-1]
+        if seed_at(domain, op, v) is not None
+    ]
+    have = [(op, v) for op, v in older if f"{op}/opset/v{v}" in names]
+    assert len(older) > 250 and len(have) > 0.8 * len(older)
+    softmax = {v for op, v in older if op == "Softmax"}
+    assert softmax and all(f"Softmax/opset/v{v}" in names for v in softmax)
+    assert any(n.startswith("Softmax/opset/v11_axis=") for n in names)  # the rule changed

@@ -141,6 +141,13 @@ ORT_DIFFERS = {
     r"^explore/(LinearAttention/empty|STFT/inputs/no_frame_length)": "onnxruntime fails at run",
     r"^explore/(GRU|LSTM)/dtype/T=double|^explore/ScatterND/dtype/T=float16": "onnxruntime "
     "has no kernel for the type (it claims it at load and fails at run)",
+    r"^explore/ConvInteger/": "onnxruntime's ConvInteger takes per-tensor zero points only "
+    "(the seed's w_zero_point is per output channel)",
+    r"^explore/DFT/dtype/T1=double": "onnxruntime's float64 DFT is float32-accurate",
+    r"^explore/MaxUnpool/": "onnxruntime places the values elsewhere (as in "
+    "test_maxunpool_export_with_output_shape)",
+    r"^explore/Mod/dtype/T=u?int": "a drawn divisor of 0: onnxruntime raises, numpy and the "
+    "oracle give 0 (the standard says nothing)",
 }
 """Cases onnxruntime itself fails, with why (onnxruntime 1.32, onnx 1.23)."""
 

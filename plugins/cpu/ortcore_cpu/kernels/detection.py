@@ -8,6 +8,7 @@ all channels) is vectorised.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from ep_sdk import Compute, NodeInfo, check_terminate
@@ -127,16 +128,23 @@ def roi_align(info: NodeInfo) -> Compute:
 
     def one_roi(img: np.ndarray, roi: np.ndarray) -> np.ndarray:
         h, w = img.shape[1:]
-        offset = 0.5 if half_pixel else 0.0
-        x0, y0, x1, y1 = (float(v) * scale - offset for v in roi)
+        # sample positions in the image's type and onnxruntime's order of
+        # operations: a sample that lands exactly on the far edge stays valid
+        ft = img.dtype.type
+        offset = ft(0.5 if half_pixel else 0.0)
+        x0, y0, x1, y1 = (ft(v) * ft(scale) - offset for v in roi)
         rw, rh = x1 - x0, y1 - y0
         if not half_pixel:
-            rw, rh = max(rw, 1.0), max(rh, 1.0)
-        bh, bw = rh / out_h, rw / out_w
+            rw, rh = max(rw, ft(1.0)), max(rh, ft(1.0))
+        bh, bw = rh / ft(out_h), rw / ft(out_w)
         gh = ratio if ratio > 0 else math.ceil(rh / out_h)
         gw = ratio if ratio > 0 else math.ceil(rw / out_w)
-        ys = y0 + (np.arange(out_h)[:, None] + (np.arange(gh)[None, :] + 0.5) / gh) * bh
-        xs = x0 + (np.arange(out_w)[:, None] + (np.arange(gw)[None, :] + 0.5) / gw) * bw
+
+        def grid(start: Any, n: int, g: int, b: Any) -> np.ndarray:
+            cells = start + np.arange(n, dtype=ft)[:, None] * b
+            return cells + (np.arange(g, dtype=ft)[None, :] + ft(0.5)) * b / ft(g)
+
+        ys, xs = grid(y0, out_h, gh, bh), grid(x0, out_w, gw, bw)
         yl, yh, wyl, wyh, vy = _bilinear_taps(ys.reshape(-1), h)
         xl, xh, wxl, wxh, vx = _bilinear_taps(xs.reshape(-1), w)
         valid = (vy[:, None] & vx[None, :]).astype(img.dtype)

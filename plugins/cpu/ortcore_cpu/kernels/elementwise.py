@@ -213,6 +213,10 @@ def pow_(info: NodeInfo) -> Compute:
         if a.dtype == np.float32 and b.size == 1 and float(b.reshape(-1)[0]) == 2.0:
             return (np.square(a),)
         with np.errstate(all="ignore"):
+            if b.dtype != a.dtype and np.result_type(a, b) != a.dtype:
+                # a wider exponent (float16 ** float32) is not rounded to the
+                # base's type first: the result would lose digits
+                return (np.power(a.astype(np.result_type(a, b)), b).astype(a.dtype),)
             out = np.power(a, b.astype(a.dtype, copy=False))
         return (out,)
 

@@ -55,8 +55,10 @@ def _sum(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
 def _mean(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         if x.dtype.kind in "iu":
-            n = int(np.prod([x.shape[a] for a in axes]))
-            return np.sum(x, axis=axes, keepdims=keep, dtype=x.dtype) // max(n, 1)
+            n = max(int(np.prod([x.shape[a] for a in axes])), 1)
+            total = np.asarray(np.sum(x, axis=axes, keepdims=keep, dtype=x.dtype))
+            q = total // n  # floors; onnxruntime's integer division truncates toward zero
+            return np.where((total < 0) & (q * n != total), q + 1, q).astype(x.dtype)
         return np.mean(x, axis=axes, keepdims=keep, dtype=_work_dtype(x))
 
 
