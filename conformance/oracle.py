@@ -19,6 +19,8 @@ get wrong expected outputs. :func:`evaluator` gives it these replacements:
   reference's ``log(softmax(x))`` is -inf where softmax underflows.
 * ``Erf`` is computed in float32 whatever the input's dtype, so a float64
   result is only float32-accurate; here it is computed in float64.
+* ``Flatten`` reshapes to ``(outer, -1)``, which numpy refuses for an empty
+  tensor whose ``outer`` is 0; here both sizes are computed.
 
 From opset 13 (14 for BatchNormalization) the reference's own softmax-family
 and BatchNormalization implementations run unchanged.
@@ -205,7 +207,29 @@ class Erf(OpRun):
         return (np.vectorize(math.erf, otypes=[np.float64])(wide).astype(x.dtype),)
 
 
-FIXES: tuple[type[OpRun], ...] = (Softmax, LogSoftmax, Hardmax, BatchNormalization, LRN, Erf)
+class Flatten(OpRun):
+    """Flatten with both sizes computed: the reference reshapes to
+    ``(outer, -1)``, which numpy refuses when ``outer`` is 0."""
+
+    op_domain = ""
+
+    def _run(self, x: np.ndarray, axis: int | None = None) -> tuple[np.ndarray]:
+        a = 1 if axis is None else axis
+        a = a + x.ndim if a < 0 else a
+        outer = int(np.prod(x.shape[:a], dtype=np.int64))
+        inner = int(np.prod(x.shape[a:], dtype=np.int64))
+        return (x.reshape(outer, inner),)
+
+
+FIXES: tuple[type[OpRun], ...] = (
+    Softmax,
+    LogSoftmax,
+    Hardmax,
+    BatchNormalization,
+    LRN,
+    Erf,
+    Flatten,
+)
 """The replacements :func:`evaluator` installs."""
 
 
