@@ -6,7 +6,9 @@ provider takes nodes of (:func:`conformance.contract.claimed_probes`):
 * ``ownership``: the caller owns every output (:mod:`conformance.ownership`),
   on the probe, on its *twin* (each node making an output twice, on the
   same values: an engine that merges the two copies, or a kernel that
-  memoizes by input, hands out one array twice) and on its *frozen*
+  memoizes by input, hands out one array twice), on its *echo* (each
+  output given out again by an ``Identity``: an engine that folds the
+  Identity into its input's buffer hands out one array twice), and on its *frozen*
   form (every input an initializer: a provider that computes the node once
   and hands out its kept result); after a sentinel is written into every
   output, the same inputs again give the oracle's answer;
@@ -121,6 +123,23 @@ def twin(probe: Probe) -> Probe:
     return Probe(probe.name, _probe_model(probe, graph, "twin"), probe.shapes, probe.positive)
 
 
+def echo(probe: Probe) -> Probe:
+    """The probe with every graph output also given out under a second name by
+    an ``Identity`` (as exporters often write an output twice): an engine that
+    folds the Identity into its input's buffer hands out one array twice."""
+    g = probe.model.graph
+    nodes = list(g.node)
+    outs = list(g.output)
+    for o in g.output:
+        nodes.append(helper.make_node("Identity", [o.name], [f"{o.name}_echo"], f"{o.name}_echo"))
+        vi = onnx.ValueInfoProto()
+        vi.CopyFrom(o)
+        vi.name = f"{o.name}_echo"
+        outs.append(vi)
+    graph = helper.make_graph(nodes, g.name, list(g.input), outs, list(g.initializer))
+    return Probe(probe.name, _probe_model(probe, graph, "echo"), probe.shapes, probe.positive)
+
+
 def frozen(probe: Probe, seed: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """The probe with every input an initializer (values drawn from ``seed``),
     and those values (the oracle's feeds)."""
@@ -157,9 +176,16 @@ def _ownership(c: Claimed, target: Target) -> Verdict | None:
     want = c.probe.reference(feeds)
     doubled = twin(c.probe)
     twin_want = doubled.reference(feeds)
+    echoed = echo(c.probe)
     forms: list[tuple[str, onnx.ModelProto, dict[str, Any], list[Any]]] = [
         # first: two outputs that are one array are named as such
         ("its nodes making outputs twice", doubled.model, feeds, twin_want),
+        (
+            "each output given out twice, by an Identity",
+            echoed.model,
+            feeds,
+            echoed.reference(feeds),
+        ),
         ("as it is", c.probe.model, feeds, want),
     ]
     model, values = frozen(c.probe, 41)

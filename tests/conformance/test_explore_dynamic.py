@@ -119,7 +119,8 @@ def _f16_sum_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _f32_sum_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return _sum_in(np.float32, a, b)
+    """At least float32 accumulation (float64 stays float64)."""
+    return _sum_in(np.float64 if a.dtype == np.float64 else np.float32, a, b)
 
 
 class ExploreGood(faulty.GoodProvider):

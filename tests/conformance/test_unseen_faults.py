@@ -6,9 +6,10 @@ of the ops the bug lives in (and the contract checks, where the bug is one of
 ownership, memory or initializers), must fail some case. The healthy kernel
 and compile-path counterparts, with the same ops, must fail none.
 
-Before the schema-driven exploration (kind ``explore``) none of these bugs
-was caught: those tests are xfailed (not strict) with the reason until the
-explorer names the case that catches each.
+Before the schema-driven exploration (kind ``explore``) and the ownership,
+overridable and shape-memory checks, none of these bugs was caught (each
+passed every node, generated and contract case); :data:`CAUGHT` names the
+case that catches each now.
 """
 
 from __future__ import annotations
@@ -40,11 +41,33 @@ CHEAP_CONTRACT = r"^contract/(?!threads$|resources$|close$|repeatable$|input_lay
 """The contract checks these runs take: all but the slow ones no bug here is
 about (threads, resources, close, repeatable, input layouts)."""
 
-NEEDS_EXPLORE = "needs the explore kind: today's node, generated and contract cases miss it"
-
-CAUGHT_TODAY: dict[str, str] = {}
-"""Provider -> the case that catches it already (none: every bug here is of a
-class the suite did not catch before issue 52)."""
+CAUGHT: dict[str, str] = {
+    "unseen-softmax-rank2": "explore/Softmax/axis/r2_axis=-2",
+    "unseen-transpose-rank5": "explore/Transpose/rank/r5",
+    "unseen-scalar-binary": "explore/Add/rank/r0",
+    "unseen-gather-scalar-index": "explore/Gather/control/indices_r0",
+    "unseen-argmax-keepdims": "explore/ArgMax/attribute/keepdims=absent",
+    "unseen-split-uneven": "explore/Split/size/x0_d1=7,num_outputs=3",
+    "unseen-softmax-opset11": "explore/Softmax/opset/v11",
+    "unseen-gemm-bias-column": "explore/Gemm/rank/bcast_x2=[3,1]",
+    "unseen-layernorm-no-bias": "explore/LayerNormalization/inputs/no_B",
+    "unseen-reduce-noop": "explore/ReduceSum/inputs/no_axes,noop_with_empty_axes=1",
+    "unseen-matmul-f16-acc": "explore/MatMul/accumulate/16x1024x8_float16",
+    "unseen-unsigned-div": "explore/Div/range/T=uint64",
+    "unseen-bf16-via-f16": "explore/Add/range/T=bfloat16",
+    "unseen-argmin-negate": "explore/ArgMin/range/T=uint64",
+    "unseen-flatten-empty": "explore/Flatten/empty/x0_d0=0",
+    "unseen-softmax-static-plan": "explore/Softmax/dynamic/softmax_example_batch",
+    "unseen-transpose-plan-cache": "contract/shape_memory",
+    "unseen-constant-kept": "explore/ConstantOfShape/attribute/value=absent",
+    "unseen-matmul-packed-init": "contract/overridable",
+    "unseen-attr-cache": "explore/LeakyRelu/pair/alpha=0.2",
+    "unseen-fused-baked-init": "contract/overridable",
+    "unseen-fused-first-shapes": "explore/MatMul/dynamic/matmul_2d_batch",
+    "unseen-fused-identity-alias": "contract/ownership",
+}
+"""Provider -> a case that catches it at quick depth (each of a class the
+suite did not catch before issue 52)."""
 
 
 @pytest.fixture(scope="module")
@@ -65,28 +88,22 @@ def _selection(cls: Any) -> tuple[tuple[str, ...], str | None]:
     return OPERATORS, ops
 
 
-def _param(cls: Any) -> Any:
-    alias = cls.aliases[0]
-    if alias in CAUGHT_TODAY:
-        return pytest.param(alias, id=alias)
-    return pytest.param(
-        alias, id=alias, marks=pytest.mark.xfail(strict=False, reason=NEEDS_EXPLORE)
-    )
-
-
 BY_ALIAS: dict[str, Any] = {cls.aliases[0]: cls for cls in faulty_unseen.PROVIDERS}
 FAULTY: list[Any] = list(faulty_unseen.FAULTY)
 
 
-@pytest.mark.parametrize("provider", [_param(cls) for cls in FAULTY])
+@pytest.mark.parametrize("provider", [cls.aliases[0] for cls in FAULTY])
 def test_unseen_fault_is_caught(unseen: str, provider: str) -> None:
     cls = BY_ALIAS[provider]
     kinds, pattern = _selection(cls)
     results = run(provider, kinds, pattern)
     failed = failures(results)
     assert failed, f"{provider} ({cls.bug}) passed all {len(results)} cases it was given"
-    if provider in CAUGHT_TODAY:
-        assert CAUGHT_TODAY[provider] in failed, sorted(failed)
+    assert CAUGHT[provider] in failed, sorted(failed)
+
+
+def test_every_fault_names_its_catching_case() -> None:
+    assert set(CAUGHT) == {cls.aliases[0] for cls in FAULTY}
 
 
 @pytest.mark.parametrize("provider", ["unseen-healthy", "unseen-fused"])
