@@ -96,48 +96,47 @@ def _probe_model(probe: Probe, graph: onnx.GraphProto, suffix: str) -> onnx.Mode
     return model
 
 
+def _extended(probe: Probe, suffix: str, extra: list[onnx.NodeProto], copied: list[str]) -> Probe:
+    """The probe with the ``extra`` nodes, and each graph output named in
+    ``copied`` given out again as ``<name>_<suffix>`` (which an extra node makes)."""
+    g = probe.model.graph
+    outs = list(g.output)
+    for o in g.output:
+        if o.name in copied:
+            vi = onnx.ValueInfoProto()
+            vi.CopyFrom(o)
+            vi.name = f"{o.name}_{suffix}"
+            outs.append(vi)
+    nodes = [*g.node, *extra]
+    graph = helper.make_graph(nodes, g.name, list(g.input), outs, list(g.initializer))
+    return Probe(probe.name, _probe_model(probe, graph, suffix), probe.shapes, probe.positive)
+
+
 def twin(probe: Probe) -> Probe:
     """The probe with every node that makes a graph output twice: the copy reads
     the same values and its result is an output too. Both copies lie in the
     group a fusing provider makes of the probe (they read its values), and a
     single-node probe's node runs twice on the same inputs."""
-    g = probe.model.graph
-    finals = {o.name for o in g.output}
-    nodes = list(g.node)
-    outs = list(g.output)
-    for n in g.node:
-        if not any(y in finals for y in n.output):
-            continue
-        copy = onnx.NodeProto()
-        copy.CopyFrom(n)
-        copy.name = f"{n.name}_twin"
-        copy.output[:] = [f"{y}_twin" for y in n.output]
-        nodes.append(copy)
-        for o in g.output:
-            if o.name in n.output:
-                vi = onnx.ValueInfoProto()
-                vi.CopyFrom(o)
-                vi.name = f"{o.name}_twin"
-                outs.append(vi)
-    graph = helper.make_graph(nodes, g.name, list(g.input), outs, list(g.initializer))
-    return Probe(probe.name, _probe_model(probe, graph, "twin"), probe.shapes, probe.positive)
+    finals = {o.name for o in probe.model.graph.output}
+    copies: list[onnx.NodeProto] = []
+    for n in probe.model.graph.node:
+        if any(y in finals for y in n.output):
+            copy = onnx.NodeProto()
+            copy.CopyFrom(n)
+            copy.name = f"{n.name}_twin"
+            copy.output[:] = [f"{y}_twin" for y in n.output]
+            copies.append(copy)
+    made = [y for n in copies for y in n.output]
+    return _extended(probe, "twin", copies, [o for o in finals if f"{o}_twin" in made])
 
 
 def echo(probe: Probe) -> Probe:
     """The probe with every graph output also given out under a second name by
     an ``Identity`` (as exporters often write an output twice): an engine that
     folds the Identity into its input's buffer hands out one array twice."""
-    g = probe.model.graph
-    nodes = list(g.node)
-    outs = list(g.output)
-    for o in g.output:
-        nodes.append(helper.make_node("Identity", [o.name], [f"{o.name}_echo"], f"{o.name}_echo"))
-        vi = onnx.ValueInfoProto()
-        vi.CopyFrom(o)
-        vi.name = f"{o.name}_echo"
-        outs.append(vi)
-    graph = helper.make_graph(nodes, g.name, list(g.input), outs, list(g.initializer))
-    return Probe(probe.name, _probe_model(probe, graph, "echo"), probe.shapes, probe.positive)
+    names = [o.name for o in probe.model.graph.output]
+    extra = [helper.make_node("Identity", [y], [f"{y}_echo"], f"{y}_echo") for y in names]
+    return _extended(probe, "echo", extra, names)
 
 
 def frozen(probe: Probe, seed: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
