@@ -214,8 +214,9 @@ def _size(dims: tuple[int | None, ...]) -> int:
 
 def draw(f: Feed, rng: np.random.Generator) -> np.ndarray:
     """Values for a data input: the seed's range (its sign, its bounds, whether
-    it holds whole numbers) in the feed's type; small numbers for an integer
-    type the seed did not have, so that products do not overflow."""
+    it holds whole numbers, no 0 for integers if it holds none) in the feed's
+    type; small numbers for an integer type the seed did not have, so that
+    products do not overflow."""
     if f.span is not None:
         from .values import draw_span
 
@@ -245,7 +246,11 @@ def draw(f: Feed, rng: np.random.Generator) -> np.ndarray:
         lo, hi = max(lo, float(info.min)), min(hi, float(info.max))
         if hi <= lo:
             hi = min(lo + 3, float(info.max))
-        return rng.integers(int(lo), int(hi), size=f.shape, endpoint=True).astype(dt)
+        drawn = rng.integers(int(lo), int(hi), size=f.shape, endpoint=True).astype(dt)
+        if ref is not None and ref.size and not np.any(ref == 0):
+            # the seed holds no 0 (a divisor): integer division by 0 is undefined
+            drawn[drawn == 0] = 1 if hi >= 1 else -1
+        return drawn
     if hi <= lo:
         hi = lo + 2.0
     if whole:

@@ -163,8 +163,6 @@ ORT_DIFFERS = {
     r"^explore/DFT/dtype/T1=double": "onnxruntime's float64 DFT is float32-accurate",
     r"^explore/MaxUnpool/": "onnxruntime places the values elsewhere (as in "
     "test_maxunpool_export_with_output_shape)",
-    r"^explore/Mod/dtype/T=u?int": "a drawn divisor of 0: onnxruntime raises, numpy and the "
-    "oracle give 0 (the standard says nothing)",
 }
 """Cases onnxruntime itself fails, with why (onnxruntime 1.32, onnx 1.23)."""
 
