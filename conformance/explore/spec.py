@@ -225,9 +225,10 @@ def draw(f: Feed, rng: np.random.Generator) -> np.ndarray:
     ref = f.value
     if dt.kind == "b":
         return rng.integers(0, 2, size=f.shape).astype(bool)
-    if dt.kind == "O":
-        pool = np.unique(ref.ravel()) if ref is not None and ref.size else np.array(["a", "b", "c"])
-        return rng.choice(pool.astype(object), size=f.shape)
+    if dt.kind == "O":  # strings: the seed's own (as text, if it held numbers)
+        seen = ref.ravel().tolist() if ref is not None and ref.size else ["a", "b", "c"]
+        text = sorted({v.decode() if isinstance(v, bytes) else str(v) for v in seen})
+        return rng.choice(np.array(text, dtype=object), size=f.shape)
     lo, hi, whole = -3.0, 3.0, False
     if ref is not None and ref.size and ref.dtype.kind in "iuf":
         finite = ref[np.isfinite(ref)] if ref.dtype.kind == "f" else ref

@@ -37,3 +37,14 @@ def test_model_case_the_provider_declines_says_why() -> None:
     assert result.outcome == "unsupported"
     assert "took none of the" in result.detail
     assert "at opset 6" in result.detail, result.detail
+
+
+def test_cpu_passes_the_quick_exploration(cpu: str) -> None:
+    """No false alarm and no CPU bug at quick depth: every explored case the
+    CPU provider takes passes (with its ownership and overridable checks)."""
+    out = run_suite(Settings(cpu, ("explore",), progress=False, depth="quick"))
+    failed = {r.id: (r.outcome, r.detail[:200]) for r in out.results if r.failed}
+    assert not failed, failed
+    passed = [r for r in out.results if r.outcome == "passed"]
+    assert len(passed) > 2000
+    assert {r.dimension for r in passed} >= {"attribute", "rank", "dtype", "dynamic", "range"}
