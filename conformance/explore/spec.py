@@ -250,7 +250,7 @@ def draw(f: Feed, rng: np.random.Generator) -> np.ndarray:
         drawn = rng.integers(int(lo), int(hi), size=f.shape, endpoint=True).astype(dt)
         if ref is not None and ref.size and not np.any(ref == 0):
             # the seed holds no 0 (a divisor): integer division by 0 is undefined
-            drawn[drawn == 0] = 1 if hi >= 1 else -1
+            drawn[drawn == 0] = -1 if hi < 1 and lo <= -1 else 1
         return drawn
     if hi <= lo:
         hi = lo + 2.0
