@@ -73,6 +73,14 @@ _SHAPE_OPS = frozenset(
     }
 )  # fmt: skip
 _INT32_RANGE = (-(2**31), 2**31 - 1)
+# ops OpenVINO's CPU plugin fails on when a data input has a zero-size dimension
+_EMPTY_BROKEN: dict[str, str] = {
+    "Gather": "crashes the process (a division by zero)",
+    "MatMulInteger": "fails to compile",
+    "Unique": "fails at run time",
+    "ReduceMax": "gives the lowest finite value, not -inf",
+    "ReduceMin": "gives the highest finite value, not inf",
+}
 
 
 def decline_reason(node: ir.Node, graph: GraphContext) -> str | None:
@@ -245,6 +253,20 @@ def _semantics(node: ir.Node, graph: GraphContext) -> str | None:
         return f"OpenVINO's {op} ignores layout=1 (batch-first inputs)"
     if op == "LSTM" and len(node.inputs) > 7 and node.inputs[7] is not None:
         return "OpenVINO's LSTM ignores the peephole weights (input P)"
+    if op in ("ReduceMax", "ReduceMin"):
+        if _empty_reduction(node):
+            return f"OpenVINO's {op} of an empty set {_EMPTY_BROKEN[op]}"
+    elif op in _EMPTY_BROKEN:
+        data = node.inputs[:2] if op == "MatMulInteger" else node.inputs[:1]
+        if any(0 in (_static_dims(v) or ()) for v in data):
+            return f"OpenVINO's {op} on a tensor with a zero-size dimension {_EMPTY_BROKEN[op]}"
+    if op == "STFT" and not any(v is not None for v in node.inputs[2:4]):
+        return (
+            "OpenVINO's STFT without window and frame_length takes another frame length "
+            "(ONNX: the signal's length)"
+        )
+    if op == "CumSum" and T.BFLOAT16 in _data_dtypes(node):
+        return "OpenVINO's CPU plugin sums bfloat16 CumSum in bfloat16 (long sums drift)"
     if op == "Resize":
         return _resize(node)
     if op == "MaxPool" and _attr(node, "ceil_mode", 0):
@@ -258,6 +280,11 @@ def _semantics(node: ir.Node, graph: GraphContext) -> str | None:
         return "OpenVINO's SpaceToDepth ignores mode=CRD"
     if op == "RoiAlign" and _attr(node, "mode", "avg") == "max":
         return "OpenVINO's RoiAlign mode=max pools otherwise than ONNX's definition"
+    if op == "RoiAlign" and not _attr(node, "sampling_ratio", 0):
+        return (
+            "OpenVINO's RoiAlign with sampling_ratio=0 (adaptive) samples some regions "
+            "otherwise than ONNX"
+        )
     if op == "Attention":
         return _attention(node, graph)
     return None
@@ -293,6 +320,29 @@ def _downsamples(node: ir.Node) -> bool | None:
     if sizes is not None and before is not None and len(before) == sizes.size:
         return any(int(b) < a for a, b in zip(before, sizes.reshape(-1)))
     return None
+
+
+def _empty_reduction(node: ir.Node) -> bool:
+    """Whether a ReduceMax/ReduceMin is known to reduce over a zero-size
+    dimension: its axes constant (or all) and its data's shape known there.
+    Only float32 and bfloat16: float16 turns the lowest float32 into -inf,
+    ONNX's answer (and with axes fed at run time OpenVINO gets some right)."""
+    x = node.inputs[0] if node.inputs else None
+    dims = _static_dims(x)
+    if x is None or dims is None or x.dtype not in (T.FLOAT, T.BFLOAT16) or 0 not in dims:
+        return False
+    axes: object = _attr(node, "axes")
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        axes = _constant(node.inputs[1])
+        if axes is None:
+            return False
+    if axes is None or len(axes) == 0:  # type: ignore[arg-type]
+        if _attr(node, "noop_with_empty_axes", 0):
+            return False
+        axes = range(len(dims))
+    reduced = {int(a) % len(dims) for a in axes}  # type: ignore[attr-defined]
+    kept = [d for i, d in enumerate(dims) if i not in reduced]
+    return 0 not in kept and any(dims[i] == 0 for i in reduced)  # else the output is empty
 
 
 def _static_dims(value: ir.Value | None) -> list[int] | None:

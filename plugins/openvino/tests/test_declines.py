@@ -143,3 +143,38 @@ def test_maxpool_ceil_mode_is_declined_only_where_the_output_sizes_differ(
     assert (record.provider == CPU) is declined
     if declined:
         assert "ceil_mode=1 keeps a last window" in record.declined[OV]
+
+
+@pytest.mark.parametrize(
+    ("op", "shape", "dtype", "extra", "declined"),
+    [
+        ("ReduceMax", [2, 0, 4], TensorProto.FLOAT, {}, "of an empty set"),
+        ("ReduceMin", [2, 0, 4], TensorProto.FLOAT, {}, "of an empty set"),
+        ("ReduceMax", [2, 0, 4], TensorProto.FLOAT16, {}, None),  # -inf, as ONNX
+        ("ReduceMax", [2, 3, 4], TensorProto.FLOAT, {}, None),
+        ("Gather", [0, 3], TensorProto.FLOAT, {"axis": 1}, "zero-size dimension"),
+        ("Gather", [2, 3], TensorProto.FLOAT, {"axis": 1}, None),
+        ("Unique", [0], TensorProto.INT64, {}, "zero-size dimension"),
+        ("ReduceMax", [0, 3], TensorProto.FLOAT, {}, None),  # the output is empty
+        ("CumSum", [2, 8], TensorProto.BFLOAT16, {}, "bfloat16 CumSum"),
+        ("CumSum", [2, 8], TensorProto.FLOAT, {}, None),
+    ],
+)
+def test_node_level_declines_found_by_the_exploration(
+    manager: Any, op: str, shape: list[Any], dtype: int, extra: dict[str, Any], declined: Any
+) -> None:
+    """Each rule declines the node it is for and not its near neighbour."""
+    x = helper.make_tensor_value_info("x", dtype, shape)
+    inits: list[Any] = []
+    inputs: tuple[str, ...] = ()
+    if op in ("ReduceMax", "ReduceMin", "Gather", "CumSum"):
+        inits = [numpy_helper.from_array(np.array([1] if op != "CumSum" else 1, np.int64), "c")]
+        inputs = ("c",)
+    node = helper.make_node(op, ["x", *inputs], ["y"], name="n", **extra)
+    y = helper.make_tensor_value_info("y", TensorProto.UNDEFINED, None)
+    record = _records(_session(_model([node], [x], [y], inits), manager))["n"]
+    if declined is None:
+        assert record.provider == OV, record.declined
+    else:
+        assert record.provider == CPU
+        assert declined in record.declined[OV]

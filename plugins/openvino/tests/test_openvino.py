@@ -62,6 +62,7 @@ def test_options_are_checked() -> None:
         ({"num_threads": "-1"}, "num_threads must be a whole number"),
         ({"device": " "}, "device must not be empty"),
         ({"min_group_size": "0"}, "min_group_size must be a whole number >= 1"),
+        ({"runtime_cache_capacity": "-5"}, "runtime_cache_capacity must be a whole number"),
         ({"nthreads": "2"}, "unknown provider option"),
     ]:
         with pytest.raises(ep_sdk.ProviderOptionError, match=match):
@@ -71,7 +72,10 @@ def test_options_are_checked() -> None:
         "INFERENCE_PRECISION_HINT": "bf16",
         "PERFORMANCE_HINT": "THROUGHPUT",
         "INFERENCE_NUM_THREADS": "3",
+        "CPU_RUNTIME_CACHE_CAPACITY": "128",  # bounded: memory stays flat as sizes change
     }
+    assert P({"runtime_cache_capacity": "16"})._config()["CPU_RUNTIME_CACHE_CAPACITY"] == "16"
+    assert "CPU_RUNTIME_CACHE_CAPACITY" not in P({"device": "GPU"})._config()  # a CPU property
     session_threads = P(config=ep_sdk.SessionConfig(intra_op_num_threads=2))
     assert session_threads._config()["INFERENCE_NUM_THREADS"] == "2"
     assert "INFERENCE_NUM_THREADS" not in P()._config()  # OpenVINO's default
