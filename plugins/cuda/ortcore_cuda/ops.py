@@ -343,6 +343,8 @@ def _softmax(log: bool) -> Callable[[NodeInfo], Any]:
 
         def compute(x: CudaTensor) -> tuple[CudaTensor]:
             a = axis + x.ndim if axis < 0 else axis
+            if x.size == 0:  # nothing to normalize (and no axis to move and back)
+                return (provider.empty(x.shape, x.dtype),)
             kernel = rows.softmax_kernel(_suffix(x), log)
             if info.opset >= 13 and a != x.ndim - 1:  # the axis moved last, and back
                 moved, rows_, cols = _moved_last(provider, x, [a])
@@ -423,10 +425,10 @@ def _reduce(op: str) -> Callable[[NodeInfo], Any]:
                 if (raw is not None and np.size(raw) and x.ndim)
                 else []
             )
-            if not axes:
-                if noop:
-                    return (provider.copy(x, x.shape),)
+            if not axes and not noop:
                 axes = list(range(x.ndim))
+            # noop with no axes: one-element rows, so the element-wise part still
+            # applies (ReduceSumSquare squares, ReduceLogSum takes the log)
             shape = [1 if i in axes else d for i, d in enumerate(x.shape)]
             if not keep:
                 shape = [d for i, d in enumerate(x.shape) if i not in axes]

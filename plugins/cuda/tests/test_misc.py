@@ -459,3 +459,27 @@ def test_deform_conv(emu: Emulator, dtype: str, group: int, og: int) -> None:
     want = _deform_ref(x, w, off, b, mask, group, og, stride, pad)
     tol = {"f32": 1e-4, "f16": 2e-2, "f64": 1e-10}[dtype]
     np.testing.assert_allclose(y.astype(np.float64), want, rtol=tol, atol=tol)
+
+
+# -- found by the conformance exploration ----------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_of_an_empty_tensor_keeps_its_shape(emulated: Any, op: str) -> None:
+    """The axis is not the last: an empty input was not moved, yet moved back."""
+    node = helper.make_node(op, ["x"], ["y"], axis=1)
+    model = _model(node, [_info("x", F, [0, 4, 5])], [_info("y", F, None)], 13)
+    got = _run(emulated, model, {"x": np.zeros((0, 4, 5), np.float32)}, "cuda")
+    assert got[0].shape == (0, 4, 5)
+
+
+@pytest.mark.parametrize(
+    "op", ["ReduceSumSquare", "ReduceLogSum", "ReduceL1", "ReduceSum", "ReduceLogSumExp"]
+)
+def test_reduce_noop_without_axes_keeps_the_elementwise_part(emulated: Any, op: str) -> None:
+    """noop_with_empty_axes=1 and no axes: nothing is reduced, yet ReduceSumSquare
+    squares and ReduceLogSum takes the log, as onnxruntime and the standard say."""
+    node = helper.make_node(op, ["x"], ["y"], noop_with_empty_axes=1)
+    model = _model(node, [_info("x", F, [3, 4])], [_info("y", F, None)], 18)
+    x = np.random.default_rng(5).uniform(0.5, 3.0, (3, 4)).astype(np.float32)
+    _same_as_cpu(emulated, model, {"x": x})
