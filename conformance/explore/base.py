@@ -4,7 +4,7 @@ seed made into a spec, and the budget of cases per op and dimension."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cache
 from typing import Any
 
@@ -211,3 +211,12 @@ def max_rank(spec: Spec) -> int:
 def np_value(elem: int, value: Any) -> np.ndarray:
     """``value`` as an array of ``elem``'s numpy type."""
     return np.asarray(value).astype(helper.tensor_dtype_to_np_dtype(elem))
+
+
+def target_cases(
+    specs: Iterable[Spec], s: Seed, suffix: str, budget: Mapping[str, int], depth: str
+) -> Iterator[Case]:
+    """The cases of one target's ``specs``, at most ``budget[depth]`` of them
+    (half as many at an older opset, ``@v…``)."""
+    limit = budget[depth] if not suffix.startswith("@v") else max(1, budget[depth] // 2)
+    yield from emit(specs, limit, s)

@@ -40,7 +40,7 @@ import numpy as np
 from onnx import helper
 
 from ..cases import Case
-from .base import attribute_schema, base_spec, data_positions, emit, label, targets
+from .base import attribute_schema, base_spec, data_positions, label, target_cases, targets
 from .seeds import Seed
 from .spec import Feed, Spec
 
@@ -343,8 +343,7 @@ def control_specs(s: Seed, opset: int, suffix: str) -> Iterator[Spec]:
 
 def cases_of(s: Seed, opset: int, suffix: str, depth: str) -> Iterator[Case]:
     """The cases of one target (seed, opset, name suffix) at ``depth``."""
-    limit = BUDGET[depth] if not suffix.startswith("@v") else max(1, BUDGET[depth] // 2)
-    yield from emit(control_specs(s, opset, suffix), limit, s)
+    yield from target_cases(control_specs(s, opset, suffix), s, suffix, BUDGET, depth)
 
 
 def cases(depth: str) -> Iterator[Case]:

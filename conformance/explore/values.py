@@ -35,7 +35,7 @@ import numpy as np
 import onnx
 
 from ..cases import Case
-from .base import base_spec, emit, targets
+from .base import base_spec, target_cases, targets
 from .dtypes import TYPES
 from .seeds import Seed, schema, slots
 from .spec import Feed, Spec, np_dtype
@@ -407,8 +407,7 @@ def _target(base: Spec, attrs: dict[str, object]) -> int | None:
 
 def cases_of(s: Seed, opset: int, suffix: str, depth: str) -> Iterator[Case]:
     """The cases of one target (seed, opset, name suffix) at ``depth``."""
-    limit = BUDGET[depth] if not suffix.startswith("@v") else max(1, BUDGET[depth] // 2)
-    yield from emit(range_specs(s, opset, suffix), limit, s)
+    yield from target_cases(range_specs(s, opset, suffix), s, suffix, BUDGET, depth)
 
 
 def cases(depth: str) -> Iterator[Case]:
