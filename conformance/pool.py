@@ -41,9 +41,11 @@ class Worker:
         self.proc: subprocess.Popen[str] | None = None
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.stderr: IO[str] | None = None
+        self._mark = 0  # where the current case's stderr starts
 
     def _start(self) -> None:
         self.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        self._mark = 0
         self.lines = queue.Queue()
         self.proc = subprocess.Popen(
             self.argv,
@@ -71,9 +73,12 @@ class Worker:
         return self.lines.get(timeout=timeout)
 
     def _tail(self) -> str:
+        """The end of what the worker wrote to stderr since the current case began
+        (not an earlier case's warnings)."""
         if self.stderr is None:
             return ""
-        self.stderr.seek(0)
+        self.stderr.flush()
+        self.stderr.seek(self._mark)
         return self.stderr.read()[-1500:].strip()
 
     def stop(self) -> None:
@@ -88,6 +93,8 @@ class Worker:
         if self.proc is None or self.proc.poll() is not None:
             self._start()
         assert self.proc is not None and self.proc.stdin is not None
+        if self.stderr is not None:
+            self._mark = self.stderr.seek(0, os.SEEK_END)
         try:
             self.proc.stdin.write(case_id + "\n")
             self.proc.stdin.flush()

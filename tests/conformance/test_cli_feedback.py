@@ -460,3 +460,22 @@ def test_a_case_whose_worker_died_is_described_by_the_parent() -> None:
     gone = CaseResult("generated/no_such_case", "operators", "crash")
     _fill_from_case(gone)  # an unknown id: nothing to read, nothing raised
     assert gone.repro == "" and gone.op == ""
+
+
+def test_a_crash_report_holds_only_the_crashed_case_stderr() -> None:
+    """A worker's stderr is one file for every case it runs: the report of a
+    crash quotes what was written since that case began, not an earlier case's
+    warnings."""
+    import os
+    import tempfile
+
+    from conformance.pool import Worker
+
+    w = Worker([])
+    w.stderr = tempfile.TemporaryFile("w+", encoding="utf-8")
+    w.stderr.write("NotImplementedOp: an earlier case's decline\n")
+    w.stderr.flush()
+    w._mark = w.stderr.seek(0, os.SEEK_END)  # as run() does when a case starts
+    w.stderr.write("Fatal Python error: this case's crash\n")
+    w.stderr.flush()
+    assert w._tail() == "Fatal Python error: this case's crash"
