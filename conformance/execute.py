@@ -213,7 +213,13 @@ def run_case(case: Case, target: Target) -> CaseResult:
                 sess.close()
                 del sess  # before the folder of a large model's weights goes
             if model is not None and result.outcome == PASSED and not case.mixed and not case.large:
-                _variants(case, model, data_sets, target, grouped, result)
+                try:
+                    _variants(case, model, data_sets, target, grouped, result)
+                except Exception as exc:  # one case's result, never the whole run's end
+                    result.outcome = RUN_ERROR
+                    result.detail = (
+                        f"its ownership/overridable variants: {type(exc).__name__}: {exc}"
+                    )
             if grouped is not None:
                 result.detail = f"ran {grouped.label}" + (
                     f": {result.detail}" * bool(result.detail)
