@@ -20,7 +20,13 @@ What is here:
   :func:`group_model`, :class:`FusedGroup`;
 * bridges to foreign engines: :class:`BridgeExecutionProvider`;
 * memory: the :class:`Allocator`, :class:`DataTransfer` and
-  :class:`DeviceTensor` protocols;
+  :class:`DeviceTensor` protocols; another provider's device, lent by the
+  host: :class:`DevicePeer`, :class:`ContiguousTensor`, :class:`NoDevicePeer`;
+* what the host lends (``SessionConfig.host``, :class:`Host`): the
+  compiled-artifact store (:class:`ArtifactStore`, :func:`artifact_key`,
+  also ``SessionConfig.artifact_store``) and device peers;
+* custom operators: :func:`custom_op`, :class:`CustomOp`, :class:`Param`,
+  :class:`TensorType` (what a plugin's ``ortcore_custom_ops`` hook returns);
 * :func:`check_terminate`, which a long-running kernel polls to honour
   ``RunOptions.terminate``, and :func:`current_run`;
 * :func:`check_tensor_size`, which a kernel calls before allocating an output
@@ -36,6 +42,7 @@ from __future__ import annotations
 import pluggy
 
 from . import fused_ops
+from .artifacts import ArtifactStore, artifact_key
 from .bridge import BridgeExecutionProvider
 from .capability import (
     Capability,
@@ -45,7 +52,18 @@ from .capability import (
     claim_registered_nodes,
     node_types,
 )
-from .device import HOST_DEVICE, Allocator, DataTransfer, Device, DeviceTensor, HostAllocator
+from .custom_ops import CustomOp, Param, TensorType, custom_op
+from .device import (
+    HOST_DEVICE,
+    Allocator,
+    ContiguousTensor,
+    DataTransfer,
+    Device,
+    DevicePeer,
+    DeviceTensor,
+    HostAllocator,
+    NoDevicePeer,
+)
 from .dtypes import (
     ALL_TENSOR_TYPES,
     FLOAT_TYPES,
@@ -57,6 +75,7 @@ from .dtypes import (
 )
 from .fused_ops import register_fused_schemas
 from .graph import group_io, group_model, group_nodes
+from .host import Host
 from .kernel import (
     Compute,
     NodeInfo,
@@ -85,9 +104,14 @@ hookimpl = pluggy.HookimplMarker("ortcore")
 __all__ = [
     "ALL_TENSOR_TYPES",
     "Allocator",
+    "ArtifactStore",
     "BridgeExecutionProvider",
+    "ContiguousTensor",
+    "CustomOp",
     "DataTransfer",
+    "DevicePeer",
     "DeviceTensor",
+    "Host",
     "HostAllocator",
     "FLOAT_TYPES",
     "HOST_DEVICE",
@@ -104,7 +128,9 @@ __all__ = [
     "KernelDef",
     "KernelMiss",
     "KernelRegistry",
+    "NoDevicePeer",
     "NodeInfo",
+    "Param",
     "ProviderOptionError",
     "ProviderView",
     "RunContext",
@@ -112,11 +138,14 @@ __all__ = [
     "SessionConfig",
     "SubgraphRunner",
     "TensorTooLarge",
+    "TensorType",
+    "artifact_key",
     "attribute_defaults",
     "check_tensor_size",
     "check_terminate",
     "claim_registered_nodes",
     "current_run",
+    "custom_op",
     "fused_ops",
     "from_numpy",
     "group_io",

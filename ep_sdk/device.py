@@ -12,6 +12,15 @@ implements the methods of :class:`DataTransfer` on its provider class
 crosses devices and calls them) and returns an :class:`Allocator` from
 ``ExecutionProvider.allocator()``.
 
+Two providers on one device may share tensors without a copy (new in SDK
+1.1): a provider that runs on another provider's device (a TensorRT bridge on
+CUDA's) asks the host for a :class:`DevicePeer` of that device
+(``SessionConfig.host.device_peer(Device("cuda", 0))``), the installed
+provider that keeps its tensors there, and uses its copies and allocator as
+its own; the tensors it reads in place satisfy :class:`ContiguousTensor`. It
+names a device type, never a plugin: the host picks the provider from its
+plugin table, or says why none can lend the device (:class:`NoDevicePeer`).
+
 The protocols are ``runtime_checkable``: ``isinstance(x, ep_sdk.Allocator)``
 checks that the methods exist (not their signatures).
 """
@@ -24,7 +33,17 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["HOST_DEVICE", "Allocator", "DataTransfer", "Device", "DeviceTensor", "HostAllocator"]
+__all__ = [
+    "HOST_DEVICE",
+    "Allocator",
+    "ContiguousTensor",
+    "DataTransfer",
+    "Device",
+    "DevicePeer",
+    "DeviceTensor",
+    "HostAllocator",
+    "NoDevicePeer",
+]
 
 
 @dataclass(frozen=True)
@@ -101,6 +120,74 @@ class DataTransfer(Protocol):
     def from_host(self, array: np.ndarray) -> Any:
         """Copy a numpy array into a new device tensor."""
         ...
+
+
+@runtime_checkable
+class ContiguousTensor(DeviceTensor, Protocol):
+    """A device tensor whose elements are one C-contiguous block at a device
+    address, which code on the same device may read and write in place (new
+    in SDK 1.1).
+
+    Attributes:
+        ptr: the device address of the first element.
+        nbytes: the bytes of the elements.
+    """
+
+    @property
+    def ptr(self) -> int:
+        """The device address of the first element."""
+        ...
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the elements."""
+        ...
+
+    def wait(self) -> None:
+        """Block until the work that makes the tensor's content is done (its
+        provider's stream): call it before another stream reads the tensor."""
+        ...
+
+
+@runtime_checkable
+class DevicePeer(DataTransfer, Protocol):
+    """Another provider's device, lent by the host (new in SDK 1.1): where its
+    tensors live, how they cross to and from the host, how new ones are made.
+
+    The host hands the borrower a provider instance of its own (created with
+    the session's config); the borrower uses only what this protocol names
+    and closes it with :meth:`close` when it is closed itself.
+    """
+
+    @property
+    def device(self) -> Device:
+        """The device of the peer's tensors (the one asked for)."""
+        ...
+
+    def allocator(self) -> Allocator:
+        """Makes uninitialized tensors on the device."""
+        ...
+
+    def close(self) -> None:
+        """Release what the peer holds (cached device memory)."""
+        ...
+
+
+class NoDevicePeer(LookupError):
+    """No installed provider can lend the device asked for (new in SDK 1.1).
+
+    Attributes:
+        device: the device asked for.
+        installed: whether a provider of that device type is installed (it
+            then cannot run here, or failed to start); ``False``: none is.
+        reason: why not, in words (the provider's own reason when installed).
+    """
+
+    def __init__(self, device: Device, reason: str, *, installed: bool) -> None:
+        super().__init__(reason)
+        self.device = device
+        self.reason = reason
+        self.installed = installed
 
 
 class HostAllocator:

@@ -32,11 +32,15 @@ import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import onnx_ir as ir
 
 from .device import Allocator, Device, HostAllocator
+
+if TYPE_CHECKING:
+    from .artifacts import ArtifactStore
+    from .host import Host
 
 __all__ = [
     "Compute",
@@ -70,11 +74,20 @@ class SessionConfig:
             ``ep.context_*`` entries), ``""`` when caching is off. A provider
             may keep artifacts of its own under ``<cache_dir>/<its name>/``
             (the bridge base keeps its engine's query answers there).
+        artifact_store: the session's compiled-artifact store
+            (:class:`~ep_sdk.artifacts.ArtifactStore`, in ``cache_dir``), for
+            artifacts a provider keeps itself; ``None`` when caching is off.
+            New in SDK 1.1.
+        host: the host's services (:class:`~ep_sdk.host.Host`: artifact
+            stores in other folders, another provider's device); ``None``
+            when no host made this config. New in SDK 1.1.
     """
 
     intra_op_num_threads: int = 0
     config_entries: Mapping[str, str] = field(default_factory=dict)
     cache_dir: str = ""
+    artifact_store: ArtifactStore | None = field(default=None, compare=False)
+    host: Host | None = field(default=None, compare=False)
 
 
 _PROVIDER_FOLDER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")

@@ -22,11 +22,12 @@ from typing import Any
 
 import onnx_ir as ir
 
-from ep_sdk import ExecutionProvider, SessionConfig
+from ep_sdk import ExecutionProvider
 
 from .cache import cache_dir_from_config
 from .custom_ops import ONNX_DOMAINS, CustomOp, attach_kernels, session_ops
 from .errors import EPFail, InvalidArgument, InvalidArgumentRuntimeError, ProviderOptionError
+from .host import session_config
 from .options import SessionOptions
 from .plugins import PluginManager, ProviderEntry, default_manager, describe_error
 from .saved_session import SAVED_DOMAIN
@@ -190,11 +191,11 @@ def create_providers(
         raise InvalidArgument(
             "No execution provider is available. Install one, e.g. pip install ./plugins/cpu"
         )
-    cache = cache_dir_from_config(options.config_entries)
-    config = SessionConfig(
+    config = session_config(
+        manager,
         intra_op_num_threads=int(options.intra_op_num_threads),
         config_entries=options.config_entries,
-        cache_dir=str(cache) if cache is not None else "",
+        cache_dir=cache_dir_from_config(options.config_entries),
     )
     out: list[ExecutionProvider] = []
     failures: list[tuple[str, BaseException]] = []
