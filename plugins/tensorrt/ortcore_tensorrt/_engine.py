@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import ep_sdk
 import numpy as np
 
 from ._cuda import Memory
@@ -151,8 +152,10 @@ class Runner:
         plan: the serialized engine.
         memory: device memory and copies (:class:`ortcore_tensorrt._cuda.CudaDriver`).
         outputs: the group's output names and numpy types, in order.
-        device: the CUDA provider whose device tensors the engine reads and
-            writes in place (``None``: numpy values, copied in and out).
+        device: the provider of the CUDA device whose tensors
+            (``ep_sdk.ContiguousTensor``) the engine reads and writes in
+            place, lent by the host (an ``ep_sdk.DevicePeer``; ``None``:
+            numpy values, copied in and out).
     """
 
     def __init__(
@@ -161,11 +164,12 @@ class Runner:
         plan: bytes,
         memory: Memory,
         outputs: Sequence[tuple[str, np.dtype]],
-        device: Any = None,
+        device: ep_sdk.DevicePeer | None = None,
     ) -> None:
         self.module = module
         self.memory = memory
         self.device = device
+        self.allocator = device.allocator() if device is not None else None
         memory.activate()
         self.runtime = module.Runtime(logger(module))
         self.engine = self.runtime.deserialize_cuda_engine(plan)
@@ -219,7 +223,8 @@ class Runner:
         staged = []  # keeps the host copies alive until the stream is synchronized
         for name in self.inputs:
             value = feeds[name]
-            if not isinstance(value, np.ndarray) and hasattr(value, "ptr"):  # a device tensor
+            # a device tensor (ep_sdk.ContiguousTensor; hasattr is the cheap check)
+            if not isinstance(value, np.ndarray) and hasattr(value, "ptr"):
                 if name not in self.host_inputs and value.dtype == self.types[name]:
                     value.wait()  # the work that made it, on its provider's stream
                     staged.append(value)
@@ -232,6 +237,7 @@ class Runner:
                         state.shapes[name] = value.shape
                     ctx.set_tensor_address(name, value.ptr)
                     continue
+                assert self.device is not None  # only a peer's tensors have a ptr
                 value = self.device.to_host(value)
             value = np.ascontiguousarray(np.asarray(value), dtype=self.types[name])
             staged.append(value)
@@ -256,8 +262,8 @@ class Runner:
                     f"output {name!r} has a data-dependent shape {shape}, which this "
                     "provider does not run"
                 )
-            if self.device is not None and self.types[name] == onnx_type:
-                out = self.device.empty(shape, onnx_type)  # written in place
+            if self.allocator is not None and self.types[name] == onnx_type:
+                out = self.allocator.allocate(shape, onnx_type)  # written in place
                 ctx.set_tensor_address(
                     name, out.ptr if out.nbytes else state.buffer(memory, name, 1)
                 )
@@ -273,8 +279,9 @@ class Runner:
         memory.synchronize(stream)
         del staged
         done = [r if r.dtype == t else r.astype(t) for r, (_, t) in zip(results, self.outputs)]
-        if self.device is not None:  # every output on the device
-            done = [r if not isinstance(r, np.ndarray) else self.device.from_host(r) for r in done]
+        device = self.device
+        if device is not None:  # every output on the device
+            done = [r if not isinstance(r, np.ndarray) else device.from_host(r) for r in done]
         return done
 
     def close(self) -> None:

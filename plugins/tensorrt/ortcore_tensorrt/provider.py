@@ -15,20 +15,25 @@
   built again, over the widened range, when a run brings a shape outside
   it (as onnxruntime's TensorRT EP does).
 * Cache: engines (and TensorRT's timing cache, where the module has one)
-  are entries of ortcore's compiled-artifact cache, in the session's
-  ``ortcore.cache_dir`` or in ``trt_engine_cache_path`` when
-  ``trt_engine_cache_enable`` is ``1``, keyed by the group's content and
+  are entries of the compiled-artifact store the host lends
+  (``ep_sdk.ArtifactStore``): the session's (``SessionConfig.artifact_store``,
+  config entry ``ortcore.cache_dir``), or with ``trt_engine_cache_enable=1``
+  one in ``trt_engine_cache_path`` or the host's default folder
+  (``SessionConfig.host.open_artifact_store``), keyed by the group's content and
   constants, the options, the profile, the module and its version, and the
   device's compute capability: an engine built for one GPU is never loaded
   on another. ``ortcore cache list`` shows them.
 * Run: values reach the GPU by host copies on the provider's stream
   (:mod:`ortcore_tensorrt._cuda`), with one execution context per thread
-  (:class:`ortcore_tensorrt._engine.Runner`). Where ``ortcore-cuda`` is
-  installed and can run (option ``trt_cuda_tensors``, ``auto`` by default),
-  the provider's device is the CUDA provider's (``cuda:<device_id>``) and
-  its values are that provider's device tensors: an engine reads its inputs
-  where CUDA kernels left them and writes its outputs into tensors of the
-  CUDA provider's allocator, so nothing crosses the host between the two.
+  (:class:`ortcore_tensorrt._engine.Runner`). Where a provider of ``cuda``
+  devices (``ortcore-cuda``) is installed and can run (option
+  ``trt_cuda_tensors``, ``auto`` by default), the host lends it
+  (``SessionConfig.host.device_peer``, an ``ep_sdk.DevicePeer``): the
+  provider's device is that provider's (``cuda:<device_id>``) and its values
+  are that provider's device tensors (``ep_sdk.ContiguousTensor``): an engine
+  reads its inputs where CUDA kernels left them and writes its outputs into
+  tensors of the peer's allocator, so nothing crosses the host between the
+  two. The plugin imports neither ortcore nor ortcore-cuda.
 """
 
 from __future__ import annotations
@@ -37,7 +42,6 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from pathlib import Path
 from typing import Any, ClassVar
 
 import ep_sdk
@@ -85,7 +89,7 @@ class TensorrtExecutionProvider(ep_sdk.BridgeExecutionProvider):
 
     # The core's compiled-artifact cache would store what serialize() returns once
     # per group; engines here depend on a profile known only at run time, so the
-    # provider keeps them itself (in the same cache, see the module docstring).
+    # provider keeps them itself (in the store the host lends, see the module docstring).
     serialize_compiled = ep_sdk.ExecutionProvider.serialize_compiled
 
     def __init__(
@@ -126,12 +130,7 @@ class TensorrtExecutionProvider(ep_sdk.BridgeExecutionProvider):
             raise ep_sdk.ProviderOptionError(f"{self.name}: {exc}") from None
         self.profile_options = _explicit_profile(shapes[0], shapes[1], shapes[2], self.name)
         enabled = _flag(o["trt_engine_cache_enable"], "trt_engine_cache_enable", self.name)
-        folder = o["trt_engine_cache_path"] if enabled else ""
-        if enabled and not folder:
-            from ortcore.cache import default_cache_dir
-
-            folder = str(default_cache_dir())
-        self.cache_dir = folder or self.config.cache_dir
+        self.store = self._artifact_store(enabled, o["trt_engine_cache_path"])
         found = _module.find(o["trt_module"])
         self.found = found if isinstance(found, _module.Found) else None
         if self.found is not None:
@@ -145,39 +144,60 @@ class TensorrtExecutionProvider(ep_sdk.BridgeExecutionProvider):
         self._builds = 0
         self._engines: list[_Engines] = []
         self._lock = threading.Lock()
-        self.cuda = self._cuda_provider(o["trt_cuda_tensors"])
+        self.cuda = self._cuda_peer(o["trt_cuda_tensors"])
         if self.cuda is not None:
             self.device = self.cuda.device
 
-    def _cuda_provider(self, choice: str) -> Any:
-        """The CUDA provider whose device tensors this one shares (``None``:
-        values go by host copies), per option ``trt_cuda_tensors``: ``auto``
-        (when ``ortcore-cuda`` is installed and can run), ``1`` (or refuse),
-        ``0``."""
+    def _artifact_store(self, enabled: bool, folder: str) -> ep_sdk.ArtifactStore | None:
+        """Where engines are kept: with ``trt_engine_cache_enable=1`` a store
+        in ``trt_engine_cache_path`` (or the host's default folder), else the
+        session's store; ``None``: nothing is kept."""
+        if not enabled:
+            return self.config.artifact_store
+        host = self.config.host
+        if host is None:
+            log.warning(
+                "%s: trt_engine_cache_enable=1, but no host lends an artifact store "
+                "(SessionConfig.host is None): engines are not cached",
+                self.name,
+            )
+            return None
+        return host.open_artifact_store(folder)
+
+    @property
+    def cache_dir(self) -> str:
+        """The folder engines are kept in (``""``: none)."""
+        return self.store.location if self.store is not None else ""
+
+    def _cuda_peer(self, choice: str) -> ep_sdk.DevicePeer | None:
+        """The provider of ``cuda`` devices whose device tensors this one
+        shares, lent by the host (``None``: values go by host copies), per
+        option ``trt_cuda_tensors``: ``auto`` (when one is installed and can
+        run), ``1`` (or refuse), ``0``."""
         if choice not in ("auto", "0", "1"):
             raise ep_sdk.ProviderOptionError(
                 f"{self.name}: trt_cuda_tensors must be auto, 0 or 1, got {choice!r}"
             )
         if choice == "0":
             return None
-        try:
-            from ortcore_cuda.provider import CUDAExecutionProvider
-        except ImportError:
-            why: str | None = "ortcore-cuda is not installed"
+        host = self.config.host
+        if host is None:
+            why = "no host lends another provider's device (SessionConfig.host is None)"
         else:
-            why = CUDAExecutionProvider.unavailable_reason()
-        if why is not None:
-            if choice == "1":
-                raise ep_sdk.ProviderOptionError(
-                    f"{self.name}: trt_cuda_tensors=1, but the CUDA provider cannot run: {why}"
-                )
-            return None
-        return CUDAExecutionProvider({"device_id": str(self.device_id)}, self.config)
+            try:
+                return host.device_peer(ep_sdk.Device("cuda", self.device_id))
+            except ep_sdk.NoDevicePeer as exc:
+                why = exc.reason if exc.installed else "ortcore-cuda is not installed"
+        if choice == "1":
+            raise ep_sdk.ProviderOptionError(
+                f"{self.name}: trt_cuda_tensors=1, but the CUDA provider cannot run: {why}"
+            )
+        return None
 
     def to_host(self, value: Any) -> np.ndarray:
         """A device tensor copied to the host (the CUDA provider's, when shared)."""
         if self.cuda is not None:
-            return self.cuda.to_host(value)  # type: ignore[no-any-return]
+            return self.cuda.to_host(value)
         return super().to_host(value)
 
     def from_host(self, array: np.ndarray) -> Any:
@@ -189,7 +209,7 @@ class TensorrtExecutionProvider(ep_sdk.BridgeExecutionProvider):
     def allocator(self) -> ep_sdk.Allocator:
         """The CUDA provider's allocator when tensors are shared, else the host's."""
         if self.cuda is not None:
-            return self.cuda.allocator()  # type: ignore[no-any-return]
+            return self.cuda.allocator()
         return super().allocator()
 
     # -- availability ----------------------------------------------------------------
@@ -348,7 +368,7 @@ class TensorrtExecutionProvider(ep_sdk.BridgeExecutionProvider):
         """The serialized engine of ``engines``' group for ``profile``, and
         whether it came from the cache (else it was built, and stored there);
         ``fresh``: build it whatever the cache holds, and replace the entry."""
-        store = _Store(self, engines.group) if self.cache_dir else None
+        store = _Store(self, self.store, engines.group) if self.store is not None else None
         key_extra = {"profile": profile.text()}
         if store is not None and not fresh:
             found = store.load("engine", key_extra)
@@ -530,15 +550,26 @@ class _Engines:
 
 
 class _Store:
-    """Engines and timing caches in ortcore's compiled-artifact cache (one group's)."""
+    """Engines and timing caches of one group in the artifact store the host lends.
 
-    def __init__(self, provider: TensorrtExecutionProvider, group: ep_sdk.FusedGroup) -> None:
-        from ortcore.cache import CompiledCache
+    Keys are those of the entries made before SDK 1.1 (through ortcore's
+    cache directly): an engine's parts are the store's
+    :meth:`~ep_sdk.ArtifactStore.key_parts` plus ``kind`` and the profile,
+    with the group's content digest; a timing cache's only the provider, its
+    version, its ``provider_parts`` and ``kind``, without the content (one
+    per module and device, whatever the group).
+    """
 
+    def __init__(
+        self,
+        provider: TensorrtExecutionProvider,
+        store: ep_sdk.ArtifactStore,
+        group: ep_sdk.FusedGroup,
+    ) -> None:
         self.provider = provider
+        self.store = store
         self.group = group
-        self.cache = CompiledCache(Path(provider.cache_dir))
-        self.base = self.cache.key_parts(provider, group)
+        self.base = store.key_parts(provider, group)
         self._content: str | None = None
 
     def _parts(self, kind: str, extra: Mapping[str, str]) -> dict[str, Any]:
@@ -547,32 +578,25 @@ class _Store:
             parts = {k: parts[k] for k in ("provider", "version", "provider_parts", "kind")}
         return parts
 
-    def _key(self, parts: Mapping[str, Any]) -> str:
-        import hashlib
-        import json
-
-        from ortcore.cache import content_digest
-
-        h = hashlib.sha256()
-        if parts.get("kind") != "timing cache":
-            if self._content is None:
-                self._content = content_digest(self.group)
-            h.update(self._content.encode())
-        h.update(json.dumps(parts, sort_keys=True).encode())
-        return h.hexdigest()
+    def _digest(self, kind: str) -> str:
+        if kind == "timing cache":
+            return ""
+        if self._content is None:  # once per group: it hashes every weight
+            self._content = self.store.content_digest(self.group)
+        return self._content
 
     def load(self, kind: str, extra: Mapping[str, str]) -> bytes | None:
         parts = self._parts(kind, extra)
-        data = self.cache.load(self.provider, self.group, key=self._key(parts), parts=parts)
+        data = self.store.load(self.provider, self.group, parts, content=self._digest(kind))
         return bytes(data) if data is not None else None
 
     def save(self, kind: str, extra: Mapping[str, str], data: bytes) -> None:
         parts = self._parts(kind, extra)
         try:
-            self.cache.store(self.provider, self.group, data, key=self._key(parts), parts=parts)
+            self.store.save(self.provider, self.group, parts, data, content=self._digest(kind))
         except OSError:
             log.warning(
-                "could not keep the %s of %s in %s", kind, self.group.name, self.cache.directory
+                "could not keep the %s of %s in %s", kind, self.group.name, self.store.location
             )
 
 

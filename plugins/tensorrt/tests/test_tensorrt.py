@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import ep_sdk
 import numpy as np
 import onnx
 import ortcore
@@ -636,3 +637,201 @@ def test_cuda_tensors_option(monkeypatch: pytest.MonkeyPatch) -> None:
     assert P().device.is_host  # auto: no CUDA provider to share with
     with pytest.raises(ortcore.ProviderOptionError, match="trt_cuda_tensors=1"):
         P({"trt_cuda_tensors": "1"})
+
+
+# -- what the host lends (SDK 1.1): the CUDA peer and the artifact store -------------------
+# These need neither TensorRT nor a GPU: the provider is made with a host's config.
+
+
+def _config(tmp_path: Path | None = None, *plugins: Any) -> Any:
+    from ortcore.host import session_config
+    from ortcore.plugins import PluginManager
+
+    pm = PluginManager(autoload=False)
+    for plugin in plugins:
+        pm.register_plugin(plugin, name=plugin.__name__)
+    return session_config(pm, intra_op_num_threads=0, config_entries={}, cache_dir=tmp_path)
+
+
+@pytest.fixture
+def cuda_plugin(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """ortcore_cuda's plugin module, its provider running on the CPU emulation."""
+    pytest.importorskip("ortcore_cuda")
+    from ortcore_cuda.emulator import compiler
+
+    if compiler() is None:
+        pytest.skip("no C++ compiler for the CUDA emulation")
+    monkeypatch.setenv("ORTCORE_CUDA_EMULATE", "1")
+    import ortcore_cuda.plugin
+
+    return ortcore_cuda.plugin
+
+
+def test_the_cuda_provider_is_lent_by_the_host(cuda_plugin: Any) -> None:
+    from ortcore_cuda.provider import CUDAExecutionProvider
+
+    from ortcore_tensorrt.provider import TensorrtExecutionProvider as P
+
+    config = _config(None, cuda_plugin)
+    for share in ("auto", "1"):
+        p = P({"trt_cuda_tensors": share, "device_id": "0"}, config)
+        assert isinstance(p.cuda, CUDAExecutionProvider)  # made by the host, not imported
+        assert p.device == p.cuda.device == ep_sdk.Device("cuda", 0)
+        assert p.cuda.config is config
+        assert type(p.allocator()).__module__.startswith("ortcore_cuda")
+        p.close()
+    assert P({"trt_cuda_tensors": "0"}, config).device.is_host
+
+
+def test_cuda_tensors_without_a_cuda_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ortcore_tensorrt.provider import TensorrtExecutionProvider as P
+
+    config = _config(None)  # a host whose plugin table has no provider of cuda devices
+    assert P({}, config).device.is_host
+    with pytest.raises(ortcore.ProviderOptionError, match="ortcore-cuda is not installed"):
+        P({"trt_cuda_tensors": "1"}, config)
+
+
+def test_cuda_tensors_when_the_cuda_provider_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("ortcore_cuda")
+    monkeypatch.delenv("ORTCORE_CUDA_EMULATE", raising=False)
+    import ortcore_cuda.plugin
+    from ortcore_cuda.provider import CUDAExecutionProvider
+
+    from ortcore_tensorrt.provider import TensorrtExecutionProvider as P
+
+    why = CUDAExecutionProvider.unavailable_reason()
+    if why is None:
+        pytest.skip("the CUDA provider can run here")
+    config = _config(None, ortcore_cuda.plugin)
+    assert P({}, config).device.is_host
+    with pytest.raises(ortcore.ProviderOptionError, match="CUDA provider cannot run: ") as info:
+        P({"trt_cuda_tensors": "1"}, config)
+    assert why in str(info.value)
+
+
+def test_engine_cache_folders_come_from_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ortcore_tensorrt.provider import TensorrtExecutionProvider as P
+
+    monkeypatch.setenv("ORTCORE_CACHE_DIR", str(tmp_path / "default"))
+    session = _config(tmp_path / "session")
+    off = {"trt_cuda_tensors": "0"}
+    assert P(off, session).cache_dir == str(tmp_path / "session")
+    assert P(off, _config(None)).cache_dir == ""  # the session caches nothing
+    on = {**off, "trt_engine_cache_enable": "1"}
+    assert P(on, session).cache_dir == str(tmp_path / "default")
+    there = {**on, "trt_engine_cache_path": str(tmp_path / "eng")}
+    assert P(there, session).cache_dir == str(tmp_path / "eng")
+    assert P(there, ep_sdk.SessionConfig()).cache_dir == ""  # no host: nothing to keep them in
+
+
+def test_engine_keys_are_those_made_before_the_store(tmp_path: Path) -> None:
+    """Entries written through the store the host lends have the keys the
+    provider gave them when it used ortcore's cache directly: an engine's is
+    SHA-256 of the group's content digest then its parts; a timing cache's,
+    of its parts alone."""
+    import hashlib
+    import json
+    import types
+
+    from ortcore.cache import CompiledCache, content_digest
+
+    from ortcore_tensorrt.provider import TensorrtExecutionProvider as P
+    from ortcore_tensorrt.provider import _Store
+
+    groups: list[Any] = []
+
+    class Grab(ep_sdk.ExecutionProvider):
+        name = "GrabExecutionProvider"
+        aliases = ("grab",)
+
+        def get_capability(self, graph: Any) -> Any:
+            return ep_sdk.Capability(claims=[ep_sdk.Claim.group(list(graph.nodes))])
+
+        def compile(self, group: Any) -> Any:
+            groups.append(group)
+            return lambda x: [x]
+
+    from ortcore.plugins import PluginManager
+
+    pm = PluginManager(autoload=False)
+    mod = types.ModuleType("grab")
+    mod.ortcore_providers = ep_sdk.hookimpl(lambda: [Grab])  # type: ignore[attr-defined]
+    pm.register_plugin(mod, name="grab")
+    ortcore.InferenceSession(mlp(), providers=["grab"], plugin_manager=pm)
+    (group,) = groups
+    p = P({"trt_cuda_tensors": "0"}, _config(tmp_path))
+    store = _Store(p, p.store, group)
+    store.save("engine", {"profile": "x:1x16/1x16/1x16"}, b"plan")
+    store.save("timing cache", {}, b"timing")
+    base = CompiledCache.key_parts(p, group)
+    engine = {**base, "kind": "engine", "profile": "x:1x16/1x16/1x16"}
+    timing = {k: v for k, v in {**base, "kind": "timing cache"}.items()
+              if k in ("provider", "version", "provider_parts", "kind")}  # fmt: skip
+    h = hashlib.sha256(content_digest(group).encode())
+    h.update(json.dumps(engine, sort_keys=True).encode())
+    want = {h.hexdigest(), hashlib.sha256(json.dumps(timing, sort_keys=True).encode()).hexdigest()}
+    entries = CompiledCache(tmp_path).scan("TensorrtExecutionProvider").entries
+    assert {e["key"] for e in entries} == want
+    assert store.load("engine", {"profile": "x:1x16/1x16/1x16"}) == b"plan"
+    assert store.load("engine", {"profile": "x:2x16/2x16/2x16"}) is None
+    assert store.load("timing cache", {}) == b"timing"
+
+
+class _Enum:
+    def __init__(self, *names: str) -> None:
+        for n in names:
+            setattr(self, n, type(n, (), {"name": n})())
+
+
+class _StubTensorRT:
+    """The little of a TensorRT module the fake runtime and ``Runner`` read
+    (enums and a logger), for running a fake plan without TensorRT."""
+
+    __name__ = "tensorrt"
+    __version__ = "0.stub"
+    TensorIOMode = _Enum("INPUT", "OUTPUT")
+    TensorLocation = _Enum("HOST", "DEVICE")
+    DataType = _Enum("FLOAT", "HALF", "INT32", "INT64", "BOOL", "INT8", "UINT8")
+
+    class Logger:
+        ERROR = 0
+
+        def __init__(self, level: int) -> None:
+            pass
+
+
+def test_an_engine_reads_and_writes_the_lent_providers_tensors(cuda_plugin: Any) -> None:
+    """The runtime path with the CUDA provider the host lends (on its
+    emulation) and the stand-in runtime: inputs read where they are, outputs
+    written into the peer's tensors, nothing staged through the host."""
+    import fake_trt
+    import ortcore_cuda.tensor
+
+    from ortcore_tensorrt._engine import Profile, Runner
+
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+            "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        ),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    config = _config(None, cuda_plugin)
+    assert config.host is not None
+    peer = config.host.device_peer(ep_sdk.Device("cuda", 0))
+    memory = fake_trt.FakeMemory()
+    module = fake_trt.FakeModule(_StubTensorRT(), memory)
+    plan = fake_trt.fake_plan(model.SerializeToString(), Profile())
+    runner = Runner(module, plan, memory, [("y", np.dtype(np.float32))], device=peer)
+    x = np.array([[1.0, -2.0, 3.0], [-4.0, 5.0, -6.0]], np.float32)
+    (y,) = runner.run({"x": peer.from_host(x)})
+    assert isinstance(y, ortcore_cuda.tensor.CudaTensor)
+    np.testing.assert_array_equal(peer.to_host(y), np.maximum(x, 0))
+    assert memory.to_device_copies == memory.to_host_copies == 0
+    runner.close()
+    peer.close()
