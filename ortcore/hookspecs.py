@@ -34,9 +34,7 @@ import pluggy
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ep_sdk import ExecutionProvider
-
-    from .custom_ops import CustomOp
+    from ep_sdk import CustomOp, ExecutionProvider
 
 hookspec = pluggy.HookspecMarker("ortcore")
 
@@ -86,8 +84,10 @@ def ortcore_custom_ops() -> Sequence[CustomOp]:
 
     A plugin may implement this hook alone (an operator library with kernels
     for existing providers) or next to ``ortcore_providers`` (a provider with
-    its own operators). Build the operators with ``ortcore.custom_op``.
+    its own operators). Build the operators with ``ep_sdk.custom_op``: a
+    plugin imports the SDK only (``ortcore.custom_op`` is the same function,
+    for programs).
 
     Returns:
-        a sequence of ``ortcore.CustomOp`` (may be empty).
+        a sequence of ``ep_sdk.CustomOp`` (may be empty).
     """
