@@ -138,8 +138,9 @@ def test_store_keys_are_the_caches_keys(tmp_path: Path) -> None:
     pm.register_plugin(plugin_module("grab", Grab), name="grab")
     so = ortcore.SessionOptions()
     so.add_session_config_entry("ortcore.cache_dir", str(tmp_path))
-    sess = ortcore.InferenceSession(scale_model([1.0, 2.0, 3.0]), so, providers=["keeping"],
-                                    plugin_manager=pm)  # fmt: skip
+    sess = ortcore.InferenceSession(
+        scale_model([1.0, 2.0, 3.0]), so, providers=["keeping"], plugin_manager=pm
+    )
     (group,) = groups
     provider = sess._providers[0]  # type: ignore[attr-defined]
     store = provider.store
@@ -275,14 +276,16 @@ def _op_model(op: str) -> bytes:
 
 
 def test_a_plugins_custom_op_built_from_the_sdk_runs() -> None:
-    sess = ortcore.InferenceSession(_op_model("Halve"), providers=["cpu"],
-                                    plugin_manager=_ops_manager())  # fmt: skip
+    sess = ortcore.InferenceSession(
+        _op_model("Halve"), providers=["cpu"], plugin_manager=_ops_manager()
+    )
     np.testing.assert_array_equal(sess.run(None, {"x": X})[0], X * np.float32(0.5))
     onnx.checker.check_model(onnx.load_from_string(_op_model("Halve")))  # schema registered
 
 
 def test_the_host_still_checks_what_an_sdk_kernel_returns() -> None:
-    sess = ortcore.InferenceSession(_op_model("Wrong"), providers=["cpu"],
-                                    plugin_manager=_ops_manager())  # fmt: skip
+    sess = ortcore.InferenceSession(
+        _op_model("Wrong"), providers=["cpu"], plugin_manager=_ops_manager()
+    )
     with pytest.raises(ortcore.RuntimeException, match=r"sdk\.only::Wrong.*float64|float64"):
         sess.run(None, {"x": X})

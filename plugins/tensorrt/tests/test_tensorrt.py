@@ -768,8 +768,11 @@ def test_engine_keys_are_those_made_before_the_store(tmp_path: Path) -> None:
     store.save("timing cache", {}, b"timing")
     base = CompiledCache.key_parts(p, group)
     engine = {**base, "kind": "engine", "profile": "x:1x16/1x16/1x16"}
-    timing = {k: v for k, v in {**base, "kind": "timing cache"}.items()
-              if k in ("provider", "version", "provider_parts", "kind")}  # fmt: skip
+    timing = {
+        k: v
+        for k, v in {**base, "kind": "timing cache"}.items()
+        if k in ("provider", "version", "provider_parts", "kind")
+    }
     h = hashlib.sha256(content_digest(group).encode())
     h.update(json.dumps(engine, sort_keys=True).encode())
     want = {h.hexdigest(), hashlib.sha256(json.dumps(timing, sort_keys=True).encode()).hexdigest()}
