@@ -19,6 +19,9 @@ What is here:
   :func:`claim_registered_nodes`, :func:`group_nodes`, :func:`group_io`,
   :func:`group_model`, :class:`FusedGroup`;
 * bridges to foreign engines: :class:`BridgeExecutionProvider`;
+* compiled models (SDK 1.1): :class:`OrtCompiledModelCompatibility` and
+  :class:`Compatibility`, what a provider's
+  ``validate_compiled_model_compatibility_info`` answers (``ep_sdk.compiled_context``);
 * memory: the :class:`Allocator`, :class:`DataTransfer` and
   :class:`DeviceTensor` protocols;
 * :func:`check_terminate`, which a long-running kernel polls to honour
@@ -45,6 +48,7 @@ from .capability import (
     claim_registered_nodes,
     node_types,
 )
+from .compiled_context import Compatibility, OrtCompiledModelCompatibility
 from .device import HOST_DEVICE, Allocator, DataTransfer, Device, DeviceTensor, HostAllocator
 from .dtypes import (
     ALL_TENSOR_TYPES,
@@ -86,8 +90,10 @@ __all__ = [
     "ALL_TENSOR_TYPES",
     "Allocator",
     "BridgeExecutionProvider",
+    "Compatibility",
     "DataTransfer",
     "DeviceTensor",
+    "OrtCompiledModelCompatibility",
     "HostAllocator",
     "FLOAT_TYPES",
     "HOST_DEVICE",
