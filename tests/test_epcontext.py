@@ -269,7 +269,7 @@ def test_bytes_compile_and_load(tmp_path: Path) -> None:
         f"net_{MulBaker.name}_1.bin",
         f"net_{MulBaker.name}_2.bin",
     ]
-    with pytest.raises(ortcore.InvalidArgument, match="ep.context_file_path"):
+    with pytest.raises(ortcore.InvalidArgument, match=r"ep\.context_file_path"):
         _session(data)
     so = ortcore.SessionOptions()
     so.add_session_config_entry("ep.context_file_path", str(tmp_path / "net_ctx.onnx"))
@@ -343,7 +343,7 @@ def test_a_binary_outside_the_models_folder_is_refused(tmp_path: Path, location:
         (tmp_path / "src" / f"c_{MulBaker.name}_1.bin").read_bytes()
     )
     _edit(out, lambda p: _set_attr(p.graph.node[0], "ep_cache_context", location))
-    with pytest.raises(ortcore.InvalidArgument, match="escapes|relative"):
+    with pytest.raises(ortcore.InvalidArgument, match=r"escapes|relative"):
         _session(out)
 
 
