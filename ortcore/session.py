@@ -603,6 +603,9 @@ class InferenceSession:
                 runner.shutdown()
             else:
                 self._providers = self._create_providers(providers, provider_options)
+                config = self._sess_options.config_entries  # EPContext nodes to the new ones
+                base = context_base(self._model_path, config)
+                claim_context_nodes(self._model, self._providers, base, config)
                 self._plans = self._plan()
                 self._runner.use_providers(self._providers)
             for p in old:

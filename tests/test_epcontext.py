@@ -251,6 +251,9 @@ def test_a_compiled_model_runs_elsewhere_without_the_weights(tmp_path: Path, emb
         ("add", "Add", MiniProvider.name),
         ("mul2", "Mul", MulBaker.name),
     ]
+    sess.set_providers(["mulbaker", "mini"])  # new providers load the binaries again
+    np.testing.assert_array_equal(_y(sess), original)
+    assert MulBaker.loads == 4
 
 
 def test_bytes_compile_and_load(tmp_path: Path) -> None:
