@@ -131,7 +131,10 @@ def test_no_cache_unless_the_session_asks(tmp_path: Path, monkeypatch: pytest.Mo
     so.add_session_config_entry("ep.context_file_path", str(tmp_path / "ctx" / "m_ctx.onnx"))
     (tmp_path / "ctx").mkdir()
     ortcore.InferenceSession(
-        chain_model(OPS), so, providers=["compiling"], plugin_manager=manager_with(CompilingProvider)
+        chain_model(OPS),
+        so,
+        providers=["compiling"],
+        plugin_manager=manager_with(CompilingProvider),
     )
     assert (CompilingProvider.compilations, CompilingProvider.loads) == (3, 0)
     assert sorted(p.name for p in (tmp_path / "ctx").iterdir()) == [
