@@ -19,6 +19,9 @@ What is here:
   :func:`claim_registered_nodes`, :func:`group_nodes`, :func:`group_io`,
   :func:`group_model`, :class:`FusedGroup`;
 * bridges to foreign engines: :class:`BridgeExecutionProvider`;
+* compiled models (SDK 1.1): :class:`OrtCompiledModelCompatibility` and
+  :class:`Compatibility`, what a provider's
+  ``validate_compiled_model_compatibility_info`` answers (``ep_sdk.compiled_context``);
 * memory: the :class:`Allocator`, :class:`DataTransfer` and
   :class:`DeviceTensor` protocols; another provider's device, lent by the
   host: :class:`DevicePeer`, :class:`ContiguousTensor`, :class:`NoDevicePeer`;
@@ -52,6 +55,7 @@ from .capability import (
     claim_registered_nodes,
     node_types,
 )
+from .compiled_context import Compatibility, OrtCompiledModelCompatibility
 from .custom_ops import CustomOp, Param, TensorType, custom_op
 from .device import (
     HOST_DEVICE,
@@ -103,33 +107,35 @@ hookimpl = pluggy.HookimplMarker("ortcore")
 
 __all__ = [
     "ALL_TENSOR_TYPES",
-    "Allocator",
-    "ArtifactStore",
-    "BridgeExecutionProvider",
-    "ContiguousTensor",
-    "CustomOp",
-    "DataTransfer",
-    "DevicePeer",
-    "DeviceTensor",
-    "Host",
-    "HostAllocator",
     "FLOAT_TYPES",
     "HOST_DEVICE",
     "INT_TYPES",
     "NUMERIC_TYPES",
+    "Allocator",
+    "ArtifactStore",
+    "BridgeExecutionProvider",
     "Capability",
     "Claim",
+    "Compatibility",
     "Compute",
+    "ContiguousTensor",
+    "CustomOp",
+    "DataTransfer",
     "Device",
+    "DevicePeer",
+    "DeviceTensor",
     "ExecutionProvider",
     "FusedGroup",
     "GraphContext",
+    "Host",
+    "HostAllocator",
     "KernelBuilder",
     "KernelDef",
     "KernelMiss",
     "KernelRegistry",
     "NoDevicePeer",
     "NodeInfo",
+    "OrtCompiledModelCompatibility",
     "Param",
     "ProviderOptionError",
     "ProviderView",
@@ -146,8 +152,8 @@ __all__ = [
     "claim_registered_nodes",
     "current_run",
     "custom_op",
-    "fused_ops",
     "from_numpy",
+    "fused_ops",
     "group_io",
     "group_model",
     "group_nodes",

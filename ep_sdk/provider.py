@@ -19,6 +19,7 @@ from typing import Any, ClassVar, cast
 import numpy as np
 
 from .capability import Capability, Claim, FusedGroup, GraphContext
+from .compiled_context import Compatibility
 from .device import HOST_DEVICE, Allocator, Device, HostAllocator
 from .kernel import Compute, SessionConfig
 from .registry import KernelDef, KernelRegistry
@@ -196,11 +197,16 @@ class ExecutionProvider:
         :meth:`compile` instead and replaces the entry: a bad cache entry
         costs time, never the session.
 
-        For a saved session (``ortcore.save_session``) the group's name,
-        inputs and outputs (names, types, shapes, order) are those the
-        artifact was compiled for, but its ``nodes`` are one placeholder
-        node, it has no ``constants`` and its ``payload`` is ``None``: rebuild
-        from ``data`` and the inputs and outputs only.
+        For a compiled model's ``com.microsoft::EPContext`` node (a model
+        from ``ortcore.ModelCompiler`` or ``ep.context_enable``, and a saved
+        session, ``ortcore.save_session``), ``data`` is what
+        :meth:`serialize_compiled` returned when the model was compiled; the
+        group's name is the node's ``partition_name``, its inputs and outputs
+        (names, types, shapes, order) are those the artifact was compiled
+        for, its ``nodes`` are the EPContext node alone, it has no
+        ``constants`` and its ``payload`` is ``None``: rebuild from ``data``
+        and the inputs and outputs only. There is no graph to fall back on:
+        if it raises, the session fails with an error naming the node.
         """
         raise NotImplementedError(f"{self.name} does not implement load_compiled()")
 
@@ -213,6 +219,31 @@ class ExecutionProvider:
         warning and compiles the group without the cache.
         """
         return {}
+
+    # -- compiled models (optional, SDK 1.1) ------------------------------
+
+    def compiled_model_compatibility_info(self, groups: Sequence[FusedGroup]) -> str:
+        """The string a compiled model stores for this provider (metadata key
+        ``ep_compatibility_info.<name>``), stating what its compiled ``groups``
+        need. Default: :func:`ep_sdk.compiled_context.default_compatibility_info`
+        (name, version, options, device, :meth:`compile_cache_key_parts`, the
+        SDK's version). New in SDK 1.1."""
+        from .compiled_context import default_compatibility_info
+
+        return default_compatibility_info(self, groups)
+
+    def validate_compiled_model_compatibility_info(
+        self, info: str, groups: Sequence[FusedGroup]
+    ) -> Compatibility:
+        """Judge a string :meth:`compiled_model_compatibility_info` stated when
+        a model was compiled, for this device and version: OPTIMAL,
+        PREFER_RECOMPILATION (the session warns) or UNSUPPORTED (the session
+        fails), with a reason naming what differs. ``groups`` are the model's
+        compiled groups of this provider (EPContext nodes). Default:
+        :func:`ep_sdk.compiled_context.judge_compatibility_info`. New in SDK 1.1."""
+        from .compiled_context import judge_compatibility_info
+
+        return judge_compatibility_info(self, info, groups)
 
     # -- data movement ---------------------------------------------------
 

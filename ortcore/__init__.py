@@ -30,6 +30,12 @@ from .compat_api import (
     set_seed,
     unregister_execution_provider_library,
 )
+from .compile_api import (
+    ModelCompiler,
+    OrtCompileApiFlags,
+    get_compatibility_info_from_model,
+    get_compatibility_info_from_model_bytes,
+)
 from .custom_ops import CustomOp, Param, TensorType, custom_op
 from .devices import (
     OrtAllocatorType,
@@ -121,12 +127,14 @@ __all__ = [
     "InvalidArgumentTypeError",
     "InvalidGraph",
     "InvalidProtobuf",
+    "ModelCompiler",
     "ModelMetadata",
     "NoSuchFile",
     "NodeArg",
     "NotImplementedOp",
     "OrtAllocatorType",
     "OrtArenaCfg",
+    "OrtCompileApiFlags",
     "OrtCompiledModelCompatibility",
     "OrtDevice",
     "OrtDeviceMemoryType",
@@ -158,6 +166,8 @@ __all__ = [
     "get_all_providers",
     "get_available_providers",
     "get_build_info",
+    "get_compatibility_info_from_model",
+    "get_compatibility_info_from_model_bytes",
     "get_device",
     "get_ep_devices",
     "get_version_string",

@@ -5,10 +5,10 @@ A provider that compiles fused groups may also serialize what it compiled
 (``load_compiled``). When a session enables the cache, the planner looks a
 group up before compiling it and stores what it compiled.
 
-Where: session config ``ortcore.cache_dir``, or with ``ep.context_enable`` =
-``"1"`` (onnxruntime's key) the folder ``ep.context_file_path`` (the folder of
-that path if it names a file, e.g. ``model_ctx.onnx``), else
-``$ORTCORE_CACHE_DIR`` or ``~/.cache/ortcore/compiled``.
+Where: session config ``ortcore.cache_dir`` (``$ORTCORE_CACHE_DIR`` or
+``~/.cache/ortcore/compiled`` where a tool asks for the default folder).
+onnxruntime's ``ep.context_enable`` does not turn the cache on: it writes a
+compiled model (:mod:`ortcore.compile_api`).
 
 Entries live in ``<dir>/<provider name>/<key>.bin`` with a ``<key>.json``
 beside it. The key is a SHA-256 of everything that changes what a compiled
@@ -90,8 +90,6 @@ __all__ = [
 log = logging.getLogger("ortcore.cache")
 
 CACHE_DIR_KEY = "ortcore.cache_dir"
-CONTEXT_ENABLE_KEY = "ep.context_enable"
-CONTEXT_PATH_KEY = "ep.context_file_path"
 
 TEMP_GRACE_S = 300.0
 """``purge`` leaves younger ``.tmp-*`` files alone: a ``store`` may be writing them."""
@@ -122,16 +120,11 @@ def default_cache_dir() -> Path:
 
 
 def cache_dir_from_config(config: Mapping[str, str]) -> Path | None:
-    """The cache folder a session's config entries choose, or ``None`` (no cache)."""
+    """The cache folder a session's config entries choose (``ortcore.cache_dir``),
+    or ``None`` (no cache)."""
     if config.get(CACHE_DIR_KEY):
         return Path(config[CACHE_DIR_KEY])
-    if config.get(CONTEXT_ENABLE_KEY) != "1":
-        return None
-    path = config.get(CONTEXT_PATH_KEY, "")
-    if not path:
-        return default_cache_dir()
-    p = Path(path)
-    return p.parent if p.suffix and not p.is_dir() else p
+    return None
 
 
 SESSION_FOLDER = "ortcore.session"

@@ -10,7 +10,6 @@ that makes it runs unchanged); where it cannot do what onnxruntime does
 
 from __future__ import annotations
 
-import enum
 import logging
 import platform
 from collections.abc import Callable, Mapping
@@ -18,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import onnx
+
+from ep_sdk import OrtCompiledModelCompatibility  # the SDK's enum: one type for both
 
 from .errors import Fail, InvalidArgument
 from .options import SessionOptions
@@ -53,15 +54,6 @@ _state: dict[str, Any] = {
     "seed": None,
     "thread_pools": (0, 0),
 }
-
-
-class OrtCompiledModelCompatibility(enum.IntEnum):
-    """How well a compiled model suits a provider (onnxruntime's numbers)."""
-
-    EP_NOT_APPLICABLE = 0
-    EP_SUPPORTED_OPTIMAL = 1
-    EP_SUPPORTED_PREFER_RECOMPILATION = 2
-    EP_UNSUPPORTED = 3
 
 
 def get_build_info() -> str:

@@ -31,12 +31,13 @@ from ep_sdk.graph import group_model, is_constant
 from ep_sdk.limits import TensorTooLarge, check_tensor_size, tensor_byte_limit
 
 from .cache import CompiledCache, compile_with_cache
+from .epcontext import ContextGroup, load_context_group
 from .errors import EPFail, InvalidGraph, OrtcoreError
 from .executor import Plan, Step, StepInfo, SubgraphPlan, attach_releases, failure_at
 from .nodeinfo import implicit_inputs, make_node_info, node_reads, outer_values, registry_of
 from .param_checks import checked, checked_group, pending_checks
 from .partition import NO_REASONS, PartitionResult, partition_graph
-from .saved_session import SavedGroup, StaleSavedSession, load_saved_group
+from .saved_session import StaleSavedSession
 
 __all__ = ["GraphPlanner", "NodeRecord", "PlannedGraph"]
 
@@ -200,6 +201,8 @@ class GraphPlanner:
         self._output_limit: int | None = None
         # group name -> its compiled-artifact cache key, for groups the cache holds
         self.group_keys: dict[str, str] = {}
+        # claim -> (provider, group, compiled function): what a compiled model is written from
+        self.compiled_groups: dict[Claim, tuple[ExecutionProvider, FusedGroup, Any]] = {}
 
     def output_limit(self) -> int:
         """The tensor size limit in bytes, resolved once (``max_tensor_bytes``,
@@ -287,11 +290,12 @@ class GraphPlanner:
         """``provider.compile(group)``, once per claim."""
         fn = self._compiled.get(claim)
         if fn is None:
-            if isinstance(claim.payload, SavedGroup):  # a saved session's group
-                fn = load_saved_group(self.cache, provider, group, claim.payload.key)
+            if isinstance(claim.payload, ContextGroup):  # a compiled model's EPContext node
+                fn = load_context_group(self.cache, provider, group, claim.payload)
             else:
                 fn = compile_with_cache(self.cache, provider, group, keys=self.group_keys)
             self._compiled[claim] = fn
+            self.compiled_groups[claim] = (provider, group, fn)
         return fn
 
 
@@ -493,8 +497,8 @@ class _PlanBuilder:
             outputs=outputs,
             opsets=opsets,
             constants=constants,
-            # a saved session's group gives the provider no payload of its own
-            payload=None if isinstance(claim.payload, SavedGroup) else claim.payload,
+            # an EPContext node's group gives the provider no payload of its own
+            payload=None if isinstance(claim.payload, ContextGroup) else claim.payload,
             # exported when the provider first reads group.model: a group
             # loaded from the compiled-artifact cache is never exported
             export=lambda: group_model(name, ordered, inputs, outputs, opsets, baked),
@@ -516,7 +520,7 @@ class _PlanBuilder:
             self.home[v] = device
             out_slots.append(self.new_slot(v, device))
         self.steps.append(Step(fn, in_slots, tuple(out_slots), (), False, info))
-        if isinstance(claim.payload, SavedGroup):  # the nodes the saved group holds
+        if isinstance(claim.payload, ContextGroup):  # the nodes the compiled group held
             for node_name, op_type, domain, declined in claim.payload.members:
                 self.records.append(
                     NodeRecord(

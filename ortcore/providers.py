@@ -26,11 +26,11 @@ from ep_sdk import ExecutionProvider
 
 from .cache import cache_dir_from_config
 from .custom_ops import ONNX_DOMAINS, CustomOp, attach_kernels, session_ops
+from .epcontext import context_domains
 from .errors import EPFail, InvalidArgument, InvalidArgumentRuntimeError, ProviderOptionError
 from .host import session_config
 from .options import SessionOptions
 from .plugins import PluginManager, ProviderEntry, default_manager, describe_error
-from .saved_session import SAVED_DOMAIN
 
 __all__ = [
     "CPU_PROVIDER",
@@ -99,7 +99,8 @@ def load_plugin_ops_for(
     if manager.fully_loaded:
         return custom_ops, False
     # A domain onnx does not define may come from a plugin's custom ops.
-    known = ONNX_DOMAINS | {SAVED_DOMAIN} | {op.domain for op in custom_ops}
+    # a compiled model's EPContext nodes (com.microsoft) are the core's, no plugin's
+    known = ONNX_DOMAINS | context_domains(model) | {op.domain for op in custom_ops}
     unknown = set(model.opset_imports) - known
     if not unknown:
         return custom_ops, False

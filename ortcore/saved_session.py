@@ -1,17 +1,20 @@
 """Saved sessions: a warm start that skips loading, optimizing and partitioning.
 
 When a session with the compiled-artifact cache on (:mod:`ortcore.cache`)
-and the session config entry ``ortcore.save_session`` = ``"1"`` (or
-onnxruntime's ``ep.context_enable`` = ``"1"``, unless ``ortcore.save_session``
-is ``"0"``) ends up with every node of its model in groups that the cache holds, it
-also saves a *context model* under ``<cache>/ortcore.session/<key>.onnx``
-(its record in ``<key>.meta``, JSON; ``ortcore cache purge`` without
-``--provider`` removes them; ``ortcore cache list`` shows compiled groups
-only): the model's
-inputs, outputs and metadata, and one ``com.ortcore.session::CompiledGroup``
-node per group naming its provider, its cache entry and the nodes it holds,
-in the order the plan runs them. No weights: they are in the compiled
-artifacts. onnxruntime's EPContext models are the same idea.
+and the session config entry ``ortcore.save_session`` = ``"1"`` ends up with
+every node of its model in groups that the cache holds, it also saves a
+*context model* under ``<cache>/ortcore.session/<key>.onnx`` (its record in
+``<key>.meta``, JSON; ``ortcore cache purge`` without ``--provider`` removes
+them; ``ortcore cache list`` shows compiled groups only). The context model
+is a compiled model in onnxruntime's EPContext form (:mod:`ortcore.epcontext`),
+the same format ``ortcore.ModelCompiler`` writes: the model's inputs, outputs
+and metadata, and one ``com.microsoft::EPContext`` node per group, in the
+order the plan runs them, with ``embed_mode`` = 0 and ``ep_cache_context``
+naming the group's cache entry, ``<provider>/<key>.bin``, relative to the
+cache folder. No weights: they are in the compiled artifacts. It is loaded
+by the same loader as any compiled model, except that each binary is read
+through the cache, which checks the entry against the provider (name,
+version, options, device, engine).
 
 The key is a SHA-256 of the model's bytes and of everything in the session's
 options and provider choice that could change the result (see
@@ -22,12 +25,12 @@ again with the same key loads the context model, gives each node to its
 provider as a fused group, and has the provider load the artifact: the
 original graph is not read into onnx-ir, optimized or partitioned.
 
-A saved session never fails a session: when the record is unreadable, a
-provider differs (name, version, options, device), or an artifact is missing
-or does not load, :class:`StaleSavedSession` is raised inside the session,
-which is then created from the model as usual (and saves a new record).
-Sessions that replace initializers, register custom ops, save their
-optimized model, or feed initializers are never saved.
+A saved session never fails a session: when the record is unreadable (or of
+the format before EPContext: a record without ``"format": "epcontext"`` is
+stale), a provider differs (name, version, options, device), or an artifact
+is missing or does not load, the session is created from the model as usual
+(and saves a new record). Sessions that replace initializers, register
+custom ops, save their optimized model, or feed initializers are never saved.
 """
 
 from __future__ import annotations
@@ -46,11 +49,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx_ir as ir
 
-from ep_sdk import Claim, ExecutionProvider, FusedGroup
+from ep_sdk import ExecutionProvider
 from ep_sdk.files import write_atomically
-from ep_sdk.graph import group_io, is_constant
 
-from .cache import DIGEST_FOLDER, SESSION_FOLDER, CompiledCache, _hash_arrays, _hash_file
+from .cache import DIGEST_FOLDER, SESSION_FOLDER, _hash_arrays, _hash_file
 
 if TYPE_CHECKING:
     from .options import SessionOptions
@@ -58,15 +60,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SAVE_SESSION_KEY",
-    "SAVED_DOMAIN",
-    "SAVED_OP",
     "SESSION_FOLDER",
-    "SavedGroup",
     "SavedSession",
     "StaleSavedSession",
-    "claim_saved_nodes",
+    "check_saved",
     "find_saved",
-    "load_saved_group",
     "save_session",
     "saves_sessions",
     "session_key",
@@ -76,39 +74,20 @@ log = logging.getLogger("ortcore.cache")
 
 SAVE_SESSION_KEY = "ortcore.save_session"
 """Session config entry: ``"1"`` saves and reuses sessions (see the module docstring)."""
-SAVED_DOMAIN = "com.ortcore.session"
-"""The op domain of a context model's nodes."""
-SAVED_OP = "CompiledGroup"
-"""A context model's node: one compiled group of one provider."""
+_FORMAT = "epcontext"
+"""The record's ``format``: its context model is an EPContext model (older records are stale)."""
 _META_LIMIT = 1 << 20
 
 
 def saves_sessions(config: Mapping[str, str]) -> bool:
-    """Whether a session's config entries turn saved sessions on."""
-    from .cache import CONTEXT_ENABLE_KEY
-
-    flag = config.get(SAVE_SESSION_KEY, "").strip()
-    if flag:
-        return flag == "1"
-    return config.get(CONTEXT_ENABLE_KEY, "").strip() == "1"
+    """Whether a session's config entries turn saved sessions on
+    (``ortcore.save_session`` = ``"1"``; onnxruntime's ``ep.context_enable``
+    writes a compiled model instead, see :mod:`ortcore.compile_api`)."""
+    return config.get(SAVE_SESSION_KEY, "").strip() == "1"
 
 
 class StaleSavedSession(Exception):
     """A saved session that cannot be used: the session is created from the model."""
-
-
-@dataclass(frozen=True)
-class SavedGroup:
-    """A context node's claim payload: the artifact to load and the nodes it holds.
-
-    Attributes:
-        key: the compiled-artifact cache key of the group.
-        members: ``(name, op_type, domain, declined)`` of each node of the
-            original group, for ``session.get_partition()``.
-    """
-
-    key: str
-    members: tuple[tuple[str, str, str, dict[str, str]], ...]
 
 
 @dataclass
@@ -119,11 +98,13 @@ class SavedSession:
         key: its key (:func:`session_key`).
         model: the context model's bytes.
         meta: its record (providers, external files, ...).
+        cache_dir: the cache folder its nodes' binaries are entries of.
     """
 
     key: str
     model: bytes
     meta: dict[str, Any]
+    cache_dir: Path
 
 
 # --------------------------------------------------------------------------- #
@@ -336,7 +317,7 @@ def find_saved(
         meta = json.loads(text.decode("utf-8"))
         if not isinstance(meta, dict) or meta.get("key") != key:
             return None
-        if meta.get("provider") != SESSION_FOLDER:
+        if meta.get("provider") != SESSION_FOLDER or meta.get("format") != _FORMAT:
             return None
         externals = meta.get("externals", [])
         if externals:
@@ -352,145 +333,30 @@ def find_saved(
         return None
     if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
         return None
-    return SavedSession(key, data, meta)
+    return SavedSession(key, data, meta, cache_dir)
 
 
-def claim_saved_nodes(
-    graph: ir.Graph, providers: Sequence[ExecutionProvider], saved: SavedSession
+def check_saved(
+    saved: SavedSession, model: ir.Model, providers: Sequence[ExecutionProvider]
 ) -> None:
-    """Give each context node to its provider as a fused group of one node.
+    """Refuse a saved session made with other providers, or whose context model
+    holds anything else than EPContext nodes.
 
     Raises:
-        StaleSavedSession: the session's providers are not the record's, or
-            the graph holds something else than context nodes.
+        StaleSavedSession: naming what differs.
     """
-    from .partition import Assignment, assign
+    from .epcontext import is_context_node
 
     if saved.meta.get("providers") != [_provider_identity(p) for p in providers]:
         raise StaleSavedSession("the session's providers differ from the saved session's")
-    by_name = {p.name: p for p in providers}
-    for node in graph:
-        if node.domain != SAVED_DOMAIN or node.op_type != SAVED_OP:
-            raise StaleSavedSession(f"node {node.name!r} is not a saved group")
-        attrs = {a.name: a.value for a in node.attributes.values()}
-        provider = by_name.get(str(attrs.get("provider")))
-        if provider is None:
-            raise StaleSavedSession(f"no provider {attrs.get('provider')!r} for {node.name!r}")
-        try:
-            members = tuple(
-                (str(a), str(b), str(c), {str(k): str(v) for k, v in dict(d).items()})
-                for a, b, c, d in json.loads(str(attrs["members"]))
-            )
-            payload = SavedGroup(str(attrs["key"]), members)
-        except (KeyError, ValueError, TypeError) as exc:
-            raise StaleSavedSession(f"node {node.name!r}: {exc}") from None
-        claim = Claim.group([node], node.name or "", payload=payload)
-        assign(node, Assignment(provider, claim))
-
-
-def load_saved_group(
-    cache: CompiledCache | None, provider: ExecutionProvider, group: FusedGroup, key: str
-) -> Any:
-    """The provider's function for a context node: its artifact, loaded.
-
-    Raises:
-        StaleSavedSession: no cache, no such entry, or ``load_compiled`` failed.
-    """
-    if cache is None:
-        raise StaleSavedSession("the session has no compiled-artifact cache")
-    try:
-        parts = cache.key_parts(provider, group)
-        data = cache.load(
-            provider, group, key=key, parts=parts, mapped=provider.load_compiled_mapped
-        )
-    except Exception as exc:
-        raise StaleSavedSession(f"{group.name}: {exc!r}") from exc
-    if data is None:
-        raise StaleSavedSession(f"{group.name}: the compiled artifact {key} is gone")
-    try:
-        return provider.load_compiled(group, data)  # type: ignore[arg-type]
-    except Exception as exc:
-        raise StaleSavedSession(f"{group.name}: load_compiled raised {exc!r}") from exc
+    for node in model.graph:
+        if not is_context_node(node):
+            raise StaleSavedSession(f"node {node.name!r} is not an EPContext node")
 
 
 # --------------------------------------------------------------------------- #
 # Saving
 # --------------------------------------------------------------------------- #
-
-
-def context_model(
-    model: ir.Model, plans: SessionPlans, group_keys: Mapping[str, str]
-) -> ir.Model | None:
-    """The context model of a planned session, or ``None`` when the session
-    cannot be saved (a node outside a group, a group without a cache entry,
-    a provider that receives constants, an output no group produces)."""
-    from .model import MAP_TYPES_KEY
-    from .planner import unit_order
-
-    if model.meta.get(MAP_TYPES_KEY):  # map-typed values: their types are not in the IR
-        return None
-    graph = model.graph
-    planner = plans.planner
-    part = planner.partition_of(graph)
-    nodes = list(graph)
-    if part is None or not nodes or any(n not in part.group_of for n in nodes):
-        return None
-    values: dict[str, ir.Value] = {}
-
-    def clone(v: ir.Value) -> ir.Value:
-        new = ir.Value(name=v.name, type=v.type, shape=v.shape)
-        values[v.name or ""] = new
-        return new
-
-    inputs = [clone(v) for v in graph.inputs]
-    saved_nodes = []
-    for claim in unit_order(nodes, part.group_of):
-        if not isinstance(claim, Claim):
-            return None
-        provider = planner.providers[part.provider_of[claim.nodes[0]]]
-        if provider.compile_receives_constants:
-            return None
-        ordered, group_inputs, outputs = group_io(graph, claim.nodes)
-        group_inputs = [v for v in group_inputs if not is_constant(v)]
-        name = planner.group_name(claim, provider)
-        key = group_keys.get(name)
-        if key is None or any((v.name or "") not in values for v in group_inputs):
-            return None
-        members = [[n.name or "", n.op_type, n.domain, part.declined.get(n, {})] for n in ordered]
-        saved_nodes.append(
-            ir.Node(
-                SAVED_DOMAIN,
-                SAVED_OP,
-                [values[v.name or ""] for v in group_inputs],
-                attributes=[
-                    ir.AttrString("provider", provider.name),
-                    ir.AttrString("key", key),
-                    ir.AttrString("members", json.dumps(members)),
-                ],
-                outputs=[clone(v) for v in outputs],
-                name=name,
-            )
-        )
-    if any((v.name or "") not in values for v in graph.outputs):
-        return None
-    new_graph = ir.Graph(
-        inputs,
-        [values[v.name or ""] for v in graph.outputs],
-        nodes=saved_nodes,
-        name=graph.name,
-        doc_string=graph.doc_string,
-        opset_imports={**model.opset_imports, SAVED_DOMAIN: 1},
-    )
-    return ir.Model(
-        new_graph,
-        ir_version=model.ir_version,
-        producer_name=model.producer_name,
-        producer_version=model.producer_version,
-        domain=model.domain,
-        model_version=model.model_version,
-        doc_string=model.doc_string,
-        metadata_props=dict(model.metadata_props),
-    )
 
 
 def save_session(
@@ -506,10 +372,13 @@ def save_session(
     Never raises for a session that cannot be saved or a write that fails
     (logged): the session works the same without it.
     """
+    from .epcontext_write import build_context_model
     from .model import EXTERNAL_FILES_KEY
 
     try:
-        ctx = context_model(model, plans, group_keys)
+        ctx = build_context_model(
+            model, plans.planner, embed=False, stem=key, cache_keys=group_keys
+        )
         if ctx is None:
             return False
         externals = model.meta.get(EXTERNAL_FILES_KEY)
@@ -521,13 +390,14 @@ def save_session(
             ext_digest = _externals_digest(Path(path_or_bytes).parent, externals, cache_dir)
             if ext_digest is None:
                 return False
-        data = ir.serde.serialize_model(ctx).SerializeToString()
+        data = ctx.proto.SerializeToString()
         providers = plans.planner.providers
         meta = {
             "provider": SESSION_FOLDER,
+            "format": _FORMAT,
             "key": key,
             "group": model.graph.name or "",
-            "nodes": len(ctx.graph),
+            "nodes": ctx.compiled,
             "size": len(data),
             "sha256": hashlib.sha256(data).hexdigest(),
             "created": time.strftime("%Y-%m-%d %H:%M:%S"),

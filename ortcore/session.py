@@ -25,8 +25,10 @@ from ep_sdk import HOST_DEVICE, Device, ExecutionProvider
 
 from .build_memory import gc_paused, trim_heap
 from .cache import cache_dir_from_config
+from .compile_api import write_session_context
 from .custom_ops import session_ops
 from .devices import OrtMemoryInfo
+from .epcontext import claim_context_nodes, context_base
 from .errors import InvalidArgumentTypeError, ModelLoadCanceled
 from .executor import Plan
 from .external_data import EXTERNAL_DATA_KEY, ExternalData
@@ -72,7 +74,7 @@ from .runner import run_log as run_log  # moved; importable here
 from .saved_session import (
     SavedSession,
     StaleSavedSession,
-    claim_saved_nodes,
+    check_saved,
     find_saved,
     save_session,
     saves_sessions,
@@ -172,7 +174,6 @@ class InferenceSession:
             try:
                 self._build(path_or_bytes, saved, providers, provider_options, read_config)
                 self._source = path_or_bytes  # set_providers() builds from the model
-                return
             except Exception as exc:  # a saved session never fails a session
                 how = logging.INFO if isinstance(exc, StaleSavedSession) else logging.WARNING
                 log.log(how, "saved session %s not used (%s): loading the model", saved.key, exc)
@@ -181,7 +182,12 @@ class InferenceSession:
                     self._manager.custom_ops(load_all=requested is None),
                     self._sess_options.custom_ops,
                 )
+                saved = None
+        if saved is not None:
+            write_session_context(self, path_or_bytes)  # ep.context_enable
+            return
         self._build(path_or_bytes, None, providers, provider_options, read_config)
+        write_session_context(self, path_or_bytes)  # ep.context_enable
         if cache_dir is not None and key is not None:
             self._check_external_data()  # never save what changed data went into
             save_session(
@@ -235,10 +241,14 @@ class InferenceSession:
         settle_constant_inputs(model)
         self._input_values, self._overridable = feedable_inputs(model)
         check_model(model)  # before the optimizer folds a node it would hide
-        if saved is None:
+        if saved is not None:
+            check_saved(saved, model, self._providers)
+        base = context_base(self._model_path, self._sess_options.config_entries, saved)
+        contexts = claim_context_nodes(
+            model, self._providers, base, self._sess_options.config_entries, saved=bool(saved)
+        )
+        if contexts < len(model.graph):  # a compiled model's only nodes need no optimizing
             self._optimize(model)
-        else:  # optimized and partitioned when it was saved
-            claim_saved_nodes(model.graph, self._providers, saved)
         self._inputs_meta = [node_arg(v, self._map_types) for v in self._input_values]
         self._outputs_meta = [node_arg(v, self._map_types) for v in model.graph.outputs]
         self._outputs = OutputNames([a.name for a in self._outputs_meta])
@@ -593,6 +603,9 @@ class InferenceSession:
                 runner.shutdown()
             else:
                 self._providers = self._create_providers(providers, provider_options)
+                config = self._sess_options.config_entries  # EPContext nodes to the new ones
+                base = context_base(self._model_path, config)
+                claim_context_nodes(self._model, self._providers, base, config)
                 self._plans = self._plan()
                 self._runner.use_providers(self._providers)
             for p in old:

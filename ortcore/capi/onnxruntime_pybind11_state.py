@@ -27,6 +27,11 @@ from ..compat_api import (
     set_seed,
     unregister_execution_provider_library,
 )
+from ..compile_api import (
+    OrtCompileApiFlags,
+    get_compatibility_info_from_model,
+    get_compatibility_info_from_model_bytes,
+)
 from ..devices import (
     ArenaExtendStrategy,
     OrtAllocatorType,
@@ -114,6 +119,7 @@ __all__ = [
     "NotImplemented",
     "OrtAllocatorType",
     "OrtArenaCfg",
+    "OrtCompileApiFlags",
     "OrtCompiledModelCompatibility",
     "OrtDevice",
     "OrtDeviceMemoryType",
@@ -137,6 +143,8 @@ __all__ = [
     "get_build_info",
     "get_default_session_options",
     "get_device",
+    "get_compatibility_info_from_model",
+    "get_compatibility_info_from_model_bytes",
     "get_ep_devices",
     "get_version_string",
     "has_collective_ops",

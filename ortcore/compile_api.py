@@ -1,0 +1,361 @@
+"""onnxruntime's compile API: ``ModelCompiler``, ``OrtCompileApiFlags``, the
+``ep.context_*`` session config entries, ``get_compatibility_info_from_model``.
+
+A model is compiled by creating a session of it (through the ordinary
+:class:`~ortcore.InferenceSession` path: the providers come from the
+session options, or, in ortcore, from the ``providers=`` keyword) and
+writing its compiled groups as ``com.microsoft::EPContext`` nodes
+(:mod:`ortcore.epcontext_write`; the format: :mod:`ortcore.epcontext`).
+A session whose config has ``ep.context_enable`` = ``"1"`` writes its
+compiled model when it is created, as onnxruntime's does
+(:func:`write_session_context`).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ep_sdk.compiled_context import COMPATIBILITY_INFO_PREFIX
+from ep_sdk.files import write_atomically
+
+from .epcontext import (
+    CONTEXT_EMBED_KEY,
+    CONTEXT_ENABLE_KEY,
+    CONTEXT_NODE_PREFIX_KEY,
+    CONTEXT_PATH_KEY,
+)
+from .epcontext_write import ContextModel, ExternalInitializers, build_context_model
+from .errors import Fail, InvalidArgument, InvalidArgumentTypeError, InvalidProtobuf, NoSuchFile
+from .options import GraphOptimizationLevel, SessionOptions
+
+if TYPE_CHECKING:
+    from .session import InferenceSession
+
+__all__ = [
+    "ModelCompiler",
+    "OrtCompileApiFlags",
+    "get_compatibility_info_from_model",
+    "get_compatibility_info_from_model_bytes",
+    "write_session_context",
+]
+
+log = logging.getLogger("ortcore.epcontext")
+
+
+class OrtCompileApiFlags(enum.IntFlag):
+    """Options of :class:`ModelCompiler` (onnxruntime's names and numbers)."""
+
+    NONE = 0
+    ERROR_IF_NO_NODES_COMPILED = 1
+    ERROR_IF_OUTPUT_FILE_EXISTS = 2
+
+
+def _ctx_path(path: str | os.PathLike[str]) -> Path:
+    """onnxruntime's default output: ``model.onnx`` -> ``model_ctx.onnx``."""
+    p = Path(path)
+    return p.with_name(f"{p.stem if p.suffix == '.onnx' else p.name}_ctx.onnx")
+
+
+def _exists_error(path: Path) -> Fail:
+    return Fail(
+        f"Failed to generate EP context model since the file {str(path)!r} exists already. "
+        "Please remove the EP context model if you want to re-generate it."
+    )
+
+
+def _write(folder: Path, ctx: ContextModel, model_path: Path | None) -> None:
+    """Write the binaries (first: a model is never there without them), then the model."""
+    for location, data in ctx.files.items():
+        target = folder / location
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(target, data)
+    if model_path is not None:
+        write_atomically(model_path, ctx.proto.SerializeToString())
+
+
+class ModelCompiler:
+    """Compiles a model into onnxruntime's EPContext form (``onnxruntime.ModelCompiler``).
+
+    Args:
+        sess_options: the session options; the providers come from them
+            (``add_provider``, a selection policy) or from ``providers=``.
+        input_model_path_or_bytes: the model's path, or its bytes.
+        embed_compiled_data_into_model: binaries in the EPContext nodes, else
+            (the default) in files ``<model>_<provider>.bin`` beside the
+            compiled model.
+        external_initializers_file_path: a file for the initializers of the
+            nodes left uncompiled (those over ``external_initializers_size_threshold``
+            bytes), relative to the compiled model's folder; default: in the model.
+        flags: :class:`OrtCompileApiFlags`, or'ed.
+        graph_optimization_level: the compile session's (default: none).
+        get_initializer_location_func: not supported by ortcore (refused).
+        providers: ortcore only: the providers, as ``InferenceSession`` takes
+            them (for programs and tests that do not set them on the options).
+        provider_options: ortcore only: with ``providers``.
+        plugin_manager: ortcore only: the plugin manager (tests).
+
+    Raises:
+        InvalidArgumentTypeError: the model is neither a path nor bytes.
+        InvalidArgument: an empty model path or bytes, a bad argument.
+    """
+
+    def __init__(
+        self,
+        sess_options: SessionOptions | None,
+        input_model_path_or_bytes: str | os.PathLike[str] | bytes,
+        embed_compiled_data_into_model: bool = False,
+        external_initializers_file_path: str | os.PathLike[str] | None = None,
+        external_initializers_size_threshold: int = 1024,
+        flags: int = OrtCompileApiFlags.NONE,
+        graph_optimization_level: int = GraphOptimizationLevel.ORT_DISABLE_ALL,
+        get_initializer_location_func: Callable[..., Any] | None = None,
+        *,
+        providers: Sequence[Any] | None = None,
+        provider_options: Sequence[Mapping[str, Any]] | None = None,
+        plugin_manager: Any = None,
+    ) -> None:
+        if isinstance(input_model_path_or_bytes, (str, os.PathLike)):
+            if not os.fspath(input_model_path_or_bytes):
+                raise InvalidArgument("Input model path is empty")
+        elif isinstance(input_model_path_or_bytes, (bytes, bytearray, memoryview)):
+            if not len(input_model_path_or_bytes):
+                raise InvalidArgument("Input model bytes array is empty")
+            input_model_path_or_bytes = bytes(input_model_path_or_bytes)
+        else:
+            raise InvalidArgumentTypeError(
+                f"Unable to load from type '{type(input_model_path_or_bytes)}'"
+            )
+        if get_initializer_location_func is not None:
+            raise InvalidArgument(
+                "ortcore.ModelCompiler does not support get_initializer_location_func; "
+                "use external_initializers_file_path"
+            )
+        self._options = sess_options or SessionOptions()
+        self._model = input_model_path_or_bytes
+        self._embed = bool(embed_compiled_data_into_model)
+        self._external = (
+            os.fspath(external_initializers_file_path) if external_initializers_file_path else ""
+        )
+        self._threshold = int(external_initializers_size_threshold)
+        self._flags = OrtCompileApiFlags(int(flags))
+        self._level = GraphOptimizationLevel(int(graph_optimization_level))
+        self._providers = providers
+        self._provider_options = provider_options
+        self._manager = plugin_manager
+        self._binary_dir: Path | None = None
+        self._binary_name = ""
+
+    def set_ep_context_binary_information(
+        self, output_directory: str | os.PathLike[str], model_name: str
+    ) -> None:
+        """The folder and model name the binaries (``<model_name>_<provider>.bin``)
+        are written with, for :meth:`compile_to_bytes` and :meth:`compile_to_stream`.
+
+        Raises:
+            InvalidArgument: an empty argument, or a folder that does not exist.
+        """
+        folder = os.fspath(output_directory)
+        if not folder or not model_name:
+            raise InvalidArgument("output_directory and model_name must not be empty")
+        if not Path(folder).is_dir():
+            raise InvalidArgument(f"{folder!r} is not a folder")
+        self._binary_dir, self._binary_name = Path(folder), model_name
+
+    def compile_to_file(self, output_model_path: str | os.PathLike[str] | None = None) -> None:
+        """Compile and write the model to ``output_model_path`` (default: the
+        input's path with ``.onnx`` replaced by ``_ctx.onnx``), its binaries beside it.
+
+        Raises:
+            InvalidArgument: no output path for a model given as bytes, or its folder is missing.
+            Fail: the file exists under ``ERROR_IF_OUTPUT_FILE_EXISTS``, or no node
+                was compiled under ``ERROR_IF_NO_NODES_COMPILED``.
+        """
+        if output_model_path:
+            out = Path(os.fspath(output_model_path))
+        elif isinstance(self._model, bytes):
+            raise InvalidArgument("compile_to_file needs an output path for a model given as bytes")
+        else:
+            out = _ctx_path(self._model)
+        if self._flags & OrtCompileApiFlags.ERROR_IF_OUTPUT_FILE_EXISTS and out.exists():
+            raise _exists_error(out)
+        if not out.parent.is_dir():
+            raise InvalidArgument(f"open file {str(out)!r} failed: its folder does not exist")
+        ctx = self._compile(out.parent, out.stem)
+        _write(out.parent, ctx, out)
+
+    def compile_to_bytes(self) -> bytes:
+        """Compile and return the model's bytes. Binaries that are not embedded go
+        to the folder :meth:`set_ep_context_binary_information` set, else
+        beside the input model.
+
+        Raises:
+            InvalidArgument: binaries not embedded and nowhere to write them.
+            Fail: as :meth:`compile_to_file`.
+        """
+        folder, stem = self._binary_place()
+        ctx = self._compile(folder, stem)
+        if folder is not None:
+            _write(folder, ctx, None)
+        return bytes(ctx.proto.SerializeToString())
+
+    def compile_to_stream(self, write_function: Callable[[bytes], Any]) -> None:
+        """Compile and hand the model's bytes to ``write_function`` (as
+        :meth:`compile_to_bytes`)."""
+        write_function(self.compile_to_bytes())
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _binary_place(self) -> tuple[Path | None, str]:
+        if self._binary_dir is not None:
+            return self._binary_dir, self._binary_name
+        if isinstance(self._model, bytes):
+            return None, "model"
+        return Path(self._model).parent, _ctx_path(self._model).stem
+
+    def _compile(self, folder: Path | None, stem: str) -> ContextModel:
+        from .session import InferenceSession
+
+        options = self._options.with_model_config({})
+        options.graph_optimization_level = self._level
+        for key in (CONTEXT_ENABLE_KEY, "ortcore.save_session"):
+            options._config.pop(key, None)  # the compile session writes nothing of its own
+        kwargs: dict[str, Any] = {}
+        if self._manager is not None:
+            kwargs["plugin_manager"] = self._manager
+        if isinstance(self._model, (str, os.PathLike)) and not Path(self._model).exists():
+            raise InvalidArgument(f"Input model path does not exist: {os.fspath(self._model)!r}")
+        session = InferenceSession(
+            self._model, options, self._providers, self._provider_options, **kwargs
+        )
+        try:
+            external = None
+            if self._external:
+                external = ExternalInitializers(self._location(folder), self._threshold)
+            if not self._embed and folder is None:
+                raise InvalidArgument(
+                    "the model came as bytes and its binaries are not embedded: call "
+                    "set_ep_context_binary_information(folder, name) or embed them "
+                    "(embed_compiled_data_into_model=True)"
+                )
+            ctx = context_of(session, self._embed, stem, external)
+        finally:
+            session.close()
+        if ctx.compiled == 0 and self._flags & OrtCompileApiFlags.ERROR_IF_NO_NODES_COMPILED:
+            raise Fail(
+                "Unable to compile any nodes. Check that the session's providers support "
+                "compilation (serialize_compiled) and can execute at least one subgraph "
+                f"of the model (providers: {', '.join(session.get_providers())})"
+            )
+        return ctx
+
+    def _location(self, folder: Path | None) -> str:
+        """The external initializers file, relative to the compiled model's folder."""
+        path = Path(self._external)
+        if folder is None or not path.is_absolute():
+            location = path.as_posix()
+        else:
+            location = os.path.relpath(path, folder)
+        if os.path.isabs(location) or location.startswith(".."):
+            raise InvalidArgument(
+                f"external_initializers_file_path {self._external!r} must lie in the "
+                "compiled model's folder"
+            )
+        return location
+
+
+def context_of(
+    session: InferenceSession, embed: bool, stem: str, external: ExternalInitializers | None = None
+) -> ContextModel:
+    """The compiled model of a created session."""
+    config = session._sess_options.config_entries
+    ctx = build_context_model(
+        session._model,
+        session._plans.planner,
+        embed=embed,
+        stem=stem,
+        node_prefix=config.get(CONTEXT_NODE_PREFIX_KEY, ""),
+        source_file=Path(session._model_path).name if session._model_path else "",
+        external=external,
+    )
+    assert ctx is not None  # only a saved session's is ever None
+    return ctx
+
+
+def write_session_context(
+    session: InferenceSession, path_or_bytes: str | os.PathLike[str] | bytes
+) -> None:
+    """Write the session's compiled model if its config asks (``ep.context_enable``
+    = ``"1"``): to ``ep.context_file_path`` (default ``<model>_ctx.onnx``),
+    binaries embedded with ``ep.context_embed_mode`` = ``"1"``, else in files
+    beside it. Nothing is written when no group was compiled (as onnxruntime).
+
+    Raises:
+        InvalidArgument: a model given as bytes and no ``ep.context_file_path``.
+        Fail: the compiled model's file exists already (onnxruntime's message).
+    """
+    config = session._sess_options.config_entries
+    if config.get(CONTEXT_ENABLE_KEY, "0").strip() != "1":
+        return
+    target = config.get(CONTEXT_PATH_KEY, "")
+    if target:
+        out = Path(target)
+    elif isinstance(path_or_bytes, (str, os.PathLike)):
+        out = _ctx_path(path_or_bytes)
+    else:
+        raise InvalidArgument(
+            f"{CONTEXT_ENABLE_KEY}=1 for a model given as bytes needs {CONTEXT_PATH_KEY}: "
+            "the path the compiled model is written to"
+        )
+    if out.exists():
+        raise _exists_error(out)
+    embed = config.get(CONTEXT_EMBED_KEY, "0").strip() == "1"
+    ctx = context_of(session, embed, out.stem)
+    if ctx.compiled == 0:
+        log.info("no group was compiled: %s is not written", out)
+        return
+    _write(out.parent, ctx, out)
+
+
+def _info(proto: Any, ep_type: str) -> str | None:
+    if not ep_type:
+        raise InvalidArgument("Invalid argument provided to GetCompatibilityInfoFromModel.")
+    for prop in proto.metadata_props:
+        if prop.key == COMPATIBILITY_INFO_PREFIX + ep_type:
+            return str(prop.value)
+    return None
+
+
+def get_compatibility_info_from_model(
+    model_path: str | os.PathLike[str], ep_type: str
+) -> str | None:
+    """The compatibility string a compiled model holds for provider ``ep_type``
+    (metadata ``ep_compatibility_info.<ep_type>``), or ``None``.
+
+    Raises:
+        NoSuchFile: no such file. InvalidProtobuf: not a model.
+        InvalidArgument: an empty ``ep_type``.
+    """
+    path = Path(os.fspath(model_path))
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise NoSuchFile(f"Load model {path!s} failed. File doesn't exist") from exc
+    return get_compatibility_info_from_model_bytes(data, ep_type)
+
+
+def get_compatibility_info_from_model_bytes(model_data: bytes, ep_type: str) -> str | None:
+    """:func:`get_compatibility_info_from_model` of a model's bytes."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(bytes(model_data))
+    except (DecodeError, ValueError) as exc:
+        raise InvalidProtobuf("Protobuf parsing failed.") from exc
+    return _info(proto, ep_type)
