@@ -26,6 +26,8 @@ What is here:
 * :func:`check_tensor_size`, which a kernel calls before allocating an output
   whose size comes from data (:class:`TensorTooLarge`, :func:`tensor_byte_limit`);
 * :data:`hookimpl`, the marker of a plugin's hook functions;
+* :data:`__version__`, this SDK's version (distribution ``ortcore-ep-sdk``;
+  semantic versioning, see docs/provider-contract.md);
 * ``ep_sdk.testing`` (imported on its own): pytest helpers that run nodes and
   models through a provider, or a provider's kernels on their own
   (``KernelKit``), and compare with onnx's reference evaluator.
@@ -36,6 +38,7 @@ from __future__ import annotations
 import pluggy
 
 from . import fused_ops
+from ._version import __version__
 from .bridge import BridgeExecutionProvider
 from .capability import (
     Capability,
@@ -83,6 +86,7 @@ hookimpl = pluggy.HookimplMarker("ortcore")
 """Marker for a plugin's hook implementations (``@ep_sdk.hookimpl``)."""
 
 __all__ = [
+    "__version__",
     "ALL_TENSOR_TYPES",
     "Allocator",
     "BridgeExecutionProvider",
