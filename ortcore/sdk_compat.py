@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
 
-__all__ = ["SDK_DISTRIBUTION", "SdkVerdict", "judge_entry_point", "judge_requirements"]
+__all__ = [
+    "SDK_DISTRIBUTION",
+    "SdkVerdict",
+    "judge_entry_point",
+    "judge_requirements",
+    "sdk_requirement",
+]
 
 SDK_DISTRIBUTION = "ortcore-ep-sdk"
 """The distribution of the provider SDK (import name ``ep_sdk``)."""
@@ -35,6 +41,18 @@ log = logging.getLogger("ortcore.plugins")
 # The name at the start of a requirement line (PEP 508), to skip the lines that
 # do not name the SDK without parsing them.
 _NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def sdk_requirement(version: str | None = None) -> str:
+    """The requirement a provider written against SDK ``version`` (default: the
+    installed one, ``ep_sdk.__version__``) declares: from that minor release
+    up to the next major, e.g. ``ortcore-ep-sdk>=1.1,<2`` for 1.1.0."""
+    if version is None:
+        import ep_sdk
+
+        version = ep_sdk.__version__
+    major, minor = (int(p) for p in re.findall(r"\d+", version)[:2])
+    return f"{SDK_DISTRIBUTION}>={major}.{minor},<{major + 1}"
 
 
 @dataclass(frozen=True)
