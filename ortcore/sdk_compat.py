@@ -41,6 +41,11 @@ log = logging.getLogger("ortcore.plugins")
 # The name at the start of a requirement line (PEP 508), to skip the lines that
 # do not name the SDK without parsing them.
 _NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+# A requirement with neither marker nor URL: name, extras, versions (bare or in
+# the parentheses of older metadata).
+_PLAIN = re.compile(
+    r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*\(?(?P<spec>[^;@()]*)\)?\s*"
+)
 
 
 def sdk_requirement(version: str | None = None) -> str:
@@ -86,16 +91,28 @@ def _names_sdk(line: str) -> bool:
 
 def _sdk_ranges(lines: Iterable[str]) -> list[SpecifierSet]:
     """The version ranges of these requirements on the SDK that apply
-    unconditionally (a requirement under an extra does not bind the plugin)."""
-    from packaging.requirements import Requirement
+    unconditionally (a requirement under an extra does not bind the plugin).
+
+    A plain line (name, extras, versions) is read with ``packaging.specifiers``
+    alone; one with a marker or a URL with the whole requirement grammar of
+    ``packaging.requirements``, which costs a few milliseconds more to import.
+    """
+    from packaging.specifiers import SpecifierSet
 
     ranges = []
     for line in lines:
-        req = Requirement(line)
-        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
-            continue
-        if req.specifier:  # a bare name or a URL says nothing about versions
-            ranges.append(req.specifier)
+        plain = _PLAIN.fullmatch(line)
+        if plain is not None:
+            spec = SpecifierSet(plain["spec"])
+        else:
+            from packaging.requirements import Requirement
+
+            req = Requirement(line)
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue
+            spec = req.specifier
+        if spec:  # a bare name or a URL says nothing about versions
+            ranges.append(spec)
     return ranges
 
 
@@ -134,11 +151,9 @@ def judge_requirements(
     lines = [r for r in requires or () if _names_sdk(r)]
     if not lines:  # nothing to parse: packaging is not even imported
         return SdkVerdict("")
-    from packaging.requirements import InvalidRequirement
-
     try:
         ranges = _sdk_ranges(lines)
-    except InvalidRequirement as exc:
+    except ValueError as exc:  # packaging's InvalidRequirement and InvalidSpecifier
         raise ValueError(f"{dist} {dist_version}: unreadable requirement: {exc}") from None
     declared = ",".join(str(r) for r in ranges)
     for spec in ranges:

@@ -222,6 +222,7 @@ def test_hand_registered_plugins_are_not_checked() -> None:
         (["ortcore-ep-sdk>=3; extra == 'dev'", "ortcore-ep-sdk>=1.0"], "ok"),  # extras bind nothing
         (["ortcore-ep-sdk>=1.0; python_version < '3'"], "none"),  # marker false here
         (["ortcore-ep-sdk"], "none"),
+        (["ortcore-ep-sdk @ file:///src/ep_sdk"], "none"),  # a URL names no versions
         (["ortcore>=0.1,<0.2"], "none"),
         (None, "none"),
         (["ortcore-ep-sdk>=1.2,<2"], "newer"),
