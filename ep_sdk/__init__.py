@@ -35,6 +35,8 @@ What is here:
 * :func:`check_tensor_size`, which a kernel calls before allocating an output
   whose size comes from data (:class:`TensorTooLarge`, :func:`tensor_byte_limit`);
 * :data:`hookimpl`, the marker of a plugin's hook functions;
+* :data:`__version__`, this SDK's version (distribution ``ortcore-ep-sdk``;
+  semantic versioning, see docs/provider-contract.md);
 * ``ep_sdk.testing`` (imported on its own): pytest helpers that run nodes and
   models through a provider, or a provider's kernels on their own
   (``KernelKit``), and compare with onnx's reference evaluator.
@@ -45,6 +47,7 @@ from __future__ import annotations
 import pluggy
 
 from . import fused_ops
+from ._version import __version__
 from .artifacts import ArtifactStore, artifact_key
 from .bridge import BridgeExecutionProvider
 from .capability import (
@@ -106,6 +109,7 @@ hookimpl = pluggy.HookimplMarker("ortcore")
 """Marker for a plugin's hook implementations (``@ep_sdk.hookimpl``)."""
 
 __all__ = [
+    "__version__",
     "ALL_TENSOR_TYPES",
     "FLOAT_TYPES",
     "HOST_DEVICE",

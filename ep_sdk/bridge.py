@@ -51,8 +51,8 @@ import onnx_ir as ir
 from .capability import Capability, Claim, FusedGroup, GraphContext
 from .files import write_atomically
 from .graph import group_digest, group_io, group_model, group_nodes, is_constant, node_reads
-from .kernel import is_provider_folder_name
-from .provider import ExecutionProvider, ProviderOptionError, SessionConfig
+from .kernel import SessionConfig, is_provider_folder_name
+from .provider import ExecutionProvider, ProviderOptionError
 
 __all__ = [
     "Answer",

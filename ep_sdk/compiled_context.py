@@ -72,9 +72,9 @@ class Compatibility(NamedTuple):
 
 def sdk_version() -> str:
     """The installed SDK's version (``ep_sdk.__version__``)."""
-    import ep_sdk
+    from ._version import __version__
 
-    return str(getattr(ep_sdk, "__version__", "1.1.0"))
+    return __version__
 
 
 def _engine_parts(provider: ExecutionProvider, groups: Sequence[FusedGroup]) -> dict[str, str]:

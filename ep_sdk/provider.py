@@ -1,8 +1,10 @@
 """The execution-provider base class.
 
 (The capability types it answers with, :class:`Capability`, :class:`Claim`
-and :class:`FusedGroup`, live in ``ep_sdk.capability``; they stay importable
-from here.)
+and :class:`FusedGroup`, live in ``ep_sdk.capability``, :class:`Device` in
+``ep_sdk.device`` and :class:`SessionConfig` in ``ep_sdk.kernel``; all are
+names of ``ep_sdk``. Importing them from this module, their place before SDK
+1.0 settled, is deprecated since SDK 1.1 and warns; it stops working in 2.0.)
 
 A provider is a subclass of :class:`ExecutionProvider`. The core creates one
 instance per session with the user's options, asks it which nodes it takes
@@ -14,25 +16,34 @@ hands it fused groups to compile, and moves data to and from its device with
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 
-from .capability import Capability, Claim, FusedGroup, GraphContext
+from . import capability as _capability
+from . import kernel as _kernel
+from ._deprecation import deprecated_names
+from .capability import GraphContext
 from .compiled_context import Compatibility
-from .device import HOST_DEVICE, Allocator, Device, HostAllocator
-from .kernel import Compute, SessionConfig
+from .device import HOST_DEVICE, Allocator, HostAllocator
+from .kernel import Compute
 from .registry import KernelDef, KernelRegistry
 
-__all__ = [
-    "Capability",
-    "Claim",
-    "Device",  # re-exported from .device
-    "ExecutionProvider",
-    "FusedGroup",
-    "ProviderOptionError",
-    "SessionConfig",  # re-exported from .kernel
-]
+if TYPE_CHECKING:
+    from .capability import Capability, FusedGroup
+    from .device import Device
+    from .kernel import SessionConfig
+
+__all__ = ["ExecutionProvider", "ProviderOptionError"]
+
+# Re-exported here before SDK 1.0 settled where they live; each is a name of
+# ep_sdk (docs/provider-contract.md, "Deprecations").
+__getattr__ = deprecated_names(
+    __name__,
+    dict.fromkeys(("Capability", "Claim", "Device", "FusedGroup", "SessionConfig"), "ep_sdk"),
+    since="1.1",
+    removed_in="2.0",
+)
 
 
 class ProviderOptionError(ValueError):
@@ -96,7 +107,7 @@ class ExecutionProvider:
                 f"known options: {known}"
             )
         self.options: dict[str, str] = {**self.default_options, **opts}
-        self.config = config or SessionConfig()
+        self.config = config or _kernel.SessionConfig()
 
     # -- discovery -------------------------------------------------------
 
@@ -155,7 +166,9 @@ class ExecutionProvider:
 
         registry = self.registry()
         if registry is None:
-            return Capability(declined={n: "provider has no kernels" for n in graph.nodes})
+            return _capability.Capability(
+                declined={n: "provider has no kernels" for n in graph.nodes}
+            )
         return claim_registered_nodes(graph, registry)
 
     def compile(self, group: FusedGroup) -> Compute:

@@ -18,6 +18,13 @@ turns entry-point loading off; plugins can then be added with
 hooks do not match these specifications, is listed by ``ortcore providers``
 as unavailable with the error, and never prevents other plugins from loading.
 
+The plugin's distribution declares the provider-SDK releases it is written
+for (``ortcore-ep-sdk>=1.1,<2``) and depends on nothing else of ortcore's;
+a plugin whose range excludes the installed SDK is listed as incompatible,
+with the fix, and never imported (docs/provider-contract.md). A hook is
+deprecated through pluggy (``warn_on_impl``) and removed no earlier than the
+next major SDK release; none is deprecated today.
+
 Each hook below is a specification only: its signature and its docstring,
 which this reference is generated from.
 """

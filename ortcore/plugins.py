@@ -39,10 +39,20 @@ How plugins are found and judged:
   The winner does not depend on which entry points happened to be imported
   first, so an entry point that sorts first cannot take over a name it does
   not own.
+* **Compatibility before import.** Before an entry point is imported, its
+  distribution's metadata is read (once per distribution and process): a
+  plugin whose requirement on ``ortcore-ep-sdk`` excludes the installed SDK
+  (``ep_sdk.__version__``) is never imported, and is listed as unavailable
+  with its range, the installed version and the pip command that fixes it
+  (:mod:`ortcore.sdk_compat`); naming it in a session raises that reason. A
+  plugin that declares no range (one from before SDK 1.1) is loaded, with
+  one info-level log line saying so. Hand-registered plugins have no
+  metadata and are not checked.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import logging
 import os
@@ -54,11 +64,13 @@ from typing import Any
 
 import pluggy
 
+import ep_sdk
 from ep_sdk import ExecutionProvider
 
 from . import hookspecs
 from .custom_ops import CustomOp
 from .errors import InvalidArgument
+from .sdk_compat import SdkVerdict, judge_entry_point
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -149,6 +161,9 @@ class PluginManager:
         self._broken: list[ProviderEntry] = []
         self._refused: set[tuple[str, str]] = set()  # (provider name, plugin refused it)
         self._custom_ops: list[tuple[str, CustomOp]] = []
+        self._sdk_verdicts: dict[str, SdkVerdict] = {}  # distribution -> its SDK range, judged
+        # entry-point key -> (plugin label, why it was refused before import)
+        self._incompatible: dict[str, tuple[str, str]] = {}
 
     # -- loading -----------------------------------------------------------
 
@@ -195,6 +210,8 @@ class PluginManager:
 
     def _load_entry_point(self, ep: importlib.metadata.EntryPoint) -> None:
         label = f"{ep.name} ({ep.value})"
+        if not self._sdk_allows(ep, label):
+            return
         try:
             plugin = ep.load()
         except _FATAL:
@@ -203,6 +220,18 @@ class PluginManager:
             self._mark_broken(label, label, f"failed to import: {describe_error(exc)}")
             return
         self._register(plugin, _Origin(label, ep=ep))
+
+    def _sdk_allows(self, ep: importlib.metadata.EntryPoint, label: str) -> bool:
+        """Whether ``ep``'s distribution may be imported with the installed SDK;
+        when not, it is listed as incompatible (see the module docs)."""
+        version, reason = judge_entry_point(ep, label, self._sdk_verdicts, ep_sdk.__version__)
+        if not reason:
+            return True
+        log.warning("ortcore plugin %s: %s", label, reason)
+        self._incompatible[_key(ep.name)] = (label, reason)
+        entry = _broken_entry(label, label, reason)
+        self._broken.append(dataclasses.replace(entry, version=version))
+        return False
 
     def _register(self, plugin: Any, origin: _Origin) -> None:
         label = origin.label
@@ -401,6 +430,7 @@ class PluginManager:
             self._broken = [e for e in self._broken if e.plugin != name]
             self._refused = {r for r in self._refused if r[1] != name}
             self._custom_ops = [(p, op) for p, op in self._custom_ops if p != name]
+            self._incompatible = {k: v for k, v in self._incompatible.items() if v[0] != name}
 
     def entries(self) -> list[ProviderEntry]:
         """Every provider known, available or not, plus broken plugins (loads all)."""
@@ -450,6 +480,11 @@ class PluginManager:
                         f"unavailable: {e.reason}"
                     )
                 return e
+            refused = self._incompatible.get(_key(name))
+            if refused is not None:
+                raise InvalidArgument(
+                    f"Provider {name!r} cannot be used: plugin {refused[0]} is {refused[1]}"
+                )
             known = ", ".join(
                 f"{e.name} ({'/'.join(e.aliases)})" if e.aliases else e.name
                 for e in sorted(self._entries.values(), key=_order)

@@ -22,9 +22,12 @@ from .conftest import fvi, make_model
 
 
 def test_device_and_session_config_sit_below_the_provider() -> None:
-    assert ep_sdk.Device is ep_sdk.device.Device is ep_sdk.provider.Device
+    assert ep_sdk.Device is ep_sdk.device.Device
     assert ep_sdk.HOST_DEVICE == ep_sdk.device.HOST_DEVICE == ep_sdk.Device("cpu", 0)
-    assert ep_sdk.SessionConfig is ep_sdk.kernel.SessionConfig is ep_sdk.provider.SessionConfig
+    assert ep_sdk.SessionConfig is ep_sdk.kernel.SessionConfig
+    # Their old import path (deprecated in 1.1, gone in 2.0) still gives the same objects.
+    with pytest.warns(DeprecationWarning, match=r"ep_sdk\.provider\.Device .* 2\.0"):
+        assert ep_sdk.provider.Device is ep_sdk.Device
     assert isinstance(test_providers.MiniProvider(None), ep_sdk.ProviderView)
 
 

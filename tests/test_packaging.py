@@ -1,13 +1,14 @@
-"""Packaging: one version per distribution, typed packages, and a test run that
-imports what pip installed.
+"""Packaging: one version per distribution, typed packages, providers that
+depend on the SDK alone, and a test run that imports what pip installed.
 
-Under tox (``TOX_ENV_NAME`` set) ortcore and ortcore-cpu are installed from
-wheels built from this checkout, and the tests must import those, not the
+Under tox (``TOX_ENV_NAME`` set) ortcore-ep-sdk, ortcore and ortcore-cpu are
+installed from wheels built from this checkout, and the tests must import those, not the
 source tree beside them: ``test_tests_import_the_installed_packages`` checks it.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.metadata
 import importlib.resources
@@ -20,10 +21,13 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+import ep_sdk
 import ortcore
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("ortcore", "ep_sdk", "conformance")
+PROVIDERS = ("cpu", "cuda", "openvino", "tensorrt")
+OURS = {"ortcore", "ortcore-ep-sdk", *(f"ortcore-{p}" for p in PROVIDERS)}
 
 under_tox = pytest.mark.skipif(
     "TOX_ENV_NAME" not in os.environ,
@@ -45,15 +49,55 @@ def test_version_is_written_once() -> None:
     assert ortcore.get_version_string() == ortcore.__version__
 
 
-def test_cpu_provider_bounds_its_core() -> None:
-    """ortcore-cpu names the ortcore releases it works with, this one among them."""
+def _dependencies(folder: Path) -> list[Requirement]:
     tomllib = pytest.importorskip("tomllib")
-    project = tomllib.loads((ROOT / "plugins" / "cpu" / "pyproject.toml").read_text())
-    (req,) = [
-        r for r in map(Requirement, project["project"]["dependencies"]) if r.name == "ortcore"
-    ]
-    assert any(s.operator == "<" for s in req.specifier), f"{req}: no upper bound"
-    assert req.specifier.contains(ortcore.__version__, prereleases=True), str(req)
+    project = tomllib.loads((folder / "pyproject.toml").read_text())["project"]
+    return [Requirement(r) for r in project["dependencies"]]
+
+
+def test_sdk_version_is_written_once() -> None:
+    """ep_sdk/pyproject.toml reads the version from ``ep_sdk._version``."""
+    try:
+        assert importlib.metadata.version("ortcore-ep-sdk") == ep_sdk.__version__
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("ortcore-ep-sdk is not installed (ep_sdk runs from the source tree)")
+
+
+@pytest.mark.parametrize("folder", ["", *(f"plugins/{p}" for p in PROVIDERS)])
+def test_host_and_providers_depend_on_an_sdk_range(folder: str) -> None:
+    """ortcore and every provider name the SDK releases they work with, this one
+    among them, with an upper bound (the next major); a provider depends on
+    nothing else of ours."""
+    reqs = _dependencies(ROOT / folder)
+    (sdk,) = [r for r in reqs if r.name == "ortcore-ep-sdk"]
+    assert any(s.operator == "<" for s in sdk.specifier), f"{sdk}: no upper bound"
+    assert sdk.specifier.contains(ep_sdk.__version__, prereleases=True), str(sdk)
+    if folder:
+        assert [r.name for r in reqs if r.name in OURS] == ["ortcore-ep-sdk"], folder
+
+
+def _third_party_imports(folder: Path, skip: set[str]) -> set[str]:
+    names: set[str] = set()
+    for path in folder.glob("*.py"):
+        if path.stem in skip:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return names - set(sys.stdlib_module_names) - {"__future__", "ep_sdk"}
+
+
+def test_sdk_depends_on_what_it_imports() -> None:
+    """ortcore-ep-sdk's dependencies are the libraries ep_sdk imports, and only
+    ep_sdk.testing (its ``testing`` extra) imports the host."""
+    declared = {r.name for r in _dependencies(ROOT / "ep_sdk")}
+    to_dist = {"onnx_ir": "onnx-ir"}
+    imported = _third_party_imports(ROOT / "ep_sdk", skip={"testing"})
+    assert {to_dist.get(m, m) for m in imported} == declared
+    testing = _third_party_imports(ROOT / "ep_sdk", skip=set()) - imported
+    assert testing <= {"ortcore", "onnxruntime"}, testing  # onnxruntime: an optional oracle
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -83,15 +127,19 @@ def test_tests_import_the_installed_packages() -> None:
 
 @under_tox
 def test_installed_metadata() -> None:
-    """SPDX licence and licence file in both distributions, py.typed in the wheel,
-    and no generated C sources in the CPU provider's wheel."""
-    dists = ["ortcore", "ortcore-cpu"] if _cpu_installed() else ["ortcore"]
+    """SPDX licence and licence file in every distribution, py.typed in the wheels
+    (ep_sdk's in its own), and no generated C sources in the CPU provider's wheel."""
+    dists = ["ortcore-ep-sdk", "ortcore", *(["ortcore-cpu"] if _cpu_installed() else [])]
     for dist in dists:
         meta = importlib.metadata.metadata(dist)
         assert meta["License-Expression"] == "Apache-2.0", dist
         assert "LICENSE" in (meta.get_all("License-File") or []), dist
     files = {f.as_posix() for f in importlib.metadata.files("ortcore") or []}
-    assert {f"{p}/py.typed" for p in PACKAGES} <= files
+    assert {"ortcore/py.typed", "conformance/py.typed"} <= files
+    assert not [f for f in files if f.startswith("ep_sdk/")]
+    sdk_files = {f.as_posix() for f in importlib.metadata.files("ortcore-ep-sdk") or []}
+    assert "ep_sdk/py.typed" in sdk_files and "ep_sdk/_version.py" in sdk_files
+    assert not [f for f in sdk_files if f.endswith(("pyproject.toml", ".md"))]
     if _cpu_installed():
         cpu_files = [f.as_posix() for f in importlib.metadata.files("ortcore-cpu") or []]
         assert not [f for f in cpu_files if f.endswith(".c")]

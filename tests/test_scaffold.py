@@ -10,9 +10,14 @@ import venv
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
+import ep_sdk
 from ortcore.cli import main
 from ortcore.scaffold import new_provider, provider_names
+from ortcore.sdk_compat import sdk_requirement
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_names() -> None:
@@ -48,6 +53,23 @@ def test_cli_writes_package_and_refuses_non_empty_dir(
     assert "pypi.org" not in (tmp_path / "acme" / "README.md").read_text()
     assert main(["ep", "new", "acme", "--dir", str(tmp_path / "acme")]) == 2
     assert "not empty" in capsys.readouterr().err
+
+
+def test_generated_package_depends_on_the_sdk_alone(tmp_path: Path) -> None:
+    """One dependency of ours: the SDK, from the installed minor to the next major;
+    the tutorial shows the same range."""
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((new_provider("acme", tmp_path) / "pyproject.toml").read_text())
+    ours = [r for r in map(Requirement, project["project"]["dependencies"]) if "ortcore" in r.name]
+    assert ours == [Requirement(sdk_requirement())]
+    (sdk,) = ours
+    major = int(ep_sdk.__version__.split(".")[0])
+    assert sdk.specifier.contains(ep_sdk.__version__)
+    assert not sdk.specifier.contains(f"{major + 1}.0") and not sdk.specifier.contains("0.9")
+    assert (
+        f'dependencies = ["{sdk_requirement()}", "numpy"]'
+        in (ROOT / "docs/tutorial.md").read_text()
+    )
 
 
 def _venv_seeing_this_one(where: Path) -> Path:

@@ -1,9 +1,12 @@
 """``ortcore ep new NAME``: write a provider package to start from.
 
 The package has a ``pyproject.toml`` with the ``ortcore.providers`` entry
-point, a provider with one kernel (Relu), tests that check the kernel against
-onnx's reference evaluator and run a subset of the conformance suite, and a
-README. ``pip install`` it and ``ortcore providers`` lists it.
+point and one dependency of ortcore's, the provider SDK, with the range of
+releases from the installed one to the next major (``ortcore-ep-sdk>=1.1,<2``
+for SDK 1.1: :func:`ortcore.sdk_compat.sdk_requirement`); a provider with one
+kernel (Relu); tests that check the kernel against onnx's reference evaluator
+and run a subset of the conformance suite; and a README. ``pip install`` it
+and ``ortcore providers`` lists it.
 """
 
 from __future__ import annotations
@@ -68,7 +71,9 @@ def new_provider(name: str, directory: str | Path | None = None) -> Path:
         ValueError: a bad name.
         FileExistsError: ``directory`` exists and is not empty.
     """
-    names = provider_names(name)
+    from ..sdk_compat import sdk_requirement
+
+    names = {**provider_names(name), "sdk_requirement": sdk_requirement()}
     root = Path(directory) if directory is not None else Path(names["dist"])
     if root.exists() and any(root.iterdir()):
         raise FileExistsError(f"{root} exists and is not empty; choose another --dir")
