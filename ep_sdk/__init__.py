@@ -19,6 +19,10 @@ What is here:
   :func:`claim_registered_nodes`, :func:`group_nodes`, :func:`group_io`,
   :func:`group_model`, :class:`FusedGroup`;
 * bridges to foreign engines: :class:`BridgeExecutionProvider`;
+* hardware (new in 1.1): :class:`HardwareDevice`, :class:`HardwareDeviceType`
+  and :class:`EpDevice`, what ``ExecutionProvider.ep_devices()`` lists
+  (``ep_sdk.hardware``: :func:`~ep_sdk.hardware.host_cpu`,
+  :func:`~ep_sdk.hardware.cuda_devices`);
 * memory: the :class:`Allocator`, :class:`DataTransfer` and
   :class:`DeviceTensor` protocols;
 * :func:`check_terminate`, which a long-running kernel polls to honour
@@ -35,7 +39,7 @@ from __future__ import annotations
 
 import pluggy
 
-from . import fused_ops
+from . import fused_ops, hardware
 from .bridge import BridgeExecutionProvider
 from .capability import (
     Capability,
@@ -57,6 +61,7 @@ from .dtypes import (
 )
 from .fused_ops import register_fused_schemas
 from .graph import group_io, group_model, group_nodes
+from .hardware import EpDevice, HardwareDevice, HardwareDeviceType
 from .kernel import (
     Compute,
     NodeInfo,
@@ -88,6 +93,9 @@ __all__ = [
     "BridgeExecutionProvider",
     "DataTransfer",
     "DeviceTensor",
+    "EpDevice",
+    "HardwareDevice",
+    "HardwareDeviceType",
     "HostAllocator",
     "FLOAT_TYPES",
     "HOST_DEVICE",
@@ -122,6 +130,7 @@ __all__ = [
     "group_io",
     "group_model",
     "group_nodes",
+    "hardware",
     "hookimpl",
     "make_node_info",
     "node_types",

@@ -20,7 +20,6 @@ from .compat_api import (
     disable_telemetry_events,
     enable_telemetry_events,
     get_build_info,
-    get_ep_devices,
     has_collective_ops,
     register_execution_provider_library,
     set_default_logger_callback,
@@ -40,6 +39,15 @@ from .devices import (
     OrtMemoryInfo,
     OrtMemoryInfoDeviceType,
     OrtMemType,
+)
+from .ep_devices import (
+    OrtEpAssignedNode,
+    OrtEpAssignedSubgraph,
+    OrtEpDevice,
+    OrtExecutionProviderDevicePolicy,
+    OrtHardwareDevice,
+    OrtHardwareDeviceType,
+    get_ep_devices,
 )
 from .errors import (
     AllocationError,
@@ -129,6 +137,12 @@ __all__ = [
     "OrtArenaCfg",
     "OrtCompiledModelCompatibility",
     "OrtDevice",
+    "OrtEpAssignedNode",
+    "OrtEpAssignedSubgraph",
+    "OrtEpDevice",
+    "OrtExecutionProviderDevicePolicy",
+    "OrtHardwareDevice",
+    "OrtHardwareDeviceType",
     "OrtDeviceMemoryType",
     "OrtDeviceVendorId",
     "OrtMemType",
