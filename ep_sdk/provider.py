@@ -50,8 +50,9 @@ class ExecutionProvider:
     * ``device``: the :class:`Device` its tensors live on.
     * ``default_options``: every option it accepts, with its default value;
       an option not listed is refused with :class:`ProviderOptionError`.
-    * ``priority``: default order when the user lists no providers (higher
-      first); the CPU provider uses 0 and is always tried last.
+    * ``priority``: the order of ``get_available_providers()`` and of
+      ``get_ep_devices()`` (higher first); the CPU provider uses 0 and is
+      listed last. A session given no providers uses the CPU provider only.
     * ``compile_receives_constants``: see below (default ``False``).
     * ``load_compiled_mapped``: see below (default ``False``).
     * ``vendor``: who makes the provider (onnxruntime's ``ep_vendor``;

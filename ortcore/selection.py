@@ -275,12 +275,30 @@ def select_providers(
         for name in dict.fromkeys(d.ep_name for d in picked):
             chosen.append((name, tuple(d for d in picked if d.ep_name == name), who))
     else:
+        _check_default(manager)
         _log_default(manager)
         return [(CPU_PROVIDER, _with_config(CPU_PROVIDER, {}, config))]
     return [
         (name, _with_config(name, _device_options(devices, name, who), config))
         for name, devices, who in chosen
     ]
+
+
+def _check_default(manager: PluginManager) -> None:
+    """Refuse the default when there is no CPU provider to run it on.
+
+    Raises:
+        InvalidArgument: naming what is installed and how to choose it.
+    """
+    try:
+        manager.resolve(CPU_PROVIDER)
+    except InvalidArgument as exc:
+        installed = ", ".join(manager.installed_names()) or "none"
+        raise InvalidArgument(
+            f"No execution provider was named, and the default, {CPU_PROVIDER}, cannot be used: "
+            f"{exc} Name the providers: InferenceSession(model, providers=[...]) "
+            f"(installed: {installed}), or install ortcore-cpu."
+        ) from exc
 
 
 def _log_default(manager: PluginManager) -> None:

@@ -85,7 +85,7 @@ class OpenVINOExecutionProvider(ep_sdk.BridgeExecutionProvider):
     aliases = ("openvino", "ov")
     version = __version__
     engine_name = "OpenVINO"
-    priority = 50  # first of the providers a selection policy may pick (after TensorRT, CUDA)
+    priority = 50  # listed after TensorRT (60) and CUDA (55), before the CPU provider (0)
     vendor = "ortcore"
     load_compiled_mapped = True  # import_model reads the cached blob from its mapping
     default_options: ClassVar[Mapping[str, str]] = {
