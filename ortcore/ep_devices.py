@@ -288,20 +288,20 @@ def assignment_info(
             f"Session configuration entry '{RECORD_ASSIGNMENT}' must be set to \"1\" to "
             "retrieve EP graph assignment information."
         )
-    out: list[OrtEpAssignedSubgraph] = []
+    # (provider, nodes) in the order of each subgraph's first node; a group's list fills up.
+    out: list[tuple[str, list[OrtEpAssignedNode]]] = []
     groups: dict[tuple[str, str, str], list[OrtEpAssignedNode]] = {}
     for r in records:
         node = OrtEpAssignedNode(r.node, r.domain, r.op_type)
         if not r.group:
-            out.append(OrtEpAssignedSubgraph(r.provider, [node]))
+            out.append((r.provider, [node]))
             continue
         key = (r.graph, r.provider, r.group)
         if key not in groups:
             groups[key] = []
-            out.append(OrtEpAssignedSubgraph(r.provider, groups[key]))
+            out.append((r.provider, groups[key]))
         groups[key].append(node)
-    # The subgraphs share the lists filled above: copy them out now they are complete.
-    return [OrtEpAssignedSubgraph(s.ep_name, s._nodes) for s in out]
+    return [OrtEpAssignedSubgraph(name, nodes) for name, nodes in out]
 
 
 class SessionDeviceInfo:
