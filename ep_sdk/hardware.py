@@ -134,14 +134,15 @@ def _vendor_name(raw: str) -> str:
 
 def _cpu_features() -> list[str]:
     """The ISA features numpy detected at import (its dispatch table)."""
-    try:
-        from numpy._core._multiarray_umath import __cpu_features__ as table
-    except ImportError:  # numpy 1.x
+    import importlib
+
+    for module in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):  # 2.x, 1.x
         try:
-            from numpy.core._multiarray_umath import __cpu_features__ as table
-        except ImportError:
-            return []
-    return sorted(name for name, present in table.items() if present)
+            table = importlib.import_module(module).__cpu_features__
+        except (ImportError, AttributeError):
+            continue
+        return sorted(name for name, present in table.items() if present)
+    return []
 
 
 @functools.cache

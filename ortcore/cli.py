@@ -154,7 +154,7 @@ def _print_devices(as_json: bool) -> int:
     from .ep_devices import device_errors, get_ep_devices
 
     devices = get_ep_devices()
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "provider": d.ep_name,
             "type": d.device.type.name,
@@ -173,7 +173,7 @@ def _print_devices(as_json: bool) -> int:
     table = [("provider", "type", "vendor", "ids", "description", "ep_options")]
     for r in rows:
         ids = f"{r['vendor_id']:#06x}:{r['device_id']:#06x}"
-        opts = ",".join(f"{k}={v}" for k, v in r["ep_options"].items())  # type: ignore[attr-defined]
+        opts = ",".join(f"{k}={v}" for k, v in r["ep_options"].items())
         table.append((r["provider"], r["type"], r["vendor"], ids, r["description"], opts))
     _table(table)
     for name, why in errors.items():

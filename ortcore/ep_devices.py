@@ -21,11 +21,11 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
-from ep_sdk import EpDevice, ExecutionProvider
+from ep_sdk import Device, EpDevice, ExecutionProvider
 from ep_sdk.hardware import HardwareDevice
 
 from .devices import OrtDeviceMemoryType, OrtMemoryInfo
-from .errors import Fail
+from .errors import Fail, InvalidArgument
 from .plugins import PluginManager, ProviderEntry, default_manager, describe_error
 
 __all__ = [
@@ -180,6 +180,9 @@ class OrtEpDevice:
         device = self._cls.device
         if device.is_host or kind != OrtDeviceMemoryType.DEFAULT:
             return None
+        ordinal = self._ep.ep_options.get("device_id", "")
+        if ordinal.isdigit():  # the device this entry selects, not the class's default
+            device = Device(device.type, int(ordinal))
         return OrtMemoryInfo.of(device)
 
     def __repr__(self) -> str:
@@ -323,8 +326,9 @@ class SessionDeviceInfo:
         """Per input, the device it is read from: the host, so the CPU
         provider's device (``None`` where no CPU provider is installed)."""
         session: Any = self
-        host = next(
-            (d for d in get_ep_devices(session._manager) if d.ep_name == "CPUExecutionProvider"),
-            None,
-        )
+        try:  # only the CPU provider's plugin: no other is imported for this
+            entry = session._manager.resolve("CPUExecutionProvider")
+        except InvalidArgument:
+            return [None for _ in session.get_inputs()]
+        host = next(iter(devices_of(entry)), None)
         return [host for _ in session.get_inputs()]

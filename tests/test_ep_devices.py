@@ -407,3 +407,10 @@ def test_default_is_the_cpu_provider_and_says_what_else_is_installed(
     )
     assert cpu in pm.installed_names() and "aaslow" in pm.installed_names()
     assert "aaslow" in [e.plugin.split(" ")[0] for e in pm.entries()]  # listing: every one
+
+
+def test_input_devices_are_the_cpu_providers_as_in_onnxruntime(cpu: str) -> None:
+    ours = ortcore.InferenceSession(chain_model(["Neg"])).get_input_epdevices()
+    theirs = onnxruntime.InferenceSession(chain_model(["Neg"])).get_input_epdevices()
+    assert [d.ep_name for d in ours] == [d.ep_name for d in theirs] == [cpu]
+    assert ours[0] is next(d for d in ortcore.get_ep_devices() if d.ep_name == cpu)
