@@ -22,6 +22,10 @@ What is here:
 * compiled models (SDK 1.1): :class:`OrtCompiledModelCompatibility` and
   :class:`Compatibility`, what a provider's
   ``validate_compiled_model_compatibility_info`` answers (``ep_sdk.compiled_context``);
+* hardware (new in 1.1): :class:`HardwareDevice`, :class:`HardwareDeviceType`
+  and :class:`EpDevice`, what ``ExecutionProvider.ep_devices()`` lists
+  (``ep_sdk.hardware``: :func:`~ep_sdk.hardware.host_cpu`,
+  :func:`~ep_sdk.hardware.cuda_devices`);
 * memory: the :class:`Allocator`, :class:`DataTransfer` and
   :class:`DeviceTensor` protocols; another provider's device, lent by the
   host: :class:`DevicePeer`, :class:`ContiguousTensor`, :class:`NoDevicePeer`;
@@ -46,7 +50,7 @@ from __future__ import annotations
 
 import pluggy
 
-from . import fused_ops
+from . import fused_ops, hardware
 from ._version import __version__
 from .artifacts import ArtifactStore, artifact_key
 from .bridge import BridgeExecutionProvider
@@ -82,6 +86,7 @@ from .dtypes import (
 )
 from .fused_ops import register_fused_schemas
 from .graph import group_io, group_model, group_nodes
+from .hardware import EpDevice, HardwareDevice, HardwareDeviceType
 from .host import Host
 from .kernel import (
     Compute,
@@ -111,6 +116,9 @@ hookimpl = pluggy.HookimplMarker("ortcore")
 __all__ = [
     "__version__",
     "ALL_TENSOR_TYPES",
+    "EpDevice",
+    "HardwareDevice",
+    "HardwareDeviceType",
     "FLOAT_TYPES",
     "HOST_DEVICE",
     "INT_TYPES",
@@ -161,6 +169,7 @@ __all__ = [
     "group_io",
     "group_model",
     "group_nodes",
+    "hardware",
     "hookimpl",
     "make_node_info",
     "node_types",

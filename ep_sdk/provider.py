@@ -26,6 +26,7 @@ from ._deprecation import deprecated_names
 from .capability import GraphContext
 from .compiled_context import Compatibility
 from .device import HOST_DEVICE, Allocator, HostAllocator
+from .hardware import EpDevice, HardwareDevice, HardwareDeviceType, host_cpu
 from .kernel import Compute
 from .registry import KernelDef, KernelRegistry
 
@@ -61,10 +62,13 @@ class ExecutionProvider:
     * ``device``: the :class:`Device` its tensors live on.
     * ``default_options``: every option it accepts, with its default value;
       an option not listed is refused with :class:`ProviderOptionError`.
-    * ``priority``: default order when the user lists no providers (higher
-      first); the CPU provider uses 0 and is always tried last.
+    * ``priority``: the order of ``get_available_providers()`` and of
+      ``get_ep_devices()`` (higher first); the CPU provider uses 0 and is
+      listed last. A session given no providers uses the CPU provider only.
     * ``compile_receives_constants``: see below (default ``False``).
     * ``load_compiled_mapped``: see below (default ``False``).
+    * ``vendor``: who makes the provider (onnxruntime's ``ep_vendor``;
+      default ``""``). New in SDK 1.1.
 
     Required: a kernel registry (:meth:`kernel_registry`) or a
     :meth:`get_capability` that returns fused claims plus :meth:`compile`.
@@ -78,6 +82,7 @@ class ExecutionProvider:
     device: Device = HOST_DEVICE
     default_options: ClassVar[Mapping[str, str]] = {}
     priority: ClassVar[int] = 100
+    vendor: ClassVar[str] = ""
     compile_receives_constants: ClassVar[bool] = False
     """``False`` (the default): a fused group's constants (initializers no
     feed may replace) are initializers of :attr:`FusedGroup.model`, and the
@@ -117,6 +122,31 @@ class ExecutionProvider:
         library), or ``None`` if it can. Must be cheap: it runs for
         ``get_available_providers()``."""
         return None
+
+    @classmethod
+    def ep_devices(cls) -> Sequence[EpDevice]:
+        """The devices the provider can run on here (onnxruntime's
+        ``OrtEpDevice`` list, see :mod:`ep_sdk.hardware`). New in SDK 1.1.
+
+        The default: nothing when :meth:`unavailable_reason` says the
+        provider cannot run; else one device derived from :attr:`device`:
+        the host CPU (:func:`~ep_sdk.hardware.host_cpu`) for a host
+        provider, a GPU (an NPU when the device type names one) of unknown
+        vendor otherwise. Override it to list real devices, with the
+        ``ep_options`` that select each. Keep it cheap and never let it
+        raise for a missing device (return ``[]``): it runs for
+        ``ortcore.get_ep_devices()`` and for every session that sets a
+        selection policy. Whatever it raises is logged and the provider is
+        listed without devices.
+        """
+        if cls.unavailable_reason() is not None:
+            return []
+        if cls.device.is_host:
+            return [EpDevice(host_cpu())]
+        kind = (
+            HardwareDeviceType.NPU if "npu" in cls.device.type.lower() else HardwareDeviceType.GPU
+        )
+        return [EpDevice(HardwareDevice(kind, metadata={"Description": str(cls.device)}))]
 
     # -- kernels and capability -----------------------------------------
 

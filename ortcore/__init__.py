@@ -20,7 +20,6 @@ from .compat_api import (
     disable_telemetry_events,
     enable_telemetry_events,
     get_build_info,
-    get_ep_devices,
     has_collective_ops,
     register_execution_provider_library,
     set_default_logger_callback,
@@ -46,6 +45,15 @@ from .devices import (
     OrtMemoryInfo,
     OrtMemoryInfoDeviceType,
     OrtMemType,
+)
+from .ep_devices import (
+    OrtEpAssignedNode,
+    OrtEpAssignedSubgraph,
+    OrtEpDevice,
+    OrtExecutionProviderDevicePolicy,
+    OrtHardwareDevice,
+    OrtHardwareDeviceType,
+    get_ep_devices,
 )
 from .errors import (
     AllocationError,
@@ -137,6 +145,12 @@ __all__ = [
     "OrtCompileApiFlags",
     "OrtCompiledModelCompatibility",
     "OrtDevice",
+    "OrtEpAssignedNode",
+    "OrtEpAssignedSubgraph",
+    "OrtEpDevice",
+    "OrtExecutionProviderDevicePolicy",
+    "OrtHardwareDevice",
+    "OrtHardwareDeviceType",
     "OrtDeviceMemoryType",
     "OrtDeviceVendorId",
     "OrtMemType",

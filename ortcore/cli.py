@@ -111,6 +111,8 @@ def _load_inputs(model: Path, args: Sequence[Any]) -> dict[str, np.ndarray]:
 def cmd_providers(ns: argparse.Namespace) -> int:
     """List installed providers (with ``--kernels``, their kernels)."""
     entries = default_manager().entries()
+    if ns.devices:
+        return _print_devices(ns.json)
     if ns.kernels is not None:
         return _print_kernels(entries, ns.kernels, ns.json, ns.markdown)
     if ns.markdown:
@@ -143,6 +145,39 @@ def cmd_providers(ns: argparse.Namespace) -> int:
         status = "available" if e.available else f"unavailable: {e.reason}"
         rows.append((e.name, ",".join(e.aliases), e.version, e.device, status))
     _table(rows)
+    return 0
+
+
+def _print_devices(as_json: bool) -> int:
+    """``ortcore providers --devices``: what ``get_ep_devices()`` lists, and
+    the providers whose ``ep_devices()`` failed."""
+    from .ep_devices import device_errors, get_ep_devices
+
+    devices = get_ep_devices()
+    rows: list[dict[str, Any]] = [
+        {
+            "provider": d.ep_name,
+            "type": d.device.type.name,
+            "vendor": d.device.vendor,
+            "vendor_id": d.device.vendor_id,
+            "device_id": d.device.device_id,
+            "description": d.device.metadata.get("Description", ""),
+            "ep_options": d.ep_options,
+        }
+        for d in devices
+    ]
+    errors = device_errors()
+    if as_json:
+        print(json.dumps({"devices": rows, "errors": errors}, indent=2))
+        return 0
+    table = [("provider", "type", "vendor", "ids", "description", "ep_options")]
+    for r in rows:
+        ids = f"{r['vendor_id']:#06x}:{r['device_id']:#06x}"
+        opts = ",".join(f"{k}={v}" for k, v in r["ep_options"].items())
+        table.append((r["provider"], r["type"], r["vendor"], ids, r["description"], opts))
+    _table(table)
+    for name, why in errors.items():
+        print(f"{name}: no devices listed: {why}")
     return 0
 
 
@@ -245,6 +280,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
     sess = _session(ns, model)
     created = time.perf_counter() - t0
     print(f"session: providers {sess.get_providers()}, created in {created * 1000:.1f} ms")
+    if not ns.providers:
+        print("  (no --providers: the CPU provider only, as InferenceSession(model) does)")
     part = sess.get_partition()
     print("where nodes ran:")
     per = Counter((r.provider, r.op_type) for r in part.nodes)
@@ -467,6 +504,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --kernels NAME: the provider's op -> module index as a Markdown page "
         "(how docs/cpu-kernels.md is made)",
+    )
+    p.add_argument(
+        "--devices",
+        action="store_true",
+        help="list the devices each provider can run on (ortcore.get_ep_devices())",
     )
     p.set_defaults(func=cmd_providers)
 

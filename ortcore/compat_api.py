@@ -31,7 +31,6 @@ __all__ = [
     "enable_telemetry_events",
     "get_build_info",
     "get_default_session_options",
-    "get_ep_devices",
     "has_collective_ops",
     "register_execution_provider_library",
     "set_default_logger_callback",
@@ -142,12 +141,6 @@ def has_collective_ops() -> bool:
 def get_default_session_options() -> SessionOptions:
     """A new :class:`SessionOptions` with default values."""
     return SessionOptions()
-
-
-def get_ep_devices() -> list[Any]:
-    """onnxruntime's plugin-EP device list; ortcore lists providers with
-    ``get_available_providers()`` instead, so this is empty."""
-    return []
 
 
 def create_and_register_allocator(mem_info: Any, arena_cfg: Any = None) -> None:

@@ -97,7 +97,13 @@ def inspect_partition(
         options,
     )
     created = create_providers(
-        manager, providers, provider_options, options, custom_ops, unavailable=unavailable
+        manager,
+        providers,
+        provider_options,
+        options,
+        custom_ops,
+        unavailable=unavailable,
+        model=model,
     )
     try:
         why: dict[str, str] = {}

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .errors import Fail, InvalidArgument, InvalidArgumentRuntimeError, InvalidArgumentTypeError
+from .selection import ProviderSelectionOptions
 
 __all__ = [
     "ExecutionMode",
@@ -81,8 +82,12 @@ def as_host_array(value: Any, what: str) -> np.ndarray:
     return arr
 
 
-class SessionOptions:
+class SessionOptions(ProviderSelectionOptions):
     """Options that shape how a session is built (``onnxruntime.SessionOptions``).
+
+    Providers may be chosen here (``add_provider``, ``add_provider_for_devices``,
+    ``set_provider_selection_policy``, ``set_provider_selection_policy_delegate``:
+    see :class:`~ortcore.selection.ProviderSelectionOptions`).
 
     Session config entries ortcore reads:
         ``session.disable_cpu_ep_fallback``: ``"1"`` forbids the CPU fallback.
@@ -246,11 +251,6 @@ class SessionOptions:
             "onnxruntime custom-op libraries; write the operator in Python with "
             "ortcore.custom_op and pass it to SessionOptions.register_custom_ops"
         )
-
-    def has_providers(self) -> bool:
-        """Whether providers were added to the options (ortcore takes them from
-        ``InferenceSession(providers=...)`` only): always ``False``."""
-        return False
 
     def set_load_cancellation_flag(self, value: bool) -> None:
         """Cancel a model load in progress (ortcore loads in one step: a

@@ -406,6 +406,14 @@ class PluginManager:
             if not all(self._settled(n) for n in names):
                 self._ensure_loaded()
 
+    def installed_names(self) -> list[str]:
+        """What is installed, without importing anything: the names of the
+        providers known so far (imported or registered by hand), then the
+        names of the entry points not imported yet (``openvino``)."""
+        with self._lock:
+            known = [e.name for e in sorted(self._entries.values(), key=_order)]
+            return known + [ep.name for ep in self._discover()]
+
     def register_plugin(self, plugin: Any, name: str | None = None) -> None:
         """Register a plugin object (module or instance) by hand.
 

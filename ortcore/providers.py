@@ -1,5 +1,8 @@
 """A session's providers: which plugins to import, and the providers created in priority order.
 
+A session given no ``providers=`` takes them from its options, else uses the
+CPU provider only (:mod:`ortcore.selection`).
+
 A session that names its providers imports only their plugins (and the CPU
 provider's, where it may fall back to it); the others are imported only if
 the model uses an op domain one of them may define. A provider the user named
@@ -31,6 +34,7 @@ from .errors import EPFail, InvalidArgument, InvalidArgumentRuntimeError, Provid
 from .host import session_config
 from .options import SessionOptions
 from .plugins import PluginManager, ProviderEntry, default_manager, describe_error
+from .selection import requested_from_options, select_providers, warn_if_options_ignored
 
 __all__ = [
     "CPU_PROVIDER",
@@ -74,8 +78,11 @@ def requested_names(
     providers: Sequence[ProviderSpec] | None, options: SessionOptions
 ) -> list[str] | None:
     """The provider names a session asks for (CPU too where it may fall
-    back to it), or ``None`` when it asks for every available provider."""
-    if providers is None or isinstance(providers, str):
+    back to it), or ``None`` when it needs every plugin (a policy or a
+    delegate on the options chooses among every device)."""
+    if providers is None:
+        return requested_from_options(options, cpu_fallback(options))
+    if isinstance(providers, str):
         return None
     names = [spec[0] if isinstance(spec, tuple) and spec else spec for spec in providers]
     out = [n for n in names if isinstance(n, str)]
@@ -117,6 +124,7 @@ def create_providers(
     custom_ops: Sequence[CustomOp],
     *,
     unavailable: bool = False,
+    model: ir.Model | None = None,
 ) -> list[ExecutionProvider]:
     """Resolve and instantiate a session's providers, in priority order.
 
@@ -124,10 +132,14 @@ def create_providers(
     here is created too (:func:`ortcore.inspection.inspect_partition` asks
     it how it would partition a model; nothing is compiled or run).
 
-    A provider the user named that fails to construct is an error; one the
-    session chose itself (every available provider when ``providers`` is
-    ``None``, and the CPU fallback) is skipped with a warning on the
-    ``ortcore.plugins`` logger, and the session goes on with the others.
+    With ``providers`` ``None``, the providers come from ``options``
+    (:func:`ortcore.selection.select_providers`; ``model`` is what a
+    selection delegate is told about), else the CPU provider only.
+
+    A provider the user named (or the options chose) that fails to construct
+    is an error; the CPU fallback the session adds itself is skipped with a
+    warning on the ``ortcore.plugins`` logger, and the session goes on with
+    the others.
     The session's ``custom_ops`` are attached to the providers that run them.
 
     A listed provider that is unknown or unavailable is skipped with a
@@ -145,41 +157,42 @@ def create_providers(
     if providers is None:
         if provider_options is not None:
             raise InvalidArgument("provider_options given without providers")
-        specs = [(e, {}, False) for e in manager.available()]
+        providers = select_providers(manager, options, model, cpu_fallback(options))
     else:
-        if isinstance(providers, str):
-            raise InvalidArgument("providers must be a list of names, not a string")
-        if provider_options is not None and len(provider_options) != len(providers):
-            raise InvalidArgument(
-                f"'providers' has {len(providers)} entries but 'provider_options' has "
-                f"{len(provider_options)}; they must have the same length"
+        warn_if_options_ignored(options)
+    if isinstance(providers, str):
+        raise InvalidArgument("providers must be a list of names, not a string")
+    if provider_options is not None and len(provider_options) != len(providers):
+        raise InvalidArgument(
+            f"'providers' has {len(providers)} entries but 'provider_options' has "
+            f"{len(provider_options)}; they must have the same length"
+        )
+    skipped: list[tuple[str, InvalidArgument]] = []
+    for i, spec in enumerate(providers):
+        if isinstance(spec, tuple):
+            name, opts = spec
+        else:
+            name, opts = spec, {}
+        if provider_options is not None:
+            opts = {**opts, **provider_options[i]}
+        try:
+            entry = manager.resolve(name, available=not unavailable)
+        except InvalidArgument as exc:  # unknown, or installed but unavailable
+            skipped.append((str(name), exc))
+            continue
+        specs.append((entry, opts, True))
+    if skipped and not specs and providers:
+        first = skipped[0][1]
+        raise InvalidArgumentRuntimeError(
+            str(first)
+            + (
+                f" (also unavailable: {', '.join(n for n, _ in skipped[1:])})"
+                if skipped[1:]
+                else ""
             )
-        skipped: list[tuple[str, InvalidArgument]] = []
-        for i, spec in enumerate(providers):
-            if isinstance(spec, tuple):
-                name, opts = spec
-            else:
-                name, opts = spec, {}
-            if provider_options is not None:
-                opts = {**opts, **provider_options[i]}
-            try:
-                entry = manager.resolve(name, available=not unavailable)
-            except InvalidArgument as exc:  # unknown, or installed but unavailable
-                skipped.append((str(name), exc))
-                continue
-            specs.append((entry, opts, True))
-        if skipped and not specs and providers:
-            first = skipped[0][1]
-            raise InvalidArgumentRuntimeError(
-                str(first)
-                + (
-                    f" (also unavailable: {', '.join(n for n, _ in skipped[1:])})"
-                    if skipped[1:]
-                    else ""
-                )
-            ) from first
-        for name, why in skipped:
-            _warn_skipped(manager, name, why)
+        ) from first
+    for name, why in skipped:
+        _warn_skipped(manager, name, why)
     names = [e.name for e, _, _ in specs]
     if len(set(names)) != len(names):
         raise InvalidArgument(f"a provider is listed twice: {names}")

@@ -28,6 +28,7 @@ from .cache import cache_dir_from_config
 from .compile_api import write_session_context
 from .custom_ops import session_ops
 from .devices import OrtMemoryInfo
+from .ep_devices import SessionDeviceInfo
 from .epcontext import claim_context_nodes, context_base
 from .errors import InvalidArgumentTypeError, ModelLoadCanceled
 from .executor import Plan
@@ -80,6 +81,7 @@ from .saved_session import (
     saves_sessions,
     session_key,
 )
+from .selection import selection_key
 
 log = logging.getLogger("ortcore.cache")
 
@@ -93,14 +95,15 @@ __all__ = [
 ]
 
 
-class InferenceSession:
+class InferenceSession(SessionDeviceInfo):
     """Loads a model once and runs it (``onnxruntime.InferenceSession``).
 
     Args:
         path_or_bytes: model file path, or the serialized model.
         sess_options: :class:`SessionOptions`.
         providers: provider names (or ``(name, options)`` pairs) in priority
-            order; ``None`` uses every available provider, CPU last.
+            order; ``None``: those chosen on ``sess_options``, else the CPU
+            provider (:mod:`ortcore.selection`).
         provider_options: one options dict per entry of ``providers``.
 
     Keyword arguments onnxruntime takes are accepted: ``read_config_from_model``
@@ -166,6 +169,7 @@ class InferenceSession:
                 "disabled_optimizers": sorted(self._disabled_optimizers),
                 "fallback": self._fallback,
                 "read_config": read_config,
+                "selection": selection_key(self._sess_options),
             }
             key = session_key(path_or_bytes, self._sess_options, settings, cache_dir)
             if key is not None:
@@ -293,7 +297,12 @@ class InferenceSession:
     ) -> list[ExecutionProvider]:
         """The session's providers, in priority order (see :func:`create_providers`)."""
         return create_providers(
-            self._manager, providers, provider_options, self._sess_options, self._custom_ops
+            self._manager,
+            providers,
+            provider_options,
+            self._sess_options,
+            self._custom_ops,
+            model=self._model,
         )
 
     def _optimize(self, model: ir.Model) -> None:

@@ -143,8 +143,9 @@ def test_run_default_light_resnet50(cpu: str, capsys: pytest.CaptureFixture[str]
 def test_run_light_resnet50_across_all_providers(
     cpu: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # No --providers: claiming, fake, mini and CPU share the model, with device copies.
-    assert main(["run", "light_resnet50", "--repeat", "0"]) == 0
+    # claiming, fake, mini and CPU share the model, with device copies.
+    providers = "claiming,fake,mini,cpu"
+    assert main(["run", "light_resnet50", "--repeat", "0", "--providers", providers]) == 0
     out = capsys.readouterr().out
     assert "FakeDeviceExecutionProvider:" in out and "CPUExecutionProvider:" in out
     assert "device copies inserted" in out

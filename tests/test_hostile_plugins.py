@@ -281,18 +281,26 @@ class ExplodingProvider(MiniProvider):
         raise type(self).error
 
 
-def test_default_session_skips_provider_failing_to_construct(
+class ExplodingCPUProvider(ExplodingProvider):
+    """A CPU provider whose constructor raises."""
+
+    name = "CPUExecutionProvider"
+    aliases = ("cpu",)
+
+
+def test_cpu_fallback_failing_to_construct_is_skipped(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    pm = manager_with(ExplodingProvider, MiniProvider)
-    assert pm.available()[0].name == "ExplodingExecutionProvider"
+    """The CPU fallback is the one provider a session adds itself: when it
+    fails, the session goes on without it, with a warning."""
+    pm = manager_with(ExplodingCPUProvider, MiniProvider)
     with caplog.at_level(logging.WARNING, logger="ortcore.plugins"):
-        sess = ortcore.InferenceSession(chain_model(["Neg"]), plugin_manager=pm)
+        sess = ortcore.InferenceSession(chain_model(["Neg"]), providers=["mini"], plugin_manager=pm)
     assert sess.get_providers() == ["MiniExecutionProvider"]
     x = np.ones((2, 3), np.float32)
     np.testing.assert_array_equal(sess.run(None, {"x": x})[0], -x)
     logged = _warnings(caplog)
-    assert "ExplodingExecutionProvider" in logged and "tests.adhoc" in logged
+    assert "CPUExecutionProvider" in logged and "tests.adhoc" in logged
     assert "no licence for the exploding device" in logged
 
 
@@ -312,9 +320,9 @@ def test_named_provider_failing_to_construct_is_a_clear_error(
     assert info.value.__cause__ is error
 
 
-def test_default_session_where_every_provider_fails_names_them() -> None:
-    pm = manager_with(ExplodingProvider)
-    with pytest.raises(ortcore.EPFail, match=r"ExplodingExecutionProvider.*no licence"):
+def test_default_session_whose_cpu_provider_fails_names_it() -> None:
+    pm = manager_with(ExplodingCPUProvider, MiniProvider)
+    with pytest.raises(ortcore.EPFail, match=r"CPUExecutionProvider.*no licence"):
         ortcore.InferenceSession(chain_model(["Neg"]), plugin_manager=pm)
 
 
@@ -350,7 +358,11 @@ def test_cpu_session_never_imports_a_slow_plugin(site: Site, cpu: str) -> None:
         )
         assert sess.get_providers() == ["CPUExecutionProvider"]
     assert site.imported() == []
-    ortcore.InferenceSession(chain_model(["Neg"]), plugin_manager=pm)  # default: every one
+    ortcore.InferenceSession(chain_model(["Neg"]), plugin_manager=pm)  # default: CPU only
+    assert site.imported() == []
+    so = ortcore.SessionOptions()  # a policy chooses among every device: imports all
+    so.set_provider_selection_policy(ortcore.OrtExecutionProviderDevicePolicy.PREFER_GPU)
+    ortcore.InferenceSession(chain_model(["Neg"]), so, plugin_manager=pm)
     assert site.imported() == ["aaslow"]
 
 

@@ -286,8 +286,11 @@ def test_available_providers_in_priority_order() -> None:
 
 def test_session_with_own_plugin_manager() -> None:
     pm = manager_with(MiniProvider)
-    sess = ortcore.InferenceSession(chain_model(["Neg"]), providers=None, plugin_manager=pm)
+    sess = ortcore.InferenceSession(chain_model(["Neg"]), providers=["mini"], plugin_manager=pm)
     assert sess.get_providers() == ["MiniExecutionProvider"]
+    # no CPU provider in this manager: the default cannot run, and says what can
+    with pytest.raises(ortcore.InvalidArgument, match=r"CPUExecutionProvider.*MiniExecution"):
+        ortcore.InferenceSession(chain_model(["Neg"]), plugin_manager=pm)
     with pytest.raises(ortcore.InvalidArgument, match="fake"):
         ortcore.InferenceSession(chain_model(["Neg"]), providers=["fake"], plugin_manager=pm)
 

@@ -146,16 +146,25 @@ def test_unexpected_keyword_refused() -> None:
         ortcore.InferenceSession(chain_model(["Neg"]), providers=["mini"], bogus=1)
 
 
-def test_providers_none_uses_all_available_cpu_last() -> None:
+def test_providers_none_uses_the_cpu_provider_only(cpu: str) -> None:
+    """As onnxruntime: the other installed providers are used only when asked for."""
     s = ortcore.InferenceSession(chain_model(["Add", "Neg"]))
-    assert s.get_providers() == ortcore.get_available_providers()
-    assert s.get_providers()[:3] == [
+    assert s.get_providers() == [cpu]
+    assert {r.provider for r in s.get_partition().nodes} == {cpu}
+    np.testing.assert_allclose(s.run(None, {"x": X})[0], -(X + X))
+
+
+def test_available_providers_listed_in_priority_order_cpu_last() -> None:
+    available = ortcore.get_available_providers()
+    assert available[:3] == [
         "ClaimingExecutionProvider",
         "FakeDeviceExecutionProvider",
         "MiniExecutionProvider",
     ]
-    if "CPUExecutionProvider" in s.get_providers():
-        assert s.get_providers()[-1] == "CPUExecutionProvider"
+    if "CPUExecutionProvider" in available:
+        assert available[-1] == "CPUExecutionProvider"
+    s = ortcore.InferenceSession(chain_model(["Add", "Neg"]), providers=available)
+    assert s.get_providers() == available
     where = {r.node: r.provider for r in s.get_partition().nodes}
     assert where == {
         "n0_Add": "FakeDeviceExecutionProvider",

@@ -17,7 +17,6 @@ from ..compat_api import (
     enable_telemetry_events,
     get_build_info,
     get_default_session_options,
-    get_ep_devices,
     has_collective_ops,
     register_execution_provider_library,
     set_default_logger_callback,
@@ -41,6 +40,15 @@ from ..devices import (
     OrtMemoryInfo,
     OrtMemoryInfoDeviceType,
     OrtMemType,
+)
+from ..ep_devices import (
+    OrtEpAssignedNode,
+    OrtEpAssignedSubgraph,
+    OrtEpDevice,
+    OrtExecutionProviderDevicePolicy,
+    OrtHardwareDevice,
+    OrtHardwareDeviceType,
+    get_ep_devices,
 )
 from ..errors import (
     DeviceReset,
@@ -122,6 +130,12 @@ __all__ = [
     "OrtCompileApiFlags",
     "OrtCompiledModelCompatibility",
     "OrtDevice",
+    "OrtEpAssignedNode",
+    "OrtEpAssignedSubgraph",
+    "OrtEpDevice",
+    "OrtExecutionProviderDevicePolicy",
+    "OrtHardwareDevice",
+    "OrtHardwareDeviceType",
     "OrtDeviceMemoryType",
     "OrtMemType",
     "OrtMemoryInfo",

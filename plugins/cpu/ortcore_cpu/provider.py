@@ -6,10 +6,11 @@ load) are imported on the first call of :meth:`CPUExecutionProvider.kernel_regis
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import ep_sdk
+from ep_sdk.hardware import host_cpu
 
 from . import __version__
 from .memory import keep_freed_memory
@@ -43,6 +44,7 @@ class CPUExecutionProvider(ep_sdk.ExecutionProvider):
     aliases: ClassVar[tuple[str, ...]] = ("cpu",)
     version: ClassVar[str] = __version__
     priority: ClassVar[int] = 0
+    vendor: ClassVar[str] = "ortcore"
 
     def __init__(
         self,
@@ -53,6 +55,20 @@ class CPUExecutionProvider(ep_sdk.ExecutionProvider):
         self._blas_threads = max(int(self.config.intra_op_num_threads), 0)
         share_blas_pool()
         keep_freed_memory()
+
+    @classmethod
+    def ep_devices(cls) -> Sequence[ep_sdk.EpDevice]:
+        """The host CPU (vendor, ISA features in its metadata), with the
+        kernel builds this CPU runs in ``ep_metadata["kernel_isa"]``
+        (``baseline``, ``avx2`` or ``avx512``)."""
+        metadata: dict[str, str] = {}
+        try:
+            from ._ext.activation import cpu_level
+
+            metadata["kernel_isa"] = ("baseline", "avx2", "avx512")[int(cpu_level())]
+        except (ImportError, IndexError, ValueError):  # a partial build: the ISA stays unsaid
+            pass
+        return [ep_sdk.EpDevice(host_cpu(), ep_metadata=metadata)]
 
     def on_run_start(self, run_options: Any) -> None:
         """Count the run against the process's thread budget and size numpy's

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 
 import ep_sdk
 import numpy as np
+from ep_sdk.hardware import VENDOR_IDS, cuda_devices
 
 from . import __version__
 from .allocator import STRATEGIES, CachingAllocator
@@ -74,6 +75,7 @@ class CUDAExecutionProvider(ep_sdk.ExecutionProvider):
     aliases = ("cuda",)
     version = __version__
     priority = 55  # after TensorRT (60), before OpenVINO (50) and the CPU provider (0)
+    vendor = "ortcore"
     device = ep_sdk.Device("cuda", 0)
     default_options: ClassVar[Mapping[str, str]] = {
         "device_id": "0",
@@ -125,6 +127,39 @@ class CUDAExecutionProvider(ep_sdk.ExecutionProvider):
                 return f"{EMULATE_ENV}=1, but there is no C++ compiler (g++) for the emulation"
             return None
         return gpu_unavailable_reason()
+
+    @classmethod
+    def ep_devices(cls) -> Sequence[ep_sdk.EpDevice]:
+        """The devices the provider runs on, each with ``ep_options``
+        ``{"device_id": ordinal}``: under emulation, the one emulated device
+        (metadata ``Emulated`` = ``"1"``); else the NVIDIA devices the driver
+        sees (:func:`ep_sdk.hardware.cuda_devices`) of compute capability
+        6.0 or newer. Nothing when the provider cannot run here."""
+        if cls.unavailable_reason() is not None:
+            return []
+        if _emulating():
+            emulated = ep_sdk.HardwareDevice(
+                ep_sdk.HardwareDeviceType.GPU,
+                "NVIDIA",
+                VENDOR_IDS["NVIDIA"],
+                metadata={
+                    "Description": "ortcore CUDA emulation (on the host CPU)",
+                    "Discrete": "1",
+                    "Emulated": "1",
+                },
+            )
+            return [ep_sdk.EpDevice(emulated, {"backend": "emulator"}, {"device_id": "0"})]
+        found = cuda_devices()
+        if isinstance(found, str):
+            return []
+        out = []
+        for hw in found:
+            major, _, minor = hw.metadata.get("ComputeCapability", "0.0").partition(".")
+            if (int(major), int(minor or 0)) < _MIN_CC:
+                continue
+            ordinal = hw.metadata.get("CudaOrdinal", "0")
+            out.append(ep_sdk.EpDevice(hw, {"backend": "gpu"}, {"device_id": ordinal}))
+        return out
 
     # -- the device ----------------------------------------------------------------
 

@@ -15,7 +15,9 @@
   ``Core.import_model``) after a line naming the group input each compiled
   input reads, in ortcore's compiled-artifact cache, keyed also by
   OpenVINO's version and the device's name and capabilities.
-* Options: ``device`` (``CPU``), ``precision`` (``f32``, the default, so
+* Options: ``device`` (``CPU``; ``device_type``, onnxruntime's name for it, is
+  accepted too, and is what :meth:`OpenVINOExecutionProvider.ep_devices`
+  sets for each device), ``precision`` (``f32``, the default, so
   that results match the CPU provider's; ``bf16`` or ``f16`` on request,
   where OpenVINO's CPU plugin uses bf16 when the CPU has no f16 arithmetic),
   ``num_threads`` (0: the session's ``intra_op_num_threads``, else
@@ -39,6 +41,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 from ep_sdk.bridge import Answer
+from ep_sdk.hardware import VENDOR_IDS, host_cpu
 
 from . import __version__
 from ._engine import Engine, read_group
@@ -62,6 +65,19 @@ def _core() -> Any:
     return openvino.Core()
 
 
+def _property(core: Any, device: str, name: str) -> str:
+    """A device property as text (``""`` when OpenVINO does not answer it)."""
+    try:
+        return str(core.get_property(device, name))
+    except Exception:  # a device without the property, a driver that fails to answer
+        return ""
+
+
+def _given(options: Mapping[str, Any] | None) -> set[str]:
+    """The option names a user actually gave (not defaulted)."""
+    return {k for k, v in (options or {}).items() if str(v)}
+
+
 class OpenVINOExecutionProvider(ep_sdk.BridgeExecutionProvider):
     """Runs fused groups with OpenVINO; declines what OpenVINO refuses."""
 
@@ -69,11 +85,13 @@ class OpenVINOExecutionProvider(ep_sdk.BridgeExecutionProvider):
     aliases = ("openvino", "ov")
     version = __version__
     engine_name = "OpenVINO"
-    priority = 50  # before the CPU provider (0) when a session names no providers
+    priority = 50  # listed after TensorRT (60) and CUDA (55), before the CPU provider (0)
+    vendor = "ortcore"
     load_compiled_mapped = True  # import_model reads the cached blob from its mapping
     default_options: ClassVar[Mapping[str, str]] = {
         **ep_sdk.BridgeExecutionProvider.default_options,
         "device": "CPU",
+        "device_type": "",
         "precision": "f32",
         "num_threads": "0",
         "performance_hint": "LATENCY",
@@ -85,9 +103,17 @@ class OpenVINOExecutionProvider(ep_sdk.BridgeExecutionProvider):
     ) -> None:
         super().__init__(options, config)
         o = self.options
-        self.ov_device = o["device"].strip().upper()
+        self.ov_device = (o["device_type"] or o["device"]).strip().upper()
         if not self.ov_device:
             raise ep_sdk.ProviderOptionError(f"{self.name}: device must not be empty (e.g. CPU)")
+        chosen = {
+            o[k].strip().upper() for k in ("device", "device_type") if k in _given(options)
+        }
+        if len(chosen) > 1:
+            raise ep_sdk.ProviderOptionError(
+                f"{self.name}: device={o['device']!r} and device_type={o['device_type']!r} "
+                "name different devices; give one"
+            )
         if o["precision"].lower() not in PRECISIONS:
             raise ep_sdk.ProviderOptionError(
                 f"{self.name}: precision must be one of {', '.join(PRECISIONS)}, "
@@ -118,6 +144,41 @@ class OpenVINOExecutionProvider(ep_sdk.BridgeExecutionProvider):
         except Exception as exc:  # a broken sys.modules entry, a bad path
             return f"the openvino package cannot be found ({exc!r}); pip install openvino"
         return None if found else "the openvino package is not installed; pip install openvino"
+
+    @classmethod
+    def ep_devices(cls) -> Sequence[ep_sdk.EpDevice]:
+        """OpenVINO's ``available_devices``: ``CPU`` as the host CPU, ``GPU*``
+        and ``NPU*`` as Intel GPUs and NPUs (``Description``: OpenVINO's
+        ``FULL_DEVICE_NAME``; ``Discrete``: from its ``DEVICE_TYPE``), each
+        with ``ep_options`` ``{"device_type": name}``; other OpenVINO devices
+        (plugins such as ``HETERO``) are not hardware and are left out."""
+        if cls.unavailable_reason() is not None:
+            return []
+        core = _core()
+        out = []
+        for name in core.available_devices:
+            kind = name.split(".")[0].upper()
+            meta = {
+                "ov_device": name,
+                "full_device_name": _property(core, name, "FULL_DEVICE_NAME"),
+            }
+            if kind == "CPU":
+                hw = host_cpu()
+            elif kind in ("GPU", "NPU"):
+                discrete = _property(core, name, "DEVICE_TYPE").upper().endswith("DISCRETE")
+                hw = ep_sdk.HardwareDevice(
+                    ep_sdk.HardwareDeviceType[kind],
+                    "Intel",
+                    VENDOR_IDS["Intel"],
+                    metadata={
+                        "Description": meta["full_device_name"],
+                        **({"Discrete": "1" if discrete else "0"} if kind == "GPU" else {}),
+                    },
+                )
+            else:
+                continue
+            out.append(ep_sdk.EpDevice(hw, ep_metadata=meta, ep_options={"device_type": name}))
+        return out
 
     # -- what OpenVINO runs --------------------------------------------------------
 

@@ -48,6 +48,7 @@ import ep_sdk
 import numpy as np
 import onnx
 from ep_sdk.bridge import Answer
+from ep_sdk.hardware import cuda_devices
 
 from . import __version__, _module
 from ._cuda import CudaDriver, DeviceInfo, Memory, probe
@@ -69,6 +70,7 @@ class TensorrtExecutionProvider(ep_sdk.BridgeExecutionProvider):
     version = __version__
     engine_name = "TensorRT"
     priority = 60  # before OpenVINO (50) and the CPU provider (0)
+    vendor = "ortcore"
     default_options: ClassVar[Mapping[str, str]] = {
         **ep_sdk.BridgeExecutionProvider.default_options,
         "device_id": "0",
@@ -232,6 +234,27 @@ class TensorrtExecutionProvider(ep_sdk.BridgeExecutionProvider):
                 "models and build engines: ortcore inspect MODEL --providers tensorrt,cpu"
             )
         return _module.refuses_device(found, _module.load(found.name), device.major, device.minor)
+
+    @classmethod
+    def ep_devices(cls) -> Sequence[ep_sdk.EpDevice]:
+        """The NVIDIA devices the driver sees (:func:`ep_sdk.hardware.cuda_devices`;
+        neither the CUDA provider nor CUDA's toolkit is needed) that the
+        TensorRT module builds for, each with ``ep_options``
+        ``{"device_id": ordinal}``; nothing when TensorRT cannot run here."""
+        if cls.unavailable_reason() is not None:
+            return []
+        found, devices = _module.find(), cuda_devices()
+        if not isinstance(found, _module.Found) or isinstance(devices, str):
+            return []
+        module = _module.load(found.name)
+        out = []
+        for hw in devices:
+            major, _, minor = hw.metadata.get("ComputeCapability", "0.0").partition(".")
+            if _module.refuses_device(found, module, int(major), int(minor or 0)) is None:
+                ordinal = hw.metadata.get("CudaOrdinal", "0")
+                meta = {"trt_module": found.name}
+                out.append(ep_sdk.EpDevice(hw, meta, {"device_id": ordinal}))
+        return out
 
     @cached_property
     def trt(self) -> Any:
