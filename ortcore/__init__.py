@@ -21,13 +21,11 @@ from .compat_api import (
     enable_telemetry_events,
     get_build_info,
     has_collective_ops,
-    register_execution_provider_library,
     set_default_logger_callback,
     set_default_logger_severity,
     set_default_logger_verbosity,
     set_global_thread_pool_sizes,
     set_seed,
-    unregister_execution_provider_library,
 )
 from .compile_api import (
     ModelCompiler,
@@ -55,6 +53,7 @@ from .ep_devices import (
     OrtHardwareDeviceType,
     get_ep_devices,
 )
+from .ep_library import register_execution_provider_library, unregister_execution_provider_library
 from .errors import (
     AllocationError,
     EPFail,

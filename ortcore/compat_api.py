@@ -20,7 +20,7 @@ import onnx
 
 from ep_sdk import OrtCompiledModelCompatibility  # the SDK's enum: one type for both
 
-from .errors import Fail, InvalidArgument
+from .errors import InvalidArgument
 from .options import SessionOptions
 
 __all__ = [
@@ -32,13 +32,11 @@ __all__ = [
     "get_build_info",
     "get_default_session_options",
     "has_collective_ops",
-    "register_execution_provider_library",
     "set_default_logger_callback",
     "set_default_logger_severity",
     "set_default_logger_verbosity",
     "set_global_thread_pool_sizes",
     "set_seed",
-    "unregister_execution_provider_library",
 ]
 
 _log = logging.getLogger("ortcore")
@@ -154,26 +152,3 @@ def create_and_register_allocator_v2(
     arena_cfg: Any = None,
 ) -> None:
     """Accepted: ortcore's providers own their allocators (nothing is shared)."""
-
-
-def register_execution_provider_library(registration_name: str, path: str) -> None:
-    """onnxruntime loads a native provider library here.
-
-    Raises:
-        Fail: always; ortcore's providers are Python packages found through
-            entry points (``ortcore providers``, ``docs/tutorial.md``).
-    """
-    raise Fail(
-        f"register_execution_provider_library({registration_name!r}, {path!r}): ortcore "
-        "cannot load native onnxruntime provider libraries; install an ortcore provider "
-        "package instead (`ortcore providers` lists what is installed)"
-    )
-
-
-def unregister_execution_provider_library(registration_name: str) -> None:
-    """Nothing was registered by :func:`register_execution_provider_library`.
-
-    Raises:
-        Fail: always.
-    """
-    raise Fail(f"no execution provider library is registered as {registration_name!r}")

@@ -440,6 +440,14 @@ class PluginManager:
             self._custom_ops = [(p, op) for p, op in self._custom_ops if p != name]
             self._incompatible = {k: v for k, v in self._incompatible.items() if v[0] != name}
 
+    def offered_by(self, plugin: str) -> tuple[list[ProviderEntry], list[CustomOp]]:
+        """What the plugin registered as ``plugin`` offers, loading nothing: its
+        providers (refused and broken offers included) and its custom operators."""
+        with self._lock:
+            found = [e for e in self._entries.values() if e.plugin == plugin]
+            found += [e for e in self._broken if e.plugin == plugin]
+            return found, [op for p, op in self._custom_ops if p == plugin]
+
     def entries(self) -> list[ProviderEntry]:
         """Every provider known, available or not, plus broken plugins (loads all)."""
         self._ensure_loaded()

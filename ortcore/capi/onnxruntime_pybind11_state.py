@@ -18,13 +18,11 @@ from ..compat_api import (
     get_build_info,
     get_default_session_options,
     has_collective_ops,
-    register_execution_provider_library,
     set_default_logger_callback,
     set_default_logger_severity,
     set_default_logger_verbosity,
     set_global_thread_pool_sizes,
     set_seed,
-    unregister_execution_provider_library,
 )
 from ..compile_api import (
     OrtCompileApiFlags,
@@ -49,6 +47,10 @@ from ..ep_devices import (
     OrtHardwareDevice,
     OrtHardwareDeviceType,
     get_ep_devices,
+)
+from ..ep_library import (
+    register_execution_provider_library,
+    unregister_execution_provider_library,
 )
 from ..errors import (
     DeviceReset,
