@@ -101,7 +101,7 @@ def test_refusals_name_the_registration_and_the_reason(tmp_path: Path) -> None:
         ortcore.register_execution_provider_library("gone", str(tmp_path / "gone.py"))
     broken = tmp_path / "broken_plugin.py"
     broken.write_text("raise RuntimeError('the vendor SDK is missing')\n")
-    with pytest.raises(ortcore.Fail, match="importing the plugin failed.*vendor SDK is missing"):
+    with pytest.raises(ortcore.Fail, match=r"importing the plugin failed.*vendor SDK is missing"):
         ortcore.register_execution_provider_library("broken", str(broken))
     empty = tmp_path / "empty_plugin.py"
     empty.write_text("X = 1\n")
