@@ -135,6 +135,7 @@ class InferenceSession(SessionDeviceInfo):
         read_config = kwargs.pop("read_config_from_model", None)
         self._disabled_optimizers = frozenset(kwargs.pop("disabled_optimizers", None) or ())
         self._fallback = int(kwargs.pop("enable_fallback", 1)) == 1
+        self._setting_providers = False  # set_providers never falls back (onnxruntime's rule)
         if kwargs:
             raise InvalidArgumentTypeError(f"unexpected arguments: {', '.join(sorted(kwargs))}")
         self._model_path = (
@@ -295,7 +296,9 @@ class InferenceSession(SessionDeviceInfo):
         providers: Sequence[ProviderSpec] | None,
         provider_options: Sequence[Mapping[str, Any]] | None,
     ) -> list[ExecutionProvider]:
-        """The session's providers, in priority order (see :func:`create_providers`)."""
+        """The session's providers, in priority order (see :func:`create_providers`):
+        an unknown provider name falls back to the CPU provider while the
+        session is created with ``enable_fallback``, as onnxruntime retries."""
         return create_providers(
             self._manager,
             providers,
@@ -303,6 +306,7 @@ class InferenceSession(SessionDeviceInfo):
             self._sess_options,
             self._custom_ops,
             model=self._model,
+            retry_on_cpu=self._fallback and not self._setting_providers,
         )
 
     def _optimize(self, model: ir.Model) -> None:
@@ -596,29 +600,45 @@ class InferenceSession(SessionDeviceInfo):
     ) -> None:
         """Re-create the session's providers and plan.
 
+        A listed provider that is known but unavailable is skipped with a
+        warning; an unknown name is an error (onnxruntime's rules, see
+        :mod:`ortcore.providers`).
+
         Raises:
-            InvalidArgumentRuntimeError: no listed provider is available (a
-                ``RuntimeError``, as onnxruntime raises for an unknown one).
+            InvalidArgumentRuntimeError: an unknown provider name ("Unknown
+                Provider Type: NAME", a ``RuntimeError`` as in onnxruntime).
         """
         with self._lock:
             old = self._providers
-            if self._saved is not None:
-                # A saved session's context model runs only on the providers it
-                # was saved with: on others, the session is built from the model.
-                runner = self._runner
-                assert self._source is not None
-                self._build(self._source, None, providers, provider_options, self._read_config)
-                self._source = None
-                runner.shutdown()
-            else:
-                self._providers = self._create_providers(providers, provider_options)
-                config = self._sess_options.config_entries  # EPContext nodes to the new ones
-                base = context_base(self._model_path, config)
-                claim_context_nodes(self._model, self._providers, base, config)
-                self._plans = self._plan()
-                self._runner.use_providers(self._providers)
+            self._setting_providers = True
+            try:
+                self._replace_providers(providers, provider_options)
+            finally:
+                self._setting_providers = False
             for p in old:
                 p.close()
+
+    def _replace_providers(
+        self,
+        providers: Sequence[ProviderSpec] | None,
+        provider_options: Sequence[Mapping[str, Any]] | None,
+    ) -> None:
+        """:meth:`set_providers`' work, under the session's lock."""
+        if self._saved is not None:
+            # A saved session's context model runs only on the providers it
+            # was saved with: on others, the session is built from the model.
+            runner = self._runner
+            assert self._source is not None
+            self._build(self._source, None, providers, provider_options, self._read_config)
+            self._source = None
+            runner.shutdown()
+        else:
+            self._providers = self._create_providers(providers, provider_options)
+            config = self._sess_options.config_entries  # EPContext nodes to the new ones
+            base = context_base(self._model_path, config)
+            claim_context_nodes(self._model, self._providers, base, config)
+            self._plans = self._plan()
+            self._runner.use_providers(self._providers)
 
     def close(self) -> None:
         """Release provider resources (``del session`` does the same)."""
