@@ -43,6 +43,7 @@ from .host import session_config
 from .options import SessionOptions
 from .plugins import PluginManager, ProviderEntry, default_manager, describe_error
 from .selection import requested_from_options, select_providers, warn_if_options_ignored
+from .thread_pools import session_intra_threads
 
 __all__ = [
     "CPU_PROVIDER",
@@ -268,7 +269,7 @@ def create_providers(
         )
     config = session_config(
         manager,
-        intra_op_num_threads=int(options.intra_op_num_threads),
+        intra_op_num_threads=session_intra_threads(options),
         config_entries=options.config_entries,
         cache_dir=cache_dir_from_config(options.config_entries),
     )

@@ -48,7 +48,7 @@ from .loading import (
     settle_constant_inputs,
     tensor_limit,
 )
-from .model import MAP_TYPES_KEY
+from .model import INVENTED_DIMS_KEY, MAP_TYPES_KEY
 from .optimized_model import EXTERNAL_INITIALIZERS_FILE as EXTERNAL_INITIALIZERS_FILE  # moved
 from .optimized_model import EXTERNAL_INITIALIZERS_MIN_SIZE as EXTERNAL_INITIALIZERS_MIN_SIZE
 from .optimized_model import save_optimized
@@ -82,6 +82,7 @@ from .saved_session import (
     session_key,
 )
 from .selection import selection_key
+from .thread_pools import check_session_threads
 
 log = logging.getLogger("ortcore.cache")
 
@@ -142,6 +143,7 @@ class InferenceSession(SessionDeviceInfo):
             os.fspath(path_or_bytes) if isinstance(path_or_bytes, (str, os.PathLike)) else None
         )
         self._sess_options = sess_options or SessionOptions()
+        check_session_threads(self._sess_options)
         if self._sess_options._load_cancelled:
             raise ModelLoadCanceled("Model loading was canceled (set_load_cancellation_flag)")
         self._max_tensor_bytes = tensor_limit(self._sess_options)
@@ -254,8 +256,9 @@ class InferenceSession(SessionDeviceInfo):
         )
         if contexts < len(model.graph):  # a compiled model's only nodes need no optimizing
             self._optimize(model)
-        self._inputs_meta = [node_arg(v, self._map_types) for v in self._input_values]
-        self._outputs_meta = [node_arg(v, self._map_types) for v in model.graph.outputs]
+        self._invented_dims: frozenset[str] = model.meta.get(INVENTED_DIMS_KEY, frozenset())
+        self._inputs_meta = [self._node_arg(v) for v in self._input_values]
+        self._outputs_meta = [self._node_arg(v) for v in model.graph.outputs]
         self._outputs = OutputNames([a.name for a in self._outputs_meta])
         self._plans = self._plan()
         self._feeds = FeedValidator(self._input_values, self._overridable, self._map_types)
@@ -359,7 +362,10 @@ class InferenceSession(SessionDeviceInfo):
 
     def get_overridable_initializers(self) -> list[NodeArg]:
         """Initializers a feed may replace (IR version 4 and later)."""
-        return [node_arg(v, self._map_types) for v in self._overridable]
+        return [self._node_arg(v) for v in self._overridable]
+
+    def _node_arg(self, v: ir.Value) -> NodeArg:
+        return node_arg(v, self._map_types, self._invented_dims)
 
     def get_modelmeta(self) -> ModelMetadata:
         """The model's metadata."""
