@@ -15,6 +15,8 @@ hands it fused groups to compile, and moves data to and from its device with
 
 from __future__ import annotations
 
+import threading
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
@@ -51,6 +53,23 @@ class ProviderOptionError(ValueError):
     """A provider was given an option it does not know or a bad value."""
 
 
+_warned_ignored: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_ignored(provider: str, option: str, why: str) -> None:
+    """Warn that ``provider`` ignores ``option``, once per process and option."""
+    with _warned_lock:
+        if (provider, option) in _warned_ignored:
+            return
+        _warned_ignored.add((provider, option))
+    warnings.warn(
+        f"{provider}: provider option {option!r} is accepted and ignored: {why}",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
 class ExecutionProvider:
     """Base class of every execution provider.
 
@@ -62,6 +81,11 @@ class ExecutionProvider:
     * ``device``: the :class:`Device` its tensors live on.
     * ``default_options``: every option it accepts, with its default value;
       an option not listed is refused with :class:`ProviderOptionError`.
+    * ``ignored_options``: options accepted for compatibility (onnxruntime's
+      provider of that name takes them) that mean nothing to this provider,
+      each with why: given one, the provider warns once per process and
+      option and leaves it out of :attr:`options` (default: none). New in
+      SDK 1.2.
     * ``priority``: the order of ``get_available_providers()`` and of
       ``get_ep_devices()`` (higher first); the CPU provider uses 0 and is
       listed last. A session given no providers uses the CPU provider only.
@@ -81,6 +105,7 @@ class ExecutionProvider:
     version: ClassVar[str] = "0"
     device: Device = HOST_DEVICE
     default_options: ClassVar[Mapping[str, str]] = {}
+    ignored_options: ClassVar[Mapping[str, str]] = {}
     priority: ClassVar[int] = 100
     vendor: ClassVar[str] = ""
     compile_receives_constants: ClassVar[bool] = False
@@ -104,6 +129,9 @@ class ExecutionProvider:
         config: SessionConfig | None = None,
     ) -> None:
         opts = {k: str(v) for k, v in (options or {}).items()}
+        for key in [k for k in opts if k in self.ignored_options and k not in self.default_options]:
+            del opts[key]
+            _warn_ignored(self.name, key, self.ignored_options[key])
         unknown = sorted(set(opts) - set(self.default_options))
         if unknown:
             known = ", ".join(sorted(self.default_options)) or "none"

@@ -514,6 +514,7 @@ class ModelRunner:
             so,
             providers=list(providers) if providers else None,
             provider_options=list(provider_options) if provider_options else None,
+            enable_fallback=0,  # a misspelt provider is an error, not a run on the CPU
         )
         self.inputs = model_args(self.session.get_inputs())
         self.outputs = model_args(self.session.get_outputs())

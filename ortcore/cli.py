@@ -265,7 +265,8 @@ def _session(ns: argparse.Namespace, model: Path, profile_prefix: str = "") -> A
     from .session import InferenceSession
 
     so, providers = _session_args(ns, profile_prefix)
-    return InferenceSession(str(model), so, providers=providers)
+    # a misspelt --providers name is an error, not onnxruntime's retry on the CPU
+    return InferenceSession(str(model), so, providers=providers, enable_fallback=0)
 
 
 def cmd_run(ns: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from ep_sdk import OrtCompiledModelCompatibility  # the SDK's enum: one type for
 
 from .errors import InvalidArgument
 from .options import SessionOptions
+from .thread_pools import set_global_thread_pool_sizes
 
 __all__ = [
     "OrtCompiledModelCompatibility",
@@ -121,14 +122,6 @@ def set_seed(seed: int) -> None:
     """Recorded. Random operators without a ``seed`` attribute draw from fresh
     entropy in ortcore; give the node a ``seed`` for repeatable values."""
     _state["seed"] = int(seed)
-
-
-def set_global_thread_pool_sizes(
-    intra_op_num_threads: int = 0, inter_op_num_threads: int = 0
-) -> None:
-    """Recorded. ortcore shares one thread budget among all sessions already
-    (see ``docs/session-features.md``)."""
-    _state["thread_pools"] = (int(intra_op_num_threads), int(inter_op_num_threads))
 
 
 def has_collective_ops() -> bool:

@@ -214,8 +214,8 @@ class FeedCheck:
                 value = value.numpy()  # OrtValue-like
             else:
                 value = np.asarray(value)
-        if value.dtype.kind in ("U", "S") and self.type == "tensor(string)":
-            value = value.astype(object)
+        if self.type == "tensor(string)" and value.dtype.kind in "USVO":
+            value = self._strings(value)
         if self.np_dtype is not None and value.dtype != self.np_dtype:
             try:
                 same = from_numpy(value.dtype) == from_numpy(self.np_dtype)
@@ -229,6 +229,33 @@ class FeedCheck:
         if self.dims is not None:
             self._check_shape(value)
         return value
+
+    def _strings(self, value: np.ndarray) -> np.ndarray:
+        """A string input's array of ``str`` objects, from numpy's ``U`` (str),
+        ``S`` (bytes), ``V`` (void: raw bytes) or ``O`` arrays, as onnxruntime
+        takes them: bytes are UTF-8 (trailing NULs of ``S``/``V`` items dropped,
+        as numpy reads them).
+
+        Raises:
+            InvalidArgument: bytes that are not UTF-8.
+        """
+        kind = value.dtype.kind
+        if kind == "U":
+            return value.astype(object)
+        if kind == "O" and not any(isinstance(x, (bytes, bytearray)) for x in value.flat):
+            return value
+        if kind == "V":
+            value = np.ascontiguousarray(value).view(f"S{value.dtype.itemsize}")
+        out = np.empty(value.shape, object)
+        try:
+            out.flat[:] = [
+                x.decode("utf-8") if isinstance(x, (bytes, bytearray)) else x for x in value.flat
+            ]
+        except UnicodeDecodeError as exc:
+            raise InvalidArgument(
+                f"string input {self.name!r} has bytes that are not UTF-8: {exc}"
+            ) from exc
+        return out
 
     def check_meta(self, dtype: np.dtype, shape: Sequence[int]) -> None:
         """Validate a value known only by dtype and shape (a tensor on a device)."""

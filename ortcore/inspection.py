@@ -35,7 +35,7 @@ from .loading import (
     load_session_model,
     tensor_limit,
 )
-from .model import MAP_TYPES_KEY
+from .model import INVENTED_DIMS_KEY, MAP_TYPES_KEY
 from .nodeinfo import node_reads, registry_of
 from .optimizer import optimize
 from .options import GraphOptimizationLevel, SessionOptions
@@ -117,8 +117,9 @@ def inspect_partition(
         apply_initializers(model, options.initializers)
         inputs, overridable = feedable_inputs(model)
         map_types = dict(model.meta.get(MAP_TYPES_KEY, {}))
-        args_in = [node_arg(v, map_types) for v in inputs]
-        args_out = [node_arg(v, map_types) for v in model.graph.outputs]
+        invented = model.meta.get(INVENTED_DIMS_KEY, frozenset())
+        args_in = [node_arg(v, map_types, invented) for v in inputs]
+        args_out = [node_arg(v, map_types, invented) for v in model.graph.outputs]
         level = GraphOptimizationLevel(options.graph_optimization_level)
         folding = next(
             (

@@ -392,6 +392,7 @@ def load_model(
     proto = inline_functions(proto, options.max_inlined_nodes, options.max_inlined_bytes)
     _fix_free_dims(proto.graph, options.free_dims_by_name, options.free_dims_by_denotation)
     base = rebase_external(proto, base, roots)
+    declared = _unk_dims(proto.graph)
     try:
         proto = infer_shapes(proto)
     except InvalidGraph as exc:
@@ -413,7 +414,20 @@ def load_model(
     )
     model.meta[MAP_TYPES_KEY] = map_types
     model.meta[EXTERNAL_FILES_KEY] = external_files
+    model.meta[INVENTED_DIMS_KEY] = frozenset(_unk_dims(proto.graph) - declared)
     return model
+
+
+def _unk_dims(graph: onnx.GraphProto) -> set[str]:
+    """The ``unk__N`` dimension names of ``graph``'s inputs, outputs and value
+    infos (those onnx's shape inference gives the dimensions it cannot name)."""
+    return {
+        d.dim_param
+        for vi in (*graph.input, *graph.output, *graph.value_info)
+        if vi.type.WhichOneof("value") == "tensor_type"
+        for d in vi.type.tensor_type.shape.dim
+        if d.dim_param.startswith("unk__")
+    }
 
 
 def _ir_from_proto(proto: onnx.ModelProto) -> ir.Model:
@@ -646,6 +660,11 @@ def _explain_parameters(proto: onnx.ModelProto, exc: InvalidGraph) -> None:
 
 MAP_TYPES_KEY = "ortcore.map_types"
 """``model.meta`` key: value name -> onnxruntime type string of map-typed values."""
+
+INVENTED_DIMS_KEY = "ortcore.invented_dims"
+"""``model.meta`` key: the dimension names onnx's shape inference invented
+(``unk__N``, not in the model as written); onnxruntime shows such a dimension
+as ``None`` in ``NodeArg.shape``."""
 
 EXTERNAL_FILES_KEY = "ortcore.external_files"
 """``model.meta`` key: the sorted ``location`` of every external data file the

@@ -9,11 +9,19 @@ the model uses an op domain one of them may define. A provider the user named
 that fails to construct is an error; one the session chose itself is skipped
 with a warning.
 
-As in onnxruntime, a listed provider that is unknown or unavailable here
-(``["CUDAExecutionProvider", "CPUExecutionProvider"]`` on a machine without
-CUDA) is skipped with a warning (``warnings.warn`` and the ``ortcore.plugins``
-logger), as long as another listed provider is available; when none is, the
-session is refused.
+A listed provider that is not available here is handled as onnxruntime
+handles it (each with onnxruntime's ``warnings.warn`` text, also logged on
+``ortcore.plugins``):
+
+* a *known* provider (one installed but unavailable, or one of onnxruntime's
+  own provider names, :data:`ONNXRUNTIME_PROVIDERS`: ``["CUDAExecutionProvider"]``
+  on a machine without CUDA) is skipped; when no listed provider is left, the
+  session runs on the CPU provider, unless ``session.disable_cpu_ep_fallback``
+  is ``"1"`` (then :class:`~ortcore.errors.Fail`, onnxruntime's words);
+* an *unknown* name is onnxruntime's ``RuntimeError`` "Unknown Provider Type":
+  a session being created with ``enable_fallback`` (the default) warns and
+  falls back to the CPU provider alone, as onnxruntime's retry does;
+  ``set_providers`` and a session created with ``enable_fallback=0`` raise it.
 """
 
 from __future__ import annotations
@@ -30,14 +38,16 @@ from ep_sdk import ExecutionProvider
 from .cache import cache_dir_from_config
 from .custom_ops import ONNX_DOMAINS, CustomOp, attach_kernels, session_ops
 from .epcontext import context_domains
-from .errors import EPFail, InvalidArgument, InvalidArgumentRuntimeError, ProviderOptionError
+from .errors import EPFail, Fail, InvalidArgument, InvalidArgumentRuntimeError, ProviderOptionError
 from .host import session_config
 from .options import SessionOptions
 from .plugins import PluginManager, ProviderEntry, default_manager, describe_error
 from .selection import requested_from_options, select_providers, warn_if_options_ignored
+from .thread_pools import session_intra_threads
 
 __all__ = [
     "CPU_PROVIDER",
+    "ONNXRUNTIME_PROVIDERS",
     "DISABLE_CPU_FALLBACK",
     "ProviderSpec",
     "close_all",
@@ -53,6 +63,38 @@ _plugin_log = logging.getLogger("ortcore.plugins")
 
 CPU_PROVIDER = "CPUExecutionProvider"
 DISABLE_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
+
+ONNXRUNTIME_PROVIDERS = frozenset(
+    {
+        "TensorrtExecutionProvider",
+        "NvTensorRTRTXExecutionProvider",
+        "CUDAExecutionProvider",
+        "MIGraphXExecutionProvider",
+        "ROCMExecutionProvider",
+        "OpenVINOExecutionProvider",
+        "DnnlExecutionProvider",
+        "VitisAIExecutionProvider",
+        "QNNExecutionProvider",
+        "NnapiExecutionProvider",
+        "VSINPUExecutionProvider",
+        "JsExecutionProvider",
+        "CoreMLExecutionProvider",
+        "DmlExecutionProvider",
+        "RknpuExecutionProvider",
+        "WebNNExecutionProvider",
+        "WebGpuExecutionProvider",
+        "XnnpackExecutionProvider",
+        "CANNExecutionProvider",
+        "AzureExecutionProvider",
+        "ACLExecutionProvider",
+        "ArmNNExecutionProvider",
+        "SNPEExecutionProvider",
+        "CPUExecutionProvider",
+    }
+)
+"""The provider names onnxruntime knows (its ``get_all_providers()`` and a
+few of other builds): listed but not available, such a name is skipped with
+a warning, where an unknown name is an "Unknown Provider Type" error."""
 
 ProviderSpec = str | tuple[str, Mapping[str, Any]]
 """A provider as ``InferenceSession(providers=[...])`` names it: a name, or ``(name, options)``."""
@@ -125,6 +167,7 @@ def create_providers(
     *,
     unavailable: bool = False,
     model: ir.Model | None = None,
+    retry_on_cpu: bool = False,
 ) -> list[ExecutionProvider]:
     """Resolve and instantiate a session's providers, in priority order.
 
@@ -142,13 +185,17 @@ def create_providers(
     the others.
     The session's ``custom_ops`` are attached to the providers that run them.
 
-    A listed provider that is unknown or unavailable is skipped with a
-    warning when another listed one is available (see the module docs).
+    A listed provider that is not available is skipped with a warning, or
+    the session falls back to the CPU provider (see the module docs);
+    ``retry_on_cpu`` is onnxruntime's ``enable_fallback`` while a session is
+    created (``set_providers`` passes ``False``).
 
     Raises:
-        InvalidArgumentRuntimeError: no listed provider is known and available
-            (an ``InvalidArgument`` and, as onnxruntime's ``set_providers``
-            raises, a ``RuntimeError``).
+        InvalidArgumentRuntimeError: an unknown provider name without
+            ``retry_on_cpu`` ("Unknown Provider Type: NAME", an
+            ``InvalidArgument`` and, as onnxruntime raises, a ``RuntimeError``).
+        Fail: nothing listed is available and ``session.disable_cpu_ep_fallback``
+            is ``"1"``.
         InvalidArgument: bad options, a provider listed twice.
         EPFail: a named provider failed to construct, or none could be.
     """
@@ -168,6 +215,7 @@ def create_providers(
             f"{len(provider_options)}; they must have the same length"
         )
     skipped: list[tuple[str, InvalidArgument]] = []
+    unknown: list[str] = []
     for i, spec in enumerate(providers):
         if isinstance(spec, tuple):
             name, opts = spec
@@ -179,20 +227,34 @@ def create_providers(
             entry = manager.resolve(name, available=not unavailable)
         except InvalidArgument as exc:  # unknown, or installed but unavailable
             skipped.append((str(name), exc))
+            if not _known(manager, str(name)):
+                unknown.append(str(name))
             continue
         specs.append((entry, opts, True))
-    if skipped and not specs and providers:
-        first = skipped[0][1]
-        raise InvalidArgumentRuntimeError(
-            str(first)
-            + (
-                f" (also unavailable: {', '.join(n for n, _ in skipped[1:])})"
-                if skipped[1:]
-                else ""
-            )
-        ) from first
     for name, why in skipped:
         _warn_skipped(manager, name, why)
+    if unknown:
+        error = InvalidArgumentRuntimeError(
+            f"Unknown Provider Type: {unknown[0]} ({dict(skipped)[unknown[0]]})"
+        )
+        if not retry_on_cpu:
+            raise error
+        # onnxruntime's session retries on the CPU provider alone after this error
+        text = f"EP Error {error} when using {list(providers)}. Falling back to ['{CPU_PROVIDER}']"
+        _plugin_log.warning("%s", text)
+        warnings.warn(text, RuntimeWarning, stacklevel=4)
+        specs = []
+    elif skipped and not specs and not cpu_fallback(options):
+        raise Fail(
+            "This session contains graph nodes that are assigned to the default CPU EP, but "
+            f"fallback to CPU EP has been explicitly disabled by the user ({DISABLE_CPU_FALLBACK}"
+            f' is "1" and no listed provider is available: {", ".join(n for n, _ in skipped)})'
+        )
+    if skipped and not specs:
+        try:
+            specs.append((manager.resolve(CPU_PROVIDER), {}, True))
+        except InvalidArgument as exc:
+            raise InvalidArgumentRuntimeError(str(skipped[0][1])) from exc
     names = [e.name for e, _, _ in specs]
     if len(set(names)) != len(names):
         raise InvalidArgument(f"a provider is listed twice: {names}")
@@ -207,7 +269,7 @@ def create_providers(
         )
     config = session_config(
         manager,
-        intra_op_num_threads=int(options.intra_op_num_threads),
+        intra_op_num_threads=session_intra_threads(options),
         config_entries=options.config_entries,
         cache_dir=cache_dir_from_config(options.config_entries),
     )
@@ -241,6 +303,18 @@ def create_providers(
         ) from failures[0][1]
     attach_kernels(out, custom_ops)
     return out
+
+
+def _known(manager: PluginManager, name: str) -> bool:
+    """Whether ``name`` is a provider onnxruntime knows or one installed here
+    (available or not), as opposed to a name nothing answers to."""
+    if name in ONNXRUNTIME_PROVIDERS:
+        return True
+    try:
+        manager.resolve(name, available=False)
+    except InvalidArgument:
+        return False
+    return True
 
 
 def _warn_skipped(manager: PluginManager, name: str, why: InvalidArgument) -> None:

@@ -7,7 +7,7 @@ These are plain frozen records (``onnxruntime.NodeArg`` and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,12 +98,14 @@ class Partition:
         }
 
 
-def node_arg(v: ir.Value, map_types: Mapping[str, str]) -> NodeArg:
+def node_arg(v: ir.Value, map_types: Mapping[str, str], invented: Collection[str] = ()) -> NodeArg:
     """The :class:`NodeArg` of value ``v``.
 
     Args:
         map_types: type strings of map-typed values (which the IR cannot
             represent), by value name.
+        invented: dimension names shape inference made up (``unk__N``):
+            shown as ``None``, as onnxruntime shows a dimension without a name.
     """
     shape: list[int | str | None] = []
     if v.shape is not None:
@@ -111,7 +113,8 @@ def node_arg(v: ir.Value, map_types: Mapping[str, str]) -> NodeArg:
             if isinstance(d, int):
                 shape.append(d)
             else:
-                shape.append(d.value if getattr(d, "value", None) is not None else None)
+                name = getattr(d, "value", None)
+                shape.append(None if name is None or name in invented else name)
     t = v.type
     name = v.name or ""
     if name in map_types:

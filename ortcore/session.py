@@ -48,7 +48,7 @@ from .loading import (
     settle_constant_inputs,
     tensor_limit,
 )
-from .model import MAP_TYPES_KEY
+from .model import INVENTED_DIMS_KEY, MAP_TYPES_KEY
 from .optimized_model import EXTERNAL_INITIALIZERS_FILE as EXTERNAL_INITIALIZERS_FILE  # moved
 from .optimized_model import EXTERNAL_INITIALIZERS_MIN_SIZE as EXTERNAL_INITIALIZERS_MIN_SIZE
 from .optimized_model import save_optimized
@@ -82,6 +82,7 @@ from .saved_session import (
     session_key,
 )
 from .selection import selection_key
+from .thread_pools import check_session_threads
 
 log = logging.getLogger("ortcore.cache")
 
@@ -135,12 +136,14 @@ class InferenceSession(SessionDeviceInfo):
         read_config = kwargs.pop("read_config_from_model", None)
         self._disabled_optimizers = frozenset(kwargs.pop("disabled_optimizers", None) or ())
         self._fallback = int(kwargs.pop("enable_fallback", 1)) == 1
+        self._setting_providers = False  # set_providers never falls back (onnxruntime's rule)
         if kwargs:
             raise InvalidArgumentTypeError(f"unexpected arguments: {', '.join(sorted(kwargs))}")
         self._model_path = (
             os.fspath(path_or_bytes) if isinstance(path_or_bytes, (str, os.PathLike)) else None
         )
         self._sess_options = sess_options or SessionOptions()
+        check_session_threads(self._sess_options)
         if self._sess_options._load_cancelled:
             raise ModelLoadCanceled("Model loading was canceled (set_load_cancellation_flag)")
         self._max_tensor_bytes = tensor_limit(self._sess_options)
@@ -253,8 +256,9 @@ class InferenceSession(SessionDeviceInfo):
         )
         if contexts < len(model.graph):  # a compiled model's only nodes need no optimizing
             self._optimize(model)
-        self._inputs_meta = [node_arg(v, self._map_types) for v in self._input_values]
-        self._outputs_meta = [node_arg(v, self._map_types) for v in model.graph.outputs]
+        self._invented_dims: frozenset[str] = model.meta.get(INVENTED_DIMS_KEY, frozenset())
+        self._inputs_meta = [self._node_arg(v) for v in self._input_values]
+        self._outputs_meta = [self._node_arg(v) for v in model.graph.outputs]
         self._outputs = OutputNames([a.name for a in self._outputs_meta])
         self._plans = self._plan()
         self._feeds = FeedValidator(self._input_values, self._overridable, self._map_types)
@@ -295,7 +299,9 @@ class InferenceSession(SessionDeviceInfo):
         providers: Sequence[ProviderSpec] | None,
         provider_options: Sequence[Mapping[str, Any]] | None,
     ) -> list[ExecutionProvider]:
-        """The session's providers, in priority order (see :func:`create_providers`)."""
+        """The session's providers, in priority order (see :func:`create_providers`):
+        an unknown provider name falls back to the CPU provider while the
+        session is created with ``enable_fallback``, as onnxruntime retries."""
         return create_providers(
             self._manager,
             providers,
@@ -303,6 +309,7 @@ class InferenceSession(SessionDeviceInfo):
             self._sess_options,
             self._custom_ops,
             model=self._model,
+            retry_on_cpu=self._fallback and not self._setting_providers,
         )
 
     def _optimize(self, model: ir.Model) -> None:
@@ -355,7 +362,10 @@ class InferenceSession(SessionDeviceInfo):
 
     def get_overridable_initializers(self) -> list[NodeArg]:
         """Initializers a feed may replace (IR version 4 and later)."""
-        return [node_arg(v, self._map_types) for v in self._overridable]
+        return [self._node_arg(v) for v in self._overridable]
+
+    def _node_arg(self, v: ir.Value) -> NodeArg:
+        return node_arg(v, self._map_types, self._invented_dims)
 
     def get_modelmeta(self) -> ModelMetadata:
         """The model's metadata."""
@@ -596,29 +606,45 @@ class InferenceSession(SessionDeviceInfo):
     ) -> None:
         """Re-create the session's providers and plan.
 
+        A listed provider that is known but unavailable is skipped with a
+        warning; an unknown name is an error (onnxruntime's rules, see
+        :mod:`ortcore.providers`).
+
         Raises:
-            InvalidArgumentRuntimeError: no listed provider is available (a
-                ``RuntimeError``, as onnxruntime raises for an unknown one).
+            InvalidArgumentRuntimeError: an unknown provider name ("Unknown
+                Provider Type: NAME", a ``RuntimeError`` as in onnxruntime).
         """
         with self._lock:
             old = self._providers
-            if self._saved is not None:
-                # A saved session's context model runs only on the providers it
-                # was saved with: on others, the session is built from the model.
-                runner = self._runner
-                assert self._source is not None
-                self._build(self._source, None, providers, provider_options, self._read_config)
-                self._source = None
-                runner.shutdown()
-            else:
-                self._providers = self._create_providers(providers, provider_options)
-                config = self._sess_options.config_entries  # EPContext nodes to the new ones
-                base = context_base(self._model_path, config)
-                claim_context_nodes(self._model, self._providers, base, config)
-                self._plans = self._plan()
-                self._runner.use_providers(self._providers)
+            self._setting_providers = True
+            try:
+                self._replace_providers(providers, provider_options)
+            finally:
+                self._setting_providers = False
             for p in old:
                 p.close()
+
+    def _replace_providers(
+        self,
+        providers: Sequence[ProviderSpec] | None,
+        provider_options: Sequence[Mapping[str, Any]] | None,
+    ) -> None:
+        """:meth:`set_providers`' work, under the session's lock."""
+        if self._saved is not None:
+            # A saved session's context model runs only on the providers it
+            # was saved with: on others, the session is built from the model.
+            runner = self._runner
+            assert self._source is not None
+            self._build(self._source, None, providers, provider_options, self._read_config)
+            self._source = None
+            runner.shutdown()
+        else:
+            self._providers = self._create_providers(providers, provider_options)
+            config = self._sess_options.config_entries  # EPContext nodes to the new ones
+            base = context_base(self._model_path, config)
+            claim_context_nodes(self._model, self._providers, base, config)
+            self._plans = self._plan()
+            self._runner.use_providers(self._providers)
 
     def close(self) -> None:
         """Release provider resources (``del session`` does the same)."""

@@ -45,6 +45,24 @@ class CPUExecutionProvider(ep_sdk.ExecutionProvider):
     version: ClassVar[str] = __version__
     priority: ClassVar[int] = 0
     vendor: ClassVar[str] = "ortcore"
+    ignored_options: ClassVar[Mapping[str, str]] = {
+        # onnxruntime's CPU provider takes these (its arena and OrtArenaCfg
+        # settings); numpy and glibc's malloc own this provider's memory.
+        **dict.fromkeys(
+            (
+                "use_arena",
+                "enable_cpu_mem_arena",
+                "arena_extend_strategy",
+                "max_mem",
+                "initial_chunk_size_bytes",
+                "max_dead_bytes_per_chunk",
+                "initial_growth_chunk_size_bytes",
+                "max_power_of_two_extend_bytes",
+            ),
+            "ortcore's CPU provider has no memory arena (numpy allocates its arrays)",
+        ),
+        "device_id": "there is one host CPU",
+    }
 
     def __init__(
         self,
