@@ -48,70 +48,164 @@ What is here:
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
 import pluggy
 
-from . import fused_ops, hardware
 from ._version import __version__
-from .artifacts import ArtifactStore, artifact_key
-from .bridge import BridgeExecutionProvider
-from .capability import (
-    Capability,
-    Claim,
-    FusedGroup,
-    GraphContext,
-    claim_registered_nodes,
-    node_types,
-)
-from .compiled_context import Compatibility, OrtCompiledModelCompatibility
-from .custom_ops import CustomOp, Param, TensorType, custom_op
-from .device import (
-    HOST_DEVICE,
-    Allocator,
-    ContiguousTensor,
-    DataTransfer,
-    Device,
-    DevicePeer,
-    DeviceTensor,
-    HostAllocator,
-    NoDevicePeer,
-)
-from .dtypes import (
-    ALL_TENSOR_TYPES,
-    FLOAT_TYPES,
-    INT_TYPES,
-    NUMERIC_TYPES,
-    from_numpy,
-    to_numpy,
-    type_string,
-)
-from .fused_ops import register_fused_schemas
-from .graph import group_io, group_model, group_nodes
-from .hardware import EpDevice, HardwareDevice, HardwareDeviceType
-from .host import Host
-from .kernel import (
-    Compute,
-    NodeInfo,
-    ProviderView,
-    RunContext,
-    RunTerminated,
-    SessionConfig,
-    SubgraphRunner,
-)
-from .limits import TensorTooLarge, check_tensor_size, tensor_byte_limit
-from .nodeinfo import make_node_info
-from .provider import ExecutionProvider, ProviderOptionError
-from .registry import (
-    KernelBuilder,
-    KernelDef,
-    KernelMiss,
-    KernelRegistry,
-    attribute_defaults,
-    reset_schema_cache,
-)
-from .terminate import check_terminate, current_run
+
+if TYPE_CHECKING:
+    from . import fused_ops, hardware
+    from .artifacts import ArtifactStore, artifact_key
+    from .bridge import BridgeExecutionProvider
+    from .capability import (
+        Capability,
+        Claim,
+        FusedGroup,
+        GraphContext,
+        claim_registered_nodes,
+        node_types,
+    )
+    from .compiled_context import Compatibility, OrtCompiledModelCompatibility
+    from .custom_ops import CustomOp, Param, TensorType, custom_op
+    from .device import (
+        HOST_DEVICE,
+        Allocator,
+        ContiguousTensor,
+        DataTransfer,
+        Device,
+        DevicePeer,
+        DeviceTensor,
+        HostAllocator,
+        NoDevicePeer,
+    )
+    from .dtypes import (
+        ALL_TENSOR_TYPES,
+        FLOAT_TYPES,
+        INT_TYPES,
+        NUMERIC_TYPES,
+        from_numpy,
+        to_numpy,
+        type_string,
+    )
+    from .fused_ops import register_fused_schemas
+    from .graph import group_io, group_model, group_nodes
+    from .hardware import EpDevice, HardwareDevice, HardwareDeviceType
+    from .host import Host
+    from .kernel import (
+        Compute,
+        NodeInfo,
+        ProviderView,
+        RunContext,
+        RunTerminated,
+        SessionConfig,
+        SubgraphRunner,
+    )
+    from .limits import TensorTooLarge, check_tensor_size, tensor_byte_limit
+    from .nodeinfo import make_node_info
+    from .provider import ExecutionProvider, ProviderOptionError
+    from .registry import (
+        KernelBuilder,
+        KernelDef,
+        KernelMiss,
+        KernelRegistry,
+        attribute_defaults,
+        reset_schema_cache,
+    )
+    from .terminate import check_terminate, current_run
 
 hookimpl = pluggy.HookimplMarker("ortcore")
 """Marker for a plugin's hook implementations (``@ep_sdk.hookimpl``)."""
+
+# Each public name -> the module that defines it, imported on first access
+# (PEP 562): a plugin module that only needs ``hookimpl`` and the host's
+# ``import ortcore`` do not pay for onnx, onnx-ir and numpy, which the kernel,
+# registry and capability modules import.
+_LAZY: dict[str, str] = {
+    "ArtifactStore": "artifacts",
+    "artifact_key": "artifacts",
+    "BridgeExecutionProvider": "bridge",
+    "Capability": "capability",
+    "Claim": "capability",
+    "FusedGroup": "capability",
+    "GraphContext": "capability",
+    "claim_registered_nodes": "capability",
+    "node_types": "capability",
+    "Compatibility": "compiled_context",
+    "OrtCompiledModelCompatibility": "compiled_context",
+    "CustomOp": "custom_ops",
+    "Param": "custom_ops",
+    "TensorType": "custom_ops",
+    "custom_op": "custom_ops",
+    "HOST_DEVICE": "device",
+    "Allocator": "device",
+    "ContiguousTensor": "device",
+    "DataTransfer": "device",
+    "Device": "device",
+    "DevicePeer": "device",
+    "DeviceTensor": "device",
+    "HostAllocator": "device",
+    "NoDevicePeer": "device",
+    "ALL_TENSOR_TYPES": "dtypes",
+    "FLOAT_TYPES": "dtypes",
+    "INT_TYPES": "dtypes",
+    "NUMERIC_TYPES": "dtypes",
+    "from_numpy": "dtypes",
+    "to_numpy": "dtypes",
+    "type_string": "dtypes",
+    "register_fused_schemas": "fused_ops",
+    "group_io": "graph",
+    "group_model": "graph",
+    "group_nodes": "graph",
+    "EpDevice": "hardware",
+    "HardwareDevice": "hardware",
+    "HardwareDeviceType": "hardware",
+    "Host": "host",
+    "Compute": "kernel",
+    "NodeInfo": "kernel",
+    "ProviderView": "kernel",
+    "RunContext": "kernel",
+    "RunTerminated": "_errors",
+    "SessionConfig": "kernel",
+    "SubgraphRunner": "kernel",
+    "TensorTooLarge": "limits",
+    "check_tensor_size": "limits",
+    "tensor_byte_limit": "limits",
+    "make_node_info": "nodeinfo",
+    "ExecutionProvider": "provider",
+    "ProviderOptionError": "_errors",
+    "KernelBuilder": "registry",
+    "KernelDef": "registry",
+    "KernelMiss": "registry",
+    "KernelRegistry": "registry",
+    "attribute_defaults": "registry",
+    "reset_schema_cache": "registry",
+    "check_terminate": "terminate",
+    "current_run": "terminate",
+}
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    elif not name.startswith("__") and _is_submodule(name):
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def _is_submodule(name: str) -> bool:
+    """Whether ``ep_sdk.<name>`` is a module of this package (``ep_sdk.fused_ops``,
+    ``ep_sdk.hardware``, ...), which ``ep_sdk.<name>`` imports as before."""
+    return importlib.util.find_spec(f"{__name__}.{name}") is not None
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "__version__",

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import onnx_ir as ir
 
+from ._errors import RunTerminated
 from .device import Allocator, Device, HostAllocator
 
 if TYPE_CHECKING:
@@ -54,10 +55,6 @@ __all__ = [
 
 Compute = Callable[..., Sequence[Any]]
 """A compute function: inputs in, one value per output out."""
-
-
-class RunTerminated(RuntimeError):
-    """Raised inside a run when ``RunOptions.terminate`` was set."""
 
 
 @dataclass(frozen=True)

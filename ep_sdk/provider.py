@@ -25,6 +25,7 @@ import numpy as np
 from . import capability as _capability
 from . import kernel as _kernel
 from ._deprecation import deprecated_names
+from ._errors import ProviderOptionError
 from .capability import GraphContext
 from .compiled_context import Compatibility
 from .device import HOST_DEVICE, Allocator, HostAllocator
@@ -47,10 +48,6 @@ __getattr__ = deprecated_names(
     since="1.1",
     removed_in="2.0",
 )
-
-
-class ProviderOptionError(ValueError):
-    """A provider was given an option it does not know or a bad value."""
 
 
 _warned_ignored: set[tuple[str, str]] = set()

@@ -10,6 +10,12 @@ A provider keeps one :class:`KernelRegistry`; kernels are added with the
     def add(info):
         return lambda a, b: (np.add(a, b),)
 
+A provider with many kernels may register them lazily (SDK 1.2): it gives
+:meth:`KernelRegistry.defer` an index ``(domain, op_type) -> modules``, and a
+lookup of that op imports those modules (whose decorators then register into
+the registry) the first time it needs them, so that a session imports only
+the kernel families its model uses.
+
 Lookup (:meth:`KernelRegistry.lookup`) picks the kernel whose ``[since, until]``
 range holds the model's opset for the op's domain and whose type constraints
 accept the node's input and output types. A miss returns a
@@ -19,6 +25,8 @@ accept the node's input and output types. A miss returns a
 from __future__ import annotations
 
 import functools
+import importlib
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,6 +135,44 @@ class KernelRegistry:
 
     def __init__(self) -> None:
         self._kernels: dict[tuple[str, str], list[KernelDef]] = {}
+        # (domain, op_type) -> modules to import before that op is looked up
+        # (:meth:`defer`); an entry goes once its modules are imported.
+        self._deferred: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._loading = threading.RLock()
+
+    def defer(self, index: Mapping[tuple[str, str], Iterable[str]]) -> None:
+        """Register kernels lazily (new in SDK 1.2; optional).
+
+        ``index`` maps ``(domain, op_type)`` to the modules whose import
+        registers that op's kernels into this registry (with :meth:`kernel` or
+        :meth:`register`). The modules are imported the first time a lookup
+        asks for the op; iterating the registry (``len()``, ``for``,
+        :meth:`with_kernels`) imports them all. :meth:`ops` answers from the
+        index without importing. The index must name every module that
+        registers a kernel of the op: a provider should check it against its
+        eagerly built registry in a test (the CPU provider does).
+        """
+        with self._loading:
+            for key, modules in index.items():
+                merged = dict.fromkeys((*self._deferred.get(key, ()), *modules))
+                self._deferred[key] = tuple(merged)
+
+    def _load(self, key: tuple[str, str]) -> None:
+        """Import the modules :meth:`defer` gave for ``key``, once."""
+        if key not in self._deferred:
+            return
+        with self._loading:  # another thread may be importing them: wait for it
+            modules = self._deferred.get(key)
+            if modules is None:
+                return
+            for module in modules:
+                importlib.import_module(module)
+            del self._deferred[key]
+
+    def _load_all(self) -> None:
+        """Import every deferred module (the registry is listed whole)."""
+        for key in list(self._deferred):
+            self._load(key)
 
     def _found(self) -> dict[tuple[Any, ...], KernelDef | KernelMiss]:
         """The answers :meth:`lookup` gave, kept until a kernel is registered
@@ -210,6 +256,7 @@ class KernelRegistry:
         Raises:
             ValueError: an extra kernel overlaps one already registered.
         """
+        self._load_all()  # the copy's kernels must be complete: it has no index
         out = KernelRegistry()
         out._kernels = {key: list(entries) for key, entries in self._kernels.items()}
         for kernel in extra:
@@ -217,15 +264,18 @@ class KernelRegistry:
         return out
 
     def __iter__(self) -> Iterator[KernelDef]:
-        for entries in self._kernels.values():
+        self._load_all()
+        for entries in list(self._kernels.values()):
             yield from entries
 
     def __len__(self) -> int:
-        return sum(len(e) for e in self._kernels.values())
+        self._load_all()
+        return sum(len(e) for e in list(self._kernels.values()))
 
     def ops(self) -> list[tuple[str, str]]:
-        """Return the ``(domain, op_type)`` pairs that have at least one kernel."""
-        return sorted(self._kernels)
+        """Return the ``(domain, op_type)`` pairs that have at least one kernel
+        (deferred ones included, without importing them)."""
+        return sorted({*self._kernels, *self._deferred})
 
     def lookup_node(self, node: ir.Node, opsets: Mapping[str, int]) -> KernelDef | KernelMiss:
         """:meth:`lookup` for ``node`` at the model's opset of its domain, with
@@ -265,6 +315,7 @@ class KernelRegistry:
         output_types: Sequence[ir.DataType | None],
     ) -> KernelDef | KernelMiss:
         """:meth:`lookup`, without its memory."""
+        self._load((domain, op_type))
         entries = self._kernels.get((domain, op_type))
         dom = domain or "ai.onnx"
         if not entries:

@@ -12,48 +12,11 @@ then gives ortcore; see ``docs/onnxruntime-compat.md``).
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
 from .compat import install_as_onnxruntime
-from .compat_api import (
-    OrtCompiledModelCompatibility,
-    create_and_register_allocator,
-    create_and_register_allocator_v2,
-    disable_telemetry_events,
-    enable_telemetry_events,
-    get_build_info,
-    has_collective_ops,
-    set_default_logger_callback,
-    set_default_logger_severity,
-    set_default_logger_verbosity,
-    set_global_thread_pool_sizes,
-    set_seed,
-)
-from .compile_api import (
-    ModelCompiler,
-    OrtCompileApiFlags,
-    get_compatibility_info_from_model,
-    get_compatibility_info_from_model_bytes,
-)
-from .custom_ops import CustomOp, Param, TensorType, custom_op
-from .devices import (
-    OrtAllocatorType,
-    OrtArenaCfg,
-    OrtDevice,
-    OrtDeviceMemoryType,
-    OrtDeviceVendorId,
-    OrtMemoryInfo,
-    OrtMemoryInfoDeviceType,
-    OrtMemType,
-)
-from .ep_devices import (
-    OrtEpAssignedNode,
-    OrtEpAssignedSubgraph,
-    OrtEpDevice,
-    OrtExecutionProviderDevicePolicy,
-    OrtHardwareDevice,
-    OrtHardwareDeviceType,
-    get_ep_devices,
-)
-from .ep_library import register_execution_provider_library, unregister_execution_provider_library
 from .errors import (
     AllocationError,
     EPFail,
@@ -73,29 +36,159 @@ from .errors import (
     RunTerminatedError,
     RuntimeException,
 )
-from .iobinding import IOBinding
-from .options import (
-    ExecutionMode,
-    ExecutionOrder,
-    GraphOptimizationLevel,
-    RunOptions,
-    SessionOptions,
-)
-from .ortvalue import OrtValue
-from .plugins import register_plugin
-from .session import (
-    InferenceSession,
-    ModelMetadata,
-    NodeArg,
-    Partition,
-    get_all_providers,
-    get_available_providers,
-)
-from .sparse_tensor import OrtSparseFormat, SparseTensor
+
+if TYPE_CHECKING:
+    from .compat_api import (
+        OrtCompiledModelCompatibility,
+        create_and_register_allocator,
+        create_and_register_allocator_v2,
+        disable_telemetry_events,
+        enable_telemetry_events,
+        get_build_info,
+        has_collective_ops,
+        set_default_logger_callback,
+        set_default_logger_severity,
+        set_default_logger_verbosity,
+        set_global_thread_pool_sizes,
+        set_seed,
+    )
+    from .compile_api import (
+        ModelCompiler,
+        OrtCompileApiFlags,
+        get_compatibility_info_from_model,
+        get_compatibility_info_from_model_bytes,
+    )
+    from .custom_ops import CustomOp, Param, TensorType, custom_op
+    from .devices import (
+        OrtAllocatorType,
+        OrtArenaCfg,
+        OrtDevice,
+        OrtDeviceMemoryType,
+        OrtDeviceVendorId,
+        OrtMemoryInfo,
+        OrtMemoryInfoDeviceType,
+        OrtMemType,
+    )
+    from .ep_devices import (
+        OrtEpAssignedNode,
+        OrtEpAssignedSubgraph,
+        OrtEpDevice,
+        OrtExecutionProviderDevicePolicy,
+        OrtHardwareDevice,
+        OrtHardwareDeviceType,
+        get_ep_devices,
+    )
+    from .ep_library import (
+        register_execution_provider_library,
+        unregister_execution_provider_library,
+    )
+    from .iobinding import IOBinding
+    from .options import (
+        ExecutionMode,
+        ExecutionOrder,
+        GraphOptimizationLevel,
+        RunOptions,
+        SessionOptions,
+    )
+    from .ortvalue import OrtValue
+    from .plugins import register_plugin
+    from .session import (
+        InferenceSession,
+        ModelMetadata,
+        NodeArg,
+        Partition,
+        get_all_providers,
+        get_available_providers,
+    )
+    from .sparse_tensor import OrtSparseFormat, SparseTensor
+
+    SessionIOBinding = IOBinding
+
+# Each public name -> the module that defines it, imported on first access
+# (PEP 562). ``import ortcore`` loads only the exceptions and
+# ``install_as_onnxruntime``: the session machinery and what it imports (onnx,
+# onnx-ir, numpy), the providers, the compile and device APIs, onnxruntime's
+# ``capi`` package and the CLI load when a program first touches them.
+_LAZY: dict[str, str] = {
+    "OrtCompiledModelCompatibility": "compat_api",
+    "create_and_register_allocator": "compat_api",
+    "create_and_register_allocator_v2": "compat_api",
+    "disable_telemetry_events": "compat_api",
+    "enable_telemetry_events": "compat_api",
+    "get_build_info": "compat_api",
+    "has_collective_ops": "compat_api",
+    "set_default_logger_callback": "compat_api",
+    "set_default_logger_severity": "compat_api",
+    "set_default_logger_verbosity": "compat_api",
+    "set_global_thread_pool_sizes": "compat_api",
+    "set_seed": "compat_api",
+    "ModelCompiler": "compile_api",
+    "OrtCompileApiFlags": "compile_api",
+    "get_compatibility_info_from_model": "compile_api",
+    "get_compatibility_info_from_model_bytes": "compile_api",
+    "CustomOp": "custom_ops",
+    "Param": "custom_ops",
+    "TensorType": "custom_ops",
+    "custom_op": "custom_ops",
+    "OrtAllocatorType": "devices",
+    "OrtArenaCfg": "devices",
+    "OrtDevice": "devices",
+    "OrtDeviceMemoryType": "devices",
+    "OrtDeviceVendorId": "devices",
+    "OrtMemoryInfo": "devices",
+    "OrtMemoryInfoDeviceType": "devices",
+    "OrtMemType": "devices",
+    "OrtEpAssignedNode": "ep_devices",
+    "OrtEpAssignedSubgraph": "ep_devices",
+    "OrtEpDevice": "ep_devices",
+    "OrtExecutionProviderDevicePolicy": "ep_devices",
+    "OrtHardwareDevice": "ep_devices",
+    "OrtHardwareDeviceType": "ep_devices",
+    "get_ep_devices": "ep_devices",
+    "register_execution_provider_library": "ep_library",
+    "unregister_execution_provider_library": "ep_library",
+    "IOBinding": "iobinding",
+    "ExecutionMode": "options",
+    "ExecutionOrder": "options",
+    "GraphOptimizationLevel": "options",
+    "RunOptions": "options",
+    "SessionOptions": "options",
+    "OrtValue": "ortvalue",
+    "register_plugin": "plugins",
+    "InferenceSession": "session",
+    "ModelMetadata": "session",
+    "NodeArg": "session",
+    "Partition": "session",
+    "get_all_providers": "session",
+    "get_available_providers": "session",
+    "OrtSparseFormat": "sparse_tensor",
+    "SparseTensor": "sparse_tensor",
+    "SessionIOBinding": "iobinding",  # onnxruntime's name of the native binding class
+}
+_ALIASES = {"SessionIOBinding": "IOBinding"}
+# onnxruntime's package exposes its native module as attributes once imported.
+_CAPI = {"_pybind_state": "_pybind_state", "_native": "onnxruntime_pybind11_state"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), _ALIASES.get(name, name))
+    elif name in _CAPI:
+        value = importlib.import_module(f"{__name__}.capi.{_CAPI[name]}")
+    elif not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        value = importlib.import_module(f"{__name__}.{name}")  # ortcore.capi, ortcore.session...
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __version__ = "0.1.0"
-
-SessionIOBinding = IOBinding  # onnxruntime's name of the native binding class
 
 
 def get_version_string() -> str:
@@ -113,10 +206,6 @@ def preload_dlls(
 ) -> None:
     """Accepted: ortcore's providers load their own libraries when first used."""
 
-
-# onnxruntime's package exposes its native-module path as attributes once imported.
-from .capi import _pybind_state as _pybind_state  # noqa: E402
-from .capi import onnxruntime_pybind11_state as _native  # noqa: E402,F401
 
 __all__ = [
     "AllocationError",

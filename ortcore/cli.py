@@ -24,12 +24,14 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import InvalidArgument, OrtcoreError, ProviderOptionError
-from .plugins import default_manager
+
+if TYPE_CHECKING:
+    from .plugins import PluginManager
 
 __all__ = ["SUBCOMMAND_GROUP", "main", "provider_option"]
 
@@ -38,6 +40,14 @@ SUBCOMMAND_GROUP = "ortcore.cli"
 """Entry-point group of the subcommands other packages add to ``ortcore``."""
 
 log = logging.getLogger("ortcore.cli")
+
+
+def default_manager() -> PluginManager:
+    """The process's plugin manager (``ortcore.plugins``), imported on first use so
+    that ``ortcore --help`` and ``ortcore SUBCOMMAND --help`` load no provider."""
+    from .plugins import default_manager as manager
+
+    return manager()
 
 
 def provider_option(text: str) -> tuple[str, str]:

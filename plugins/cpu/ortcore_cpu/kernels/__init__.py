@@ -1,15 +1,20 @@
 """The CPU provider's kernels.
 
 ``registry`` holds every kernel. Each public module of this package is one op
-family and registers its kernels into ``registry`` when imported; importing
-this package imports them all (modules whose name starts with ``_`` are
-helpers and are not imported here).
+family and registers its kernels into ``registry`` when imported. Importing
+this package imports none of them: ``registry`` knows from ``_index.INDEX``
+which family registers each op and imports it the first time a lookup needs
+that op (``KernelRegistry.defer``), so a session imports only the families its
+model uses; listing the registry (``len``, iteration) imports them all.
+Modules whose name starts with ``_`` are helpers. After adding or moving a
+kernel, regenerate the index: ``python -m ortcore_cpu.kernels._make_index``.
 """
 
-import importlib
 import pkgutil
 
 from ep_sdk import KernelRegistry
+
+from ._index import INDEX
 
 registry = KernelRegistry()
 """All kernels of the CPU provider."""
@@ -19,7 +24,8 @@ FAMILIES: tuple[str, ...] = tuple(
 )
 """The op-family modules, one per file."""
 
-for _family in FAMILIES:
-    importlib.import_module(f"{__name__}.{_family}")
+registry.defer(
+    {key: tuple(f"{__name__}.{family}" for family in families) for key, families in INDEX.items()}
+)
 
 __all__ = ["FAMILIES", "registry"]
