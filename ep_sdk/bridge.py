@@ -89,7 +89,7 @@ class BridgeExecutionProvider(ExecutionProvider):
         self, options: Mapping[str, Any] | None = None, config: SessionConfig | None = None
     ) -> None:
         super().__init__(options, config)
-        raw = self.options.get("min_group_size") or str(type(self).min_group_size)
+        raw = self.provider_options.get("min_group_size") or str(type(self).min_group_size)
         try:
             self.min_size = int(raw)
         except ValueError:
@@ -297,7 +297,7 @@ class BridgeExecutionProvider(ExecutionProvider):
         parts = {
             "provider": self.name,
             "version": str(self.version),
-            "options": dict(sorted(self.options.items())),
+            "options": dict(sorted(self.provider_options.items())),
             "engine": self._engine,
             "engine_version": self.engine_version(),
             "engine_target": self.engine_target(),
@@ -307,7 +307,7 @@ class BridgeExecutionProvider(ExecutionProvider):
         return h.hexdigest()
 
     def _query_file(self, key: str) -> Path | None:
-        folder = self.config.cache_dir
+        folder = self.session_config.cache_dir
         if not folder or not is_provider_folder_name(self.name):
             return None  # no folder can be named for this provider
         return Path(folder) / self.name / f"query-{key}.json"

@@ -515,7 +515,7 @@ class CompiledCache:
         return {
             "provider": provider.name,
             "version": str(provider.version),
-            "options": dict(sorted(provider.options.items())),
+            "options": dict(sorted(provider.provider_options.items())),
             "device": str(provider.device),
             "provider_parts": {str(k): str(v) for k, v in sorted(extra.items())},
             "ortcore": ortcore.__version__,

@@ -271,7 +271,7 @@ def _provider_identity(provider: ExecutionProvider) -> dict[str, Any]:
     return {
         "name": provider.name,
         "version": str(provider.version),
-        "options": {str(k): str(v) for k, v in sorted(provider.options.items())},
+        "options": {str(k): str(v) for k, v in sorted(provider.provider_options.items())},
         "device": str(provider.device),
     }
 

@@ -384,7 +384,7 @@ class InferenceSession(SessionDeviceInfo):
 
     def get_provider_options(self) -> dict[str, dict[str, str]]:
         """Each provider's effective options."""
-        return {p.name: dict(p.options) for p in self._providers}
+        return {p.name: dict(p.provider_options) for p in self._providers}
 
     def get_session_options(self) -> SessionOptions:
         """The options the session was created with."""
