@@ -352,7 +352,19 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
     if groups:
         print("groups: " + ", ".join(f"{g} ({n} nodes)" for g, n in groups.items()))
     print("counts: " + ", ".join(f"{p}={n}" for p, n in part.counts().items()))
+    _print_declines(part)
     return 0
+
+
+def _print_declines(part: Any) -> None:
+    """One line per provider that declined nodes, with its reasons and their counts."""
+    from .partition import decline_lines
+
+    lines = decline_lines(r.declined for r in part.nodes)
+    if lines:
+        print("declined:")
+        for line in lines:
+            print(f"  {line}")
 
 
 def cmd_bench(ns: argparse.Namespace) -> int:
@@ -510,6 +522,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="list the devices each provider can run on (ortcore.get_ep_devices())",
     )
+    verbose_arg(p)
     p.set_defaults(func=cmd_providers)
 
     def model_args(p: argparse.ArgumentParser) -> None:
@@ -530,6 +543,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: all)")
         p.add_argument("--no-optimize", action="store_true", help="disable graph optimizations")
+        verbose_arg(p)
 
     p = sub.add_parser("run", help="run a model, time it, check its stored outputs")
     model_args(p)
@@ -578,6 +592,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_plugin_subcommands(sub)
     return parser
+
+
+def verbose_arg(p: argparse.ArgumentParser) -> None:
+    """``-v``/``--verbose``: debug logging of ortcore, the SDK and the providers,
+    with tracebacks (:mod:`ortcore.cli_logging`)."""
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show ortcore's, the SDK's and the providers' log from debug level up, "
+        "with full tracebacks (without it: warnings only, one line each)",
+    )
 
 
 def _add_plugin_subcommands(sub: Any) -> None:
@@ -896,9 +922,12 @@ def cmd_ep_new(ns: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ortcore`` console script."""
+    from .cli_logging import command_logging
+
     ns = build_parser().parse_args(argv)
     try:
-        return int(ns.func(ns))
+        with command_logging(bool(getattr(ns, "verbose", False))):
+            return int(ns.func(ns))
     except (OrtcoreError, ProviderOptionError) as exc:
         if isinstance(exc, ProviderOptionError) or isinstance(exc.__cause__, ProviderOptionError):
             # a provider refused --provider-option: its message names the option
