@@ -114,7 +114,7 @@ def cmd_providers(ns: argparse.Namespace) -> int:
     if ns.devices:
         return _print_devices(ns.json)
     if ns.kernels is not None:
-        return _print_kernels(entries, ns.kernels, ns.json, ns.markdown)
+        return _print_kernels(entries, ns.kernels, ns.json, ns.markdown, _output_width(ns.width))
     if ns.markdown:
         print("ortcore providers: --markdown goes with --kernels NAME", file=sys.stderr)
         return 2
@@ -186,27 +186,53 @@ KERNELS_PAGE_COMMAND = "ortcore providers --kernels cpu --markdown > docs/cpu-ke
 
 
 def _print_kernels(
-    entries: Sequence[Any], name: str, as_json: bool, as_markdown: bool = False
+    entries: Sequence[Any],
+    name: str,
+    as_json: bool,
+    as_markdown: bool = False,
+    width: int | None = None,
 ) -> int:
-    """``ortcore providers --kernels [NAME]``: every kernel of each provider
-    (or of the one named, by name or alias), with the function that builds it;
-    with ``--markdown``, the named provider's op -> module index as a page."""
-    from .kernel_index import markdown_page, provider_kernels
+    """``ortcore providers --kernels [NAMES]``: every kernel of each provider,
+    with the function that builds it. NAMES, comma-separated, are provider
+    names or aliases (only those providers) and op names (only those ops'
+    kernels, in every provider listed), matched without regard to case; with
+    ``--markdown``, the named provider's op -> module index as a page. Tables
+    are cut to ``width`` columns."""
+    from .kernel_index import markdown_page, only_ops, provider_kernels
 
-    if as_markdown and not name:
-        print("ortcore providers: --markdown needs a provider: --kernels NAME", file=sys.stderr)
+    names = [n.strip() for n in name.split(",") if n.strip()]
+    if as_markdown and len(names) != 1:
+        print("ortcore providers: --markdown needs one provider: --kernels NAME", file=sys.stderr)
         return 2
-
-    if name:
-        wanted = name.lower()
-        entries = [
-            e for e in entries if wanted in (e.name.lower(), *(a.lower() for a in e.aliases))
-        ]
-        if not entries:
-            known = ", ".join(e.name for e in default_manager().entries()) or "none"
-            print(f"ortcore providers: no provider {name!r}; installed: {known}", file=sys.stderr)
-            return 2
-    listed = [provider_kernels(e) for e in entries]
+    chosen = [
+        e
+        for e in entries
+        if {e.name.lower(), *(a.lower() for a in e.aliases)} & {n.lower() for n in names}
+    ]
+    known = {n.lower() for e in chosen for n in (e.name, *e.aliases)}
+    ops = [n for n in names if n.lower() not in known]
+    if as_markdown and ops:
+        listed_names = ", ".join(e.name for e in entries) or "none"
+        print(
+            f"ortcore providers: no provider {name!r}; installed: {listed_names}", file=sys.stderr
+        )
+        return 2
+    listed = [provider_kernels(e) for e in (chosen or entries)]
+    if ops:
+        listed = [only_ops(p, ops) for p in listed]
+        found = {k.op_type.lower() for p in listed for k in p.kernels}
+        missing = [op for op in ops if op.lower() not in found]
+        if missing:
+            providers = ", ".join(p.provider for p in listed) or "none installed"
+            unlisted = [p.provider for p in listed if p.note and not p.kernels]
+            print(
+                f"ortcore providers: {', '.join(map(repr, missing))} matched nothing: no "
+                f"provider of that name or alias, and no kernel of that op in {providers}"
+                + (f" ({', '.join(unlisted)}: kernels not listed, see below)" if unlisted else ""),
+                file=sys.stderr,
+            )
+            if len(missing) == len(ops):
+                return 2
     if as_markdown:
         (page,) = listed[:1]
         if page.note:
@@ -218,26 +244,70 @@ def _print_kernels(
     if as_json:
         print(json.dumps([p.to_dict() for p in listed], indent=2))
         return 0
+    cut = False
     for i, p in enumerate(listed):
         if i:
             print()
         if p.note:
             print(f"{p.provider}: {p.note}")
             continue
-        ops = len({(k.domain, k.op_type) for k in p.kernels})
-        print(f"{p.provider}: {len(p.kernels)} kernels for {ops} ops")
+        n_ops = len({(k.domain, k.op_type) for k in p.kernels})
+        print(f"{p.provider}: {len(p.kernels)} kernels for {n_ops} ops")
+        if not p.kernels:
+            continue
         rows = [("op", "domain", "opsets", "built by", "types")]
         rows += [(k.op_type, k.domain, k.opsets, k.builder, k.types_text()) for k in p.kernels]
-        _table(rows)
+        cut |= _table(rows, width, shrink=(4, 1, 0, 3, 2))  # where the builder is: last
+    if cut:
+        print(f"(cut to {width} columns: --width 0 or --json shows every type)")
     return 0
 
 
-def _table(rows: Sequence[Sequence[str]]) -> None:
+def _output_width(asked: int | None) -> int | None:
+    """The width tables are cut to: ``--width`` (0: none), else the
+    terminal's when stdout is one (or ``$COLUMNS`` is set), else none."""
+    import shutil
+
+    if asked is not None:
+        return asked if asked > 0 else None
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return shutil.get_terminal_size().columns
+    return None
+
+
+def _table(
+    rows: Sequence[Sequence[str]], width: int | None = None, shrink: Sequence[int] = ()
+) -> bool:
+    """Print ``rows`` as columns (the first row a header); with ``width``, no
+    line is longer: columns are cut in the order ``shrink`` gives (default:
+    the last first; a cut cell ends in ``...``). Returns whether a cell was cut."""
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    cut = False
+    if width is not None:
+        over = sum(widths) + 2 * (len(widths) - 1) - width
+        for i in shrink or reversed(range(len(widths))):
+            if over <= 0:
+                break
+            floor = min(widths[i], max(len(str(rows[0][i])), 8))
+            take = min(over, widths[i] - floor)
+            widths[i] -= take
+            over -= take
+
+    def cell(text: str, w: int) -> str:
+        nonlocal cut
+        if len(text) <= w:
+            return text.ljust(w)
+        cut = True
+        return text[: max(w - 3, 0)] + "..." if w > 3 else text[:w]
+
     for j, r in enumerate(rows):
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+        line = "  ".join(cell(str(c), w) for c, w in zip(r, widths)).rstrip()
+        if width is not None and len(line) > width:
+            line, cut = line[: width - 3] + "...", True
+        print(line)
         if j == 0:
-            print("  ".join("-" * w for w in widths))
+            print("  ".join("-" * w for w in widths)[: width or None])
+    return cut
 
 
 def _session_args(ns: argparse.Namespace, profile_prefix: str = "") -> tuple[Any, Any]:
@@ -508,8 +578,16 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         const="",
         metavar="NAME",
-        help="list every kernel of each provider (or of provider NAME): op, domain, "
-        "opsets, types and the Python function that builds it",
+        help="list every kernel of each provider: op, domain, opsets, types and the Python "
+        "function that builds it; NAME (comma-separated names) keeps only these providers "
+        "(name or alias) and these ops (e.g. --kernels Conv, --kernels cpu,Conv)",
+    )
+    p.add_argument(
+        "--width",
+        type=int,
+        metavar="N",
+        help="cut table rows to N columns (default: the terminal's width when printing to "
+        "one; 0: never cut)",
     )
     p.add_argument(
         "--markdown",
