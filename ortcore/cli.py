@@ -202,7 +202,7 @@ def _print_kernels(
 
     names = [n.strip() for n in name.split(",") if n.strip()]
     if as_markdown and len(names) != 1:
-        print("ortcore providers: --markdown needs one provider: --kernels NAME", file=sys.stderr)
+        print("ortcore providers: --markdown needs a provider: --kernels NAME (one)", file=sys.stderr)
         return 2
     chosen = [
         e
