@@ -202,7 +202,9 @@ def _print_kernels(
 
     names = [n.strip() for n in name.split(",") if n.strip()]
     if as_markdown and len(names) != 1:
-        print("ortcore providers: --markdown needs a provider: --kernels NAME (one)", file=sys.stderr)
+        print(
+            "ortcore providers: --markdown needs a provider: --kernels NAME (one)", file=sys.stderr
+        )
         return 2
     chosen = [
         e
@@ -321,6 +323,10 @@ def _session_args(ns: argparse.Namespace, profile_prefix: str = "") -> tuple[Any
     so.intra_op_num_threads = ns.threads
     if ns.no_optimize:
         so.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
+    if getattr(ns, "cache_dir", None):
+        so.add_session_config_entry("ortcore.cache_dir", str(Path(ns.cache_dir).resolve()))
+    for key, value in getattr(ns, "session_config", None) or ():
+        so.add_session_config_entry(key, value)
     providers: list[Any] | None = ns.providers.split(",") if ns.providers else None
     if ns.provider_options:
         if not providers:
@@ -360,6 +366,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
         print(f"  {provider}: {count} nodes ({ops})")
     if part.copies:
         print(f"  device copies inserted: {len(part.copies)}")
+    _print_compiled(part.compiled)
     feeds = _load_inputs(model, sess.get_inputs())
     outputs = sess.run(None, feeds)
     times = []
@@ -388,6 +395,14 @@ def cmd_run(ns: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _print_compiled(compiled: Any) -> None:
+    """Each compiled group and where it came from (cache hit, miss, saved session)."""
+    if compiled:
+        print("compiled groups:")
+        for name, source in compiled.items():
+            print(f"  {name}: {source}")
+
+
 def cmd_inspect(ns: argparse.Namespace) -> int:
     """Show where each node would run: the model is partitioned, not
     compiled or run, so providers installed but unable to run here are asked too."""
@@ -402,6 +417,7 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
         data["inputs"] = [vars(a) for a in found.inputs]
         data["outputs"] = [vars(a) for a in found.outputs]
         data["unavailable"] = dict(found.unavailable)
+        data["cache"] = dict(found.cache)
         print(json.dumps(data, indent=2))
         return 0
     print(f"model: {model}")
@@ -421,6 +437,8 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
             groups[r.group] = groups.get(r.group, 0) + 1
     if groups:
         print("groups: " + ", ".join(f"{g} ({n} nodes)" for g, n in groups.items()))
+    for g, where in found.cache.items():
+        print(f"  {g}: {where}")
     print("counts: " + ", ".join(f"{p}={n}" for p, n in part.counts().items()))
     _print_declines(part)
     return 0
@@ -462,6 +480,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
                 sess.run(None, feeds)
             summary = summarize(load_trace(sess.end_profiling()), top=ns.top)
         header = [f"model: {model}", f"providers: {', '.join(sess.get_providers())}"]
+        header += [f"compiled group {g}: {src}" for g, src in sess.get_partition().compiled.items()]
     if ns.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -546,11 +565,18 @@ def cmd_cache(ns: argparse.Namespace) -> int:
                 file=sys.stderr if note.error else sys.stdout,
             )
         return 1 if report.errors else 0
+    from .saved_session import SESSION_FOLDER, list_saved
+
     listing = cache.scan(ns.provider)
+    sessions, odd = (
+        ([], []) if ns.provider not in (None, SESSION_FOLDER) else (list_saved(cache.directory))
+    )
     if ns.json:
-        print(json.dumps(listing.entries, indent=2))
+        print(json.dumps(listing.entries + sessions, indent=2))
         for note in listing.skipped:
             print(f"skipped {shown(note.path)}: {note.reason}", file=sys.stderr)
+        for line in odd:
+            print(f"skipped {shown(line)}", file=sys.stderr)
         return 0
     print(f"cache: {cache.directory}")
     if not listing.entries:
@@ -561,8 +587,28 @@ def cmd_cache(ns: argparse.Namespace) -> int:
         for e in listing.entries:
             rows.append((*(str(e.get(k, "")) for k in fields), str(e.get("key", ""))[:12]))
         _table(rows)
+    if sessions:
+        print(f"saved sessions (EPContext models in {cache.directory / SESSION_FOLDER}):")
+        srows: list[tuple[str, ...]] = [("graph", "groups", "providers", "bytes", "created", "key")]
+        for m in sessions:
+            names = ",".join(str(p.get("name", "")) for p in m.get("providers") or ())
+            srows.append(
+                (
+                    str(m.get("group", "")),
+                    str(m.get("nodes", "")),
+                    names,
+                    str(m.get("size", "")),
+                    str(m.get("created", "")),
+                    str(m.get("key", ""))[:12],
+                )
+            )
+        _table(srows)
+    elif ns.provider is None:
+        print("no saved sessions (--session-config ortcore.save_session=1 saves them)")
     for note in listing.skipped:
         print(f"skipped {shown(note.path)}: {note.reason}")
+    for line in odd:
+        print(f"skipped {shown(line)}")
     return 0
 
 
@@ -621,6 +667,22 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: all)")
         p.add_argument("--no-optimize", action="store_true", help="disable graph optimizations")
+        p.add_argument(
+            "--cache-dir",
+            metavar="DIR",
+            help="keep compiled fused groups in DIR and reuse them (session config "
+            "ortcore.cache_dir; with --session-config ortcore.save_session=1, whole "
+            "sessions too); 'ortcore cache list --dir DIR' shows them",
+        )
+        p.add_argument(
+            "--session-config",
+            action="append",
+            default=[],
+            type=provider_option,
+            metavar="KEY=VALUE",
+            help="a session config entry, as SessionOptions.add_session_config_entry "
+            "(repeatable), e.g. ortcore.save_session=1 or session.disable_cpu_ep_fallback=1",
+        )
         verbose_arg(p)
 
     p = sub.add_parser("run", help="run a model, time it, check its stored outputs")
@@ -650,7 +712,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_bench)
 
-    p = sub.add_parser("cache", help="list or purge the cache of compiled fused groups")
+    p = sub.add_parser(
+        "cache", help="list or purge the cache of compiled fused groups and saved sessions"
+    )
     p.add_argument("action", choices=["list", "purge"])
     p.add_argument("--provider", help="only this provider's entries (its folder name)")
     p.add_argument(
