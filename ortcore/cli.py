@@ -379,20 +379,51 @@ def cmd_run(ns: argparse.Namespace) -> int:
             f"latency: median {statistics.median(times) * 1000:.2f} ms, "
             f"min {min(times) * 1000:.2f} ms over {len(times)} runs"
         )
+    return 0 if _check(ns, model, sess, feeds, outputs) else 1
+
+
+def _check(ns: argparse.Namespace, model: Path, sess: Any, feeds: Any, outputs: Any) -> bool:
+    """``run``'s check: the stored outputs, and where they cannot discriminate
+    (uniform) or are missing, the evidence :mod:`ortcore.run_check` finds."""
+    from .run_check import compare, is_uniform, oracle_checks
+
     expected = _reference_outputs(model)
+    ok, weak = True, expected is None
     if expected is None:
         print("check: no stored reference outputs beside the model")
-        return 0
-    ok = True
-    for i, (got, want) in enumerate(zip(outputs, expected)):
-        err = float(np.max(np.abs(got.astype(np.float64) - want))) if got.size else 0.0
-        good = got.shape == want.shape and bool(np.allclose(got, want, rtol=ns.rtol, atol=ns.atol))
-        ok &= good
+    for i, (got, want) in enumerate(zip(outputs, expected or ())):
+        verdict = compare(got, want, ns.rtol, ns.atol)
+        ok &= verdict.ok
+        note = f", {verdict.note}" if verdict.note else ""
         print(
-            f"check: output {i} {'OK' if good else 'MISMATCH'} "
-            f"(max abs error {err:.3g}, rtol {ns.rtol}, atol {ns.atol})"
+            f"check: output {i} {'OK' if verdict.ok else 'MISMATCH'} against the stored output "
+            f"(max abs error {verdict.max_abs:.3g}, rtol {ns.rtol}, atol {ns.atol}{note})"
         )
-    return 0 if ok else 1
+        if is_uniform(want):
+            weak = True
+            value = np.asarray(want).reshape(-1)[0]
+            print(
+                f"check: the stored output {i} is uniform (all {value:.6g}): this check cannot "
+                "tell a right answer from many wrong ones"
+            )
+    if not weak:
+        return ok
+
+    def make_session(data: bytes, reference: bool) -> Any:
+        from .options import GraphOptimizationLevel
+        from .session import InferenceSession
+
+        so, providers = _session_args(ns)
+        if reference:
+            so.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
+            return InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        return InferenceSession(data, so, providers=providers)
+
+    same = sess.get_providers() == ["CPUExecutionProvider"] and ns.no_optimize
+    good, lines = oracle_checks(model, feeds, outputs, make_session, same, ns.rtol, ns.atol)
+    for line in lines:
+        print(line)
+    return ok and good
 
 
 def _print_compiled(compiled: Any) -> None:
