@@ -759,6 +759,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = ep_sub.add_parser("new", help="write a provider package to start from")
     p.add_argument("name", help="the provider's short name, e.g. myep")
     p.add_argument("--dir", help="where to write it (default ./ortcore-NAME)")
+    p.add_argument(
+        "--bridge",
+        action="store_true",
+        help="a compile-path provider on ep_sdk.BridgeExecutionProvider (an engine builds and "
+        "runs fused groups) instead of a kernel-path one",
+    )
     p.set_defaults(func=cmd_ep_new)
 
     _add_batch_parser(sub)
@@ -1083,7 +1089,7 @@ def cmd_ep_new(ns: argparse.Namespace) -> int:
     from .scaffold import new_provider, provider_names
 
     try:
-        root = new_provider(ns.name, ns.dir)
+        root = new_provider(ns.name, ns.dir, bridge=ns.bridge)
     except (ValueError, FileExistsError) as exc:
         print(f"ortcore ep new: {exc}", file=sys.stderr)
         return 2
