@@ -645,11 +645,13 @@ def cmd_cache(ns: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ortcore`` command."""
-    parser = argparse.ArgumentParser(prog="ortcore", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="ortcore", description=plain_text(__doc__.split("\n\n")[0])
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("providers", help="list installed execution providers")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the listing as JSON")
     p.add_argument(
         "--kernels",
         nargs="?",
@@ -718,14 +720,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a model, time it, check its stored outputs")
     model_args(p)
-    p.add_argument("--repeat", type=int, default=10)
-    p.add_argument("--rtol", type=float, default=1e-3)
-    p.add_argument("--atol", type=float, default=1e-5)
+    p.add_argument("--repeat", type=int, default=10, help="timed runs after the first (default 10)")
+    p.add_argument(
+        "--rtol", type=float, default=1e-3, help="relative tolerance of the check (default 1e-3)"
+    )
+    p.add_argument(
+        "--atol", type=float, default=1e-5, help="absolute tolerance of the check (default 1e-5)"
+    )
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("inspect", help="show which provider runs each node, and why")
     model_args(p)
-    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument(
+        "--format",
+        choices=["table", "json"],
+        default="table",
+        help="a table per node (default) or the whole report as JSON",
+    )
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser(
@@ -746,7 +757,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "cache", help="list or purge the cache of compiled fused groups and saved sessions"
     )
-    p.add_argument("action", choices=["list", "purge"])
+    p.add_argument(
+        "action",
+        choices=["list", "purge"],
+        help="list: the compiled groups and saved sessions; purge: remove them",
+    )
     p.add_argument("--provider", help="only this provider's entries (its folder name)")
     p.add_argument(
         "--dir", help="cache folder (default $ORTCORE_CACHE_DIR or ~/.cache/ortcore/compiled)"
@@ -805,7 +820,7 @@ def _add_plugin_subcommands(sub: Any) -> None:
         except Exception as exc:
             log.warning("ortcore: subcommand %r (%s) failed to load: %r", ep.name, where, exc)
             continue
-        doc = (getattr(command, "__doc__", None) or "").strip()
+        doc = plain_text((getattr(command, "__doc__", None) or "").strip())
         help_line = getattr(command, "HELP", None) or (doc.splitlines()[0] if doc else None)
         p = sub.add_parser(
             ep.name,
@@ -819,6 +834,24 @@ def _add_plugin_subcommands(sub: Any) -> None:
             log.warning("ortcore: subcommand %r (%s) failed to load: %r", ep.name, where, exc)
             run = _unusable(ep.name, where, exc)
         p.set_defaults(func=run)
+
+
+def plain_text(doc: str) -> str:
+    """``doc`` with reST markup a terminal would show raw made plain: roles
+    (``:func:`x``` -> ``x``, ``:class:`~a.B``` -> ``B``), double backquotes,
+    and a ``::`` that opens a literal block (``Example::`` -> ``Example:``)."""
+    import re
+
+    def role(m: re.Match[str]) -> str:
+        target = m.group(1)
+        if "<" in target and target.endswith(">"):  # :ref:`text <target>`
+            return target.split("<", 1)[0].strip()
+        return target.rsplit(".", 1)[-1] if target.startswith("~") else target
+
+    text = re.sub(r":[a-z]+(?::[a-z]+)?:`([^`]+)`", role, doc)
+    text = re.sub(r"``([^`]+)``", r"\1", text)
+    text = re.sub(r"(\S)::$", r"\1:", text, flags=re.MULTILINE)
+    return re.sub(r"^::$\n?", "", text, flags=re.MULTILINE)
 
 
 def _unusable(name: str, where: str, exc: BaseException) -> Any:
