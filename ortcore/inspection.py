@@ -254,6 +254,8 @@ def _in_cache(
     """For each fused group of the main graph, whether the session's cache
     holds its compiled artifact (the group is made as the planner makes it,
     and its key computed; nothing is compiled)."""
+    import functools
+
     from ep_sdk import FusedGroup, group_io, group_model
     from ep_sdk.graph import is_constant
 
@@ -286,9 +288,7 @@ def _in_cache(
             opsets=opsets,
             constants=constants,
             payload=a.claim.payload,
-            export=lambda n=name, o=ordered, i=inputs, u=outputs, b=baked: group_model(
-                n, o, i, u, opsets, b
-            ),
+            export=functools.partial(group_model, name, ordered, inputs, outputs, opsets, baked),
         )
         try:
             found = cache.load(provider, group, mapped=True) is not None
