@@ -189,7 +189,7 @@ def run(ns: argparse.Namespace) -> int:
     if ns.list:
         load_plugins(settings.plugins)
         set_depth(settings.depth)
-        print("\n".join(select(settings.kinds, settings.pattern)))
+        print("\n".join(select(settings.kinds, settings.pattern, cached=True)))
         return 0
     try:
         out = run_suite(settings, progress=bar)

@@ -106,21 +106,29 @@ def select(
     kinds: Sequence[str],
     pattern: str | None = None,
     on_kind: Callable[[str], Any] | None = None,
+    *,
+    cached: bool = False,
 ) -> list[str]:
     """Ids of the contract checks and cases of ``kinds`` matching ``pattern``.
 
     Only names are needed: no model is built and no oracle run (onnx's node
     tests come from a cached index, :mod:`conformance.nodeindex`).
-    ``on_kind(kind)`` is called before each kind is loaded (progress).
+    ``on_kind(kind)`` is called before each kind is loaded (progress). With
+    ``cached``, the ids of the kinds :mod:`conformance.idcache` keeps come
+    from its cache (``--list``; a run needs the cases themselves).
     """
     from .contract import CHECKS
+    from .idcache import kind_ids
 
     rx = re.compile(pattern) if pattern else None
     ids: list[str] = []
     for kind in kinds:
         if on_kind is not None:
             on_kind(kind)
-        names = [f"contract/{n}" for n in CHECKS] if kind == "contract" else list(_by_id(kind))
+        if kind == "contract":
+            names = [f"contract/{n}" for n in CHECKS]
+        else:
+            names = kind_ids(kind) if cached else list(_by_id(kind))
         ids.extend(i for i in names if rx is None or rx.search(i))
     return ids
 

@@ -27,7 +27,7 @@ with a ``.json`` of the parts), so ``ortcore cache list`` shows them and
 
 Example (an engine per shape profile, as the TensorRT provider keeps them)::
 
-    store = self.config.artifact_store
+    store = self.session_config.artifact_store
     if store is not None:
         content = store.content_digest(group)
         parts = {**store.key_parts(self, group), "kind": "engine", "profile": text}

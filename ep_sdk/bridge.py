@@ -89,7 +89,7 @@ class BridgeExecutionProvider(ExecutionProvider):
         self, options: Mapping[str, Any] | None = None, config: SessionConfig | None = None
     ) -> None:
         super().__init__(options, config)
-        raw = self.options.get("min_group_size") or str(type(self).min_group_size)
+        raw = self.provider_options.get("min_group_size") or str(type(self).min_group_size)
         try:
             self.min_size = int(raw)
         except ValueError:
@@ -172,8 +172,9 @@ class BridgeExecutionProvider(ExecutionProvider):
         """
         declined: dict[ir.Node, str] = {}
         pool: set[ir.Node] = set()
+        errors = EngineErrors()
         for node in graph.nodes:
-            answer = self._node_answer(node, graph)
+            answer = self._node_answer(node, graph, errors)
             if answer is True:
                 pool.add(node)
             else:
@@ -187,14 +188,18 @@ class BridgeExecutionProvider(ExecutionProvider):
                 key = frozenset(claim.nodes)
                 if not asks or len(claim.nodes) < self.min_size or key in accepted:
                     continue
-                answers = self._ask(graph, claim.nodes)
+                failed = len(errors)
+                answers = self._ask(graph, claim.nodes, errors)
                 if answers is None:  # no model-level query after all
                     asks = False
                     break
                 refused = {n: a for n, a in answers.items() if a is not True}
                 for node, answer in refused.items():
                     declined[node] = self._reason(node, answer)
-                for node in _first(claim.nodes, refused):
+                # an engine that raised says nothing about any one node: asking
+                # it again about every smaller group would only raise again
+                first = claim.nodes if len(errors) > failed else _first(claim.nodes, refused)
+                for node in first:
                     pool.discard(node)
                     dropped = True
                 if not refused:
@@ -214,6 +219,7 @@ class BridgeExecutionProvider(ExecutionProvider):
                     f"{self._engine}: a group of {len(claim.nodes)} node(s), fewer than "
                     f"min_group_size={self.min_size}",
                 )
+        errors.log(self.name)
         return Capability(claims=out, declined=declined)
 
     def compile(self, group: FusedGroup) -> Any:
@@ -248,7 +254,9 @@ class BridgeExecutionProvider(ExecutionProvider):
         op = f"{node.domain}::{node.op_type}" if node.domain else node.op_type
         return f"{self._engine} does not support {op}"
 
-    def _node_answer(self, node: ir.Node, graph: GraphContext) -> Answer:
+    def _node_answer(
+        self, node: ir.Node, graph: GraphContext, errors: EngineErrors | None = None
+    ) -> Answer:
         if set(node_reads(node)) - set(node.inputs):
             # group_io and the exported model know only a node's explicit inputs
             return (
@@ -258,11 +266,18 @@ class BridgeExecutionProvider(ExecutionProvider):
         try:
             answer = self.supports_node(node, graph)
         except Exception as exc:  # a broken answer declines the node, never the session
-            log.warning("%s: supports_node(%r) raised", self.name, node.name, exc_info=True)
+            log.debug("%s: supports_node(%r) raised", self.name, node.name, exc_info=True)
+            if errors is not None:
+                errors.add("supports_node", exc, 1)
             return f"{self._engine}: supports_node raised {exc!r}"
         return answer if isinstance(answer, str) else bool(answer)
 
-    def _ask(self, graph: GraphContext, nodes: Sequence[ir.Node]) -> dict[ir.Node, Answer] | None:
+    def _ask(
+        self,
+        graph: GraphContext,
+        nodes: Sequence[ir.Node],
+        errors: EngineErrors | None = None,
+    ) -> dict[ir.Node, Answer] | None:
         """The engine's answer for each node of a candidate group (kept, see
         the module docstring)."""
         ordered, by_name = candidate_names(graph.graph, nodes)
@@ -273,9 +288,11 @@ class BridgeExecutionProvider(ExecutionProvider):
             try:
                 result = self.query_model(model)
             except Exception as exc:
-                log.warning(
+                log.debug(
                     "%s: query_model raised on %d nodes", self.name, len(nodes), exc_info=True
                 )
+                if errors is not None:
+                    errors.add("query_model", exc, len(nodes))
                 return dict.fromkeys(nodes, f"{self._engine} failed to read the group: {exc}")
             if result is None:
                 return None
@@ -297,7 +314,7 @@ class BridgeExecutionProvider(ExecutionProvider):
         parts = {
             "provider": self.name,
             "version": str(self.version),
-            "options": dict(sorted(self.options.items())),
+            "options": dict(sorted(self.provider_options.items())),
             "engine": self._engine,
             "engine_version": self.engine_version(),
             "engine_target": self.engine_target(),
@@ -307,7 +324,7 @@ class BridgeExecutionProvider(ExecutionProvider):
         return h.hexdigest()
 
     def _query_file(self, key: str) -> Path | None:
-        folder = self.config.cache_dir
+        folder = self.session_config.cache_dir
         if not folder or not is_provider_folder_name(self.name):
             return None  # no folder can be named for this provider
         return Path(folder) / self.name / f"query-{key}.json"
@@ -339,6 +356,42 @@ class BridgeExecutionProvider(ExecutionProvider):
             write_atomically(file, text.encode())  # a leftover is a cache temp file
         except OSError:
             log.warning("%s: could not keep the query answer in %s", self.name, file)
+
+
+class EngineErrors:
+    """The exceptions an engine raised during one :meth:`~BridgeExecutionProvider.get_capability`,
+    tallied by method and error: each is logged once, with counts, at warning
+    level (the tracebacks went to debug level as they happened)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, str], list[int]] = {}
+
+    def __len__(self) -> int:
+        return sum(calls for calls, _ in self._seen.values())
+
+    def add(self, method: str, exc: BaseException, nodes: int) -> None:
+        """Count one call of ``method`` that raised ``exc`` about ``nodes`` nodes."""
+        text = (str(exc).strip().splitlines() or [""])[0]
+        why = f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+        tally = self._seen.setdefault((method, why), [0, 0])
+        tally[0] += 1
+        tally[1] += nodes
+
+    def log(self, provider: str) -> None:
+        """One warning per method and error (nothing when none raised)."""
+        for (method, why), (calls, nodes) in self._seen.items():
+            what = (
+                "node(s)" if method == "supports_node" else f"node(s) in {calls} candidate group(s)"
+            )
+            log.warning(
+                "%s: %s raised %s for %d %s, which it declines; debug logging "
+                "(ortcore --verbose) shows each traceback",
+                provider,
+                method,
+                why,
+                nodes,
+                what,
+            )
 
 
 def _first(nodes: Sequence[ir.Node], refused: Collection[ir.Node]) -> list[ir.Node]:

@@ -103,7 +103,7 @@ def _state(provider: ExecutionProvider, groups: Sequence[FusedGroup]) -> dict[st
         "format": _FORMAT,
         "provider": provider.name,
         "version": str(provider.version),
-        "options": {str(k): str(v) for k, v in sorted(provider.options.items())},
+        "options": {str(k): str(v) for k, v in sorted(provider.provider_options.items())},
         "device": str(provider.device),
         "engine": engine,
         "ep_sdk": sdk_version(),

@@ -38,7 +38,32 @@ if TYPE_CHECKING:
     from .device import Device
     from .kernel import SessionConfig
 
-__all__ = ["ExecutionProvider", "ProviderOptionError"]
+__all__ = ["RESERVED_ATTRIBUTES", "ExecutionProvider", "ProviderOptionError"]
+
+RESERVED_ATTRIBUTES = frozenset({"provider_options", "session_config", "_ep_options", "_ep_config"})
+"""Attributes of :class:`ExecutionProvider` a subclass may not define (SDK 1.2)."""
+
+_ALIASES = {"options": "provider_options", "config": "session_config"}
+
+
+class _SessionAlias:
+    """``options`` / ``config``: the names SDK 1.1 set on each instance, kept
+    as properties over the same slots as ``provider_options`` /
+    ``session_config``. Assigning still works, as it did in 1.1 (it replaces
+    the session's value for the SDK too)."""
+
+    def __init__(self, slot: str, doc: str) -> None:
+        self.slot = slot
+        self.__doc__ = doc
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        return getattr(instance, self.slot)
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        setattr(instance, self.slot, value)
+
 
 # Re-exported here before SDK 1.0 settled where they live; each is a name of
 # ep_sdk (docs/provider-contract.md, "Deprecations").
@@ -91,6 +116,22 @@ class ExecutionProvider:
     * ``vendor``: who makes the provider (onnxruntime's ``ep_vendor``;
       default ``""``). New in SDK 1.1.
 
+    What ``__init__`` gives every instance (new names in SDK 1.2):
+
+    * :attr:`provider_options` (also ``options``): the options this session
+      gave the provider, every key of ``default_options`` with its value, as
+      strings;
+    * :attr:`session_config` (also ``config``): the session's
+      :class:`~ep_sdk.SessionConfig` (threads, cache folder, host services).
+
+    Both are properties over private slots, so the SDK's own code (the
+    bridge, the artifact store, the cache keys) reads them however a
+    subclass names its attributes. A subclass may define its own ``options``
+    or ``config``: that name is then its own (a warning at class creation
+    says so) and ``provider_options`` / ``session_config`` still reach the
+    session's; ``provider_options`` and ``session_config`` themselves are
+    reserved (a subclass defining them is a ``TypeError``).
+
     Required: a kernel registry (:meth:`kernel_registry`) or a
     :meth:`get_capability` that returns fused claims plus :meth:`compile`.
     Providers whose device is not the host must implement :meth:`to_host` and
@@ -120,6 +161,13 @@ class ExecutionProvider:
     engine touches it (writes never reach the file; keep a reference to the
     view, or to an array over it, as long as the engine reads it)."""
 
+    if TYPE_CHECKING:
+        options: dict[str, str]
+        config: SessionConfig
+    else:
+        options = _SessionAlias("_ep_options", "The provider options (``provider_options``).")
+        config = _SessionAlias("_ep_config", "The session config (``session_config``).")
+
     def __init__(
         self,
         options: Mapping[str, Any] | None = None,
@@ -136,8 +184,45 @@ class ExecutionProvider:
                 f"{self.name}: unknown provider option(s) {', '.join(unknown)}; "
                 f"known options: {known}"
             )
-        self.options: dict[str, str] = {**self.default_options, **opts}
-        self.config = config or _kernel.SessionConfig()
+        self._ep_options: dict[str, str] = {**self.default_options, **opts}
+        self._ep_config: SessionConfig = config or _kernel.SessionConfig()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Refuse a subclass that redefines :data:`RESERVED_ATTRIBUTES`; warn
+        one that defines its own ``options`` or ``config`` (see the class
+        docstring): before SDK 1.2 ``__init__`` replaced it without a word."""
+        super().__init_subclass__(**kwargs)
+        own = vars(cls)
+        taken = sorted(n for n in RESERVED_ATTRIBUTES if n in own)
+        if taken:
+            raise TypeError(
+                f"{cls.__module__}.{cls.__qualname__} defines {', '.join(taken)}, which "
+                "ExecutionProvider reserves for the session's provider options and session "
+                "config (ep_sdk 1.2): rename the subclass's attribute"
+            )
+        for alias, real in _ALIASES.items():
+            if alias in own and not isinstance(own[alias], _SessionAlias):
+                warnings.warn(
+                    f"{cls.__module__}.{cls.__qualname__} defines its own {alias!r}: "
+                    f"self.{alias} is now the subclass's; the session's value is "
+                    f"self.{real}, which the SDK uses (ep_sdk 1.2; before it, "
+                    f"ExecutionProvider.__init__ replaced {alias!r} on every instance)",
+                    UserWarning,
+                    stacklevel=2,
+                )
+
+    @property
+    def provider_options(self) -> dict[str, str]:
+        """The provider options of this session: every key of
+        ``default_options``, with the value the user gave or the default,
+        as strings (read it; new in SDK 1.2, ``options`` before)."""
+        return self._ep_options
+
+    @property
+    def session_config(self) -> SessionConfig:
+        """The session's :class:`~ep_sdk.SessionConfig` (new in SDK 1.2,
+        ``config`` before)."""
+        return self._ep_config
 
     # -- discovery -------------------------------------------------------
 

@@ -82,6 +82,7 @@ __all__ = [
     "CacheNote",
     "CompiledCache",
     "PurgeReport",
+    "SOURCES",
     "cache_dir_from_config",
     "default_cache_dir",
     "is_provider_folder_name",
@@ -515,7 +516,7 @@ class CompiledCache:
         return {
             "provider": provider.name,
             "version": str(provider.version),
-            "options": dict(sorted(provider.options.items())),
+            "options": dict(sorted(provider.provider_options.items())),
             "device": str(provider.device),
             "provider_parts": {str(k): str(v) for k, v in sorted(extra.items())},
             "ortcore": ortcore.__version__,
@@ -920,11 +921,15 @@ def compile_with_cache(
     group: FusedGroup,
     *,
     keys: dict[str, str] | None = None,
+    sources: dict[str, str] | None = None,
 ) -> Any:
     """``provider.compile(group)``, through ``cache`` when the provider supports it.
 
     ``keys``, when given, gets ``group.name -> key`` for a group that the
     cache holds once this returns (loaded from it, or stored in it).
+    ``sources``, when given, gets ``group.name ->`` one of :data:`SOURCES`'
+    values: where the compiled group came from. Each is also logged at info
+    level (logger ``ortcore.cache``).
 
     The cache never fails a session: when the key cannot be computed (the
     provider's ``compile_cache_key_parts`` raised), when ``load_compiled``
@@ -932,9 +937,18 @@ def compile_with_cache(
     entry fails, a warning is logged and the group is compiled (and, after a
     failed load, the entry replaced). Errors of ``compile`` itself propagate.
     """
+    found: dict[str, str] = sources if sources is not None else {}
+
+    def source(what: str, key: str = "") -> None:
+        found[group.name] = SOURCES[what]
+        entry = f" (entry {key[:12]})" if key else ""
+        log.info("%s: compiled group %s: %s%s", provider.name, group.name, SOURCES[what], entry)
+
     supports = type(provider).serialize_compiled is not ExecutionProvider.serialize_compiled
     if cache is None or not supports:
-        return provider.compile(group)
+        fn = provider.compile(group)
+        source("off" if cache is None else "uncacheable")
+        return fn
     try:
         parts = cache.key_parts(provider, group)
         key = cache.key(provider, group, parts)
@@ -945,7 +959,9 @@ def compile_with_cache(
             group.name,
             exc_info=True,
         )
-        return provider.compile(group)
+        fn = provider.compile(group)
+        source("not stored")
+        return fn
     data = cache.load(provider, group, key=key, parts=parts, mapped=provider.load_compiled_mapped)
     if data is not None:
         try:
@@ -953,6 +969,7 @@ def compile_with_cache(
             fn = provider.load_compiled(group, cast(bytes, data))
             if keys is not None:
                 keys[group.name] = key
+            source("hit", key)
             return fn
         except Exception:
             log.warning(
@@ -964,13 +981,29 @@ def compile_with_cache(
                 exc_info=True,
             )
     fn = provider.compile(group)
+    stored = False
     try:
         blob = provider.serialize_compiled(group, fn)
         if blob is not None:
-            if cache.store(provider, group, bytes(blob), key=key, parts=parts) and keys is not None:
+            stored = cache.store(provider, group, bytes(blob), key=key, parts=parts)
+            if stored and keys is not None:
                 keys[group.name] = key
     except Exception:
         log.warning(
             "%s's compiled group %s was not cached", provider.name, group.name, exc_info=True
         )
+    source("miss" if stored else "not stored", key if stored else "")
     return fn
+
+
+SOURCES: Mapping[str, str] = {
+    "hit": "cache hit",
+    "miss": "cache miss: compiled and stored",
+    "not stored": "compiled, not stored in the cache",
+    "uncacheable": "compiled (the provider keeps nothing in the cache)",
+    "off": "compiled (no cache: ortcore.cache_dir not set)",
+    "context": "loaded from a compiled model's EPContext node",
+    "saved": "loaded from a saved session",
+}
+"""Where a compiled group came from, as ``session.get_partition().compiled``
+and the ``ortcore.cache`` log say it."""

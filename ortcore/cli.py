@@ -124,7 +124,7 @@ def cmd_providers(ns: argparse.Namespace) -> int:
     if ns.devices:
         return _print_devices(ns.json)
     if ns.kernels is not None:
-        return _print_kernels(entries, ns.kernels, ns.json, ns.markdown)
+        return _print_kernels(entries, ns.kernels, ns.json, ns.markdown, _output_width(ns.width))
     if ns.markdown:
         print("ortcore providers: --markdown goes with --kernels NAME", file=sys.stderr)
         return 2
@@ -196,27 +196,55 @@ KERNELS_PAGE_COMMAND = "ortcore providers --kernels cpu --markdown > docs/cpu-ke
 
 
 def _print_kernels(
-    entries: Sequence[Any], name: str, as_json: bool, as_markdown: bool = False
+    entries: Sequence[Any],
+    name: str,
+    as_json: bool,
+    as_markdown: bool = False,
+    width: int | None = None,
 ) -> int:
-    """``ortcore providers --kernels [NAME]``: every kernel of each provider
-    (or of the one named, by name or alias), with the function that builds it;
-    with ``--markdown``, the named provider's op -> module index as a page."""
-    from .kernel_index import markdown_page, provider_kernels
+    """``ortcore providers --kernels [NAMES]``: every kernel of each provider,
+    with the function that builds it. NAMES, comma-separated, are provider
+    names or aliases (only those providers) and op names (only those ops'
+    kernels, in every provider listed), matched without regard to case; with
+    ``--markdown``, the named provider's op -> module index as a page. Tables
+    are cut to ``width`` columns."""
+    from .kernel_index import markdown_page, only_ops, provider_kernels
 
-    if as_markdown and not name:
-        print("ortcore providers: --markdown needs a provider: --kernels NAME", file=sys.stderr)
+    names = [n.strip() for n in name.split(",") if n.strip()]
+    if as_markdown and len(names) != 1:
+        print(
+            "ortcore providers: --markdown needs a provider: --kernels NAME (one)", file=sys.stderr
+        )
         return 2
-
-    if name:
-        wanted = name.lower()
-        entries = [
-            e for e in entries if wanted in (e.name.lower(), *(a.lower() for a in e.aliases))
-        ]
-        if not entries:
-            known = ", ".join(e.name for e in default_manager().entries()) or "none"
-            print(f"ortcore providers: no provider {name!r}; installed: {known}", file=sys.stderr)
-            return 2
-    listed = [provider_kernels(e) for e in entries]
+    chosen = [
+        e
+        for e in entries
+        if {e.name.lower(), *(a.lower() for a in e.aliases)} & {n.lower() for n in names}
+    ]
+    known = {n.lower() for e in chosen for n in (e.name, *e.aliases)}
+    ops = [n for n in names if n.lower() not in known]
+    if as_markdown and ops:
+        listed_names = ", ".join(e.name for e in entries) or "none"
+        print(
+            f"ortcore providers: no provider {name!r}; installed: {listed_names}", file=sys.stderr
+        )
+        return 2
+    listed = [provider_kernels(e) for e in (chosen or entries)]
+    if ops:
+        listed = [only_ops(p, ops) for p in listed]
+        found = {k.op_type.lower() for p in listed for k in p.kernels}
+        missing = [op for op in ops if op.lower() not in found]
+        if missing:
+            providers = ", ".join(p.provider for p in listed) or "none installed"
+            unlisted = [p.provider for p in listed if p.note and not p.kernels]
+            print(
+                f"ortcore providers: {', '.join(map(repr, missing))} matched nothing: no "
+                f"provider of that name or alias, and no kernel of that op in {providers}"
+                + (f" ({', '.join(unlisted)}: kernels not listed, see below)" if unlisted else ""),
+                file=sys.stderr,
+            )
+            if len(missing) == len(ops):
+                return 2
     if as_markdown:
         (page,) = listed[:1]
         if page.note:
@@ -228,26 +256,70 @@ def _print_kernels(
     if as_json:
         print(json.dumps([p.to_dict() for p in listed], indent=2))
         return 0
+    cut = False
     for i, p in enumerate(listed):
         if i:
             print()
         if p.note:
             print(f"{p.provider}: {p.note}")
             continue
-        ops = len({(k.domain, k.op_type) for k in p.kernels})
-        print(f"{p.provider}: {len(p.kernels)} kernels for {ops} ops")
+        n_ops = len({(k.domain, k.op_type) for k in p.kernels})
+        print(f"{p.provider}: {len(p.kernels)} kernels for {n_ops} ops")
+        if not p.kernels:
+            continue
         rows = [("op", "domain", "opsets", "built by", "types")]
         rows += [(k.op_type, k.domain, k.opsets, k.builder, k.types_text()) for k in p.kernels]
-        _table(rows)
+        cut |= _table(rows, width, shrink=(4, 1, 0, 3, 2))  # where the builder is: last
+    if cut:
+        print(f"(cut to {width} columns: --width 0 or --json shows every type)")
     return 0
 
 
-def _table(rows: Sequence[Sequence[str]]) -> None:
+def _output_width(asked: int | None) -> int | None:
+    """The width tables are cut to: ``--width`` (0: none), else the
+    terminal's when stdout is one (or ``$COLUMNS`` is set), else none."""
+    import shutil
+
+    if asked is not None:
+        return asked if asked > 0 else None
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return shutil.get_terminal_size().columns
+    return None
+
+
+def _table(
+    rows: Sequence[Sequence[str]], width: int | None = None, shrink: Sequence[int] = ()
+) -> bool:
+    """Print ``rows`` as columns (the first row a header); with ``width``, no
+    line is longer: columns are cut in the order ``shrink`` gives (default:
+    the last first; a cut cell ends in ``...``). Returns whether a cell was cut."""
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    cut = False
+    if width is not None:
+        over = sum(widths) + 2 * (len(widths) - 1) - width
+        for i in shrink or reversed(range(len(widths))):
+            if over <= 0:
+                break
+            floor = min(widths[i], max(len(str(rows[0][i])), 8))
+            take = min(over, widths[i] - floor)
+            widths[i] -= take
+            over -= take
+
+    def cell(text: str, w: int) -> str:
+        nonlocal cut
+        if len(text) <= w:
+            return text.ljust(w)
+        cut = True
+        return text[: max(w - 3, 0)] + "..." if w > 3 else text[:w]
+
     for j, r in enumerate(rows):
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+        line = "  ".join(cell(str(c), w) for c, w in zip(r, widths)).rstrip()
+        if width is not None and len(line) > width:
+            line, cut = line[: width - 3] + "...", True
+        print(line)
         if j == 0:
-            print("  ".join("-" * w for w in widths))
+            print("  ".join("-" * w for w in widths)[: width or None])
+    return cut
 
 
 def _session_args(ns: argparse.Namespace, profile_prefix: str = "") -> tuple[Any, Any]:
@@ -261,6 +333,10 @@ def _session_args(ns: argparse.Namespace, profile_prefix: str = "") -> tuple[Any
     so.intra_op_num_threads = ns.threads
     if ns.no_optimize:
         so.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
+    if getattr(ns, "cache_dir", None):
+        so.add_session_config_entry("ortcore.cache_dir", str(Path(ns.cache_dir).resolve()))
+    for key, value in getattr(ns, "session_config", None) or ():
+        so.add_session_config_entry(key, value)
     providers: list[Any] | None = ns.providers.split(",") if ns.providers else None
     if ns.provider_options:
         if not providers:
@@ -301,6 +377,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
         print(f"  {provider}: {count} nodes ({ops})")
     if part.copies:
         print(f"  device copies inserted: {len(part.copies)}")
+    _print_compiled(part.compiled)
     feeds = _load_inputs(model, sess.get_inputs())
     outputs = sess.run(None, feeds)
     times = []
@@ -313,20 +390,59 @@ def cmd_run(ns: argparse.Namespace) -> int:
             f"latency: median {statistics.median(times) * 1000:.2f} ms, "
             f"min {min(times) * 1000:.2f} ms over {len(times)} runs"
         )
+    return 0 if _check(ns, model, sess, feeds, outputs) else 1
+
+
+def _check(ns: argparse.Namespace, model: Path, sess: Any, feeds: Any, outputs: Any) -> bool:
+    """``run``'s check: the stored outputs, and where they cannot discriminate
+    (uniform) or are missing, the evidence :mod:`ortcore.run_check` finds."""
+    from .run_check import compare, is_uniform, oracle_checks
+
     expected = _reference_outputs(model)
+    ok, weak = True, expected is None
     if expected is None:
         print("check: no stored reference outputs beside the model")
-        return 0
-    ok = True
-    for i, (got, want) in enumerate(zip(outputs, expected)):
-        err = float(np.max(np.abs(got.astype(np.float64) - want))) if got.size else 0.0
-        good = got.shape == want.shape and bool(np.allclose(got, want, rtol=ns.rtol, atol=ns.atol))
-        ok &= good
+    for i, (got, want) in enumerate(zip(outputs, expected or ())):
+        verdict = compare(got, want, ns.rtol, ns.atol)
+        ok &= verdict.ok
+        note = f", {verdict.note}" if verdict.note else ""
         print(
-            f"check: output {i} {'OK' if good else 'MISMATCH'} "
-            f"(max abs error {err:.3g}, rtol {ns.rtol}, atol {ns.atol})"
+            f"check: output {i} {'OK' if verdict.ok else 'MISMATCH'} against the stored output "
+            f"(max abs error {verdict.max_abs:.3g}, rtol {ns.rtol}, atol {ns.atol}{note})"
         )
-    return 0 if ok else 1
+        if is_uniform(want):
+            weak = True
+            value = np.asarray(want).reshape(-1)[0]
+            print(
+                f"check: the stored output {i} is uniform (all {value:.6g}): this check cannot "
+                "tell a right answer from many wrong ones"
+            )
+    if not weak:
+        return ok
+
+    def make_session(data: bytes, reference: bool) -> Any:
+        from .options import GraphOptimizationLevel
+        from .session import InferenceSession
+
+        so, providers = _session_args(ns)
+        if reference:
+            so.graph_optimization_level = GraphOptimizationLevel.ORT_DISABLE_ALL
+            return InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        return InferenceSession(data, so, providers=providers)
+
+    same = sess.get_providers() == ["CPUExecutionProvider"] and ns.no_optimize
+    good, lines = oracle_checks(model, feeds, outputs, make_session, same, ns.rtol, ns.atol)
+    for line in lines:
+        print(line)
+    return ok and good
+
+
+def _print_compiled(compiled: Any) -> None:
+    """Each compiled group and where it came from (cache hit, miss, saved session)."""
+    if compiled:
+        print("compiled groups:")
+        for name, source in compiled.items():
+            print(f"  {name}: {source}")
 
 
 def cmd_inspect(ns: argparse.Namespace) -> int:
@@ -343,6 +459,7 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
         data["inputs"] = [vars(a) for a in found.inputs]
         data["outputs"] = [vars(a) for a in found.outputs]
         data["unavailable"] = dict(found.unavailable)
+        data["cache"] = dict(found.cache)
         print(json.dumps(data, indent=2))
         return 0
     print(f"model: {model}")
@@ -362,8 +479,22 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
             groups[r.group] = groups.get(r.group, 0) + 1
     if groups:
         print("groups: " + ", ".join(f"{g} ({n} nodes)" for g, n in groups.items()))
+    for g, where in found.cache.items():
+        print(f"  {g}: {where}")
     print("counts: " + ", ".join(f"{p}={n}" for p, n in part.counts().items()))
+    _print_declines(part)
     return 0
+
+
+def _print_declines(part: Any) -> None:
+    """One line per provider that declined nodes, with its reasons and their counts."""
+    from .partition import decline_lines
+
+    lines = decline_lines(r.declined for r in part.nodes)
+    if lines:
+        print("declined:")
+        for line in lines:
+            print(f"  {line}")
 
 
 def cmd_bench(ns: argparse.Namespace) -> int:
@@ -391,6 +522,7 @@ def cmd_bench(ns: argparse.Namespace) -> int:
                 sess.run(None, feeds)
             summary = summarize(load_trace(sess.end_profiling()), top=ns.top)
         header = [f"model: {model}", f"providers: {', '.join(sess.get_providers())}"]
+        header += [f"compiled group {g}: {src}" for g, src in sess.get_partition().compiled.items()]
     if ns.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -475,11 +607,18 @@ def cmd_cache(ns: argparse.Namespace) -> int:
                 file=sys.stderr if note.error else sys.stdout,
             )
         return 1 if report.errors else 0
+    from .saved_session import SESSION_FOLDER, list_saved
+
     listing = cache.scan(ns.provider)
+    sessions, odd = (
+        ([], []) if ns.provider not in (None, SESSION_FOLDER) else (list_saved(cache.directory))
+    )
     if ns.json:
-        print(json.dumps(listing.entries, indent=2))
+        print(json.dumps(listing.entries + sessions, indent=2))
         for note in listing.skipped:
             print(f"skipped {shown(note.path)}: {note.reason}", file=sys.stderr)
+        for line in odd:
+            print(f"skipped {shown(line)}", file=sys.stderr)
         return 0
     print(f"cache: {cache.directory}")
     if not listing.entries:
@@ -490,25 +629,55 @@ def cmd_cache(ns: argparse.Namespace) -> int:
         for e in listing.entries:
             rows.append((*(str(e.get(k, "")) for k in fields), str(e.get("key", ""))[:12]))
         _table(rows)
+    if sessions:
+        print(f"saved sessions (EPContext models in {cache.directory / SESSION_FOLDER}):")
+        srows: list[tuple[str, ...]] = [("graph", "groups", "providers", "bytes", "created", "key")]
+        for m in sessions:
+            names = ",".join(str(p.get("name", "")) for p in m.get("providers") or ())
+            srows.append(
+                (
+                    str(m.get("group", "")),
+                    str(m.get("nodes", "")),
+                    names,
+                    str(m.get("size", "")),
+                    str(m.get("created", "")),
+                    str(m.get("key", ""))[:12],
+                )
+            )
+        _table(srows)
+    elif ns.provider is None:
+        print("no saved sessions (--session-config ortcore.save_session=1 saves them)")
     for note in listing.skipped:
         print(f"skipped {shown(note.path)}: {note.reason}")
+    for line in odd:
+        print(f"skipped {shown(line)}")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ortcore`` command."""
-    parser = argparse.ArgumentParser(prog="ortcore", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="ortcore", description=plain_text(__doc__.split("\n\n")[0])
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("providers", help="list installed execution providers")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the listing as JSON")
     p.add_argument(
         "--kernels",
         nargs="?",
         const="",
         metavar="NAME",
-        help="list every kernel of each provider (or of provider NAME): op, domain, "
-        "opsets, types and the Python function that builds it",
+        help="list every kernel of each provider: op, domain, opsets, types and the Python "
+        "function that builds it; NAME (comma-separated names) keeps only these providers "
+        "(name or alias) and these ops (e.g. --kernels Conv, --kernels cpu,Conv)",
+    )
+    p.add_argument(
+        "--width",
+        type=int,
+        metavar="N",
+        help="cut table rows to N columns (default: the terminal's width when printing to "
+        "one; 0: never cut)",
     )
     p.add_argument(
         "--markdown",
@@ -521,6 +690,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="list the devices each provider can run on (ortcore.get_ep_devices())",
     )
+    verbose_arg(p)
     p.set_defaults(func=cmd_providers)
 
     def model_args(p: argparse.ArgumentParser) -> None:
@@ -541,17 +711,43 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: all)")
         p.add_argument("--no-optimize", action="store_true", help="disable graph optimizations")
+        p.add_argument(
+            "--cache-dir",
+            metavar="DIR",
+            help="keep compiled fused groups in DIR and reuse them (session config "
+            "ortcore.cache_dir; with --session-config ortcore.save_session=1, whole "
+            "sessions too); 'ortcore cache list --dir DIR' shows them",
+        )
+        p.add_argument(
+            "--session-config",
+            action="append",
+            default=[],
+            type=provider_option,
+            metavar="KEY=VALUE",
+            help="a session config entry, as SessionOptions.add_session_config_entry "
+            "(repeatable), e.g. ortcore.save_session=1 or session.disable_cpu_ep_fallback=1",
+        )
+        verbose_arg(p)
 
     p = sub.add_parser("run", help="run a model, time it, check its stored outputs")
     model_args(p)
-    p.add_argument("--repeat", type=int, default=10)
-    p.add_argument("--rtol", type=float, default=1e-3)
-    p.add_argument("--atol", type=float, default=1e-5)
+    p.add_argument("--repeat", type=int, default=10, help="timed runs after the first (default 10)")
+    p.add_argument(
+        "--rtol", type=float, default=1e-3, help="relative tolerance of the check (default 1e-3)"
+    )
+    p.add_argument(
+        "--atol", type=float, default=1e-5, help="absolute tolerance of the check (default 1e-5)"
+    )
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("inspect", help="show which provider runs each node, and why")
     model_args(p)
-    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument(
+        "--format",
+        choices=["table", "json"],
+        default="table",
+        help="a table per node (default) or the whole report as JSON",
+    )
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser(
@@ -569,8 +765,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_bench)
 
-    p = sub.add_parser("cache", help="list or purge the cache of compiled fused groups")
-    p.add_argument("action", choices=["list", "purge"])
+    p = sub.add_parser(
+        "cache", help="list or purge the cache of compiled fused groups and saved sessions"
+    )
+    p.add_argument(
+        "action",
+        choices=["list", "purge"],
+        help="list: the compiled groups and saved sessions; purge: remove them",
+    )
     p.add_argument("--provider", help="only this provider's entries (its folder name)")
     p.add_argument(
         "--dir", help="cache folder (default $ORTCORE_CACHE_DIR or ~/.cache/ortcore/compiled)"
@@ -583,12 +785,30 @@ def build_parser() -> argparse.ArgumentParser:
     p = ep_sub.add_parser("new", help="write a provider package to start from")
     p.add_argument("name", help="the provider's short name, e.g. myep")
     p.add_argument("--dir", help="where to write it (default ./ortcore-NAME)")
+    p.add_argument(
+        "--bridge",
+        action="store_true",
+        help="a compile-path provider on ep_sdk.BridgeExecutionProvider (an engine builds and "
+        "runs fused groups) instead of a kernel-path one",
+    )
     p.set_defaults(func=cmd_ep_new)
 
     _add_batch_parser(sub)
 
     _add_plugin_subcommands(sub)
     return parser
+
+
+def verbose_arg(p: argparse.ArgumentParser) -> None:
+    """``-v``/``--verbose``: debug logging of ortcore, the SDK and the providers,
+    with tracebacks (:mod:`ortcore.cli_logging`)."""
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show ortcore's, the SDK's and the providers' log from debug level up, "
+        "with full tracebacks (without it: warnings only, one line each)",
+    )
 
 
 def _add_plugin_subcommands(sub: Any) -> None:
@@ -611,7 +831,7 @@ def _add_plugin_subcommands(sub: Any) -> None:
         except Exception as exc:
             log.warning("ortcore: subcommand %r (%s) failed to load: %r", ep.name, where, exc)
             continue
-        doc = (getattr(command, "__doc__", None) or "").strip()
+        doc = plain_text((getattr(command, "__doc__", None) or "").strip())
         help_line = getattr(command, "HELP", None) or (doc.splitlines()[0] if doc else None)
         p = sub.add_parser(
             ep.name,
@@ -625,6 +845,24 @@ def _add_plugin_subcommands(sub: Any) -> None:
             log.warning("ortcore: subcommand %r (%s) failed to load: %r", ep.name, where, exc)
             run = _unusable(ep.name, where, exc)
         p.set_defaults(func=run)
+
+
+def plain_text(doc: str) -> str:
+    """``doc`` with reST markup a terminal would show raw made plain: roles
+    (``:func:`x``` -> ``x``, ``:class:`~a.B``` -> ``B``), double backquotes,
+    and a ``::`` that opens a literal block (``Example::`` -> ``Example:``)."""
+    import re
+
+    def role(m: re.Match[str]) -> str:
+        target = m.group(1)
+        if "<" in target and target.endswith(">"):  # :ref:`text <target>`
+            return target.split("<", 1)[0].strip()
+        return target.rsplit(".", 1)[-1] if target.startswith("~") else target
+
+    text = re.sub(r":[a-z]+(?::[a-z]+)?:`([^`]+)`", role, doc)
+    text = re.sub(r"``([^`]+)``", r"\1", text)
+    text = re.sub(r"(\S)::$", r"\1:", text, flags=re.MULTILINE)
+    return re.sub(r"^::$\n?", "", text, flags=re.MULTILINE)
 
 
 def _unusable(name: str, where: str, exc: BaseException) -> Any:
@@ -895,7 +1133,7 @@ def cmd_ep_new(ns: argparse.Namespace) -> int:
     from .scaffold import new_provider, provider_names
 
     try:
-        root = new_provider(ns.name, ns.dir)
+        root = new_provider(ns.name, ns.dir, bridge=ns.bridge)
     except (ValueError, FileExistsError) as exc:
         print(f"ortcore ep new: {exc}", file=sys.stderr)
         return 2
@@ -907,9 +1145,12 @@ def cmd_ep_new(ns: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ortcore`` console script."""
+    from .cli_logging import command_logging
+
     ns = build_parser().parse_args(argv)
     try:
-        return int(ns.func(ns))
+        with command_logging(bool(getattr(ns, "verbose", False))):
+            return int(ns.func(ns))
     except (OrtcoreError, ProviderOptionError) as exc:
         if isinstance(exc, ProviderOptionError) or isinstance(exc.__cause__, ProviderOptionError):
             # a provider refused --provider-option: its message names the option

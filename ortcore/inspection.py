@@ -59,12 +59,17 @@ class Inspection:
             provider that was asked although it cannot run.
         inputs, outputs: the model's inputs (those a run feeds) and outputs,
             as ``session.get_inputs()`` and ``get_outputs()`` list them.
+        cache: see below.
     """
 
     partition: Partition
     unavailable: Mapping[str, str] = field(default_factory=dict)
     inputs: Sequence[NodeArg] = ()
     outputs: Sequence[NodeArg] = ()
+    cache: Mapping[str, str] = field(default_factory=dict)
+    """Fused group name -> whether the session's compiled-artifact cache
+    (``ortcore.cache_dir``) holds it, so a session would load it rather than
+    compile it; empty without a cache."""
 
 
 def inspect_partition(
@@ -143,7 +148,8 @@ def inspect_partition(
         records = _records(model.graph, "", {})
         copies = _copies(model.graph, created, opsets)
         part = Partition(tuple(p.name for p in created), tuple(records), tuple(copies))
-        return Inspection(part, why, args_in, args_out)
+        cached = _in_cache(model.graph, options, opsets, records)
+        return Inspection(part, why, args_in, args_out, cached)
     finally:
         close_all(created)
 
@@ -232,4 +238,63 @@ def _records(graph: ir.Graph, path: str, names: dict[Claim, str]) -> list[NodeRe
                 bodies = list(attr.as_graphs())
             for body in bodies:
                 out.extend(_records(body, f"{sub_path}/{body.name}", names))
+    return out
+
+
+IN_CACHE = "in the cache: a session would load it"
+NOT_IN_CACHE = "not in the cache: a session would compile and store it"
+NOT_CACHED = "the provider keeps nothing in the cache"
+
+
+def _in_cache(
+    graph: ir.Graph,
+    options: SessionOptions,
+    opsets: Mapping[str, int],
+    records: Sequence[NodeRecord],
+) -> dict[str, str]:
+    """For each fused group of the main graph, whether the session's cache
+    holds its compiled artifact (the group is made as the planner makes it,
+    and its key computed; nothing is compiled)."""
+    import functools
+
+    from ep_sdk import FusedGroup, group_io, group_model
+    from ep_sdk.graph import is_constant
+
+    from .cache import CompiledCache, cache_dir_from_config
+
+    folder = cache_dir_from_config(options.config_entries)
+    if folder is None:
+        return {}
+    cache = CompiledCache(folder)
+    top = [r for r in records if not r.graph]  # the main graph's, in its order
+    out: dict[str, str] = {}
+    for node, record in zip(graph, top):
+        a = assignment_of(node)
+        name = record.group
+        if a is None or a.claim is None or not name or name in out:
+            continue
+        provider = a.provider
+        if type(provider).serialize_compiled is ExecutionProvider.serialize_compiled:
+            out[name] = NOT_CACHED
+            continue
+        ordered, inputs, outputs = group_io(graph, a.claim.nodes)
+        constants = [v for v in inputs if is_constant(v)]
+        baked = [] if provider.compile_receives_constants else constants
+        inputs = [v for v in inputs if v not in baked]
+        group = FusedGroup(
+            name=name,
+            nodes=ordered,
+            inputs=inputs,
+            outputs=outputs,
+            opsets=opsets,
+            constants=constants,
+            payload=a.claim.payload,
+            export=functools.partial(group_model, name, ordered, inputs, outputs, opsets, baked),
+        )
+        try:
+            found = cache.load(provider, group, mapped=True) is not None
+        except Exception as exc:  # the key could not be computed: a session would not cache it
+            out[name] = f"no cache key ({exc!r})"
+            continue
+        out[name] = IN_CACHE if found else NOT_IN_CACHE
     return out

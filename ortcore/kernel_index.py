@@ -9,7 +9,7 @@ provider, its Cython extensions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ __all__ = [
     "ProviderKernels",
     "kernel_entries",
     "markdown_page",
+    "only_ops",
     "provider_kernels",
 ]
 
@@ -100,6 +101,13 @@ class ProviderKernels:
             "note": self.note,
             "kernels": [k.to_dict() for k in self.kernels],
         }
+
+
+def only_ops(page: ProviderKernels, ops: Iterable[str]) -> ProviderKernels:
+    """``page`` with only the kernels of ``ops`` (op names, any case)."""
+    wanted = {op.lower() for op in ops}
+    kept = tuple(k for k in page.kernels if k.op_type.lower() in wanted)
+    return ProviderKernels(page.provider, kept, page.note)
 
 
 def kernel_entries(registry: KernelRegistry) -> list[KernelEntry]:

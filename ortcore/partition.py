@@ -14,7 +14,9 @@ providers only about nodes that have no assignment yet.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -35,10 +37,13 @@ __all__ = [
     "PartitionResult",
     "assign",
     "assignment_of",
+    "decline_lines",
     "describe_node",
     "partition_graph",
     "partition_model",
 ]
+
+log = logging.getLogger("ortcore.partition")
 
 ASSIGNMENTS_KEY = "ortcore.assignments"
 """The key, in ``graph.meta``, of the table node -> :class:`Assignment` of
@@ -255,6 +260,9 @@ def partition_graph(
             f"Could not find an implementation for {describe_node(node, opsets)}. "
             f"Providers asked: {why}. {_what_to_do(node, opsets)}"
         )
+    if new and log.isEnabledFor(logging.INFO):
+        for line in decline_lines(result.declined.get(n, NO_REASONS) for n, _, _ in new):
+            log.info("%s", line)
     table = _table(graph)
     for node, index, claim in new:
         group = claim if claim.fused else None
@@ -263,6 +271,29 @@ def partition_graph(
             providers[index], group, dict(declined) if declined else NO_REASONS
         )
     return result
+
+
+def decline_lines(declined: Iterable[Mapping[str, str]], most: int = 4) -> list[str]:
+    """One line per provider that declined nodes: how many, and its reasons
+    with their counts, most frequent first (at most ``most``, then how many
+    more), e.g. ``TensorrtExecutionProvider declined 37 nodes: TensorRT has
+    no NonZero (12), ...``.
+
+    ``declined`` holds, for each node, provider name -> reason (a node
+    record's ``declined``; a provider's "not claimed" counts too)."""
+    reasons: dict[str, Counter[str]] = {}
+    for one in declined:
+        for provider, why in one.items():
+            reasons.setdefault(provider, Counter())[why] += 1
+    lines = []
+    for provider, counts in reasons.items():
+        total = sum(counts.values())
+        shown = [f"{why} ({n})" for why, n in counts.most_common(most)]
+        if len(counts) > most:
+            shown.append(f"and {len(counts) - most} other reason(s)")
+        noun = "node" if total == 1 else "nodes"
+        lines.append(f"{provider} declined {total} {noun}: " + ", ".join(shown))
+    return lines
 
 
 def _recorded(

@@ -30,7 +30,7 @@ from ep_sdk.dtypes import constant_array
 from ep_sdk.graph import group_model, is_constant
 from ep_sdk.limits import TensorTooLarge, check_tensor_size, tensor_byte_limit
 
-from .cache import CompiledCache, compile_with_cache
+from .cache import SOURCES, CompiledCache, compile_with_cache
 from .epcontext import ContextGroup, load_context_group
 from .errors import EPFail, InvalidGraph, OrtcoreError
 from .executor import Plan, Step, StepInfo, SubgraphPlan, attach_releases, failure_at
@@ -201,6 +201,8 @@ class GraphPlanner:
         self._output_limit: int | None = None
         # group name -> its compiled-artifact cache key, for groups the cache holds
         self.group_keys: dict[str, str] = {}
+        # group name -> where its compiled function came from (ortcore.cache.SOURCES)
+        self.group_sources: dict[str, str] = {}
         # claim -> (provider, group, compiled function): what a compiled model is written from
         self.compiled_groups: dict[Claim, tuple[ExecutionProvider, FusedGroup, Any]] = {}
 
@@ -292,8 +294,11 @@ class GraphPlanner:
         if fn is None:
             if isinstance(claim.payload, ContextGroup):  # a compiled model's EPContext node
                 fn = load_context_group(self.cache, provider, group, claim.payload)
+                self.group_sources[group.name] = SOURCES["context"]
             else:
-                fn = compile_with_cache(self.cache, provider, group, keys=self.group_keys)
+                fn = compile_with_cache(
+                    self.cache, provider, group, keys=self.group_keys, sources=self.group_sources
+                )
             self._compiled[claim] = fn
             self.compiled_groups[claim] = (provider, group, fn)
         return fn

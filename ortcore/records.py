@@ -8,7 +8,7 @@ These are plain frozen records (``onnxruntime.NodeArg`` and
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import onnx_ir as ir
@@ -78,6 +78,29 @@ class Partition:
     providers: tuple[str, ...]
     nodes: tuple[NodeRecord, ...]
     copies: tuple[StepInfo, ...]
+    compiled: Mapping[str, str] = field(default_factory=dict)
+    """Fused group name -> where its compiled function came from: a cache
+    hit, a miss (compiled and stored), a saved session, ... (the values of
+    ``ortcore.cache.SOURCES``); empty where nothing was compiled."""
+
+    def __str__(self) -> str:
+        """The report as text: nodes per provider, each fused group with its
+        node count and where it came from, and each provider's declines."""
+        from .partition import decline_lines
+
+        lines = ["nodes: " + ", ".join(f"{p}={n}" for p, n in self.counts().items())]
+        groups: dict[str, tuple[str, int]] = {}
+        for r in self.nodes:
+            if r.group:
+                provider, n = groups.get(r.group, (r.provider, 0))
+                groups[r.group] = (provider, n + 1)
+        for name, (provider, n) in groups.items():
+            where = self.compiled.get(name, "not compiled")
+            lines.append(f"group {name} ({provider}, {n} nodes): {where}")
+        if self.copies:
+            lines.append(f"device copies: {len(self.copies)}")
+        lines += decline_lines(r.declined for r in self.nodes)
+        return "\n".join(lines)
 
     def counts(self) -> dict[str, int]:
         """Number of nodes per provider."""
@@ -95,6 +118,7 @@ class Partition:
             "copies": [
                 {"op_type": c.op_type, "value": c.name, "provider": c.provider} for c in self.copies
             ],
+            "compiled": dict(self.compiled),
         }
 
 

@@ -5,7 +5,8 @@ and the session config entry ``ortcore.save_session`` = ``"1"`` ends up with
 every node of its model in groups that the cache holds, it also saves a
 *context model* under ``<cache>/ortcore.session/<key>.onnx`` (its record in
 ``<key>.meta``, JSON; ``ortcore cache purge`` without ``--provider`` removes
-them; ``ortcore cache list`` shows compiled groups only). The context model
+them; ``ortcore cache list`` shows them after the compiled groups, see
+:func:`list_saved`). The context model
 is a compiled model in onnxruntime's EPContext form (:mod:`ortcore.epcontext`),
 the same format ``ortcore.ModelCompiler`` writes: the model's inputs, outputs
 and metadata, and one ``com.microsoft::EPContext`` node per group, in the
@@ -65,6 +66,7 @@ __all__ = [
     "StaleSavedSession",
     "check_saved",
     "find_saved",
+    "list_saved",
     "save_session",
     "saves_sessions",
     "session_key",
@@ -271,7 +273,7 @@ def _provider_identity(provider: ExecutionProvider) -> dict[str, Any]:
     return {
         "name": provider.name,
         "version": str(provider.version),
-        "options": {str(k): str(v) for k, v in sorted(provider.options.items())},
+        "options": {str(k): str(v) for k, v in sorted(provider.provider_options.items())},
         "device": str(provider.device),
     }
 
@@ -302,6 +304,51 @@ def _externals_digest(
 def _paths(cache_dir: Path, key: str) -> tuple[Path, Path]:
     folder = cache_dir / SESSION_FOLDER
     return folder / f"{key}.onnx", folder / f"{key}.meta"
+
+
+def list_saved(cache_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The saved sessions under ``cache_dir`` (their records, each with the
+    ``path`` of its context model), by creation time, and the files of the
+    session folder that are not one (a record unreadable, of another format,
+    or without its model), as ``"path: why"``. Nothing is followed through a
+    symlink; a missing folder holds none."""
+    folder = Path(cache_dir) / SESSION_FOLDER
+    found: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return found, skipped
+    for name in names:
+        path = folder / name
+        if not name.endswith(".meta"):
+            if not (name.endswith(".onnx") and (folder / f"{name[:-5]}.meta").exists()):
+                skipped.append(f"{path}: not a saved session's file")
+            continue
+        text = _read_regular(path, _META_LIMIT)
+        try:
+            meta = json.loads(text.decode("utf-8")) if text is not None else None
+        except ValueError:
+            meta = None
+        if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+            skipped.append(f"{path}: unreadable or stale record (a session ignores it)")
+            continue
+        data_path = folder / f"{name[:-5]}.onnx"
+        if _open_regular_size(data_path) != meta.get("size"):
+            skipped.append(f"{path}: its context model is missing or changed")
+            continue
+        found.append({**meta, "path": str(data_path)})
+    found.sort(key=lambda m: str(m.get("created")))
+    return found, skipped
+
+
+def _open_regular_size(path: Path) -> int | None:
+    opened = _open_regular(path)
+    if opened is None:
+        return None
+    fd, st = opened
+    os.close(fd)
+    return st.st_size
 
 
 def find_saved(

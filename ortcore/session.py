@@ -24,7 +24,7 @@ import onnx_ir as ir
 from ep_sdk import HOST_DEVICE, Device, ExecutionProvider
 
 from .build_memory import gc_paused, trim_heap
-from .cache import cache_dir_from_config
+from .cache import SOURCES, cache_dir_from_config
 from .compile_api import write_session_context
 from .custom_ops import session_ops
 from .devices import OrtMemoryInfo
@@ -191,6 +191,11 @@ class InferenceSession(SessionDeviceInfo):
                 )
                 saved = None
         if saved is not None:
+            log.info(
+                "saved session %s: %d compiled group(s) loaded from the cache",
+                saved.key[:12],
+                len(self._plans.planner.group_sources),
+            )
             write_session_context(self, path_or_bytes)  # ep.context_enable
             return
         self._build(path_or_bytes, None, providers, provider_options, read_config)
@@ -394,7 +399,7 @@ class InferenceSession(SessionDeviceInfo):
 
     def get_provider_options(self) -> dict[str, dict[str, str]]:
         """Each provider's effective options."""
-        return {p.name: dict(p.options) for p in self._providers}
+        return {p.name: dict(p.provider_options) for p in self._providers}
 
     def get_session_options(self) -> SessionOptions:
         """The options the session was created with."""
@@ -403,7 +408,12 @@ class InferenceSession(SessionDeviceInfo):
     def get_partition(self) -> Partition:
         """Where each node runs and why other providers declined it."""
         planned = self._plans.planned
-        return Partition(tuple(self.get_providers()), tuple(planned.records), tuple(planned.copies))
+        compiled = dict(self._plans.planner.group_sources)
+        if self._saved is not None:  # its groups are the saved session's EPContext nodes
+            compiled = {g: SOURCES["saved"] for g in compiled}
+        return Partition(
+            tuple(self.get_providers()), tuple(planned.records), tuple(planned.copies), compiled
+        )
 
     def run(
         self,

@@ -263,12 +263,22 @@ def _seed(case: Any) -> Seed | None:
 
 @cache
 def _table() -> dict[tuple[str, str], tuple[Seed, ...]]:
+    """The seeds by ``(domain, op)``: from the cache file when it holds them
+    (see :mod:`conformance.explore.seedcache`), else from onnx's node tests
+    (importing them computes every expected output: seconds), then cached."""
+    from . import seedcache
+
+    cached = seedcache.load()
+    if cached is not None:
+        return cached
     table: dict[tuple[str, str], list[Seed]] = defaultdict(list)
     for case in _collected():
         s = _seed(case)
         if s is not None and not s.graph_attrs:
             table[(s.domain, s.op)].append(s)
-    return {k: tuple(v) for k, v in sorted(table.items())}
+    made = {k: tuple(v) for k, v in sorted(table.items())}
+    seedcache.store(made)
+    return made
 
 
 @cache
