@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["RESERVED_ATTRIBUTES", "ExecutionProvider", "ProviderOptionError"]
 
 RESERVED_ATTRIBUTES = frozenset({"provider_options", "session_config", "_ep_options", "_ep_config"})
-"""Attributes of :class:`ExecutionProvider` a subclass may not define (SDK 1.2)."""
+"""Attributes of :class:`ExecutionProvider` a subclass may not define (SDK 1.1)."""
 
 _ALIASES = {"options": "provider_options", "config": "session_config"}
 
@@ -107,7 +107,7 @@ class ExecutionProvider:
       provider of that name takes them) that mean nothing to this provider,
       each with why: given one, the provider warns once per process and
       option and leaves it out of :attr:`options` (default: none). New in
-      SDK 1.2.
+      SDK 1.1.
     * ``priority``: the order of ``get_available_providers()`` and of
       ``get_ep_devices()`` (higher first); the CPU provider uses 0 and is
       listed last. A session given no providers uses the CPU provider only.
@@ -116,7 +116,7 @@ class ExecutionProvider:
     * ``vendor``: who makes the provider (onnxruntime's ``ep_vendor``;
       default ``""``). New in SDK 1.1.
 
-    What ``__init__`` gives every instance (new names in SDK 1.2):
+    What ``__init__`` gives every instance (new names in SDK 1.1):
 
     * :attr:`provider_options` (also ``options``): the options this session
       gave the provider, every key of ``default_options`` with its value, as
@@ -190,7 +190,7 @@ class ExecutionProvider:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Refuse a subclass that redefines :data:`RESERVED_ATTRIBUTES`; warn
         one that defines its own ``options`` or ``config`` (see the class
-        docstring): before SDK 1.2 ``__init__`` replaced it without a word."""
+        docstring): before SDK 1.1 ``__init__`` replaced it without a word."""
         super().__init_subclass__(**kwargs)
         own = vars(cls)
         taken = sorted(n for n in RESERVED_ATTRIBUTES if n in own)
@@ -198,14 +198,14 @@ class ExecutionProvider:
             raise TypeError(
                 f"{cls.__module__}.{cls.__qualname__} defines {', '.join(taken)}, which "
                 "ExecutionProvider reserves for the session's provider options and session "
-                "config (ep_sdk 1.2): rename the subclass's attribute"
+                "config (ep_sdk 1.1): rename the subclass's attribute"
             )
         for alias, real in _ALIASES.items():
             if alias in own and not isinstance(own[alias], _SessionAlias):
                 warnings.warn(
                     f"{cls.__module__}.{cls.__qualname__} defines its own {alias!r}: "
                     f"self.{alias} is now the subclass's; the session's value is "
-                    f"self.{real}, which the SDK uses (ep_sdk 1.2; before it, "
+                    f"self.{real}, which the SDK uses (ep_sdk 1.1; before it, "
                     f"ExecutionProvider.__init__ replaced {alias!r} on every instance)",
                     UserWarning,
                     stacklevel=2,
@@ -215,12 +215,12 @@ class ExecutionProvider:
     def provider_options(self) -> dict[str, str]:
         """The provider options of this session: every key of
         ``default_options``, with the value the user gave or the default,
-        as strings (read it; new in SDK 1.2, ``options`` before)."""
+        as strings (read it; new in SDK 1.1, ``options`` before)."""
         return self._ep_options
 
     @property
     def session_config(self) -> SessionConfig:
-        """The session's :class:`~ep_sdk.SessionConfig` (new in SDK 1.2,
+        """The session's :class:`~ep_sdk.SessionConfig` (new in SDK 1.1,
         ``config`` before)."""
         return self._ep_config
 

@@ -10,7 +10,7 @@ A provider keeps one :class:`KernelRegistry`; kernels are added with the
     def add(info):
         return lambda a, b: (np.add(a, b),)
 
-A provider with many kernels may register them lazily (SDK 1.2): it gives
+A provider with many kernels may register them lazily (SDK 1.1): it gives
 :meth:`KernelRegistry.defer` an index ``(domain, op_type) -> modules``, and a
 lookup of that op imports those modules (whose decorators then register into
 the registry) the first time it needs them, so that a session imports only
@@ -141,7 +141,7 @@ class KernelRegistry:
         self._loading = threading.RLock()
 
     def defer(self, index: Mapping[tuple[str, str], Iterable[str]]) -> None:
-        """Register kernels lazily (new in SDK 1.2; optional).
+        """Register kernels lazily (new in SDK 1.1; optional).
 
         ``index`` maps ``(domain, op_type)`` to the modules whose import
         registers that op's kernels into this registry (with :meth:`kernel` or
