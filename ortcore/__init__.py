@@ -74,6 +74,7 @@ from .errors import (
     RuntimeException,
 )
 from .iobinding import IOBinding
+from .lora import AdapterFormat, LoraAdapter
 from .options import (
     ExecutionMode,
     ExecutionOrder,
@@ -119,6 +120,7 @@ from .capi import _pybind_state as _pybind_state  # noqa: E402
 from .capi import onnxruntime_pybind11_state as _native  # noqa: E402,F401
 
 __all__ = [
+    "AdapterFormat",
     "AllocationError",
     "CustomOp",
     "EPFail",
@@ -134,6 +136,7 @@ __all__ = [
     "InvalidArgumentTypeError",
     "InvalidGraph",
     "InvalidProtobuf",
+    "LoraAdapter",
     "ModelCompiler",
     "ModelMetadata",
     "NoSuchFile",

@@ -48,6 +48,7 @@ from .loading import (
     settle_constant_inputs,
     tensor_limit,
 )
+from .lora import with_adapters
 from .model import INVENTED_DIMS_KEY, MAP_TYPES_KEY
 from .optimized_model import EXTERNAL_INITIALIZERS_FILE as EXTERNAL_INITIALIZERS_FILE  # moved
 from .optimized_model import EXTERNAL_INITIALIZERS_MIN_SIZE as EXTERNAL_INITIALIZERS_MIN_SIZE
@@ -475,6 +476,7 @@ class InferenceSession(SessionDeviceInfo):
         run_options: RunOptions | None,
     ) -> tuple[list[Any], list[int], Plan]:
         """Checked feeds, the wanted output indices and the plan of one ``run``."""
+        input_feed = with_adapters(self._feeds, input_feed, run_options)
         feeds = self._feeds.prepare(self._feeds.as_declared(input_feed))
         wanted = self._outputs.indices(output_names)
         plan = self._plans.planned.plan
@@ -504,11 +506,11 @@ class InferenceSession(SessionDeviceInfo):
         input_dict_ort_values: Mapping[str, OrtValue],
         run_options: RunOptions | None = None,
     ) -> list[OrtValue]:
-        """Run with :class:`OrtValue` inputs (host or device); outputs are host OrtValues."""
+        """Run with :class:`OrtValue` inputs (host or device); outputs are host
+        OrtValues. Active LoRA adapters of ``run_options`` feed their parameters."""
         names = list(output_names) if output_names else [a.name for a in self._outputs_meta]
-        return self.run_with_binding(
-            input_dict_ort_values, [(n, HOST_DEVICE) for n in names], run_options
-        )
+        inputs = with_adapters(self._feeds, input_dict_ort_values, run_options)
+        return self.run_with_binding(inputs, [(n, HOST_DEVICE) for n in names], run_options)
 
     # -- what IOBinding uses (ortcore.iobinding.BindingSession) --------------
 
