@@ -15,7 +15,7 @@ _MODEL = """
         def lora_model():
             # output = x @ W + (x @ A) @ B, with A [4, r] and B [r, 4] overridable
             # initializers of rank 0 (empty), as onnxruntime's LoRA test model has them
-            w = helper.make_tensor("W", TensorProto.FLOAT, [4, 4], np.arange(1, 17, dtype=np.float32))
+            w = helper.make_tensor("W", TensorProto.FLOAT, [4, 4], np.arange(1.0, 17.0))
             a0 = helper.make_tensor("lora_A", TensorProto.FLOAT, [4, 0], [])
             b0 = helper.make_tensor("lora_B", TensorProto.FLOAT, [0, 4], [])
             nodes = [
@@ -49,7 +49,6 @@ _MODEL = """
                 ro.add_active_adapter(a)
             return sess.run(None, {"x": X, **(feeds or {})}, ro)[0]
 """
-
 
 
 def _run(line: str) -> str:
@@ -266,13 +265,13 @@ def test_precedence(results: Results) -> None:
 
 
 def test_bad_parameters_fail_as_feeds(results: Results) -> None:
-    cls, msg, _ = results.raised("unknown_parameter")
+    _, msg, _ = results.raised("unknown_parameter")
     assert "Invalid input name: nope" in msg
-    cls, msg, _ = results.raised("wrong_dtype")
+    _, msg, _ = results.raised("wrong_dtype")
     assert "Unexpected input data type" in msg and "lora_A" in msg and "double" in msg
-    cls, msg, _ = results.raised("wrong_shape")
+    _, msg, _ = results.raised("wrong_shape")
     assert "invalid dimensions for input: lora_A" in msg
-    cls, msg, _ = results.raised("required_input_not_from_adapter")
+    _, msg, _ = results.raised("required_input_not_from_adapter")
     assert "Required inputs (['w']) are missing" in msg
     for name in ("unknown_parameter", "wrong_dtype", "wrong_shape"):
         same(results.ours[name], results.theirs(name))
@@ -289,13 +288,13 @@ def test_iobinding_ignores_adapters(results: Results) -> None:
 
 def test_file_errors(results: Results) -> None:
     for name in ("load_missing", "read_missing"):
-        cls, msg, catchers = results.raised(name)
+        _, msg, catchers = results.raised(name)
         assert "no_such.onnx_adapter" in msg and "RuntimeError" in catchers
     for name in ("load_corrupt", "read_truncated"):
-        cls, msg, catchers = results.raised(name)
+        _, msg, catchers = results.raised(name)
         assert "not appear to be a valid lora parameter format" in msg
         assert "RuntimeError" in catchers
-    cls, msg, catchers = results.raised("add_not_an_adapter")
+    _, msg, catchers = results.raised("add_not_an_adapter")
     assert "TypeError" in catchers and "LoraAdapter" in msg
     for name in ("load_missing", "read_missing", "load_corrupt", "read_truncated"):
         same(results.ours[name], results.theirs(name))
