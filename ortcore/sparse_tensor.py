@@ -164,9 +164,9 @@ class SparseTensor:
         """The storage format."""
         return self._format
 
-    def dense_shape(self) -> np.ndarray:
-        """The dense shape (int64)."""
-        return self._shape.copy()
+    def dense_shape(self) -> list[int]:
+        """The dense shape, a list as onnxruntime returns it."""
+        return [int(d) for d in self._shape]
 
     def data_type(self) -> str:
         """onnxruntime's type string of the sparse tensor, e.g. ``sparse_tensor(float)``."""
@@ -183,6 +183,16 @@ class SparseTensor:
             InvalidArgumentRuntimeError: always (ortcore keeps them on the host).
         """
         raise InvalidArgumentRuntimeError("ortcore keeps sparse tensors on the host")
+
+    @classmethod
+    def from_dense(cls, dense: np.ndarray) -> SparseTensor:
+        """The COO sparse tensor (linear indices) of ``dense``'s non-zeros (an
+        ortcore addition: a sparse output made dense at load comes back so)."""
+        flat = np.flatnonzero(dense)
+        values = np.ascontiguousarray(dense.reshape(-1)[flat])
+        return cls(
+            np.asarray(dense.shape, np.int64), values, OrtSparseFormat.ORT_SPARSE_COO, (flat,)
+        )
 
     def to_dense(self) -> np.ndarray:
         """The dense array (an ortcore addition)."""
