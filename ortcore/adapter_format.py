@@ -154,7 +154,7 @@ def decode_adapter(buf: Any, source: str = "buffer") -> AdapterContents:
             raise ValueError(f"no {FILE_IDENTIFIER.decode()} file identifier")
         root = r.table(r.deref(0))
         versions = [r.i32(_field(root, k)) if _field(root, k) else 0 for k in range(3)]
-        out = AdapterContents(*versions)
+        out = AdapterContents(versions[0], versions[1], versions[2])
         starts: list[int] = []
         if _field(root, 3):
             first, n = r.vector(root[3], 4)

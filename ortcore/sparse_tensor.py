@@ -1,9 +1,11 @@
 """``SparseTensor``: onnxruntime's sparse tensor container, held on the host.
 
-ortcore runs dense kernels only: a sparse initializer or ``Constant`` is
-made dense when the model loads (see :mod:`ortcore.tensor_data`). This class
-lets code that builds, wraps and reads sparse tensors run unchanged, and
-:meth:`SparseTensor.to_dense` gives the array a dense input takes.
+A sparse initializer or ``Constant`` is made dense when the model loads (see
+:mod:`ortcore.tensor_data`); a graph output declared sparse comes back as a
+COO ``SparseTensor``. A graph input declared sparse takes one (wrapped in an
+``OrtValue``) and hands it to its kernels as it is: the CPU provider's
+com.microsoft ``SparseToDenseMatMul`` reads it. :meth:`SparseTensor.to_dense`
+gives the array a dense input takes.
 """
 
 from __future__ import annotations
