@@ -83,6 +83,7 @@ if TYPE_CHECKING:
         unregister_execution_provider_library,
     )
     from .iobinding import IOBinding
+    from .lora import AdapterFormat, LoraAdapter
     from .options import (
         ExecutionMode,
         ExecutionOrder,
@@ -154,6 +155,8 @@ _LAZY: dict[str, str] = {
     "RunOptions": "options",
     "SessionOptions": "options",
     "OrtValue": "ortvalue",
+    "AdapterFormat": "lora",
+    "LoraAdapter": "lora",
     "register_plugin": "plugins",
     "InferenceSession": "session",
     "ModelMetadata": "session",
@@ -208,6 +211,7 @@ def preload_dlls(
 
 
 __all__ = [
+    "AdapterFormat",
     "AllocationError",
     "CustomOp",
     "EPFail",
@@ -223,6 +227,7 @@ __all__ = [
     "InvalidArgumentTypeError",
     "InvalidGraph",
     "InvalidProtobuf",
+    "LoraAdapter",
     "ModelCompiler",
     "ModelMetadata",
     "NoSuchFile",

@@ -29,6 +29,7 @@ from ep_sdk.dtypes import (
 from .errors import InvalidArgument
 from .ortvalue import OrtValue
 from .records import NodeArg, node_arg
+from .sparse_tensor import SparseTensor
 
 __all__ = ["FeedCheck", "FeedValidator"]
 
@@ -186,15 +187,16 @@ class FeedCheck:
             fixed dims are checked only then).
     """
 
-    __slots__ = ("name", "type", "dims", "is_tensor", "np_dtype")
+    __slots__ = ("name", "type", "dims", "is_tensor", "is_sparse", "np_dtype")
 
     def __init__(self, arg: NodeArg, rank_known: bool) -> None:
         self.name = arg.name
         self.type = arg.type
         self.is_tensor = arg.type.startswith("tensor(")
+        self.is_sparse = arg.type.startswith("sparse_tensor(")
         self.dims: list[int | str | None] | None = arg.shape if rank_known else None
         self.np_dtype: np.dtype | None = None
-        elem = from_type_string(arg.type)
+        elem = from_type_string(arg.type.removeprefix("sparse_"))
         if elem is not None:
             try:
                 self.np_dtype = to_numpy(elem)
@@ -207,6 +209,8 @@ class FeedCheck:
         Raises:
             InvalidArgument: wrong element type, rank or fixed dimension.
         """
+        if self.is_sparse:
+            return self._sparse(value)
         if not self.is_tensor:
             return value
         if not isinstance(value, np.ndarray):
@@ -228,6 +232,31 @@ class FeedCheck:
                 )
         if self.dims is not None:
             self._check_shape(value)
+        return value
+
+    def _sparse(self, value: Any) -> SparseTensor:
+        """A sparse input's :class:`SparseTensor`, from one or an OrtValue holding one.
+
+        Raises:
+            InvalidArgument: a dense value, or values of another element type
+                or a dense shape the input does not take.
+        """
+        if isinstance(value, OrtValue) and value.is_sparse_tensor():
+            value = value.as_sparse_tensor()
+        if not isinstance(value, SparseTensor):
+            got = "a tensor" if hasattr(value, "shape") else type(value).__name__
+            raise InvalidArgument(
+                f"input with name: '{self.name}' expected to be of type: {self.type} but "
+                f"received {got}: feed an OrtValue.ort_value_from_sparse_tensor(...)"
+            )
+        dtype = value.values().dtype
+        if self.np_dtype is not None and dtype != self.np_dtype:
+            raise InvalidArgument(
+                f"Unexpected input data type. Actual: ({value.data_type()}) , "
+                f"expected: ({self.type}) for input {self.name!r}"
+            )
+        if self.dims is not None:
+            self._check_shape(cast(np.ndarray, _Shaped(tuple(int(d) for d in value.dense_shape()))))
         return value
 
     def _strings(self, value: np.ndarray) -> np.ndarray:

@@ -21,6 +21,7 @@ import numpy as np
 from ep_sdk import Device
 
 from .errors import InvalidArgument, InvalidArgumentRuntimeError
+from .lora import warn_ignored
 from .ortvalue import OrtValue, OrtValueVector, device_of, numpy_dtype
 
 if TYPE_CHECKING:
@@ -229,6 +230,7 @@ def run_binding(
             "output should be requested.)"
         )
     names = list(outputs)
+    warn_ignored(run_options)  # onnxruntime's binding path feeds no adapters either
     with _as_runtime_error():
         results = session.run_with_binding(
             binding._inputs, [(n, outputs[n][0]) for n in names], run_options

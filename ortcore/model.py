@@ -383,6 +383,7 @@ def load_model(
         }
     )
     read_small_external(proto, base)
+    sparse_outputs = [o.name for o in proto.graph.output if o.type.HasField("sparse_tensor_type")]
     densify_sparse(proto, base, options.max_tensor_bytes)
     _sort_graph(proto.graph, set())
     _check(proto)
@@ -415,6 +416,7 @@ def load_model(
     model.meta[MAP_TYPES_KEY] = map_types
     model.meta[EXTERNAL_FILES_KEY] = external_files
     model.meta[INVENTED_DIMS_KEY] = frozenset(_unk_dims(proto.graph) - declared)
+    model.meta[SPARSE_OUTPUTS_KEY] = frozenset(sparse_outputs)
     return model
 
 
@@ -665,6 +667,10 @@ INVENTED_DIMS_KEY = "ortcore.invented_dims"
 """``model.meta`` key: the dimension names onnx's shape inference invented
 (``unk__N``, not in the model as written); onnxruntime shows such a dimension
 as ``None`` in ``NodeArg.shape``."""
+
+SPARSE_OUTPUTS_KEY = "ortcore.sparse_outputs"
+"""``model.meta`` key: names of the graph outputs the model declares sparse
+(made dense at load; runs hand them back as COO sparse tensors)."""
 
 EXTERNAL_FILES_KEY = "ortcore.external_files"
 """``model.meta`` key: the sorted ``location`` of every external data file the

@@ -5,12 +5,15 @@ from __future__ import annotations
 import copy
 import enum
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import Fail, InvalidArgument, InvalidArgumentRuntimeError, InvalidArgumentTypeError
 from .selection import ProviderSelectionOptions
+
+if TYPE_CHECKING:
+    from .lora import LoraAdapter
 
 __all__ = [
     "ExecutionMode",
@@ -340,6 +343,22 @@ class RunOptions:
         self.terminate: bool = False
         self.only_execute_path_to_fetches: bool = False
         self._config: dict[str, str] = {}
+        self._active_adapters: list[LoraAdapter] = []
+
+    def add_active_adapter(self, adapter: LoraAdapter) -> None:
+        """Make runs with these options feed ``adapter``'s parameters (see
+        :mod:`ortcore.lora`: the first adapter added wins a shared name).
+
+        Raises:
+            InvalidArgumentTypeError: ``adapter`` is not a :class:`~ortcore.LoraAdapter`.
+        """
+        from .lora import LoraAdapter
+
+        if not isinstance(adapter, LoraAdapter):
+            raise InvalidArgumentTypeError(
+                f"add_active_adapter takes a LoraAdapter, not {type(adapter).__name__}"
+            )
+        self._active_adapters.append(adapter)
 
     def add_run_config_entry(self, key: str, value: str) -> None:
         """Set a run configuration entry.

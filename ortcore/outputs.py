@@ -31,7 +31,14 @@ import numpy as np
 
 from .errors import InvalidArgument, ProviderContractWarning
 
-__all__ = ["OutputNames", "OutputOwnership", "as_output", "roots_of"]
+__all__ = [
+    "OutputNames",
+    "OutputOwnership",
+    "as_output",
+    "host_ortvalue",
+    "roots_of",
+    "sparse_output",
+]
 
 
 class OutputNames:
@@ -168,3 +175,24 @@ def _root(array: np.ndarray) -> Any:
     while isinstance(array.base, np.ndarray):
         array = array.base
     return array
+
+
+def sparse_output(value: Any, index: int, sparse: frozenset[int]) -> Any:
+    """Output ``index`` as ``run`` returns it: a COO :class:`~ortcore.SparseTensor`
+    if the model declares it sparse (``sparse``: such outputs' indices; made
+    dense at load), else ``value`` as it is."""
+    if index in sparse and isinstance(value, np.ndarray):
+        from .sparse_tensor import SparseTensor
+
+        return SparseTensor.from_dense(value)
+    return value
+
+
+def host_ortvalue(value: Any, index: int, sparse: frozenset[int]) -> Any:
+    """Output ``index`` as ``run_with_ort_values`` returns it: an OrtValue
+    holding the array, or the sparse tensor of an output declared sparse."""
+    from .ortvalue import OrtValue
+
+    if index in sparse and isinstance(value, np.ndarray):
+        return OrtValue.ort_value_from_sparse_tensor(sparse_output(value, index, sparse))
+    return OrtValue(value)

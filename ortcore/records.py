@@ -153,6 +153,8 @@ def node_arg(v: ir.Value, map_types: Mapping[str, str], invented: Collection[str
 def _type_text(t: Any) -> str:
     if isinstance(t, ir.TensorType):
         return type_string(t.dtype)
+    if isinstance(t, ir.SparseTensorType):
+        return "sparse_" + type_string(t.dtype)
     if isinstance(t, ir.SequenceType):
         return f"seq({_type_text(t.elem_type)})"
     if isinstance(t, ir.OptionalType):

@@ -48,14 +48,15 @@ from .loading import (
     settle_constant_inputs,
     tensor_limit,
 )
-from .model import INVENTED_DIMS_KEY, MAP_TYPES_KEY
+from .lora import with_adapters
+from .model import INVENTED_DIMS_KEY, MAP_TYPES_KEY, SPARSE_OUTPUTS_KEY
 from .optimized_model import EXTERNAL_INITIALIZERS_FILE as EXTERNAL_INITIALIZERS_FILE  # moved
 from .optimized_model import EXTERNAL_INITIALIZERS_MIN_SIZE as EXTERNAL_INITIALIZERS_MIN_SIZE
 from .optimized_model import save_optimized
 from .optimizer import optimize
 from .options import GraphOptimizationLevel, RunOptions, SessionOptions
 from .ortvalue import OrtValue
-from .outputs import OutputNames, as_output, roots_of
+from .outputs import OutputNames, as_output, host_ortvalue, roots_of, sparse_output
 from .param_checks import check_model
 from .plans import SessionPlans
 from .plugins import PluginManager, default_manager
@@ -264,6 +265,10 @@ class InferenceSession(SessionDeviceInfo):
         self._invented_dims: frozenset[str] = model.meta.get(INVENTED_DIMS_KEY, frozenset())
         self._inputs_meta = [self._node_arg(v) for v in self._input_values]
         self._outputs_meta = [self._node_arg(v) for v in model.graph.outputs]
+        sparse = model.meta.get(SPARSE_OUTPUTS_KEY, frozenset())
+        self._sparse_outputs = frozenset(
+            i for i, v in enumerate(model.graph.outputs) if v.name in sparse
+        )
         self._outputs = OutputNames([a.name for a in self._outputs_meta])
         self._plans = self._plan()
         self._feeds = FeedValidator(self._input_values, self._overridable, self._map_types)
@@ -455,6 +460,8 @@ class InferenceSession(SessionDeviceInfo):
         )
         if check is not None:  # outputs copied out of mapped constants are read by now
             check()
+        if self._sparse_outputs:  # declared sparse, made dense at load: sparse again
+            outputs = [sparse_output(o, i, self._sparse_outputs) for o, i in zip(outputs, wanted)]
         return outputs
 
     def run_async(
@@ -485,6 +492,7 @@ class InferenceSession(SessionDeviceInfo):
         run_options: RunOptions | None,
     ) -> tuple[list[Any], list[int], Plan]:
         """Checked feeds, the wanted output indices and the plan of one ``run``."""
+        input_feed = with_adapters(self._feeds, input_feed, run_options)
         feeds = self._feeds.prepare(self._feeds.as_declared(input_feed))
         wanted = self._outputs.indices(output_names)
         plan = self._plans.planned.plan
@@ -514,11 +522,11 @@ class InferenceSession(SessionDeviceInfo):
         input_dict_ort_values: Mapping[str, OrtValue],
         run_options: RunOptions | None = None,
     ) -> list[OrtValue]:
-        """Run with :class:`OrtValue` inputs (host or device); outputs are host OrtValues."""
+        """Run with :class:`OrtValue` inputs (host or device); outputs are host
+        OrtValues. Active LoRA adapters of ``run_options`` feed their parameters."""
         names = list(output_names) if output_names else [a.name for a in self._outputs_meta]
-        return self.run_with_binding(
-            input_dict_ort_values, [(n, HOST_DEVICE) for n in names], run_options
-        )
+        inputs = with_adapters(self._feeds, input_dict_ort_values, run_options)
+        return self.run_with_binding(inputs, [(n, HOST_DEVICE) for n in names], run_options)
 
     # -- what IOBinding uses (ortcore.iobinding.BindingSession) --------------
 
@@ -585,7 +593,7 @@ class InferenceSession(SessionDeviceInfo):
         for i in wanted:
             d = out_devices[i]
             if d.is_host:
-                out.append(OrtValue(arrays[i]))
+                out.append(host_ortvalue(arrays[i], i, self._sparse_outputs))
             else:
                 out.append(OrtValue(results[i], d, plans.planner.provider_for(d)))
         if check is not None:

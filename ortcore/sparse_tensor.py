@@ -1,9 +1,11 @@
 """``SparseTensor``: onnxruntime's sparse tensor container, held on the host.
 
-ortcore runs dense kernels only: a sparse initializer or ``Constant`` is
-made dense when the model loads (see :mod:`ortcore.tensor_data`). This class
-lets code that builds, wraps and reads sparse tensors run unchanged, and
-:meth:`SparseTensor.to_dense` gives the array a dense input takes.
+A sparse initializer or ``Constant`` is made dense when the model loads (see
+:mod:`ortcore.tensor_data`); a graph output declared sparse comes back as a
+COO ``SparseTensor``. A graph input declared sparse takes one (wrapped in an
+``OrtValue``) and hands it to its kernels as it is: the CPU provider's
+com.microsoft ``SparseToDenseMatMul`` reads it. :meth:`SparseTensor.to_dense`
+gives the array a dense input takes.
 """
 
 from __future__ import annotations
@@ -164,9 +166,9 @@ class SparseTensor:
         """The storage format."""
         return self._format
 
-    def dense_shape(self) -> np.ndarray:
-        """The dense shape (int64)."""
-        return self._shape.copy()
+    def dense_shape(self) -> list[int]:
+        """The dense shape, a list as onnxruntime returns it."""
+        return [int(d) for d in self._shape]
 
     def data_type(self) -> str:
         """onnxruntime's type string of the sparse tensor, e.g. ``sparse_tensor(float)``."""
@@ -183,6 +185,16 @@ class SparseTensor:
             InvalidArgumentRuntimeError: always (ortcore keeps them on the host).
         """
         raise InvalidArgumentRuntimeError("ortcore keeps sparse tensors on the host")
+
+    @classmethod
+    def from_dense(cls, dense: np.ndarray) -> SparseTensor:
+        """The COO sparse tensor (linear indices) of ``dense``'s non-zeros (an
+        ortcore addition: a sparse output made dense at load comes back so)."""
+        flat = np.flatnonzero(dense)
+        values = np.ascontiguousarray(dense.reshape(-1)[flat])
+        return cls(
+            np.asarray(dense.shape, np.int64), values, OrtSparseFormat.ORT_SPARSE_COO, (flat,)
+        )
 
     def to_dense(self) -> np.ndarray:
         """The dense array (an ortcore addition)."""

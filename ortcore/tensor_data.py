@@ -483,6 +483,7 @@ def densify_sparse(
             where = f"sparse initializer {sp.values.name!r} of graph {g.name!r}"
             g.initializer.append(_dense(sp, sp.values.name, where, base_dir, limit))
             done.append(where)
+        _declare_dense(g, {sp.values.name for sp in g.sparse_initializer})
         del g.sparse_initializer[:]
     for node in _all_nodes(proto):
         if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
@@ -498,6 +499,20 @@ def densify_sparse(
             "ortcore runs sparse tensors as dense ones: %s made dense at load", ", ".join(done)
         )
     return done
+
+
+def _declare_dense(g: onnx.GraphProto, names: set[str]) -> None:
+    """Declare the values named ``names``, made dense, as tensors where the
+    graph declares them sparse (an output that is a sparse initializer):
+    shape inference refuses a dense value declared sparse."""
+    for vi in [*g.output, *g.value_info]:
+        if vi.name in names and vi.type.HasField("sparse_tensor_type"):
+            sparse = vi.type.sparse_tensor_type
+            dense = onnx.TypeProto()
+            dense.tensor_type.elem_type = sparse.elem_type
+            if sparse.HasField("shape"):
+                dense.tensor_type.shape.CopyFrom(sparse.shape)
+            vi.type.CopyFrom(dense)
 
 
 def _dense(

@@ -16,6 +16,7 @@ from typing import Any
 from ..devices import OrtDevice, OrtDeviceVendorId, get_ort_device_type
 from ..errors import InvalidArgumentRuntimeError
 from ..iobinding import IOBinding
+from ..lora import AdapterFormat
 from ..ortvalue import OrtValue
 from ..session import InferenceSession
 from ..sparse_tensor import SparseTensor
@@ -23,6 +24,7 @@ from ..sparse_tensor import SparseTensor
 Session = InferenceSession  # onnxruntime's base class of InferenceSession
 
 __all__ = [
+    "AdapterFormat",
     "IOBinding",
     "InferenceSession",
     "OrtDevice",

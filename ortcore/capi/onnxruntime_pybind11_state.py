@@ -70,6 +70,7 @@ from ..errors import (
     RuntimeException,
 )
 from ..iobinding import IOBinding
+from ..lora import AdapterFormat, LoraAdapter
 from ..options import (
     ExecutionMode,
     ExecutionOrder,
@@ -106,6 +107,7 @@ def get_version_string() -> str:
 
 
 __all__ = [
+    "AdapterFormat",
     "ArenaExtendStrategy",
     "DeviceReset",
     "EPFail",
@@ -118,6 +120,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidGraph",
     "InvalidProtobuf",
+    "LoraAdapter",
     "ModelLoadCanceled",
     "ModelLoaded",
     "ModelMetadata",
