@@ -233,6 +233,7 @@ INDEX: dict[tuple[str, str], tuple[str, ...]] = {
     ("com.microsoft", "FastGelu"): ("contrib",),
     ("com.microsoft", "Gelu"): ("contrib",),
     ("com.microsoft", "QuickGelu"): ("contrib",),
+    ("com.microsoft", "SparseToDenseMatMul"): ("contrib",),
     ("com.ortcore", "BiasGelu"): ("fused",),
     ("com.ortcore", "FusedAttention"): ("fused",),
     ("com.ortcore", "FusedBatchNorm"): ("fused",),
