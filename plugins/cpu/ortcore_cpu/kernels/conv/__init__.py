@@ -42,9 +42,9 @@ from typing import Any, NamedTuple
 import numpy as np
 from ep_sdk import Compute, NodeInfo
 
-from .._ext import winograd as wino
-from . import gemm, registry, shape_ops
-from ._common import (
+from ..._ext import winograd as wino
+from .. import gemm, registry, shape_ops
+from .._common import (
     FLOATS,
     FilterCache,
     constant_input,
@@ -54,8 +54,8 @@ from ._common import (
     threads_for,
     threads_for_memory_bound,
 )
-from ._isa import best_build
-from ._window import (
+from .._isa import best_build
+from .._window import (
     PoolWindow,
     Window,
     check_window_attrs,
