@@ -4,10 +4,10 @@ alternating in one process, as a model alternates convolutions with GEMMs.
 For each shape, the Conv kernel (bias included) runs ``--runs`` times with
 the direct path (``_direct_conv.h``) allowed and as many with it ruled out
 (im2col and BLAS), one after the other, and the medians are printed with
-their ratio. Shapes the rule in ``kernels/conv.py`` does not send to the
-direct path are forced onto it, to show why: run it once as is and once
-with ``OPENBLAS_NUM_THREADS=1`` to see what OpenBLAS's spinning pool costs
-an OpenMP kernel that runs right after a GEMM.
+their ratio. Shapes the rule in ``kernels/conv/selection.py`` does not send
+to the direct path are forced onto it, to show why: run it once as is and
+once with ``OPENBLAS_NUM_THREADS=1`` to see what OpenBLAS's spinning pool
+costs an OpenMP kernel that runs right after a GEMM.
 
     python benchmarks/conv_paths.py [--threads 2] [--runs 100]
 """
@@ -40,7 +40,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=100)
     args = ap.parse_args()
     kit = KernelKit(CPUExecutionProvider, opset=17, threads=args.threads)
-    rule = conv._use_direct
+    rule = conv.selection._use_direct
     rng = np.random.default_rng(0)
     print(f"{'shape':28s} {'direct ms':>10s} {'im2col ms':>10s} {'ratio':>6s}")
     for name, xs, ws, attrs in SHAPES:
@@ -51,12 +51,12 @@ def main() -> None:
         times: dict[bool, list[float]] = {True: [], False: []}
         for k in range(2 * args.runs + 4):
             direct = k % 2 == 0
-            conv._use_direct = (lambda *a: True) if direct else (lambda *a: False)  # type: ignore[assignment]
+            conv.selection._use_direct = (lambda *a: True) if direct else (lambda *a: False)  # type: ignore[assignment]
             t0 = time.perf_counter()
             compute(x, w, b)
             if k >= 4:
                 times[direct].append(time.perf_counter() - t0)
-        conv._use_direct = rule  # type: ignore[assignment]
+        conv.selection._use_direct = rule  # type: ignore[assignment]
         d, i = (statistics.median(times[v]) * 1e3 for v in (True, False))
         print(f"{name:28s} {d:10.3f} {i:10.3f} {d / i:6.2f}")
 

@@ -150,7 +150,7 @@ def test_a_bias_pass_worth_two_threads_gets_them(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(_common, "_grain", 32768)
     monkeypatch.setattr(_common, "share", lambda: 2)
-    seen = record_calls(monkeypatch, conv, "bias_add_clamp")
+    seen = record_calls(monkeypatch, conv.common, "bias_add_clamp")
     y, z, b = _x(1, 256, 56, 56), _x(1, 256, 56, 56), _x(256)
     want = np.maximum(y + b[:, None, None] + z, 0)
     conv._add_bias(y, b, 2, (0.0, INF), z)

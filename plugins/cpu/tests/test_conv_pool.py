@@ -202,7 +202,7 @@ def test_fused_conv_pool_kernel(
     group = int(conv_attrs.get("group", 1))
     w = RNG.standard_normal((8, shape[1] // group, *conv_attrs["kernel_shape"])).astype(np.float32)
     b = RNG.standard_normal(8).astype(np.float32)
-    calls = record_calls(monkeypatch, conv, "direct_conv2d_maxpool")
+    calls = record_calls(monkeypatch, conv.common, "direct_conv2d_maxpool")
     got, want = _fused_node(x, w, b, conv_attrs, activation, pool_attrs)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     wide = conv.ext.DIRECT_VECTOR >= conv.DIRECT_WIDE_VECTOR
@@ -241,7 +241,7 @@ def test_fused_conv_pool_windows_without_taps(
     w = RNG.standard_normal((8, 3, 3, 3)).astype(np.float32)
     b = RNG.standard_normal(8).astype(np.float32)
     conv_attrs = {"kernel_shape": [3, 3], "strides": [2, 2]}
-    calls = record_calls(monkeypatch, conv, "direct_conv2d_maxpool")
+    calls = record_calls(monkeypatch, conv.common, "direct_conv2d_maxpool")
     register_fused_schemas()
     attrs = dict(conv_attrs, activation="Relu", **{f"pool_{k}": v for k, v in pool_attrs.items()})
     (got,) = kit.build_node("FusedConvPool", [x, w, b], attrs, domain="com.ortcore")(x, w, b)

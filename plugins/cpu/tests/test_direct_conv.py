@@ -286,12 +286,12 @@ def test_channel_vector_conv2d_refuses_what_it_cannot_do_safely(ext: Any) -> Non
 def _packed(ext: Any, w: np.ndarray, vector: bool = False) -> np.ndarray:
     """``w`` packed for ``ext``'s block of output channels (``vector``: for
     its channel-vector kernel)."""
-    real = conv.ext
-    conv.ext = ext
+    real = conv.common.ext
+    conv.common.ext = ext
     try:
         return conv.channel_vector_filter(w) if vector else conv.direct_filter(w)
     finally:
-        conv.ext = real
+        conv.common.ext = real
 
 
 @pytest.mark.parametrize("ext", BUILDS, ids=IDS)
@@ -399,9 +399,9 @@ def test_conv_kernel_takes_the_direct_path_where_it_should(
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(conv, "ext", ext)
-    monkeypatch.setattr(conv, "_conv_direct", spy)
-    monkeypatch.setattr(conv, "CHANNEL_VECTOR", False)  # its choice: the test below
+    monkeypatch.setattr(conv.common, "ext", ext)
+    monkeypatch.setattr(conv.direct, "_conv_direct", spy)
+    monkeypatch.setattr(conv.selection, "CHANNEL_VECTOR", False)  # its choice: the test below
     x = RNG.standard_normal(xs).astype(np.float32)
     w = RNG.standard_normal(ws).astype(np.float32)
     b = RNG.standard_normal(ws[0]).astype(np.float32)
@@ -458,8 +458,8 @@ def test_conv_kernel_takes_the_channel_vector_kernel_where_it_should(
         calls.append(args[9].vector)  # the _DirectCall
         return real(*args)
 
-    monkeypatch.setattr(conv, "ext", ext)
-    monkeypatch.setattr(conv, "_conv_direct", spy)
+    monkeypatch.setattr(conv.common, "ext", ext)
+    monkeypatch.setattr(conv.direct, "_conv_direct", spy)
     x = RNG.standard_normal(xs).astype(np.float32)
     w = RNG.standard_normal(ws).astype(np.float32)
     b = RNG.standard_normal(ws[0]).astype(np.float32)
@@ -476,7 +476,7 @@ def test_conv_kernel_takes_the_channel_vector_kernel_where_it_should(
 
 @pytest.mark.parametrize("ext", BUILDS, ids=IDS)
 def test_direct_path_rule(monkeypatch: pytest.MonkeyPatch, ext: Any) -> None:
-    monkeypatch.setattr(conv, "ext", ext)
+    monkeypatch.setattr(conv.common, "ext", ext)
     wide = ext.DIRECT_VECTOR >= conv.DIRECT_WIDE_VECTOR
     assert wide == (ext.DIRECT_VECTOR == 16)
     x = np.zeros((1, 3, 224, 224), np.float32)
@@ -532,7 +532,7 @@ def test_direct_path_rule(monkeypatch: pytest.MonkeyPatch, ext: Any) -> None:
     assert not conv._use_direct(x[:, :, :0], w7, win, 1, True)  # empty
     w1 = np.zeros((64, 3, 1, 1), np.float32)  # 1x1: direct, unless turned off
     assert conv._use_direct(x, w1, window((224, 224), (1, 1)), 1, True) == wide
-    monkeypatch.setattr(conv, "DIRECT_POINTWISE", False)
+    monkeypatch.setattr(conv.selection, "DIRECT_POINTWISE", False)
     assert not conv._use_direct(x, w1, window((224, 224), (1, 1)), 1, True)
     # 3x3 with 128+ channels each way on 28x28 or more: Winograd, not the
     # direct kernel; on 14x14, or with 64 channels, the direct kernel
@@ -573,7 +573,7 @@ def test_fused_conv_add_on_the_direct_path(monkeypatch: pytest.MonkeyPatch, dtyp
     register_fused_schemas()
     calls: list[int] = []
     real = conv._conv_direct
-    monkeypatch.setattr(conv, "_conv_direct", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(conv.direct, "_conv_direct", lambda *a: calls.append(1) or real(*a))
     x = RNG.standard_normal((2, 3, 15, 21)).astype(dtype)
     w = RNG.standard_normal((5, 3, 5, 5)).astype(dtype)
     b = RNG.standard_normal(5).astype(dtype)
@@ -632,12 +632,12 @@ def test_direct_conv2d_groups_match_numpy(ext: Any, case: tuple[Any, ...], threa
     (sh, sw), (dh, dw) = strides, dilations
     scratch = np.full(ext.direct_conv2d_scratch(c, oh, ow, kh, kw, sh, sw, dh, dw, True) + 3,
                       np.nan, np.float32)  # fmt: skip
-    real = conv.ext
-    conv.ext = ext
+    real = conv.common.ext
+    conv.common.ext = ext
     try:
         wp = conv.direct_filter(w, group)
     finally:
-        conv.ext = real
+        conv.common.ext = real
     b = RNG.standard_normal(m).astype(np.float32)
     z = RNG.standard_normal((m, oh, ow)).astype(np.float32)
     y = np.full((m, oh, ow), np.nan, np.float32)
@@ -683,8 +683,8 @@ def test_shuffled_grouped_conv_nodes_on_the_direct_kernel(
     written shuffled by the kernel when the shuffle's groups are the Conv's,
     shuffled after otherwise."""
     ortcore = pytest.importorskip("ortcore")
-    monkeypatch.setattr(conv, "ext", WIDE[-1])
-    interleaved = record_calls(monkeypatch, conv, "direct_conv2d")  # its last argument
+    monkeypatch.setattr(conv.common, "ext", WIDE[-1])
+    interleaved = record_calls(monkeypatch, conv.common, "direct_conv2d")  # its last argument
     xs = (n, 32, 7, 7)
     p = (k - 1) // 2
     w = (RNG.standard_normal((32, 8, k, k)) / 8).astype(np.float32)
@@ -723,12 +723,14 @@ def test_direct_path_picks_its_threads_at_each_call(monkeypatch: pytest.MonkeyPa
     thread count: the run's share of the cores changes from run to run."""
     if conv.ext.DIRECT_VECTOR < conv.DIRECT_WIDE_VECTOR:
         pytest.skip("the direct path of this build takes few Convs")
-    seen = record_calls(monkeypatch, conv, "direct_conv2d", 14)  # nthreads
+    seen = record_calls(monkeypatch, conv.common, "direct_conv2d", 14)  # nthreads
     x = RNG.standard_normal((1, 64, 56, 56)).astype(np.float32)
     w = RNG.standard_normal((64, 64, 3, 3)).astype(np.float32)
     b = RNG.standard_normal(64).astype(np.float32)
     compute = kit.build_node("Conv", [x, w, b], {"pads": [1, 1, 1, 1]}, opset=17)
     for share in (2, 1, 2):
-        monkeypatch.setattr(conv, "threads_for", lambda work, threads, s=share: min(s, threads))
+        monkeypatch.setattr(
+            conv.direct, "threads_for", lambda work, threads, s=share: min(s, threads)
+        )
         compute(x, w, b)
     assert seen == [2, 1, 2]

@@ -142,7 +142,7 @@ def test_refuses_bad_arguments(build: Any) -> None:
 def _narrow_direct_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     """Conv chooses its path as a build with narrow vectors does (the
     AVX-512 build computes 1x1 Convs directly)."""
-    monkeypatch.setattr(conv, "DIRECT_WIDE_VECTOR", 1 << 30)
+    monkeypatch.setattr(conv.selection, "DIRECT_WIDE_VECTOR", 1 << 30)
 
 
 @pytest.fixture
@@ -155,7 +155,7 @@ def pointwise_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int,
         calls.append(x.shape)
         return real(x, *args, **kwargs)
 
-    monkeypatch.setattr(conv, "_conv_pointwise", spy)
+    monkeypatch.setattr(conv.pointwise, "_conv_pointwise", spy)
     yield calls
 
 
@@ -274,7 +274,7 @@ def test_shuffled_grouped_conv_nodes(
         interleaved.append(bool(kwargs.get("interleave")))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(conv, "_conv_pointwise", spy)
+    monkeypatch.setattr(conv.pointwise, "_conv_pointwise", spy)
     xs = (n, 32, 7, 7)
     model = _model(xs, 32, group=4)
     relu = model.graph.node[1]

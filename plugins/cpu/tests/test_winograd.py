@@ -45,7 +45,7 @@ def _reference(x: np.ndarray, w: np.ndarray, win: Window) -> np.ndarray:
 def _narrow_direct_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     """Conv chooses its path as a build with narrow vectors does: the
     AVX-512 build computes these convolutions directly, never by Winograd."""
-    monkeypatch.setattr(conv, "DIRECT_WIDE_VECTOR", 1 << 30)
+    monkeypatch.setattr(conv.selection, "DIRECT_WIDE_VECTOR", 1 << 30)
 
 
 @pytest.fixture
@@ -60,8 +60,8 @@ def winograd_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, 
         calls.append(x.shape)
         return real(x, *args)
 
-    monkeypatch.setattr(conv, "_conv_winograd", spy)
-    monkeypatch.setattr(conv, "CHANNEL_VECTOR", False)
+    monkeypatch.setattr(conv.winograd, "_conv_winograd", spy)
+    monkeypatch.setattr(conv.selection, "CHANNEL_VECTOR", False)
     yield calls
 
 
@@ -132,7 +132,7 @@ def test_products_one_per_thread(
         real(ap, rows, b, out, nt)
 
     monkeypatch.setattr(conv.gemm.ext, "batched_sgemm_packed_a", spy)
-    monkeypatch.setattr(conv, "WINOGRAD_BATCHED_MAX_WORK", 1 << 40)
+    monkeypatch.setattr(conv.selection, "WINOGRAD_BATCHED_MAX_WORK", 1 << 40)
     x, wt = _data(n, c, h, w, m)
     win = _win(x, pads)
     want = _reference(x, wt, win)
@@ -194,7 +194,7 @@ def test_products_one_per_thread_rule() -> None:
 def test_bands_and_image_groups(monkeypatch: pytest.MonkeyPatch, block: int) -> None:
     """A small V + M budget splits images into bands of tile rows (down to
     one row); a larger one takes several images per step."""
-    monkeypatch.setattr(conv, "_WINOGRAD_BLOCK_BYTES", block)
+    monkeypatch.setattr(conv.winograd, "_WINOGRAD_BLOCK_BYTES", block)
     x, wt = _data(5, 6, 11, 10, 7)
     win = _win(x, (1, 0, 1, 1))
     y = conv._conv_winograd(x, conv.winograd_filter(wt), win, 2)
@@ -388,7 +388,7 @@ def test_session_constant_weight(
         transforms.append(w.shape[0])
         return real_filter(w)
 
-    monkeypatch.setattr(conv, "winograd_filter", count)
+    monkeypatch.setattr(conv.winograd, "winograd_filter", count)
     model, _ = _conv_model(2, 24, 9, 20, relu)
     sess = ortcore.InferenceSession(model.SerializeToString(), providers=["cpu"])
     for _ in range(3):
