@@ -19,18 +19,16 @@ import importlib
 import math
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir
 from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
+from .device import CudaDevice
 from .kernels import elementwise as ew
 from .kernels import nn, rows
 from .tensor import CudaTensor
-
-if TYPE_CHECKING:
-    from .provider import CUDAExecutionProvider
 
 __all__ = ["FAMILIES", "build_registry", "decline_reason"]
 
@@ -140,10 +138,19 @@ BROADCASTING = {
 """Ops whose kernels index by rank (up to ``MAX_RANK``)."""
 
 
-def _p(info: NodeInfo) -> CUDAExecutionProvider:
+def _p(info: NodeInfo) -> CudaDevice:
+    """The device a kernel of ``info`` runs on: its provider's allocator
+    (``ep_sdk.ProviderView.allocator``), a :class:`~ortcore_cuda.device.CudaDevice`."""
     provider = info.provider
-    assert provider is not None, "CUDA kernels are built by a session's provider"
-    return provider  # type: ignore[return-value]
+    if provider is None:
+        raise TypeError(f"{info.describe()}: CUDA kernels are built by a session's provider")
+    device = provider.allocator()
+    if not isinstance(device, CudaDevice):
+        raise TypeError(
+            f"{info.describe()}: CUDA kernels run on the CUDA provider's device, "
+            f"not on {provider.name}'s allocator ({type(device).__name__})"
+        )
+    return device
 
 
 def _suffix(x: CudaTensor) -> str:
@@ -152,17 +159,15 @@ def _suffix(x: CudaTensor) -> str:
 
 def _unary(op: str) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = _p(info)
         name = op
         if op == "Gelu" and info.attr("approximate", "none") == "tanh":
             name = "GeluTanh"
 
         def compute(x: CudaTensor) -> tuple[CudaTensor]:
-            y = provider.empty(x.shape, x.dtype)
+            y = cuda.empty(x.shape, x.dtype)
             if x.size:
-                provider.launch_over(
-                    ew.unary_kernel(name, _suffix(x)), x.size, x.ptr, y.ptr, x.size
-                )
+                cuda.launch_over(ew.unary_kernel(name, _suffix(x)), x.size, x.ptr, y.ptr, x.size)
             return (y,)
 
         return compute
@@ -172,16 +177,16 @@ def _unary(op: str) -> Callable[[NodeInfo], Any]:
 
 def _param_unary(op: str) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = _p(info)
         _, a_name, a_default, b_name, b_default = PARAM_SINCE[op]
         alpha = float(info.attr(a_name, a_default))
         beta = float(info.attr(b_name, b_default)) if b_name else 0.0
 
         def compute(x: CudaTensor) -> tuple[CudaTensor]:
-            y = provider.empty(x.shape, x.dtype)
+            y = cuda.empty(x.shape, x.dtype)
             if x.size:
                 kernel = ew.param_kernel(op, _suffix(x))
-                provider.launch_over(kernel, x.size, x.ptr, y.ptr, x.size, alpha, beta)
+                cuda.launch_over(kernel, x.size, x.ptr, y.ptr, x.size, alpha, beta)
             return (y,)
 
         return compute
@@ -191,7 +196,7 @@ def _param_unary(op: str) -> Callable[[NodeInfo], Any]:
 
 def _int_binary(op: str) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = _p(info)
         name = "FMod" if op == "Mod" and int(info.attr("fmod", 0)) else op
         if op == "BitShift":
             name = "BitShiftLeft" if info.attr("direction") == "LEFT" else "BitShiftRight"
@@ -199,15 +204,15 @@ def _int_binary(op: str) -> Callable[[NodeInfo], Any]:
 
         def pair(a: CudaTensor, b: CudaTensor) -> CudaTensor:
             out, rank, s = ew.broadcast_args(a.shape, b.shape)
-            y = provider.empty(out, np.bool_ if compare else a.dtype)
+            y = cuda.empty(out, np.bool_ if compare else a.dtype)
             if y.size:
                 kernel = ew.int_binary_kernel(name, _ISUFFIX[a.dtype], rank)
-                provider.launch_over(kernel, y.size, a.ptr, b.ptr, y.ptr, y.size, s)
+                cuda.launch_over(kernel, y.size, a.ptr, b.ptr, y.ptr, y.size, s)
             return y
 
         def compute(*xs: CudaTensor) -> tuple[CudaTensor]:
             if len(xs) == 1:  # Max, Min of one input
-                return (provider.copy(xs[0], xs[0].shape),)
+                return (cuda.copy(xs[0], xs[0].shape),)
             acc = pair(xs[0], xs[1])
             for x in xs[2:]:
                 acc = pair(acc, x)
@@ -220,13 +225,13 @@ def _int_binary(op: str) -> Callable[[NodeInfo], Any]:
 
 def _int_unary(op: str) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = _p(info)
 
         def compute(x: CudaTensor) -> tuple[CudaTensor]:
-            y = provider.empty(x.shape, x.dtype)
+            y = cuda.empty(x.shape, x.dtype)
             if x.size:
                 kernel = ew.int_unary_kernel(op, _ISUFFIX[x.dtype])
-                provider.launch_over(kernel, x.size, x.ptr, y.ptr, x.size)
+                cuda.launch_over(kernel, x.size, x.ptr, y.ptr, x.size)
             return (y,)
 
         return compute
@@ -235,7 +240,7 @@ def _int_unary(op: str) -> Callable[[NodeInfo], Any]:
 
 
 def _moved_last(
-    provider: CUDAExecutionProvider, x: CudaTensor, axes: Sequence[int]
+    cuda: CudaDevice, x: CudaTensor, axes: Sequence[int]
 ) -> tuple[CudaTensor, int, int]:
     """``x`` with ``axes`` moved last (a transposed copy when they are not
     already), and its rows and columns (the kept and the moved elements)."""
@@ -245,12 +250,12 @@ def _moved_last(
     cols = int(np.prod([x.shape[i] for i in axes], dtype=np.int64))
     if perm == list(range(x.ndim)) or x.size == 0:
         return x, rows_, cols
-    return provider.transpose(x, perm), rows_, cols
+    return cuda.transpose(x, perm), rows_, cols
 
 
 def _binary(op: str) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = _p(info)
         name = "FMod" if op == "Mod" and int(info.attr("fmod", 0)) else op
         mixed = _pow_mixed(info) if op == "Pow" else None  # a float32 base, a float64 exponent
 
@@ -258,15 +263,15 @@ def _binary(op: str) -> Callable[[NodeInfo], Any]:
             if a.dtype != b.dtype:
                 raise TypeError(f"{info.describe()}: inputs of types {a.dtype} and {b.dtype}")
             out, rank, s = ew.broadcast_args(a.shape, b.shape)
-            y = provider.empty(out, a.dtype)
+            y = cuda.empty(out, a.dtype)
             if y.size:
                 kernel = ew.binary_kernel(name, _suffix(a), rank)
-                provider.launch_over(kernel, y.size, a.ptr, b.ptr, y.ptr, y.size, s)
+                cuda.launch_over(kernel, y.size, a.ptr, b.ptr, y.ptr, y.size, s)
             return y
 
         def compute(*xs: CudaTensor) -> tuple[CudaTensor]:
             if len(xs) == 1:  # Sum, Max, Min of one input
-                return (provider.copy(xs[0], xs[0].shape),)
+                return (cuda.copy(xs[0], xs[0].shape),)
             if mixed is not None and xs[0].dtype != xs[1].dtype:
                 return mixed(*xs)  # type: ignore[no-any-return]
             acc = pair(xs[0], xs[1])
@@ -281,7 +286,7 @@ def _binary(op: str) -> Callable[[NodeInfo], Any]:
 
 def _pow_mixed(info: NodeInfo) -> Any:
     """Pow of a base and an exponent of different types (computed in double)."""
-    provider = _p(info)
+    cuda = _p(info)
 
     def compute(a: CudaTensor, b: CudaTensor) -> tuple[CudaTensor]:
         out = np.broadcast_shapes(a.shape, b.shape)
@@ -291,10 +296,10 @@ def _pow_mixed(info: NodeInfo) -> Any:
         _, _, s = ew.broadcast_args(
             (pad + a.shape)[-ew.MAX_RANK :], (pad + b.shape)[-ew.MAX_RANK :]
         )
-        y = provider.empty(out, a.dtype)
+        y = cuda.empty(out, a.dtype)
         if y.size:
             kernel = ew.pow_kernel(_CAST_SUFFIX[a.dtype], _CAST_SUFFIX[b.dtype])
-            provider.launch_over(kernel, y.size, a.ptr, b.ptr, y.ptr, y.size, s)
+            cuda.launch_over(kernel, y.size, a.ptr, b.ptr, y.ptr, y.size, s)
         return (y,)
 
     return compute
@@ -304,16 +309,16 @@ _CAST_SUFFIX = {dtype: suffix for suffix, (_, dtype) in ew.CAST_TYPES.items() if
 
 
 def _lrn(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
     size = int(info.attr("size"))
     alpha, beta = float(info.attr("alpha", 1e-4)), float(info.attr("beta", 0.75))
     bias = float(info.attr("bias", 1.0))
 
     def compute(x: CudaTensor) -> tuple[CudaTensor]:
-        y = provider.empty(x.shape, x.dtype)
+        y = cuda.empty(x.shape, x.dtype)
         if y.size:
             inner = int(np.prod(x.shape[2:], dtype=np.int64))
-            provider.launch_over(
+            cuda.launch_over(
                 nn.lrn_kernel(_suffix(x)),
                 y.size,
                 x.ptr,
@@ -338,29 +343,29 @@ def _rows_of(shape: Sequence[int], axis: int) -> tuple[int, int]:
 
 def _softmax(log: bool) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = _p(info)
         axis = int(info.attr("axis", -1 if info.opset >= 13 else 1))
 
         def compute(x: CudaTensor) -> tuple[CudaTensor]:
             a = axis + x.ndim if axis < 0 else axis
             if x.size == 0:  # nothing to normalize (and no axis to move and back)
-                return (provider.empty(x.shape, x.dtype),)
+                return (cuda.empty(x.shape, x.dtype),)
             kernel = rows.softmax_kernel(_suffix(x), log)
             if info.opset >= 13 and a != x.ndim - 1:  # the axis moved last, and back
-                moved, rows_, cols = _moved_last(provider, x, [a])
-                z = provider.empty(moved.shape, x.dtype)
+                moved, rows_, cols = _moved_last(cuda, x, [a])
+                z = cuda.empty(moved.shape, x.dtype)
                 if z.size:
-                    provider.launch(
+                    cuda.launch(
                         kernel, rows_, rows.row_threads(cols), moved.ptr, z.ptr, rows_, cols
                     )
                 back = list(range(x.ndim - 1))
                 back.insert(a, x.ndim - 1)
-                y = provider.transpose(z, back)
+                y = cuda.transpose(z, back)
                 return (y,)
             rows_, cols = _rows_of(x.shape, a)
-            y = provider.empty(x.shape, x.dtype)
+            y = cuda.empty(x.shape, x.dtype)
             if y.size:
-                provider.launch(kernel, rows_, rows.row_threads(cols), x.ptr, y.ptr, rows_, cols)
+                cuda.launch(kernel, rows_, rows.row_threads(cols), x.ptr, y.ptr, rows_, cols)
             return (y,)
 
         return compute
@@ -374,7 +379,7 @@ def _layernorm(info: NodeInfo) -> Any:
     outputs by :func:`ortcore_cuda.ops_norm.layer_normalization`."""
     from .ops_norm import layer_normalization
 
-    provider = _p(info)
+    cuda = _p(info)
     eps = float(info.attr("epsilon", 1e-5))
     axis = int(info.attr("axis", -1))
     general = layer_normalization(info)
@@ -392,10 +397,10 @@ def _layernorm(info: NodeInfo) -> Any:
             or bias.size != cols
         ):
             return general(x, scale, bias)
-        y = provider.empty(x.shape, x.dtype)
+        y = cuda.empty(x.shape, x.dtype)
         if y.size:
             kernel = rows.layernorm_kernel(_suffix(x))
-            provider.launch(
+            cuda.launch(
                 kernel,
                 rows_,
                 rows.row_threads(cols),
@@ -414,7 +419,7 @@ def _layernorm(info: NodeInfo) -> Any:
 
 def _reduce(op: str) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = _p(info)
         keep = bool(info.attr("keepdims", 1))
         noop = bool(info.attr("noop_with_empty_axes", 0))
 
@@ -432,13 +437,11 @@ def _reduce(op: str) -> Callable[[NodeInfo], Any]:
             shape = [1 if i in axes else d for i, d in enumerate(x.shape)]
             if not keep:
                 shape = [d for i, d in enumerate(x.shape) if i not in axes]
-            y = provider.empty(shape, x.dtype)
-            moved, rows_, cols = _moved_last(provider, x, axes)
+            y = cuda.empty(shape, x.dtype)
+            moved, rows_, cols = _moved_last(cuda, x, axes)
             if y.size:
                 kernel = rows.reduce_kernel(op, _suffix(x))
-                provider.launch(
-                    kernel, rows_, rows.row_threads(cols), moved.ptr, y.ptr, rows_, cols
-                )
+                cuda.launch(kernel, rows_, rows.row_threads(cols), moved.ptr, y.ptr, rows_, cols)
             return (y,)
 
         return compute
@@ -448,7 +451,7 @@ def _reduce(op: str) -> Callable[[NodeInfo], Any]:
 
 def _arg(op: str) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = _p(info)
         keep = bool(info.attr("keepdims", 1))
         last = int(info.attr("select_last_index", 0))
         axis_attr = int(info.attr("axis", 0))
@@ -458,11 +461,11 @@ def _arg(op: str) -> Callable[[NodeInfo], Any]:
             shape = [1 if i == axis else d for i, d in enumerate(x.shape)]
             if not keep:
                 shape.pop(axis)
-            y = provider.empty(shape, np.int64)
-            moved, rows_, cols = _moved_last(provider, x, [axis])
+            y = cuda.empty(shape, np.int64)
+            moved, rows_, cols = _moved_last(cuda, x, [axis])
             if y.size:
                 kernel = rows.arg_kernel(op, _suffix(x))
-                provider.launch(
+                cuda.launch(
                     kernel, rows_, rows.row_threads(cols), moved.ptr, y.ptr, rows_, cols, last
                 )
             return (y,)
@@ -473,16 +476,16 @@ def _arg(op: str) -> Callable[[NodeInfo], Any]:
 
 
 def _matmul(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
 
     def compute(a: CudaTensor, b: CudaTensor) -> tuple[CudaTensor]:
-        return (provider.matmul(a, b, info),)
+        return (cuda.matmul(a, b, info),)
 
     return compute
 
 
 def _gemm(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
     alpha, beta = float(info.attr("alpha", 1.0)), float(info.attr("beta", 1.0))
     ta, tb = bool(info.attr("transA", 0)), bool(info.attr("transB", 0))
 
@@ -491,10 +494,10 @@ def _gemm(info: NodeInfo) -> Any:
         k2, n = (b.shape[1], b.shape[0]) if tb else b.shape
         if k != k2:
             raise ValueError(f"{info.describe()}: op(A) is {m}x{k}, op(B) is {k2}x{n}")
-        y = provider.empty((m, n), a.dtype)
+        y = cuda.empty((m, n), a.dtype)
         if c is not None and beta != 0.0:
-            provider.copy_broadcast(c, y)  # then y = alpha * A B + beta * y
-        provider.backend.gemm(
+            cuda.copy_broadcast(c, y)  # then y = alpha * A B + beta * y
+        cuda.backend.gemm(
             a.dtype,
             ta,
             tb,
@@ -510,7 +513,7 @@ def _gemm(info: NodeInfo) -> Any:
             y.ptr,
             0,
             1,
-            provider.stream,
+            cuda.stream,
         )
         return (y,)
 
@@ -518,12 +521,12 @@ def _gemm(info: NodeInfo) -> Any:
 
 
 def _transpose(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
     perm_attr = info.attr("perm")
 
     def compute(x: CudaTensor) -> tuple[CudaTensor]:
         perm = list(perm_attr) if perm_attr is not None else list(reversed(range(x.ndim)))
-        return (provider.transpose(x, perm),)
+        return (cuda.transpose(x, perm),)
 
     return compute
 
@@ -548,7 +551,7 @@ CASTABLE = (
 def _cast(info: NodeInfo) -> Any:
     """Cast to ``to`` (the output's static type, else the attribute) or,
     CastLike, to the target's type (known when it runs, if not before)."""
-    provider = _p(info)
+    cuda = _p(info)
     known: np.dtype | None
     try:
         known = np.dtype(info.output_dtype(0))
@@ -559,39 +562,39 @@ def _cast(info: NodeInfo) -> Any:
     def compute(x: CudaTensor, *like: Any) -> tuple[CudaTensor]:
         to = known if known is not None else np.dtype(like[0].dtype)
         if x.dtype == to:
-            return (provider.copy(x, x.shape),)
-        y = provider.empty(x.shape, to)
+            return (cuda.copy(x, x.shape),)
+        y = cuda.empty(x.shape, to)
         if y.size:
             kernel = ew.cast_kernel(_CASTS[x.dtype], _CASTS[to])
-            provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size)
+            cuda.launch_over(kernel, y.size, x.ptr, y.ptr, y.size)
         return (y,)
 
     return compute
 
 
 def _not(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
 
     def compute(x: CudaTensor) -> tuple[CudaTensor]:
-        y = provider.empty(x.shape, x.dtype)
+        y = cuda.empty(x.shape, x.dtype)
         if y.size:
-            provider.launch_over(ew.not_kernel(), y.size, x.ptr, y.ptr, y.size)
+            cuda.launch_over(ew.not_kernel(), y.size, x.ptr, y.ptr, y.size)
         return (y,)
 
     return compute
 
 
 def _trilu(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
     upper = int(info.attr("upper", 1))
 
     def compute(x: CudaTensor, k: Any = None) -> tuple[CudaTensor]:
         shift = int(np.asarray(k).reshape(-1)[0]) if k is not None else 0
-        y = provider.empty(x.shape, x.dtype)
+        y = cuda.empty(x.shape, x.dtype)
         if y.size:
             kernel = ew.trilu_kernel(x.dtype.itemsize)
             rows_, cols = x.shape[-2], x.shape[-1]
-            provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, rows_, cols, shift, upper)
+            cuda.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, rows_, cols, shift, upper)
         return (y,)
 
     return compute
@@ -608,13 +611,13 @@ def _shape(info: NodeInfo) -> Any:
 
 def _reshaped(shape_of: Callable[[CudaTensor, Sequence[Any]], Sequence[int]]) -> Any:
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = _p(info)
 
         def compute(x: CudaTensor, *rest: Any) -> tuple[CudaTensor]:
             shape = tuple(int(d) for d in shape_of(x, (info, *rest)))
             if int(np.prod(shape, dtype=np.int64)) != x.size:
                 raise ValueError(f"{info.describe()}: cannot make {x.shape} into {shape}")
-            return (provider.copy(x, shape),)
+            return (cuda.copy(x, shape),)
 
         return compute
 
@@ -721,7 +724,7 @@ _COLS_BYTES = 256 << 20
 
 
 def _conv(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
     groups = int(info.attr("group", 1))
 
     def compute(x: CudaTensor, w: CudaTensor, b: CudaTensor | None = None) -> tuple[CudaTensor]:
@@ -739,7 +742,7 @@ def _conv(info: NodeInfo) -> Any:
             spatial = [a["oh"], a["ow"]] if x.ndim == 4 else [a["ow"]]
             args = nn.CONV_ARGS.pack(c=c, **a)
             kernel = nn.im2col_kernel(_suffix(x))
-        y = provider.empty((n, m, *spatial), x.dtype)
+        y = cuda.empty((n, m, *spatial), x.dtype)
         plane = math.prod(spatial)
         k = (c // groups) * math.prod(window)
         if y.size:
@@ -747,28 +750,28 @@ def _conv(info: NodeInfo) -> Any:
             per = groups * k * plane  # one image's columns
             # the 2-D kernel lays out several images' columns at once (within a budget)
             chunk = 1 if x.ndim == 5 else max(1, min(n, _COLS_BYTES // (per * item)))
-            cols = provider.empty((chunk * per,), x.dtype)
+            cols = cuda.empty((chunk * per,), x.dtype)
             image_size = math.prod(x.shape[1:])
             mg = m // groups
             for first in range(0, n, chunk):
                 count = min(chunk, n - first)
                 image = x.ptr + first * image_size * item
-                provider.launch_over(kernel, count * per, image, cols.ptr, count * per, args)
+                cuda.launch_over(kernel, count * per, image, cols.ptr, count * per, args)
                 out = y.ptr + first * m * plane * item
                 if groups == 1:  # one GEMM for the images: W (stride 0) @ cols[i]
-                    provider.backend.gemm(
+                    cuda.backend.gemm(
                         x.dtype, False, False, m, plane, k, 1.0, w.ptr, 0, cols.ptr,
-                        per, 0.0, out, m * plane, count, provider.stream,
+                        per, 0.0, out, m * plane, count, cuda.stream,
                     )  # fmt: skip
                     continue
                 for j in range(count):  # per image, one GEMM for its groups: W[g] @ cols[g]
-                    provider.backend.gemm(
+                    cuda.backend.gemm(
                         x.dtype, False, False, mg, plane, k, 1.0, w.ptr, mg * k,
                         cols.ptr + j * per * item, k * plane, 0.0,
-                        out + j * m * plane * item, mg * plane, groups, provider.stream,
+                        out + j * m * plane * item, mg * plane, groups, cuda.stream,
                     )  # fmt: skip
             if b is not None:
-                provider.add_inplace(y, b, (m, *[1] * (y.ndim - 2)))
+                cuda.add_inplace(y, b, (m, *[1] * (y.ndim - 2)))
         return (y,)
 
     return compute
@@ -776,7 +779,7 @@ def _conv(info: NodeInfo) -> Any:
 
 def _pool(kind: str) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = _p(info)
         count_pads = int(info.attr("count_include_pad", 0))
 
         def compute(x: CudaTensor) -> tuple[CudaTensor]:
@@ -786,18 +789,18 @@ def _pool(kind: str) -> Callable[[NodeInfo], Any]:
 
                 kernel_shape = info.attr("kernel_shape")
                 spatial, args = ops_image.window_args(info, x, kernel_shape, pool=True)
-                y = provider.empty((*x.shape[:2], *spatial), x.dtype)
+                y = cuda.empty((*x.shape[:2], *spatial), x.dtype)
                 if y.size:
                     kernel = image.pool_nd_kernel(kind, _suffix(x))
-                    provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, args, count_pads)
+                    cuda.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, args, count_pads)
                 return (y,)
             a = _spatial(info, x, info.attr("kernel_shape"), pool=True)
             spatial = [a["oh"], a["ow"]] if x.ndim == 4 else [a["ow"]]
-            y = provider.empty((*x.shape[:2], *spatial), x.dtype)
+            y = cuda.empty((*x.shape[:2], *spatial), x.dtype)
             if y.size:
                 args = nn.POOL_ARGS.pack(count_pads=count_pads, **a)
                 kernel = nn.pool_kernel(kind, _suffix(x))
-                provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, args)
+                cuda.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, args)
             return (y,)
 
         return compute
@@ -807,15 +810,15 @@ def _pool(kind: str) -> Callable[[NodeInfo], Any]:
 
 def _global_pool(op: str) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = _p(info)
 
         def compute(x: CudaTensor) -> tuple[CudaTensor]:
             rows_ = x.shape[0] * x.shape[1]
             cols = int(np.prod(x.shape[2:], dtype=np.int64))
-            y = provider.empty((*x.shape[:2], *[1] * (x.ndim - 2)), x.dtype)
+            y = cuda.empty((*x.shape[:2], *[1] * (x.ndim - 2)), x.dtype)
             if y.size:
                 kernel = rows.reduce_kernel(op, _suffix(x))
-                provider.launch(kernel, rows_, rows.row_threads(cols), x.ptr, y.ptr, rows_, cols)
+                cuda.launch(kernel, rows_, rows.row_threads(cols), x.ptr, y.ptr, rows_, cols)
             return (y,)
 
         return compute
@@ -824,17 +827,17 @@ def _global_pool(op: str) -> Callable[[NodeInfo], Any]:
 
 
 def _batchnorm(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
     eps = float(info.attr("epsilon", 1e-5))
 
     def compute(
         x: CudaTensor, scale: CudaTensor, bias: CudaTensor, mean: CudaTensor, var: CudaTensor
     ) -> tuple[CudaTensor]:
-        y = provider.empty(x.shape, x.dtype)
+        y = cuda.empty(x.shape, x.dtype)
         if y.size:
             channels = x.shape[1] if x.ndim > 1 else 1
             inner = int(np.prod(x.shape[2:], dtype=np.int64))
-            provider.launch_over(
+            cuda.launch_over(
                 nn.batchnorm_kernel(_suffix(x)),
                 y.size,
                 x.ptr,
@@ -854,7 +857,7 @@ def _batchnorm(info: NodeInfo) -> Any:
 
 
 def _concat(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
     axis_attr = int(info.attr("axis"))
 
     def compute(*xs: CudaTensor) -> tuple[CudaTensor]:
@@ -862,13 +865,13 @@ def _concat(info: NodeInfo) -> Any:
         axis = axis_attr + first.ndim if axis_attr < 0 else axis_attr
         shape = list(first.shape)
         shape[axis] = sum(x.shape[axis] for x in xs)
-        y = provider.empty(shape, first.dtype)
+        y = cuda.empty(shape, first.dtype)
         out_strides = ew.contiguous(shape)
         at = 0
         for x in xs:
             if x.size:
                 offset = at * out_strides[axis] * x.dtype.itemsize
-                provider.strided_copy(
+                cuda.strided_copy(
                     x.ptr,
                     y.ptr + offset,
                     x.shape,
@@ -907,7 +910,7 @@ def _slices(
 
 
 def _slice(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
 
     def compute(
         x: CudaTensor, starts: Any = None, ends: Any = None, axes: Any = None, steps: Any = None
@@ -921,19 +924,17 @@ def _slice(info: NodeInfo) -> Any:
             None if axes is None else np.asarray(axes).reshape(-1),
             None if steps is None else np.asarray(steps).reshape(-1),
         )
-        y = provider.empty(dims, x.dtype)
+        y = cuda.empty(dims, x.dtype)
         if y.size:
             item = x.dtype.itemsize
-            provider.strided_copy(
-                x.ptr + offset * item, y.ptr, dims, src, ew.contiguous(dims), item
-            )
+            cuda.strided_copy(x.ptr + offset * item, y.ptr, dims, src, ew.contiguous(dims), item)
         return (y,)
 
     return compute
 
 
 def _split(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
     axis_attr = int(info.attr("axis", 0))
     outputs = info.num_outputs
 
@@ -951,10 +952,10 @@ def _split(info: NodeInfo) -> Any:
         for size in sizes:
             dims = list(x.shape)
             dims[axis] = size
-            y = provider.empty(dims, x.dtype)
+            y = cuda.empty(dims, x.dtype)
             if y.size:
                 item = x.dtype.itemsize
-                provider.strided_copy(
+                cuda.strided_copy(
                     x.ptr + at * strides[axis] * item,
                     y.ptr,
                     dims,
@@ -970,21 +971,21 @@ def _split(info: NodeInfo) -> Any:
 
 
 def _expand(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
 
     def compute(x: CudaTensor, shape: Any) -> tuple[CudaTensor]:
         out = tuple(
             np.broadcast_shapes(x.shape, tuple(int(d) for d in np.asarray(shape).reshape(-1)))
         )
-        y = provider.empty(out, x.dtype)
-        provider.copy_broadcast(x, y)
+        y = cuda.empty(out, x.dtype)
+        cuda.copy_broadcast(x, y)
         return (y,)
 
     return compute
 
 
 def _pad(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
     mode = str(info.attr("mode", "constant"))
 
     def compute(
@@ -1011,17 +1012,17 @@ def _pad(info: NodeInfo) -> Any:
             raise ValueError(f"{info.describe()}: {mode} padding of nothing (pads {p})")
         fill = np.asarray(value if value is not None and np.size(value) else 0).reshape(-1)[:1]
         bits = int.from_bytes(fill.astype(x.dtype).tobytes(), "little")
-        y = provider.empty(dims, x.dtype)
+        y = cuda.empty(dims, x.dtype)
         if y.size:
             kernel = ew.pad_kernel(x.dtype.itemsize, mode)
-            provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, args, bits)
+            cuda.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, args, bits)
         return (y,)
 
     return compute
 
 
 def _gather(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
     axis_attr = int(info.attr("axis", 0))
 
     def compute(x: CudaTensor, indices: Any) -> tuple[CudaTensor]:
@@ -1032,11 +1033,11 @@ def _gather(info: NodeInfo) -> Any:
             raise IndexError(f"{info.describe()}: indices must be within [{-length}, {length - 1}]")
         idx = np.where(idx < 0, idx + length, idx)
         shape = (*x.shape[:axis], *idx.shape, *x.shape[axis + 1 :])
-        y = provider.empty(shape, x.dtype)
+        y = cuda.empty(shape, x.dtype)
         if y.size:
-            device_idx = provider.from_host(idx.reshape(-1))
+            device_idx = cuda.from_host(idx.reshape(-1))
             inner = int(np.prod(x.shape[axis + 1 :], dtype=np.int64))
-            provider.launch_over(
+            cuda.launch_over(
                 ew.gather_kernel(x.dtype.itemsize),
                 y.size,
                 x.ptr,
@@ -1053,14 +1054,14 @@ def _gather(info: NodeInfo) -> Any:
 
 
 def _where(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
 
     def compute(cond: CudaTensor, a: CudaTensor, b: CudaTensor) -> tuple[CudaTensor]:
         out, rank, s = ew.where_args(cond.shape, a.shape, b.shape)
-        y = provider.empty(out, a.dtype)
+        y = cuda.empty(out, a.dtype)
         if y.size:
             kernel = ew.where_kernel(a.dtype.itemsize, rank)
-            provider.launch_over(kernel, y.size, cond.ptr, a.ptr, b.ptr, y.ptr, y.size, s)
+            cuda.launch_over(kernel, y.size, cond.ptr, a.ptr, b.ptr, y.ptr, y.size, s)
         return (y,)
 
     return compute
@@ -1068,14 +1069,14 @@ def _where(info: NodeInfo) -> Any:
 
 def _compare(op: str) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = _p(info)
 
         def compute(a: CudaTensor, b: CudaTensor) -> tuple[CudaTensor]:
             out, rank, s = ew.broadcast_args(a.shape, b.shape)
-            y = provider.empty(out, np.bool_)
+            y = cuda.empty(out, np.bool_)
             if y.size:
                 kernel = ew.binary_kernel(op, _suffix(a), rank)
-                provider.launch_over(kernel, y.size, a.ptr, b.ptr, y.ptr, y.size, s)
+                cuda.launch_over(kernel, y.size, a.ptr, b.ptr, y.ptr, y.size, s)
             return (y,)
 
         return compute
@@ -1084,7 +1085,7 @@ def _compare(op: str) -> Callable[[NodeInfo], Any]:
 
 
 def _clip(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
 
     def compute(x: CudaTensor, lo: Any = None, hi: Any = None) -> tuple[CudaTensor]:
         if info.opset < 11:
@@ -1092,11 +1093,9 @@ def _clip(info: NodeInfo) -> Any:
         else:
             low = float(np.asarray(lo).reshape(-1)[0]) if lo is not None else -np.inf
             high = float(np.asarray(hi).reshape(-1)[0]) if hi is not None else np.inf
-        y = provider.empty(x.shape, x.dtype)
+        y = cuda.empty(x.shape, x.dtype)
         if y.size:
-            provider.launch_over(
-                ew.clip_kernel(_suffix(x)), y.size, x.ptr, y.ptr, y.size, low, high
-            )
+            cuda.launch_over(ew.clip_kernel(_suffix(x)), y.size, x.ptr, y.ptr, y.size, low, high)
         return (y,)
 
     return compute
@@ -1112,7 +1111,7 @@ _CONSTANT_ATTRS: dict[str, Any] = {
 
 def _constant(info: NodeInfo) -> Any:
     """The ``value`` attribute's tensor, uploaded once; each run gets a device copy."""
-    provider = _p(info)
+    cuda = _p(info)
     value: np.ndarray | None = None
     for name, v in info.attrs.items():
         if name == "value" and v is not None:
@@ -1125,21 +1124,21 @@ def _constant(info: NodeInfo) -> Any:
 
     def compute() -> tuple[CudaTensor]:
         if not uploaded:
-            uploaded.append(provider.from_host(value))
-        return (provider.copy(uploaded[0], uploaded[0].shape),)
+            uploaded.append(cuda.from_host(value))
+        return (cuda.copy(uploaded[0], uploaded[0].shape),)
 
     return compute
 
 
-def _fill_bits(provider: CUDAExecutionProvider, y: CudaTensor, value: np.ndarray) -> None:
+def _fill_bits(cuda: CudaDevice, y: CudaTensor, value: np.ndarray) -> None:
     """Fill ``y`` with ``value`` (one element of its type) by its bits."""
     if y.size:
         bits = int.from_bytes(value.astype(y.dtype).tobytes(), "little")
-        provider.launch_over(ew.fill_word_kernel(y.dtype.itemsize), y.size, y.ptr, y.size, bits)
+        cuda.launch_over(ew.fill_word_kernel(y.dtype.itemsize), y.size, y.ptr, y.size, bits)
 
 
 def _constant_of_shape(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
     value = info.attr("value")
     fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)[:1]
 
@@ -1147,8 +1146,8 @@ def _constant_of_shape(info: NodeInfo) -> Any:
         dims = [int(d) for d in np.asarray(shape).reshape(-1)]
         if any(d < 0 for d in dims):
             raise ValueError(f"{info.describe()}: negative dimension in shape {dims}")
-        y = provider.empty(dims, fill.dtype)
-        _fill_bits(provider, y, fill)
+        y = cuda.empty(dims, fill.dtype)
+        _fill_bits(cuda, y, fill)
         return (y,)
 
     return compute
@@ -1171,7 +1170,7 @@ _RANGE_SUFFIX = {
 
 
 def _range(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
 
     def compute(start: Any, limit: Any, delta: Any) -> tuple[CudaTensor]:
         a, b, d = (np.asarray(v).reshape(-1)[0] for v in (start, limit, delta))
@@ -1179,19 +1178,19 @@ def _range(info: NodeInfo) -> Any:
         if d == 0:
             raise ValueError(f"{info.describe()}: delta is 0")
         n = max(int(np.ceil((b - a) / d)), 0)  # ONNX's number of elements
-        y = provider.empty([n], dtype)
+        y = cuda.empty([n], dtype)
         if n:
             integer = dtype.kind in "iu"
             first, step = (int(a), int(d)) if integer else (float(a), float(d))
             kernel = ew.range_kernel(_RANGE_SUFFIX[dtype])
-            provider.launch_over(kernel, n, y.ptr, n, first, step)
+            cuda.launch_over(kernel, n, y.ptr, n, first, step)
         return (y,)
 
     return compute
 
 
 def _int_clip(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
 
     def compute(x: CudaTensor, lo: Any = None, hi: Any = None) -> tuple[CudaTensor]:
         limits = np.iinfo(x.dtype)
@@ -1201,11 +1200,11 @@ def _int_clip(info: NodeInfo) -> Any:
         ]
         low = bounds[0] if bounds[0] is not None else np.array([limits.min], x.dtype)
         high = bounds[1] if bounds[1] is not None else np.array([limits.max], x.dtype)
-        y = provider.empty(x.shape, x.dtype)
+        y = cuda.empty(x.shape, x.dtype)
         if y.size:
             bits = [int.from_bytes(v.tobytes(), "little") for v in (low, high)]
             kernel = ew.int_clip_kernel(_ISUFFIX[x.dtype])
-            provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, *bits)
+            cuda.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, *bits)
         return (y,)
 
     return compute

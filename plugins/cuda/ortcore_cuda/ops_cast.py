@@ -22,9 +22,9 @@ from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
 from .kernels import cast as kc
 from .kernels import elementwise as ew
+from .ops import _p
 
 if TYPE_CHECKING:
-    from .provider import CUDAExecutionProvider
     from .tensor import CudaTensor
 
 __all__ = ["EXOTIC_SINCE", "STANDARD", "decline", "register"]
@@ -72,23 +72,22 @@ _SUFFIX = {dtype: suffix for suffix, (_, dtype) in kc.cast_suffixes().items()}
 
 
 def _cast(info: NodeInfo) -> Any:
-    provider: CUDAExecutionProvider = info.provider  # type: ignore[assignment]
-    assert provider is not None, "CUDA kernels are built by a session's provider"
+    cuda = _p(info)
     to = np.dtype(info.output_dtype(0))
     sat = int(bool(info.attr("saturate", 1)))
     mode = kc.E8M0_MODES[str(info.attr("round_mode", "up"))]
 
     def compute(x: CudaTensor, *_like: Any) -> tuple[CudaTensor]:
         if x.dtype == to:
-            return (provider.copy(x, x.shape),)
-        y = provider.empty(x.shape, to)
+            return (cuda.copy(x, x.shape),)
+        y = cuda.empty(x.shape, to)
         if y.size:
             src, dst = _SUFFIX[x.dtype], _SUFFIX[to]
             if src in kc.EXOTIC or dst in kc.EXOTIC:
                 kernel = kc.castx_kernel(src, dst)
-                provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, sat, mode)
+                cuda.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, sat, mode)
             else:
-                provider.launch_over(ew.cast_kernel(src, dst), y.size, x.ptr, y.ptr, y.size)
+                cuda.launch_over(ew.cast_kernel(src, dst), y.size, x.ptr, y.ptr, y.size)
         return (y,)
 
     return compute

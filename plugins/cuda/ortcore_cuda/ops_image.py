@@ -157,7 +157,7 @@ def resize_plan(
 
 
 def _resize(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
     upsample = info.op_type == "Upsample"
     mode = str(info.attr("mode", "nearest"))
     if upsample:
@@ -202,7 +202,7 @@ def _resize(info: NodeInfo) -> Any:
         r = x.ndim
         order = [int(a) + r if int(a) < 0 else int(a) for a in axes] if axes else list(range(r))
         if min(out, default=1) == 0:
-            return (provider.empty(out, x.dtype),)
+            return (cuda.empty(out, x.dtype),)
         if any(x.shape[a] == 0 and out[a] for a in order):
             raise ValueError(f"Resize of an empty axis to {out}")
         passes = []
@@ -217,14 +217,14 @@ def _resize(info: NodeInfo) -> Any:
             if not identity:
                 passes.append((a, roi_a))
         if not passes:
-            return (provider.copy(x, x.shape),)
+            return (cuda.copy(x, x.shape),)
         cur = x
         for k, (a, roi_a) in enumerate(passes):
             last = k == len(passes) - 1
             dtype = x.dtype if last else np.dtype(np.float32)
             shape = list(cur.shape)
             shape[a] = out[a]
-            y = provider.empty(shape, dtype)
+            y = cuda.empty(shape, dtype)
             args = im.RESIZE_ARGS.pack(
                 in_len=cur.shape[a],
                 out_len=out[a],
@@ -235,7 +235,7 @@ def _resize(info: NodeInfo) -> Any:
                 **codes,
             )
             kernel = im.resize_kernel(_suffix(cur), _suffix(y))
-            provider.launch_over(kernel, y.size, cur.ptr, y.ptr, y.size, args)
+            cuda.launch_over(kernel, y.size, cur.ptr, y.ptr, y.size, args)
             cur = y
         return (cur,)
 
@@ -283,7 +283,7 @@ def conv_transpose_plan(
 
 
 def _conv_transpose(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
     groups = int(info.attr("group", 1))
 
     def compute(x: CudaTensor, w: CudaTensor, b: CudaTensor | None = None) -> tuple[CudaTensor]:
@@ -302,16 +302,16 @@ def _conv_transpose(info: NodeInfo) -> Any:
             output_shape=info.attr("output_shape"),
             auto_pad=str(info.attr("auto_pad", "NOTSET")),
         )
-        y = provider.empty((n, m, *out), x.dtype)
+        y = cuda.empty((n, m, *out), x.dtype)
         if y.size == 0:
             return (y,)
         k = int(np.prod(kernel, dtype=np.int64))
         length = int(np.prod(x.shape[2:], dtype=np.int64))
-        cols = provider.empty((n, m * k, length), x.dtype)
+        cols = cuda.empty((n, m * k, length), x.dtype)
         item = x.dtype.itemsize
         if cols.size and cg:
             for i in range(n):
-                provider.backend.gemm(
+                cuda.backend.gemm(
                     x.dtype,
                     True,
                     False,
@@ -327,10 +327,10 @@ def _conv_transpose(info: NodeInfo) -> Any:
                     cols.ptr + i * m * k * length * item,
                     mg * k * length,
                     groups,
-                    provider.stream,
+                    cuda.stream,
                 )
         elif cols.size:
-            provider.backend.upload(cols.ptr, np.zeros(cols.size, x.dtype), provider.stream)
+            cuda.backend.upload(cols.ptr, np.zeros(cols.size, x.dtype), cuda.stream)
         nd = x.ndim - 2
         args = _win_args(
             x.shape[2:],
@@ -340,16 +340,16 @@ def _conv_transpose(info: NodeInfo) -> Any:
             begin,
             info.attr("dilations") or [1] * nd,
         )
-        provider.launch_over(im.col2im_kernel(_suffix(x)), y.size, cols.ptr, y.ptr, y.size, args)
+        cuda.launch_over(im.col2im_kernel(_suffix(x)), y.size, cols.ptr, y.ptr, y.size, args)
         if b is not None:
-            provider.add_inplace(y, b, (m, *[1] * nd))
+            cuda.add_inplace(y, b, (m, *[1] * nd))
         return (y,)
 
     return compute
 
 
 def _col2im(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
 
     def compute(x: CudaTensor, image: Any, block: Any) -> tuple[CudaTensor]:
         img = [int(v) for v in np.asarray(image).reshape(-1)]
@@ -364,11 +364,11 @@ def _col2im(info: NodeInfo) -> Any:
         k = int(np.prod(blk, dtype=np.int64))
         if x.shape[1] % k or x.shape[2] != int(np.prod(blocks, dtype=np.int64)):
             raise ValueError(f"Col2Im of {x.shape} into {img} with blocks {blk}")
-        y = provider.empty((x.shape[0], x.shape[1] // k, *img), x.dtype)
+        y = cuda.empty((x.shape[0], x.shape[1] // k, *img), x.dtype)
         if y.size:
             args = _win_args(blocks, img, blk, s, p[:nd], d)
             kernel = im.col2im_kernel(_suffix(x))
-            provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, args)
+            cuda.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, args)
         return (y,)
 
     return compute
@@ -416,7 +416,7 @@ def pool_plan(
 
 
 def _lppool(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
     power = float(info.attr("p", 2))
 
     def compute(x: CudaTensor) -> tuple[CudaTensor]:
@@ -434,11 +434,11 @@ def _lppool(info: NodeInfo) -> Any:
             ceil_mode=bool(info.attr("ceil_mode", 0)),
             partial=True,
         )
-        y = provider.empty((*x.shape[:2], *out), x.dtype)
+        y = cuda.empty((*x.shape[:2], *out), x.dtype)
         if y.size:
             args = _win_args(x.shape[2:], out, kernel, strides, pads[:nd], dilations)
             kernel_ = im.lppool_kernel(_suffix(x))
-            provider.launch_over(kernel_, y.size, x.ptr, y.ptr, y.size, args, power)
+            cuda.launch_over(kernel_, y.size, x.ptr, y.ptr, y.size, args, power)
         return (y,)
 
     return compute
@@ -448,7 +448,7 @@ def _lppool(info: NodeInfo) -> Any:
 
 
 def _gridsample(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = _p(info)
     mode = im.GRID_MODES[str(info.attr("mode", "linear"))]
     padding = im.GRID_PADDING[str(info.attr("padding_mode", "zeros"))]
     align = int(info.attr("align_corners", 0))
@@ -456,7 +456,7 @@ def _gridsample(info: NodeInfo) -> Any:
     def compute(x: CudaTensor, grid: CudaTensor) -> tuple[CudaTensor]:
         nd = x.ndim - 2
         out = list(grid.shape[1:-1])
-        y = provider.empty((x.shape[0], x.shape[1], *out), x.dtype)
+        y = cuda.empty((x.shape[0], x.shape[1], *out), x.dtype)
         if y.size:
             args = im.GRID_ARGS.pack(
                 nd=nd,
@@ -468,7 +468,7 @@ def _gridsample(info: NodeInfo) -> Any:
                 out=_pad3(out, 1),
             )
             kernel = im.gridsample_kernel(_suffix(x))
-            provider.launch_over(kernel, y.size, x.ptr, grid.ptr, y.ptr, y.size, args)
+            cuda.launch_over(kernel, y.size, x.ptr, grid.ptr, y.ptr, y.size, args)
         return (y,)
 
     return compute
