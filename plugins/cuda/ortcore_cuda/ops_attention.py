@@ -49,7 +49,7 @@ from ep_sdk import GraphContext, KernelRegistry, NodeInfo, RunContext, SubgraphR
 from .kernels import attention as ak
 from .kernels import elementwise as ew
 from .kernels.rows import row_threads
-from .ops import _p
+from .ops_common import device_of
 from .tensor import CudaTensor
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def _strides4(shape: tuple[int, ...], heads: int, three_d: bool) -> tuple[list[i
 
 
 def _attention(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     node = info.node
     q_heads_attr = info.attr("q_num_heads")
     kv_heads_attr = info.attr("kv_num_heads")
@@ -400,7 +400,7 @@ def _decline_rotary(node: ir.Node) -> str | None:
 
 
 def _rotary(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     num_heads = int(info.attr("num_heads", 0) or 0)
     rot_attr = int(info.attr("rotary_embedding_dim", 0) or 0)
     interleaved = int(info.attr("interleaved", 0) or 0)
@@ -494,7 +494,7 @@ def _decline_linear(node: ir.Node) -> str | None:
 
 
 def _linear_attention(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     rule = str(info.attr("update_rule", "gated_delta"))
     hq = int(info.attr("q_num_heads", 0) or 0)
     hkv = int(info.attr("kv_num_heads", 0) or 0)
@@ -602,7 +602,7 @@ def _decline_causal_conv(node: ir.Node) -> str | None:
 
 
 def _causal_conv(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     act = str(info.attr("activation", "none"))
     silu = int(act in ("silu", "swish"))
 
@@ -684,7 +684,7 @@ def _decline_flex(node: ir.Node) -> str | None:
 
 
 def _flex_attention(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     scale_attr = info.attr("scale")
     score_mod: SubgraphRunner | None = info.attr("score_mod")
     prob_mod: SubgraphRunner | None = info.attr("prob_mod")

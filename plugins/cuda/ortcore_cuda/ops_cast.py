@@ -6,8 +6,8 @@ of this family is not covered (or ``None``).
 
 The kernels registered here take every Cast and CastLike whose input or
 output is one of these types (:data:`EXOTIC_SINCE`), the other being one of
-them or a type of ``ops.CASTABLE`` (float32, float16, float64, the 8- to
-64-bit integers, bool); the registry keeps ``ops.py``'s own Cast for pairs of
+them or a type of ``ops_elementwise.CASTABLE`` (float32, float16, float64, the 8- to
+64-bit integers, bool); the registry keeps ``ops_elementwise``'s Cast for pairs of
 the latter. Each type is registered from the opset that introduced it into
 Cast (CastLike: from 15). Strings stay with the next provider.
 """
@@ -22,7 +22,7 @@ from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
 from .kernels import cast as kc
 from .kernels import elementwise as ew
-from .ops import _p
+from .ops_common import device_of
 
 if TYPE_CHECKING:
     from .tensor import CudaTensor
@@ -58,7 +58,7 @@ STANDARD = (
     ir.DataType.UINT8,
     ir.DataType.BOOL,
 )
-"""The types ``ops.py``'s Cast kernel converts between (``ops.CASTABLE``)."""
+"""The types ``ops_elementwise``'s Cast kernel converts between (``ops_elementwise.CASTABLE``)."""
 
 _FLOAT8 = frozenset(
     {
@@ -72,7 +72,7 @@ _SUFFIX = {dtype: suffix for suffix, (_, dtype) in kc.cast_suffixes().items()}
 
 
 def _cast(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     to = np.dtype(info.output_dtype(0))
     sat = int(bool(info.attr("saturate", 1)))
     mode = kc.E8M0_MODES[str(info.attr("round_mode", "up"))]
@@ -130,7 +130,7 @@ def decline(node: ir.Node, graph: GraphContext) -> str | None:
     inp = _elem(node.inputs[0] if node.inputs else None)
     out = _elem(node.outputs[0] if node.outputs else None)
     if inp not in EXOTIC_SINCE and out not in EXOTIC_SINCE:
-        return None  # ops.py's Cast
+        return None  # ops_elementwise's Cast
     if inp is None or out is None:
         return f"CUDA: {node.op_type} with an element type unknown before the run"
     for t in (inp, out):

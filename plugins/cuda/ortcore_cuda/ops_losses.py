@@ -30,7 +30,7 @@ from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
 from .kernels import elementwise as ew
 from .kernels import losses as k
-from .ops import MOVABLE, _p
+from .ops_common import MOVABLE, device_of
 from .tensor import CudaTensor
 
 __all__ = ["decline", "einsum_plan", "register"]
@@ -83,7 +83,7 @@ def _nll(
 ) -> CudaTensor:
     """The negative log likelihood of ``x`` (``[N, C, d...]``, log
     probabilities) at ``target`` (``[N, d...]``)."""
-    cuda = _p(info)
+    cuda = device_of(info)
     if x.ndim < 2:
         raise ValueError(f"{info.describe()}: input of rank {x.ndim} (needs N and C)")
     if target.shape != (x.shape[0], *x.shape[2:]):
@@ -143,7 +143,7 @@ def _nll_op(info: NodeInfo) -> Any:
 
 
 def _sce(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     reduction, ignore = _loss_attrs(info)
     log_prob = info.num_outputs > 1
 
@@ -180,7 +180,7 @@ def _lines(shape: Sequence[int], axis: int) -> tuple[int, int, int]:
 
 def _scan(op: str) -> Any:
     def build(info: NodeInfo) -> Any:
-        cuda = _p(info)
+        cuda = device_of(info)
         exclusive = int(info.attr("exclusive", 0))
         reverse = int(info.attr("reverse", 0))
 
@@ -208,7 +208,7 @@ def _scan(op: str) -> Any:
 
 
 def _hardmax(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     flatten = info.opset < 13
     axis_attr = int(info.attr("axis", 1 if flatten else -1))
 
@@ -235,7 +235,7 @@ def _hardmax(info: NodeInfo) -> Any:
 
 
 def _lpnorm(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     axis_attr = int(info.attr("axis", -1))
     p = int(info.attr("p", 2))
 
@@ -262,7 +262,7 @@ def _lpnorm(info: NodeInfo) -> Any:
 
 
 def _topk(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     axis_attr = int(info.attr("axis", -1))
     largest = int(info.attr("largest", 1))
     k_attr = info.attr("k")
@@ -296,7 +296,7 @@ def _topk(info: NodeInfo) -> Any:
 
 
 def _reverse_sequence(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     batch_axis = int(info.attr("batch_axis", 1))
 
     def compute(x: CudaTensor, lens: CudaTensor) -> tuple[CudaTensor]:
@@ -324,7 +324,7 @@ def _reverse_sequence(info: NodeInfo) -> Any:
 
 
 def _compress(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     axis_attr = info.attr("axis")
 
     def compute(x: CudaTensor, condition: Any) -> tuple[CudaTensor]:
@@ -418,7 +418,7 @@ def einsum_plan(
 
 
 def _einsum(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     equation = str(info.attr("equation"))
 
     def compute(*xs: CudaTensor) -> tuple[CudaTensor]:

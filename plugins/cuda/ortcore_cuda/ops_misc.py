@@ -28,9 +28,9 @@ from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
 from .kernels import elementwise as ew
 from .kernels import misc as km
-from .ops import _SUFFIX, _p
-from .ops import FLOATS64 as _FLOATS64
-from .ops import MOVABLE as _MOVABLE
+from .ops_common import FLOATS64 as _FLOATS64
+from .ops_common import MOVABLE as _MOVABLE
+from .ops_common import SUFFIX, device_of
 
 if TYPE_CHECKING:
     from .device import CudaDevice
@@ -90,7 +90,7 @@ def _scan(cuda: CudaDevice, counts: CudaTensor) -> tuple[CudaTensor, int]:
 
 def _isinfnan(op: str) -> Any:
     def build(info: NodeInfo) -> Any:
-        cuda = _p(info)
+        cuda = device_of(info)
         if op == "IsNaN":
             mode = 0
         else:
@@ -103,7 +103,7 @@ def _isinfnan(op: str) -> Any:
                 return (_zeros(cuda, x.shape, np.bool_),)
             y = cuda.empty(x.shape, np.bool_)
             if x.size:
-                kernel = km.isinfnan_kernel(_SUFFIX[x.dtype])
+                kernel = km.isinfnan_kernel(SUFFIX[x.dtype])
                 cuda.launch_over(kernel, x.size, x.ptr, y.ptr, x.size, mode)
             return (y,)
 
@@ -113,7 +113,7 @@ def _isinfnan(op: str) -> Any:
 
 
 def _bitcast(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     to = np.dtype(info.output_dtype(0))
 
     def compute(x: CudaTensor) -> tuple[CudaTensor]:
@@ -128,7 +128,7 @@ def _bitcast(info: NodeInfo) -> Any:
 
 
 def _nonzero(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
 
     def compute(x: CudaTensor) -> tuple[CudaTensor]:
         if x.ndim == 0 or x.ndim > ew.MAX_RANK:
@@ -152,7 +152,7 @@ def _nonzero(info: NodeInfo) -> Any:
 
 
 def _unique(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     axis_attr = info.attr("axis")
     is_sorted = int(bool(info.attr("sorted", 1)))
     outputs = info.num_outputs
@@ -225,7 +225,7 @@ def _host_scalar(v: Any) -> Any:
 
 
 def _nms(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     center = int(info.attr("center_point_box", 0))
 
     def compute(
@@ -287,7 +287,7 @@ def _nms(info: NodeInfo) -> Any:
 
 
 def _center_crop_pad(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     axes_attr = info.attr("axes")
 
     def compute(x: CudaTensor, shape: Any) -> tuple[CudaTensor]:
@@ -319,7 +319,7 @@ def _center_crop_pad(info: NodeInfo) -> Any:
 
 
 def _det(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
 
     def compute(x: CudaTensor) -> tuple[CudaTensor]:
         if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
@@ -330,10 +330,10 @@ def _det(info: NodeInfo) -> Any:
         if batch and m:
             wide = np.float64 if x.dtype == np.float64 else np.float32
             work = cuda.empty([batch * m * m], wide)
-            kernel = km.det_kernel(_SUFFIX[x.dtype])
+            kernel = km.det_kernel(SUFFIX[x.dtype])
             cuda.launch_over(kernel, batch, x.ptr, work.ptr, y.ptr, batch, m, threads=32)
         elif batch:  # the determinant of a 0x0 matrix
-            ew_fill = ew.fill_kernel(_SUFFIX[x.dtype])
+            ew_fill = ew.fill_kernel(SUFFIX[x.dtype])
             cuda.launch_over(ew_fill, batch, y.ptr, batch, 1.0)
         return (y,)
 
@@ -341,7 +341,7 @@ def _det(info: NodeInfo) -> Any:
 
 
 def _maxunpool(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     kernel_shape = [int(k) for k in info.attr("kernel_shape")]
     spatial = len(kernel_shape)
     strides = [int(s) for s in info.attr("strides", None) or [1] * spatial]
@@ -356,7 +356,7 @@ def _maxunpool(info: NodeInfo) -> Any:
         ]
         y = _zeros(cuda, inferred, x.dtype)
         if x.size:
-            kernel = km.maxunpool_kernel(_SUFFIX[x.dtype])
+            kernel = km.maxunpool_kernel(SUFFIX[x.dtype])
             cuda.launch_over(kernel, x.size, x.ptr, indices.ptr, y.ptr, x.size, y.size)
         if output_shape is None:
             return (y,)
@@ -374,7 +374,7 @@ def _maxunpool(info: NodeInfo) -> Any:
 
 
 def _affine_grid(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     align = int(bool(info.attr("align_corners", 0)))
 
     def compute(theta: CudaTensor, size: Any) -> tuple[CudaTensor]:
@@ -392,7 +392,7 @@ def _affine_grid(info: NodeInfo) -> Any:
         y = cuda.empty(out, theta.dtype)
         points = y.size // k
         if points:
-            kernel = km.affine_grid_kernel(_SUFFIX[theta.dtype])
+            kernel = km.affine_grid_kernel(SUFFIX[theta.dtype])
             cuda.launch_over(kernel, points, theta.ptr, y.ptr, points, d, h, w, k, align)
         return (y,)
 
@@ -400,7 +400,7 @@ def _affine_grid(info: NodeInfo) -> Any:
 
 
 def _deform_conv(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     group = int(info.attr("group", 1))
     offset_group = int(info.attr("offset_group", 1))
     dil = [int(d) for d in info.attr("dilations", None) or [1, 1]]
@@ -435,7 +435,7 @@ def _deform_conv(info: NodeInfo) -> Any:
                 n, ic, ih, iw, oc, oh, ow, kh, kw, strides[0], strides[1], pads[0], pads[1],
                 dil[0], dil[1], group, offset_group,
             )  # fmt: skip
-            kernel = km.deform_conv_kernel(_SUFFIX[x.dtype])
+            kernel = km.deform_conv_kernel(SUFFIX[x.dtype])
             cuda.launch_over(
                 kernel, y.size, x.ptr, w.ptr, offset.ptr, b.ptr if b is not None else 0,
                 mask.ptr if mask is not None else 0, y.ptr, y.size, args, int(b is not None),

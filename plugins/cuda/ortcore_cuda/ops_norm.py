@@ -18,9 +18,9 @@ Dropout's ratio and training_mode.
 LayerNormalization: :func:`layer_normalization` covers any axis (the
 flattened trailing dims ``[axis, rank)``), an optional bias, scale and bias
 broadcast over the normalized dims, and the Mean and InvStdDev outputs.
-``ops.py`` registers LayerNormalization and uses it for all but the
-transformers' case (the last axis, a bias, Y alone), which a one-pass row
-kernel does.
+The transformers' case of LayerNormalization (the last axis, a bias, Y
+alone) goes to a one-pass row kernel (:mod:`ortcore_cuda.kernels.rows`)
+instead.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ import onnx_ir as ir
 from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
 from .kernels import norm as k
-from .ops import MOVABLE, _p
+from .kernels import rows
+from .ops_common import MOVABLE, device_of, rows_of, suffix
 from .tensor import CudaTensor
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ def _over(cuda: CudaDevice, t: CudaTensor, dims: Sequence[int], what: str) -> Cu
 def layer_normalization(info: NodeInfo) -> Any:
     """LayerNormalization over the flattened dims ``[axis, rank)``: Y, and the
     Mean and InvStdDev outputs (shape ``X.shape[:axis] + [1] * (rank - axis)``)."""
-    cuda = _p(info)
+    cuda = device_of(info)
     axis_attr = int(info.attr("axis", -1))
     eps = float(info.attr("epsilon", 1e-5))
     outputs = info.num_outputs
@@ -144,8 +145,50 @@ def layer_normalization(info: NodeInfo) -> Any:
     return compute
 
 
+def _layernorm(info: NodeInfo) -> Any:
+    """The last axis with a bias and Y alone (transformers' case) by the
+    one-pass row kernel; any other axis, no bias, the Mean and InvStdDev
+    outputs by :func:`layer_normalization`."""
+    cuda = device_of(info)
+    eps = float(info.attr("epsilon", 1e-5))
+    axis = int(info.attr("axis", -1))
+    general = layer_normalization(info)
+
+    def compute(
+        x: CudaTensor, scale: CudaTensor, bias: CudaTensor | None = None
+    ) -> tuple[CudaTensor, ...]:
+        rows_, cols = rows_of(x.shape, x.ndim - 1)
+        last = axis in (-1, x.ndim - 1)
+        if (
+            info.num_outputs > 1
+            or bias is None
+            or not last
+            or scale.size != cols
+            or bias.size != cols
+        ):
+            return general(x, scale, bias)
+        y = cuda.empty(x.shape, x.dtype)
+        if y.size:
+            kernel = rows.layernorm_kernel(suffix(x))
+            cuda.launch(
+                kernel,
+                rows_,
+                rows.row_threads(cols),
+                x.ptr,
+                scale.ptr,
+                bias.ptr,
+                y.ptr,
+                rows_,
+                cols,
+                eps,
+            )
+        return (y,)
+
+    return compute
+
+
 def _rms(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     axis_attr = int(info.attr("axis", -1))
     eps = float(info.attr("epsilon", 1e-5))
 
@@ -218,7 +261,7 @@ def _grouped(
 
 
 def _group_norm(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     groups = int(info.attr("num_groups", 0))
     eps = float(info.attr("epsilon", 1e-5))
     per_channel = info.opset >= 21
@@ -230,7 +273,7 @@ def _group_norm(info: NodeInfo) -> Any:
 
 
 def _instance_norm(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     eps = float(info.attr("epsilon", 1e-5))
 
     def compute(x: CudaTensor, scale: CudaTensor, bias: CudaTensor) -> tuple[CudaTensor]:
@@ -240,7 +283,7 @@ def _instance_norm(info: NodeInfo) -> Any:
 
 
 def _mvn(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     axes_attr = info.attr("axes", [0, 2, 3])
 
     def compute(x: CudaTensor) -> tuple[CudaTensor]:
@@ -271,7 +314,7 @@ def _mvn(info: NodeInfo) -> Any:
 
 
 def _dropout(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     outputs = info.num_outputs
 
     def compute(x: CudaTensor, ratio: Any = None, training: Any = None) -> tuple[CudaTensor, ...]:
@@ -290,7 +333,7 @@ def _dropout(info: NodeInfo) -> Any:
 
 
 def _eyelike(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     shift = int(info.attr("k", 0))
     dtype = np.dtype(info.output_dtype(0))
 
@@ -308,7 +351,7 @@ def _eyelike(info: NodeInfo) -> Any:
 
 
 def _onehot(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     axis_attr = int(info.attr("axis", -1))
 
     def compute(indices: CudaTensor, depth: Any, values: Any) -> tuple[CudaTensor]:
@@ -336,7 +379,7 @@ def _onehot(info: NodeInfo) -> Any:
 
 
 def _tile(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
 
     def compute(x: CudaTensor, repeats: Any) -> tuple[CudaTensor]:
         reps = [int(r) for r in np.asarray(repeats).reshape(-1)]
@@ -355,7 +398,7 @@ def _tile(info: NodeInfo) -> Any:
 
 def _space(to_space: bool) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
-        cuda = _p(info)
+        cuda = device_of(info)
         b = int(info.attr("blocksize"))
         mode = str(info.attr("mode", "DCR") or "DCR")
 
@@ -396,7 +439,7 @@ def _space(to_space: bool) -> Callable[[NodeInfo], Any]:
 
 
 def _gather_elements(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     axis_attr = int(info.attr("axis", 0))
 
     def compute(x: CudaTensor, indices: CudaTensor) -> tuple[CudaTensor]:
@@ -416,7 +459,7 @@ def _gather_elements(info: NodeInfo) -> Any:
 
 
 def _gather_nd(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     b = int(info.attr("batch_dims", 0))
 
     def compute(x: CudaTensor, indices: CudaTensor) -> tuple[CudaTensor]:
@@ -454,7 +497,7 @@ def _reduction(info: NodeInfo) -> str:
 
 
 def _scatter_elements(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     axis_attr = int(info.attr("axis", 0))
     reduction = _reduction(info)
 
@@ -494,7 +537,7 @@ def _scatter_elements(info: NodeInfo) -> Any:
 
 
 def _scatter_nd(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     reduction = _reduction(info)
 
     def compute(data: CudaTensor, indices: CudaTensor, updates: CudaTensor) -> tuple[CudaTensor]:
@@ -534,6 +577,7 @@ def _scatter_nd(info: NodeInfo) -> Any:
 def register(reg: KernelRegistry) -> None:
     """Add this family's kernels to ``reg``."""
     floats: dict[str | int, tuple[ir.DataType, ...]] = {"T": FLOATS}
+    reg.kernel("LayerNormalization", since=17, types={0: FLOATS})(_layernorm)
     move: dict[str | int, tuple[ir.DataType, ...]] = {"T": MOVABLE}
     indexed: dict[str | int, tuple[ir.DataType, ...]] = {"T": MOVABLE, "Tind": INDICES}
     reg.kernel("RMSNormalization", since=23, types={"T": FLOATS, "V": FLOATS})(_rms)

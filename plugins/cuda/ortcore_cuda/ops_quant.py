@@ -37,7 +37,8 @@ from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 from .kernels import cast as kc
 from .kernels import nn
 from .kernels import quant as kq
-from .ops import _p
+from .ops_common import device_of
+from .ops_window import window_2d
 
 if TYPE_CHECKING:
     from .device import CudaDevice
@@ -95,7 +96,7 @@ def _promoted(a: np.dtype, b: np.dtype) -> int:
 
 
 def _quantize(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     axis = int(info.attr("axis", 1))
     block = int(info.attr("block_size", 0) or 0)
     sat = int(bool(info.attr("saturate", 1)))
@@ -133,7 +134,7 @@ def _quantize(info: NodeInfo) -> Any:
 
 
 def _dequantize(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     axis = int(info.attr("axis", 1))
     block = int(info.attr("block_size", 0) or 0)
     out = np.dtype(info.output_dtype(0))
@@ -166,7 +167,7 @@ def _dequantize(info: NodeInfo) -> Any:
 
 
 def _dynamic_quantize(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     threads = 64 if cuda.emulated else kq.DYNQUANT_THREADS
 
     def compute(x: CudaTensor) -> tuple[CudaTensor, CudaTensor, CudaTensor]:
@@ -277,7 +278,7 @@ def _multiplier(*scales: np.ndarray | None) -> np.ndarray:
 
 
 def _matmul_integer(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
 
     def compute(
         a: CudaTensor, b: CudaTensor, azp: Any = None, bzp: Any = None
@@ -289,7 +290,7 @@ def _matmul_integer(info: NodeInfo) -> Any:
 
 
 def _qlinear_matmul(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     out = np.dtype(info.output_dtype(0))
 
     def compute(
@@ -324,12 +325,10 @@ def _conv_product(
     yzp: int,
     out: np.dtype,
 ) -> CudaTensor:
-    from .ops import _spatial
-
-    cuda = _p(info)
+    cuda = device_of(info)
     groups = int(info.attr("group", 1))
     window = list(info.attr("kernel_shape") or w.shape[2:])
-    a = _spatial(info, x, window)
+    a = window_2d(info, x, window)
     n, c, m = x.shape[0], x.shape[1], w.shape[0]
     spatial = [a["oh"], a["ow"]] if x.ndim == 4 else [a["ow"]]
     y = cuda.empty((n, m, *spatial), out)

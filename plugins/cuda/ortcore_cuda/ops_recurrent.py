@@ -34,7 +34,7 @@ import onnx_ir as ir
 from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
 from .kernels import recurrent as k
-from .ops import _p
+from .ops_common import device_of
 from .tensor import CudaTensor
 
 __all__ = ["decline", "register"]
@@ -135,7 +135,7 @@ def _recurrent(op: str) -> Any:
     gates, _, _ = _RECURRENT[op]
 
     def build(info: NodeInfo) -> Any:
-        cuda = _p(info)
+        cuda = device_of(info)
         direction = _text(info.attr("direction", "forward"))
         ndir = 2 if direction == "bidirectional" else 1
         rev0 = int(direction == "reverse")
@@ -291,7 +291,7 @@ def _recurrent(op: str) -> Any:
 
 def _dft(axis_input: bool) -> Any:
     def build(info: NodeInfo) -> Any:
-        cuda = _p(info)
+        cuda = device_of(info)
         inverse = int(info.attr("inverse", 0))
         onesided = int(info.attr("onesided", 0))
         axis_attr = int(info.attr("axis", 1))
@@ -346,7 +346,7 @@ def _dft(axis_input: bool) -> Any:
 
 
 def _stft(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     onesided = int(info.attr("onesided", 1))
 
     def compute(
@@ -404,7 +404,7 @@ def _window(op: str) -> Any:
     a0, a1, a2 = _WINDOWS[op]
 
     def build(info: NodeInfo) -> Any:
-        cuda = _p(info)
+        cuda = device_of(info)
         periodic = int(info.attr("periodic", 1))
         dtype = _OUT_TYPES[int(info.attr("output_datatype", 1))]
 
@@ -425,7 +425,7 @@ def _window(op: str) -> Any:
 
 
 def _mel(info: NodeInfo) -> Any:
-    cuda = _p(info)
+    cuda = device_of(info)
     dtype = _OUT_TYPES[int(info.attr("output_datatype", 1))]
 
     def compute(

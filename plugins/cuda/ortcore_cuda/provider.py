@@ -7,7 +7,7 @@
   (:mod:`ortcore_cuda.allocator`); the core inserts copies only where the
   partition changes device, through :meth:`to_host` / :meth:`from_host`
   (on the provider's stream; ``to_host`` waits for it).
-* Kernels: :mod:`ortcore_cuda.ops` over the sources of
+* Kernels: the op families of :mod:`ortcore_cuda.registry` over the sources of
   :mod:`ortcore_cuda.kernels`; what they do not cover is declined with the
   reason and runs on the next provider.
 * Backend (:mod:`ortcore_cuda.backend`): the GPU through pycuda and cuBLAS,
@@ -254,13 +254,13 @@ class CUDAExecutionProvider(ep_sdk.ExecutionProvider):
     # -- capability ---------------------------------------------------------------------
 
     def kernel_registry(self) -> ep_sdk.KernelRegistry:
-        """The kernels of :mod:`ortcore_cuda.ops` (built once per process)."""
+        """The kernels of :mod:`ortcore_cuda.registry` (built once per process)."""
         return _registry()
 
     def get_capability(self, graph: ep_sdk.GraphContext) -> ep_sdk.Capability:
-        """The nodes the registry covers, less what :func:`~ortcore_cuda.ops.decline_reason`
-        says the kernels do not handle."""
-        from .ops import decline_reason
+        """The nodes the registry covers, less what
+        :func:`~ortcore_cuda.registry.decline_reason` says the kernels do not handle."""
+        from .registry import decline_reason
 
         cap = super().get_capability(graph)
         kept = []
@@ -287,7 +287,7 @@ _REGISTRY_LOCK = threading.Lock()
 def _registry() -> ep_sdk.KernelRegistry:
     with _REGISTRY_LOCK:
         if not _REGISTRY:
-            from .ops import build_registry
+            from .registry import build_registry
 
             _REGISTRY.append(build_registry())
         return _REGISTRY[0]
