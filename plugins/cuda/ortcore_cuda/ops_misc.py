@@ -28,9 +28,7 @@ from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
 from .kernels import elementwise as ew
 from .kernels import misc as km
-from .ops_common import FLOATS64 as _FLOATS64
-from .ops_common import MOVABLE as _MOVABLE
-from .ops_common import SUFFIX, device_of
+from .ops_common import FLOATS64, MOVABLE, SUFFIX, device_of
 
 if TYPE_CHECKING:
     from .device import CudaDevice
@@ -448,25 +446,25 @@ def _deform_conv(info: NodeInfo) -> Any:
 
 def register(reg: KernelRegistry) -> None:
     """Add this family's kernels to ``reg``."""
-    floats: dict[str | int, tuple[ir.DataType, ...]] = {"T1": _FLOATS64}
+    floats: dict[str | int, tuple[ir.DataType, ...]] = {"T1": FLOATS64}
     reg.kernel("IsNaN", since=9, types=floats)(_isinfnan("IsNaN"))
     reg.kernel("IsInf", since=10, types=floats)(_isinfnan("IsInf"))
-    reg.kernel("BitCast", since=26, types={"T1": _MOVABLE, "T2": _MOVABLE})(_bitcast)
-    reg.kernel("NonZero", since=9, types={"T": _MOVABLE})(_nonzero)
-    reg.kernel("Unique", since=11, types={"T": _MOVABLE})(_unique)
+    reg.kernel("BitCast", since=26, types={"T1": MOVABLE, "T2": MOVABLE})(_bitcast)
+    reg.kernel("NonZero", since=9, types={"T": MOVABLE})(_nonzero)
+    reg.kernel("Unique", since=11, types={"T": MOVABLE})(_unique)
     reg.kernel(
         "NonMaxSuppression",
         since=10,
         types={0: (ir.DataType.FLOAT,), 1: (ir.DataType.FLOAT,)},
         input_memory={2: "host", 3: "host", 4: "host"},
     )(_nms)
-    reg.kernel("CenterCropPad", since=18, types={"T": _MOVABLE}, input_memory={1: "host"})(
+    reg.kernel("CenterCropPad", since=18, types={"T": MOVABLE}, input_memory={1: "host"})(
         _center_crop_pad
     )
-    reg.kernel("Det", since=11, types={"T": _FLOATS64})(_det)
-    reg.kernel("MaxUnpool", since=9, types={"T1": _FLOATS64}, input_memory={2: "host"})(_maxunpool)
-    reg.kernel("DeformConv", since=19, types={"T": _FLOATS64})(_deform_conv)
-    reg.kernel("AffineGrid", since=20, types={"T1": _FLOATS64}, input_memory={1: "host"})(
+    reg.kernel("Det", since=11, types={"T": FLOATS64})(_det)
+    reg.kernel("MaxUnpool", since=9, types={"T1": FLOATS64}, input_memory={2: "host"})(_maxunpool)
+    reg.kernel("DeformConv", since=19, types={"T": FLOATS64})(_deform_conv)
+    reg.kernel("AffineGrid", since=20, types={"T1": FLOATS64}, input_memory={1: "host"})(
         _affine_grid
     )
 
