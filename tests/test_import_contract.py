@@ -22,6 +22,25 @@ pytest.importorskip("tomllib", reason="import-linter reads pyproject.toml with t
 ROOT = Path(__file__).resolve().parent.parent
 PROVIDERS = ("ortcore_cpu", "ortcore_cuda", "ortcore_openvino", "ortcore_tensorrt")
 
+# Each module of the CUDA plugin's layers (pyproject's `cuda-layers`) and one
+# it may import, the layer below.
+CUDA_LAYERS = (
+    ("plugin", "provider"),
+    ("ops", "registry"),
+    *((f, "ops_common") for f in ("ops_attention", "ops_cast", "ops_elementwise", "ops_image")),
+    *((f, "ops_window") for f in ("ops_losses", "ops_misc", "ops_nn", "ops_norm", "ops_quant")),
+    *((f, "ops_common") for f in ("ops_recurrent", "ops_reduce", "ops_shape")),
+    ("registry", "ops_shape"),
+    ("ops_common", "device"),
+    ("ops_window", "tensor"),
+    ("device", "tensor"),
+    ("tensor", "runtime"),
+    ("runtime", "backend"),
+    ("allocator", "kernels"),
+    ("backend", "emulator"),
+    ("pycuda_backend", "kernels"),
+)
+
 # The allowed shape: providers import ep_sdk and third-party libraries; the SDK
 # imports the host only in ep_sdk.testing (the declared exception).
 TREE = {
@@ -37,6 +56,11 @@ TREE = {
     "conformance/__init__.py": "import ortcore\nimport ep_sdk.testing\n",
     **{f"{p}/__init__.py": "import ep_sdk\nimport numpy\n" for p in PROVIDERS},
     **{f"{p}/provider.py": "from ep_sdk import provider\n" for p in PROVIDERS},
+    # The CUDA plugin's layers, each importing the one below it.
+    **{f"ortcore_cuda/{m}.py": f"from . import {below}\n" for m, below in CUDA_LAYERS},
+    "ortcore_cuda/kernels/__init__.py": "",
+    "ortcore_cuda/emulator/__init__.py": "from ..kernels import spec\n",
+    "ortcore_cuda/kernels/spec.py": "",
 }
 
 
@@ -64,7 +88,7 @@ def test_the_allowed_imports_keep_the_contract(tmp_path: Path) -> None:
     _write_tree(tmp_path, {})
     result = _lint(tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "BROKEN" not in result.stdout and "3 kept, 0 broken" in result.stdout
+    assert "BROKEN" not in result.stdout and "4 kept, 0 broken" in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -92,6 +116,20 @@ def test_the_allowed_imports_keep_the_contract(tmp_path: Path) -> None:
         (
             {"ortcore_cuda/provider.py": "import ep_sdk.testing\n"},
             "ortcore_cuda.provider -> ep_sdk.testing",
+        ),
+        # The CUDA plugin's layers: a kernel reaching up for the provider, one
+        # op family importing another, the runtime importing a tensor.
+        (
+            {"ortcore_cuda/ops_norm.py": "from .provider import CUDAExecutionProvider\n"},
+            "ortcore_cuda.ops_norm -> ortcore_cuda.provider",
+        ),
+        (
+            {"ortcore_cuda/ops_quant.py": "from .ops_nn import COLS_BYTES\n"},
+            "ortcore_cuda.ops_quant -> ortcore_cuda.ops_nn",
+        ),
+        (
+            {"ortcore_cuda/runtime.py": "from .tensor import CudaTensor\n"},
+            "ortcore_cuda.runtime -> ortcore_cuda.tensor",
         ),
     ],
 )

@@ -49,7 +49,7 @@ from ep_sdk import GraphContext, KernelRegistry, NodeInfo, RunContext, SubgraphR
 from .kernels import attention as ak
 from .kernels import elementwise as ew
 from .kernels.rows import row_threads
-from .ops import _p as _provider
+from .ops_common import device_of
 from .tensor import CudaTensor
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def _strides4(shape: tuple[int, ...], heads: int, three_d: bool) -> tuple[list[i
 
 
 def _attention(info: NodeInfo) -> Any:
-    provider = _provider(info)
+    cuda = device_of(info)
     node = info.node
     q_heads_attr = info.attr("q_num_heads")
     kv_heads_attr = info.attr("kv_num_heads")
@@ -168,11 +168,11 @@ def _attention(info: NodeInfo) -> Any:
 
     def fill_zero(t: CudaTensor) -> None:
         if t.size:
-            provider.launch_over(ew.fill_kernel(_SUFFIX[t.dtype]), t.size, t.ptr, t.size, 0.0)
+            cuda.launch_over(ew.fill_kernel(_SUFFIX[t.dtype]), t.size, t.ptr, t.size, 0.0)
 
     def heads(src: int, dims: list[int], strides: list[int], out: CudaTensor, s: float) -> None:
         if out.size:
-            provider.launch_over(
+            cuda.launch_over(
                 ak.heads_kernel(_SUFFIX[out.dtype]),
                 out.size,
                 src,
@@ -193,15 +193,15 @@ def _attention(info: NodeInfo) -> Any:
         p = past.shape[2] if past is not None else 0
         if past is not None and (past.shape[0], past.shape[1], past.shape[3]) != (b, h, d):
             raise ValueError(f"{info.describe()}: past of shape {past.shape} for {dims}")
-        out = provider.empty((b, h, p + s, d), x.dtype)
+        out = cuda.empty((b, h, p + s, d), x.dtype)
         out_strides = ew.contiguous(out.shape)
         item = x.dtype.itemsize
         if past is not None and past.size:
-            provider.strided_copy(
+            cuda.strided_copy(
                 past.ptr, out.ptr, past.shape, ew.contiguous(past.shape), out_strides, item
             )
         if x.size:
-            provider.strided_copy(x.ptr, out.ptr + p * d * item, dims, strides, out_strides, item)
+            cuda.strided_copy(x.ptr, out.ptr + p * d * item, dims, strides, out_strides, item)
         return out
 
     def compute(
@@ -257,18 +257,18 @@ def _attention(info: NodeInfo) -> Any:
         if values.shape[2] != kv_len:
             raise ValueError(f"{info.describe()}: keys and values of other lengths")
 
-        qh = provider.empty((batch, hq, q_len, size), dtype)
+        qh = cuda.empty((batch, hq, q_len, size), dtype)
         heads(q.ptr, qd, qs, qh, s)
-        kh = provider.empty((batch, hkv, kv_len, size), dtype)
+        kh = cuda.empty((batch, hkv, kv_len, size), dtype)
         heads(key_src, [batch, hkv, kv_len, size], key_strides, kh, s)
 
         # scores: per (batch, kv head), its query heads' rows times its keys
-        scores = provider.empty((batch, hq, q_len, kv_len), dtype)
+        scores = cuda.empty((batch, hq, q_len, kv_len), dtype)
         m, groups = reps * q_len, batch * hkv
         if scores.size and size == 0:
             fill_zero(scores)
         elif scores.size:
-            provider.backend.gemm(
+            cuda.backend.gemm(
                 dtype,
                 False,
                 True,
@@ -284,20 +284,20 @@ def _attention(info: NodeInfo) -> Any:
                 scores.ptr,
                 m * kv_len,
                 groups,
-                provider.stream,
+                cuda.stream,
             )
 
         args = _rows_args(
             info, scores.shape, mask, nonpad, batch, dtype, causal, past_len, left, right
         )
         args["mode"] = mode
-        probs = provider.empty(scores.shape, dtype)
-        qk_out = provider.empty(scores.shape, dtype) if len(wanted) > 3 and wanted[3] else None
+        probs = cuda.empty(scores.shape, dtype)
+        qk_out = cuda.empty(scores.shape, dtype) if len(wanted) > 3 and wanted[3] else None
         rows = batch * hq * q_len
         if scores.size:
-            provider.launch(
+            cuda.launch(
                 ak.softmax_kernel(suffix),
-                max(1, min(rows, provider.max_grid)),
+                max(1, min(rows, cuda.max_grid)),
                 row_threads(kv_len),
                 scores.ptr,
                 probs.ptr,
@@ -308,11 +308,11 @@ def _attention(info: NodeInfo) -> Any:
                 ak.ROWS.pack(**args),
             )
 
-        y = provider.empty((batch, hq, q_len, v_size), dtype)
+        y = cuda.empty((batch, hq, q_len, v_size), dtype)
         if y.size and kv_len == 0:
             fill_zero(y)
         elif y.size:
-            provider.backend.gemm(
+            cuda.backend.gemm(
                 dtype,
                 False,
                 False,
@@ -328,10 +328,10 @@ def _attention(info: NodeInfo) -> Any:
                 y.ptr,
                 m * v_size,
                 groups,
-                provider.stream,
+                cuda.stream,
             )
         if three_d:
-            y = provider.transpose(y, (0, 2, 1, 3))
+            y = cuda.transpose(y, (0, 2, 1, 3))
             y.shape = (batch, q_len, hq * v_size)
         out: list[CudaTensor | None] = [y, present_key, present_value, qk_out]
         return tuple(out[i] if wanted[i] else None for i in range(len(wanted)))
@@ -400,7 +400,7 @@ def _decline_rotary(node: ir.Node) -> str | None:
 
 
 def _rotary(info: NodeInfo) -> Any:
-    provider = _provider(info)
+    cuda = device_of(info)
     num_heads = int(info.attr("num_heads", 0) or 0)
     rot_attr = int(info.attr("rotary_embedding_dim", 0) or 0)
     interleaved = int(info.attr("interleaved", 0) or 0)
@@ -430,12 +430,12 @@ def _rotary(info: NodeInfo) -> Any:
                 )
             if ids.size and (ids.min() < 0 or ids.max() >= cos.shape[0]):
                 raise IndexError(f"{info.describe()}: position_ids outside the caches")
-            pos = provider.from_host(ids.reshape(-1))
+            pos = cuda.from_host(ids.reshape(-1))
         elif cos.shape != (batch, seq, half):
             raise ValueError(f"{info.describe()}: cos_cache {cos.shape} for input {x.shape}")
-        y = provider.empty(x.shape, x.dtype)
+        y = cuda.empty(x.shape, x.dtype)
         if y.size:
-            provider.launch_over(
+            cuda.launch_over(
                 ak.rotary_kernel(_SUFFIX[x.dtype]),
                 y.size,
                 x.ptr,
@@ -494,7 +494,7 @@ def _decline_linear(node: ir.Node) -> str | None:
 
 
 def _linear_attention(info: NodeInfo) -> Any:
-    provider = _provider(info)
+    cuda = device_of(info)
     rule = str(info.attr("update_rule", "gated_delta"))
     hq = int(info.attr("q_num_heads", 0) or 0)
     hkv = int(info.attr("kv_num_heads", 0) or 0)
@@ -542,11 +542,11 @@ def _linear_attention(info: NodeInfo) -> Any:
         if past is not None and past.shape != state_shape:
             raise ValueError(f"{info.describe()}: past_state {past.shape}, not {state_shape}")
         scale = scale_attr if scale_attr != 0.0 else 1.0 / float(np.sqrt(dk))
-        y = provider.empty((batch, length, hq * dv), q.dtype)
-        present = provider.empty(state_shape, q.dtype)
+        y = cuda.empty((batch, length, hq * dv), q.dtype)
+        present = cuda.empty(state_shape, q.dtype)
         n = batch * hkv * dv
         if n and dk:
-            work = provider.empty(state_shape, np.float32)
+            work = cuda.empty(state_shape, np.float32)
             args = ak.LINEAR.pack(
                 batch=batch,
                 len=length,
@@ -559,7 +559,7 @@ def _linear_attention(info: NodeInfo) -> Any:
                 decay_per_key=per_key,
                 beta_heads=beta_heads,
             )
-            provider.launch_over(
+            cuda.launch_over(
                 ak.linear_attention_kernel(_SUFFIX[q.dtype]),
                 n,
                 q.ptr,
@@ -578,9 +578,7 @@ def _linear_attention(info: NodeInfo) -> Any:
         else:  # no state (a zero dimension): zeros out
             for t in (y, present):
                 if t.size:
-                    provider.launch_over(
-                        ew.fill_kernel(_SUFFIX[t.dtype]), t.size, t.ptr, t.size, 0.0
-                    )
+                    cuda.launch_over(ew.fill_kernel(_SUFFIX[t.dtype]), t.size, t.ptr, t.size, 0.0)
         return y, present
 
     return compute
@@ -604,7 +602,7 @@ def _decline_causal_conv(node: ir.Node) -> str | None:
 
 
 def _causal_conv(info: NodeInfo) -> Any:
-    provider = _provider(info)
+    cuda = device_of(info)
     act = str(info.attr("activation", "none"))
     silu = int(act in ("silu", "swish"))
 
@@ -628,12 +626,12 @@ def _causal_conv(info: NodeInfo) -> Any:
             raise ValueError(f"{info.describe()}: bias {bias.shape} for {channels} channels")
         if past is not None and past.shape != (batch, channels, k - 1):
             raise ValueError(f"{info.describe()}: past_state {past.shape}, kernel {k}")
-        y = provider.empty(x.shape, x.dtype)
-        state = provider.empty((batch, channels, k - 1), x.dtype)
+        y = cuda.empty(x.shape, x.dtype)
+        state = cuda.empty((batch, channels, k - 1), x.dtype)
         rows = batch * channels
         n = max(rows * length, rows * (k - 1))
         if n:
-            provider.launch_over(
+            cuda.launch_over(
                 ak.causal_conv_kernel(_SUFFIX[x.dtype]),
                 n,
                 x.ptr,
@@ -686,7 +684,7 @@ def _decline_flex(node: ir.Node) -> str | None:
 
 
 def _flex_attention(info: NodeInfo) -> Any:
-    provider = _provider(info)
+    cuda = device_of(info)
     scale_attr = info.attr("scale")
     score_mod: SubgraphRunner | None = info.attr("score_mod")
     prob_mod: SubgraphRunner | None = info.attr("prob_mod")
@@ -696,9 +694,9 @@ def _flex_attention(info: NodeInfo) -> Any:
     def cast(x: CudaTensor, dtype: np.dtype) -> CudaTensor:
         if x.dtype == dtype:
             return x
-        y = provider.empty(x.shape, dtype)
+        y = cuda.empty(x.shape, dtype)
         if y.size:
-            provider.launch_over(
+            cuda.launch_over(
                 ew.cast_kernel(_SUFFIX[x.dtype], _SUFFIX[np.dtype(dtype)]),
                 y.size,
                 x.ptr,
@@ -708,7 +706,7 @@ def _flex_attention(info: NodeInfo) -> Any:
         return y
 
     def host(value: Any) -> Any:
-        return provider.to_host(value) if isinstance(value, CudaTensor) else value
+        return cuda.to_host(value) if isinstance(value, CudaTensor) else value
 
     def modify(
         ctx: RunContext, graph: SubgraphRunner | None, x: CudaTensor, outer: Sequence[Any]
@@ -721,7 +719,7 @@ def _flex_attention(info: NodeInfo) -> Any:
         by_name = dict(zip(outer_names, outer, strict=True))
         (out,) = graph.run(ctx, [host(x)], [host(by_name[n]) for n in graph.outer_names])
         if not isinstance(out, CudaTensor):
-            out = provider.from_host(np.asarray(out))
+            out = cuda.from_host(np.asarray(out))
         if out.shape != x.shape or out.dtype != x.dtype:
             raise ValueError(
                 f"{info.describe()}: a modifier gave {out.dtype} {out.shape}"
@@ -730,9 +728,9 @@ def _flex_attention(info: NodeInfo) -> Any:
         return out
 
     def scaled(x: CudaTensor, s: float) -> CudaTensor:
-        y = provider.empty(x.shape, x.dtype)
+        y = cuda.empty(x.shape, x.dtype)
         if y.size:
-            provider.launch_over(
+            cuda.launch_over(
                 ak.heads_kernel(_SUFFIX[x.dtype]),
                 y.size,
                 x.ptr,
@@ -765,11 +763,11 @@ def _flex_attention(info: NodeInfo) -> Any:
         qh, kh = scaled(q, s), scaled(k, s)
         m, groups = reps * q_len, batch * hkv
 
-        raw = provider.empty((batch, hq, q_len, kv_len), dtype)
+        raw = cuda.empty((batch, hq, q_len, kv_len), dtype)
         if raw.size and size == 0:
-            provider.launch_over(ew.fill_kernel(_SUFFIX[dtype]), raw.size, raw.ptr, raw.size, 0.0)
+            cuda.launch_over(ew.fill_kernel(_SUFFIX[dtype]), raw.size, raw.ptr, raw.size, 0.0)
         elif raw.size:
-            provider.backend.gemm(
+            cuda.backend.gemm(
                 dtype,
                 False,
                 True,
@@ -785,11 +783,11 @@ def _flex_attention(info: NodeInfo) -> Any:
                 raw.ptr,
                 m * kv_len,
                 groups,
-                provider.stream,
+                cuda.stream,
             )
         scores = modify(ctx, score_mod, cast(raw, f32), outer)
 
-        probs = provider.empty(scores.shape, f32)
+        probs = cuda.empty(scores.shape, f32)
         rows = batch * hq * q_len
         if probs.size:
             args = ak.ROWS.pack(
@@ -804,9 +802,9 @@ def _flex_attention(info: NodeInfo) -> Any:
                 right=-1,
                 mode=0,
             )
-            provider.launch(
+            cuda.launch(
                 ak.softmax_kernel("f32"),
-                max(1, min(rows, provider.max_grid)),
+                max(1, min(rows, cuda.max_grid)),
                 row_threads(kv_len),
                 scores.ptr,
                 probs.ptr,
@@ -819,11 +817,11 @@ def _flex_attention(info: NodeInfo) -> Any:
         probs = modify(ctx, prob_mod, probs, outer)
 
         values = cast(v, f32)
-        y = provider.empty((batch, hq, q_len, v_size), f32)
+        y = cuda.empty((batch, hq, q_len, v_size), f32)
         if y.size and kv_len == 0:
-            provider.launch_over(ew.fill_kernel("f32"), y.size, y.ptr, y.size, 0.0)
+            cuda.launch_over(ew.fill_kernel("f32"), y.size, y.ptr, y.size, 0.0)
         elif y.size:
-            provider.backend.gemm(
+            cuda.backend.gemm(
                 f32,
                 False,
                 False,
@@ -839,7 +837,7 @@ def _flex_attention(info: NodeInfo) -> Any:
                 y.ptr,
                 m * v_size,
                 groups,
-                provider.stream,
+                cuda.stream,
             )
         return (cast(y, dtype),)
 

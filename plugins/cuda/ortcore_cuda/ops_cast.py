@@ -6,8 +6,8 @@ of this family is not covered (or ``None``).
 
 The kernels registered here take every Cast and CastLike whose input or
 output is one of these types (:data:`EXOTIC_SINCE`), the other being one of
-them or a type of ``ops.CASTABLE`` (float32, float16, float64, the 8- to
-64-bit integers, bool); the registry keeps ``ops.py``'s own Cast for pairs of
+them or a type of ``ops_elementwise.CASTABLE`` (float32, float16, float64, the 8- to
+64-bit integers, bool); the registry keeps ``ops_elementwise``'s Cast for pairs of
 the latter. Each type is registered from the opset that introduced it into
 Cast (CastLike: from 15). Strings stay with the next provider.
 """
@@ -22,9 +22,9 @@ from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
 from .kernels import cast as kc
 from .kernels import elementwise as ew
+from .ops_common import device_of
 
 if TYPE_CHECKING:
-    from .provider import CUDAExecutionProvider
     from .tensor import CudaTensor
 
 __all__ = ["EXOTIC_SINCE", "STANDARD", "decline", "register"]
@@ -58,7 +58,7 @@ STANDARD = (
     ir.DataType.UINT8,
     ir.DataType.BOOL,
 )
-"""The types ``ops.py``'s Cast kernel converts between (``ops.CASTABLE``)."""
+"""The types ``ops_elementwise``'s Cast kernel converts between (``ops_elementwise.CASTABLE``)."""
 
 _FLOAT8 = frozenset(
     {
@@ -72,23 +72,22 @@ _SUFFIX = {dtype: suffix for suffix, (_, dtype) in kc.cast_suffixes().items()}
 
 
 def _cast(info: NodeInfo) -> Any:
-    provider: CUDAExecutionProvider = info.provider  # type: ignore[assignment]
-    assert provider is not None, "CUDA kernels are built by a session's provider"
+    cuda = device_of(info)
     to = np.dtype(info.output_dtype(0))
     sat = int(bool(info.attr("saturate", 1)))
     mode = kc.E8M0_MODES[str(info.attr("round_mode", "up"))]
 
     def compute(x: CudaTensor, *_like: Any) -> tuple[CudaTensor]:
         if x.dtype == to:
-            return (provider.copy(x, x.shape),)
-        y = provider.empty(x.shape, to)
+            return (cuda.copy(x, x.shape),)
+        y = cuda.empty(x.shape, to)
         if y.size:
             src, dst = _SUFFIX[x.dtype], _SUFFIX[to]
             if src in kc.EXOTIC or dst in kc.EXOTIC:
                 kernel = kc.castx_kernel(src, dst)
-                provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, sat, mode)
+                cuda.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, sat, mode)
             else:
-                provider.launch_over(ew.cast_kernel(src, dst), y.size, x.ptr, y.ptr, y.size)
+                cuda.launch_over(ew.cast_kernel(src, dst), y.size, x.ptr, y.ptr, y.size)
         return (y,)
 
     return compute
@@ -131,7 +130,7 @@ def decline(node: ir.Node, graph: GraphContext) -> str | None:
     inp = _elem(node.inputs[0] if node.inputs else None)
     out = _elem(node.outputs[0] if node.outputs else None)
     if inp not in EXOTIC_SINCE and out not in EXOTIC_SINCE:
-        return None  # ops.py's Cast
+        return None  # ops_elementwise's Cast
     if inp is None or out is None:
         return f"CUDA: {node.op_type} with an element type unknown before the run"
     for t in (inp, out):

@@ -28,12 +28,11 @@ import onnx_ir as ir
 from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
 from .kernels import image as im
-from .ops import FLOATS, _p, _suffix
+from .ops_common import FLOATS, device_of, suffix
+from .ops_window import SAME_AUTO_PADS, pad3, pool_plan, win_args, window_args
 from .tensor import CudaTensor
 
-__all__ = ["decline", "register", "window_args"]
-
-_SAME = ("SAME_UPPER", "SAME_LOWER")
+__all__ = ["decline", "pool_plan", "register", "window_args"]
 
 
 def _host(value: Any) -> np.ndarray | None:
@@ -42,75 +41,6 @@ def _host(value: Any) -> np.ndarray | None:
         return None
     arr = np.asarray(value).reshape(-1)
     return arr if arr.size else None
-
-
-def _pad3(values: Sequence[int], fill: int) -> list[int]:
-    """``values`` with leading ``fill`` up to the window kernels' three dims."""
-    return [fill] * (im.WIN_DIMS - len(values)) + [int(v) for v in values]
-
-
-def _win_args(
-    inp: Sequence[int],
-    out: Sequence[int],
-    k: Sequence[int],
-    s: Sequence[int],
-    p: Sequence[int],
-    d: Sequence[int],
-) -> np.ndarray:
-    return im.WIN_ARGS.pack(
-        inp=_pad3(inp, 1),
-        out=_pad3(out, 1),
-        k=_pad3(k, 1),
-        s=_pad3(s, 1),
-        p=_pad3(p, 0),
-        d=_pad3(d, 1),
-    )
-
-
-def window_args(
-    info: NodeInfo, x: CudaTensor, kernel: Sequence[int], *, pool: bool = False
-) -> tuple[list[int], Any]:
-    """The output dims and the ``WinArgs`` of a window op (Conv, MaxPool,
-    AveragePool) on ``x`` (``N, C, *spatial``, up to three spatial dims),
-    from the node's strides, dilations, pads, auto_pad and ceil_mode. A
-    ``pool``'s sizes round toward zero (see :func:`pool_plan`) and its end
-    pads are those its average counts to (:func:`divisor_ends`)."""
-    nd = x.ndim - 2
-    strides = list(info.attr("strides") or [1] * nd)
-    dilations = list(info.attr("dilations") or [1] * nd)
-    out, pads = pool_plan(
-        x.shape[2:],
-        list(kernel),
-        strides=strides,
-        dilations=dilations,
-        pads=info.attr("pads"),
-        auto_pad=str(info.attr("auto_pad", "NOTSET")),
-        ceil_mode=bool(info.attr("ceil_mode", 0)),
-        partial=pool,
-    )
-    args = _win_args(x.shape[2:], out, kernel, strides, pads[:nd], dilations)
-    ends = divisor_ends(info, pads[nd:], kernel, dilations) if pool else pads[nd:]
-    args["e"] = _pad3(ends, 0)
-    return out, args
-
-
-def divisor_ends(
-    info: NodeInfo, ends: Sequence[int], kernel: Sequence[int], dilations: Sequence[int]
-) -> list[int]:
-    """The end pads within which an AveragePool with ``count_include_pad``
-    counts a window's positions: the node's, or, for opsets 7-18 with
-    ``ceil_mode`` 0, far enough that every position counts (onnxruntime's
-    kernel of those opsets divides by the whole kernel; they differ only on
-    a window wider than the padded input), as the CPU provider's."""
-    whole = (
-        info.op_type == "AveragePool"
-        and info.opset < 19
-        and not info.attr("ceil_mode", 0)
-        and bool(info.attr("count_include_pad", 0))
-    )
-    if not whole:
-        return list(ends)
-    return [e + (k - 1) * d + 1 for e, k, d in zip(ends, kernel, dilations, strict=True)]
 
 
 # -- Resize / Upsample ------------------------------------------------------------------
@@ -157,7 +87,7 @@ def resize_plan(
 
 
 def _resize(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     upsample = info.op_type == "Upsample"
     mode = str(info.attr("mode", "nearest"))
     if upsample:
@@ -202,7 +132,7 @@ def _resize(info: NodeInfo) -> Any:
         r = x.ndim
         order = [int(a) + r if int(a) < 0 else int(a) for a in axes] if axes else list(range(r))
         if min(out, default=1) == 0:
-            return (provider.empty(out, x.dtype),)
+            return (cuda.empty(out, x.dtype),)
         if any(x.shape[a] == 0 and out[a] for a in order):
             raise ValueError(f"Resize of an empty axis to {out}")
         passes = []
@@ -217,14 +147,14 @@ def _resize(info: NodeInfo) -> Any:
             if not identity:
                 passes.append((a, roi_a))
         if not passes:
-            return (provider.copy(x, x.shape),)
+            return (cuda.copy(x, x.shape),)
         cur = x
         for k, (a, roi_a) in enumerate(passes):
             last = k == len(passes) - 1
             dtype = x.dtype if last else np.dtype(np.float32)
             shape = list(cur.shape)
             shape[a] = out[a]
-            y = provider.empty(shape, dtype)
+            y = cuda.empty(shape, dtype)
             args = im.RESIZE_ARGS.pack(
                 in_len=cur.shape[a],
                 out_len=out[a],
@@ -234,8 +164,8 @@ def _resize(info: NodeInfo) -> Any:
                 roi1=roi_a[1],
                 **codes,
             )
-            kernel = im.resize_kernel(_suffix(cur), _suffix(y))
-            provider.launch_over(kernel, y.size, cur.ptr, y.ptr, y.size, args)
+            kernel = im.resize_kernel(suffix(cur), suffix(y))
+            cuda.launch_over(kernel, y.size, cur.ptr, y.ptr, y.size, args)
             cur = y
         return (cur,)
 
@@ -266,7 +196,7 @@ def conv_transpose_plan(
     op = op[-n:] if len(op) >= n else op + [0] * (n - len(op))
     target = list(output_shape)[-n:] if output_shape else None
     span = [(kernel[i] - 1) * d[i] + 1 for i in range(n)]
-    if not pads and auto_pad in _SAME:
+    if not pads and auto_pad in SAME_AUTO_PADS:
         target = target or [in_dims[i] * s[i] for i in range(n)]
         total = [s[i] * (in_dims[i] - 1) + op[i] + span[i] - target[i] for i in range(n)]
         if auto_pad == "SAME_UPPER":
@@ -283,7 +213,7 @@ def conv_transpose_plan(
 
 
 def _conv_transpose(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     groups = int(info.attr("group", 1))
 
     def compute(x: CudaTensor, w: CudaTensor, b: CudaTensor | None = None) -> tuple[CudaTensor]:
@@ -302,16 +232,16 @@ def _conv_transpose(info: NodeInfo) -> Any:
             output_shape=info.attr("output_shape"),
             auto_pad=str(info.attr("auto_pad", "NOTSET")),
         )
-        y = provider.empty((n, m, *out), x.dtype)
+        y = cuda.empty((n, m, *out), x.dtype)
         if y.size == 0:
             return (y,)
         k = int(np.prod(kernel, dtype=np.int64))
         length = int(np.prod(x.shape[2:], dtype=np.int64))
-        cols = provider.empty((n, m * k, length), x.dtype)
+        cols = cuda.empty((n, m * k, length), x.dtype)
         item = x.dtype.itemsize
         if cols.size and cg:
             for i in range(n):
-                provider.backend.gemm(
+                cuda.backend.gemm(
                     x.dtype,
                     True,
                     False,
@@ -327,12 +257,12 @@ def _conv_transpose(info: NodeInfo) -> Any:
                     cols.ptr + i * m * k * length * item,
                     mg * k * length,
                     groups,
-                    provider.stream,
+                    cuda.stream,
                 )
         elif cols.size:
-            provider.backend.upload(cols.ptr, np.zeros(cols.size, x.dtype), provider.stream)
+            cuda.backend.upload(cols.ptr, np.zeros(cols.size, x.dtype), cuda.stream)
         nd = x.ndim - 2
-        args = _win_args(
+        args = win_args(
             x.shape[2:],
             out,
             kernel,
@@ -340,16 +270,16 @@ def _conv_transpose(info: NodeInfo) -> Any:
             begin,
             info.attr("dilations") or [1] * nd,
         )
-        provider.launch_over(im.col2im_kernel(_suffix(x)), y.size, cols.ptr, y.ptr, y.size, args)
+        cuda.launch_over(im.col2im_kernel(suffix(x)), y.size, cols.ptr, y.ptr, y.size, args)
         if b is not None:
-            provider.add_inplace(y, b, (m, *[1] * nd))
+            cuda.add_inplace(y, b, (m, *[1] * nd))
         return (y,)
 
     return compute
 
 
 def _col2im(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
 
     def compute(x: CudaTensor, image: Any, block: Any) -> tuple[CudaTensor]:
         img = [int(v) for v in np.asarray(image).reshape(-1)]
@@ -364,11 +294,11 @@ def _col2im(info: NodeInfo) -> Any:
         k = int(np.prod(blk, dtype=np.int64))
         if x.shape[1] % k or x.shape[2] != int(np.prod(blocks, dtype=np.int64)):
             raise ValueError(f"Col2Im of {x.shape} into {img} with blocks {blk}")
-        y = provider.empty((x.shape[0], x.shape[1] // k, *img), x.dtype)
+        y = cuda.empty((x.shape[0], x.shape[1] // k, *img), x.dtype)
         if y.size:
-            args = _win_args(blocks, img, blk, s, p[:nd], d)
-            kernel = im.col2im_kernel(_suffix(x))
-            provider.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, args)
+            args = win_args(blocks, img, blk, s, p[:nd], d)
+            kernel = im.col2im_kernel(suffix(x))
+            cuda.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, args)
         return (y,)
 
     return compute
@@ -377,46 +307,8 @@ def _col2im(info: NodeInfo) -> Any:
 # -- LpPool -----------------------------------------------------------------------------
 
 
-def pool_plan(
-    dims: Sequence[int],
-    kernel: Sequence[int],
-    *,
-    strides: Sequence[int] | None = None,
-    dilations: Sequence[int] | None = None,
-    pads: Sequence[int] | None = None,
-    auto_pad: str = "NOTSET",
-    ceil_mode: bool = False,
-    partial: bool = False,
-) -> tuple[list[int], list[int]]:
-    """A window's output dims and pads (before for every dim, then after;
-    ``auto_pad`` applied), as the 1-D and 2-D pools of ``ops``. With
-    ``partial`` (pools) a size rounds toward zero, so that a window wider
-    than the padded input gives one output, as onnxruntime's pools."""
-    n = len(dims)
-    s = list(strides or [1] * n)
-    d = list(dilations or [1] * n)
-    p = list(pads or [0] * (2 * n))
-    out = []
-    for i in range(n):
-        span = (kernel[i] - 1) * d[i] + 1
-        if auto_pad in _SAME:
-            o = -(-dims[i] // s[i])
-            total = max((o - 1) * s[i] + span - dims[i], 0)
-            first = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
-            p[i], p[i + n] = first, total - first
-        elif auto_pad == "VALID":
-            p[i] = p[i + n] = 0
-        padded = dims[i] + p[i] + p[i + n] - span
-        toward_zero = ceil_mode or (partial and padded < 0)
-        o = (-(-padded // s[i]) if toward_zero else padded // s[i]) + 1
-        if ceil_mode and (o - 1) * s[i] >= dims[i] + p[i]:
-            o -= 1
-        out.append(o)
-    return out, p
-
-
 def _lppool(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     power = float(info.attr("p", 2))
 
     def compute(x: CudaTensor) -> tuple[CudaTensor]:
@@ -434,11 +326,11 @@ def _lppool(info: NodeInfo) -> Any:
             ceil_mode=bool(info.attr("ceil_mode", 0)),
             partial=True,
         )
-        y = provider.empty((*x.shape[:2], *out), x.dtype)
+        y = cuda.empty((*x.shape[:2], *out), x.dtype)
         if y.size:
-            args = _win_args(x.shape[2:], out, kernel, strides, pads[:nd], dilations)
-            kernel_ = im.lppool_kernel(_suffix(x))
-            provider.launch_over(kernel_, y.size, x.ptr, y.ptr, y.size, args, power)
+            args = win_args(x.shape[2:], out, kernel, strides, pads[:nd], dilations)
+            kernel_ = im.lppool_kernel(suffix(x))
+            cuda.launch_over(kernel_, y.size, x.ptr, y.ptr, y.size, args, power)
         return (y,)
 
     return compute
@@ -448,7 +340,7 @@ def _lppool(info: NodeInfo) -> Any:
 
 
 def _gridsample(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     mode = im.GRID_MODES[str(info.attr("mode", "linear"))]
     padding = im.GRID_PADDING[str(info.attr("padding_mode", "zeros"))]
     align = int(info.attr("align_corners", 0))
@@ -456,7 +348,7 @@ def _gridsample(info: NodeInfo) -> Any:
     def compute(x: CudaTensor, grid: CudaTensor) -> tuple[CudaTensor]:
         nd = x.ndim - 2
         out = list(grid.shape[1:-1])
-        y = provider.empty((x.shape[0], x.shape[1], *out), x.dtype)
+        y = cuda.empty((x.shape[0], x.shape[1], *out), x.dtype)
         if y.size:
             args = im.GRID_ARGS.pack(
                 nd=nd,
@@ -464,11 +356,11 @@ def _gridsample(info: NodeInfo) -> Any:
                 mode=mode,
                 padding=padding,
                 align=align,
-                inp=_pad3(x.shape[2:], 1),
-                out=_pad3(out, 1),
+                inp=pad3(x.shape[2:], 1),
+                out=pad3(out, 1),
             )
-            kernel = im.gridsample_kernel(_suffix(x))
-            provider.launch_over(kernel, y.size, x.ptr, grid.ptr, y.ptr, y.size, args)
+            kernel = im.gridsample_kernel(suffix(x))
+            cuda.launch_over(kernel, y.size, x.ptr, grid.ptr, y.ptr, y.size, args)
         return (y,)
 
     return compute

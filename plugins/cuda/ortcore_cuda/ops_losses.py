@@ -30,7 +30,7 @@ from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
 from .kernels import elementwise as ew
 from .kernels import losses as k
-from .ops import MOVABLE, _p
+from .ops_common import MOVABLE, device_of
 from .tensor import CudaTensor
 
 __all__ = ["decline", "einsum_plan", "register"]
@@ -83,7 +83,7 @@ def _nll(
 ) -> CudaTensor:
     """The negative log likelihood of ``x`` (``[N, C, d...]``, log
     probabilities) at ``target`` (``[N, d...]``)."""
-    provider = _p(info)
+    cuda = device_of(info)
     if x.ndim < 2:
         raise ValueError(f"{info.describe()}: input of rank {x.ndim} (needs N and C)")
     if target.shape != (x.shape[0], *x.shape[2:]):
@@ -97,20 +97,20 @@ def _nll(
     ii, has_ii = (ignore, 1) if ignore is not None else (0, 0)
     kernel = k.nll_kernel(sfx)
     if reduction == "none":
-        y = provider.empty(target.shape, x.dtype)
+        y = cuda.empty(target.shape, x.dtype)
         if n:
-            provider.launch_over(
+            cuda.launch_over(
                 kernel, n, x.ptr, target.ptr, w_ptr, y.ptr, 0, 0, n, c, d, ii, has_ii, 0
             )
         return y
-    y = provider.empty((), x.dtype)
-    loss = provider.empty((max(n, 1),), np.float32)
-    wsum = provider.empty((max(n, 1),), np.float32)
+    y = cuda.empty((), x.dtype)
+    loss = cuda.empty((max(n, 1),), np.float32)
+    wsum = cuda.empty((max(n, 1),), np.float32)
     if n:
-        provider.launch_over(
+        cuda.launch_over(
             kernel, n, x.ptr, target.ptr, w_ptr, 0, loss.ptr, wsum.ptr, n, c, d, ii, has_ii, 1
         )
-    provider.launch(
+    cuda.launch(
         k.loss_reduce_kernel(sfx),
         1,
         k.REDUCE_THREADS,
@@ -143,7 +143,7 @@ def _nll_op(info: NodeInfo) -> Any:
 
 
 def _sce(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     reduction, ignore = _loss_attrs(info)
     log_prob = info.num_outputs > 1
 
@@ -155,15 +155,15 @@ def _sce(info: NodeInfo) -> Any:
         sfx = _SUFFIX[x.dtype]
         c, d = x.shape[1], _prod(x.shape[2:])
         lines = x.shape[0] * d
-        logp = provider.empty(x.shape, x.dtype)
+        logp = cuda.empty(x.shape, x.dtype)
         if x.size and c >= _LINE_THREADS:
             threads = min(k.REDUCE_THREADS, 1 << (c - 1).bit_length())
-            grid = max(1, min(lines, provider.max_grid * 32))
+            grid = max(1, min(lines, cuda.max_grid * 32))
             kernel = k.log_softmax_lines_kernel(sfx)
-            provider.launch(kernel, grid, threads, x.ptr, logp.ptr, lines, c, d)
+            cuda.launch(kernel, grid, threads, x.ptr, logp.ptr, lines, c, d)
         elif x.size:
             kernel = k.log_softmax_axis_kernel(sfx)
-            provider.launch_over(kernel, lines, x.ptr, logp.ptr, lines, c, d)
+            cuda.launch_over(kernel, lines, x.ptr, logp.ptr, lines, c, d)
         loss = _nll(info, logp, target, weight, reduction, ignore)
         return (loss, logp) if log_prob else (loss,)
 
@@ -180,16 +180,16 @@ def _lines(shape: Sequence[int], axis: int) -> tuple[int, int, int]:
 
 def _scan(op: str) -> Any:
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = device_of(info)
         exclusive = int(info.attr("exclusive", 0))
         reverse = int(info.attr("reverse", 0))
 
         def compute(x: CudaTensor, axis: Any) -> tuple[CudaTensor]:
             a = _axis(_host_int(axis), x.ndim, info.describe())
             outer, length, inner = _lines(x.shape, a)
-            y = provider.empty(x.shape, x.dtype)
+            y = cuda.empty(x.shape, x.dtype)
             if y.size:
-                provider.launch_over(
+                cuda.launch_over(
                     k.scan_kernel(op, _SUFFIX[x.dtype]),
                     outer * inner,
                     x.ptr,
@@ -208,7 +208,7 @@ def _scan(op: str) -> Any:
 
 
 def _hardmax(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     flatten = info.opset < 13
     axis_attr = int(info.attr("axis", 1 if flatten else -1))
 
@@ -218,9 +218,9 @@ def _hardmax(info: NodeInfo) -> Any:
             outer, length, inner = _prod(x.shape[:a]), _prod(x.shape[a:]), 1
         else:
             outer, length, inner = _lines(x.shape, a)
-        y = provider.empty(x.shape, x.dtype)
+        y = cuda.empty(x.shape, x.dtype)
         if y.size:
-            provider.launch_over(
+            cuda.launch_over(
                 k.hardmax_kernel(_SUFFIX[x.dtype]),
                 outer * inner,
                 x.ptr,
@@ -235,7 +235,7 @@ def _hardmax(info: NodeInfo) -> Any:
 
 
 def _lpnorm(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     axis_attr = int(info.attr("axis", -1))
     p = int(info.attr("p", 2))
 
@@ -244,9 +244,9 @@ def _lpnorm(info: NodeInfo) -> Any:
             raise NotImplementedError(f"{info.describe()}: p={p} (1 and 2 only)")
         a = _axis(axis_attr, x.ndim, info.describe())
         outer, length, inner = _lines(x.shape, a)
-        y = provider.empty(x.shape, x.dtype)
+        y = cuda.empty(x.shape, x.dtype)
         if y.size:
-            provider.launch_over(
+            cuda.launch_over(
                 k.lpnorm_kernel(_SUFFIX[x.dtype]),
                 outer * inner,
                 x.ptr,
@@ -262,7 +262,7 @@ def _lpnorm(info: NodeInfo) -> Any:
 
 
 def _topk(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     axis_attr = int(info.attr("axis", -1))
     largest = int(info.attr("largest", 1))
     k_attr = info.attr("k")
@@ -275,10 +275,10 @@ def _topk(info: NodeInfo) -> Any:
             raise ValueError(f"{info.describe()}: k={count} for an axis of {length}")
         shape = list(x.shape)
         shape[a] = count
-        values = provider.empty(shape, x.dtype)
-        indices = provider.empty(shape, np.int64)
+        values = cuda.empty(shape, x.dtype)
+        indices = cuda.empty(shape, np.int64)
         if values.size:
-            provider.launch_over(
+            cuda.launch_over(
                 k.topk_kernel(_SUFFIX[x.dtype]),
                 x.size,
                 x.ptr,
@@ -296,7 +296,7 @@ def _topk(info: NodeInfo) -> Any:
 
 
 def _reverse_sequence(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     batch_axis = int(info.attr("batch_axis", 1))
 
     def compute(x: CudaTensor, lens: CudaTensor) -> tuple[CudaTensor]:
@@ -304,9 +304,9 @@ def _reverse_sequence(info: NodeInfo) -> Any:
             raise ValueError(f"{info.describe()}: input of rank {x.ndim}")
         if lens.shape != (x.shape[batch_axis],):
             raise ValueError(f"{info.describe()}: sequence_lens {lens.shape} for {x.shape}")
-        y = provider.empty(x.shape, x.dtype)
+        y = cuda.empty(x.shape, x.dtype)
         if y.size:
-            provider.launch_over(
+            cuda.launch_over(
                 k.reverse_sequence_kernel(x.dtype.itemsize),
                 y.size,
                 x.ptr,
@@ -324,7 +324,7 @@ def _reverse_sequence(info: NodeInfo) -> Any:
 
 
 def _compress(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     axis_attr = info.attr("axis")
 
     def compute(x: CudaTensor, condition: Any) -> tuple[CudaTensor]:
@@ -342,10 +342,10 @@ def _compress(info: NodeInfo) -> Any:
         else:
             shape = list(x.shape)
             shape[a] = idx.size
-        y = provider.empty(shape, x.dtype)
+        y = cuda.empty(shape, x.dtype)
         if y.size:
-            device_idx = provider.from_host(idx)
-            provider.launch_over(
+            device_idx = cuda.from_host(idx)
+            cuda.launch_over(
                 ew.gather_kernel(x.dtype.itemsize),
                 y.size,
                 x.ptr,
@@ -418,14 +418,14 @@ def einsum_plan(
 
 
 def _einsum(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     equation = str(info.attr("equation"))
 
     def compute(*xs: CudaTensor) -> tuple[CudaTensor]:
         out, sizes, strides = einsum_plan(equation, [x.shape for x in xs])
         if len(sizes) > k.EINSUM_LETTERS:
             raise NotImplementedError(f"{info.describe()}: over {k.EINSUM_LETTERS} letters")
-        y = provider.empty(out, xs[0].dtype)
+        y = cuda.empty(out, xs[0].dtype)
         if y.size:
             pad = [0] * (k.EINSUM_LETTERS - len(sizes))
             args = k.EINSUM.pack(
@@ -433,7 +433,7 @@ def _einsum(info: NodeInfo) -> Any:
                 sa=strides[0] + pad,
                 sb=(strides[1] if len(xs) > 1 else [0] * len(sizes)) + pad,
             )
-            provider.launch_over(
+            cuda.launch_over(
                 k.einsum_kernel(_SUFFIX[y.dtype]),
                 y.size,
                 xs[0].ptr,
@@ -528,7 +528,7 @@ def decline(node: ir.Node, graph: GraphContext) -> str | None:
         if len(terms) not in (1, 2) or len(node.inputs) != len(terms):
             return f"CUDA: Einsum of {len(node.inputs)} operands (1 or 2 only)"
         if any(_rank(node, i) in (0, None) for i in range(len(node.inputs))):
-            # provider.from_host uploads a 0-d array as shape (1,)
+            # cuda.from_host uploads a 0-d array as shape (1,)
             return "CUDA: Einsum of a scalar or of an input of unknown rank"
         return None
     if rank == 0 and op != "Compress":

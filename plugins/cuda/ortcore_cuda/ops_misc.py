@@ -28,12 +28,10 @@ from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
 from .kernels import elementwise as ew
 from .kernels import misc as km
-from .ops import _SUFFIX, _p
-from .ops import FLOATS64 as _FLOATS64
-from .ops import MOVABLE as _MOVABLE
+from .ops_common import FLOATS64, MOVABLE, SUFFIX, device_of
 
 if TYPE_CHECKING:
-    from .provider import CUDAExecutionProvider
+    from .device import CudaDevice
     from .tensor import CudaTensor
 
 __all__ = ["decline", "register"]
@@ -67,30 +65,30 @@ def _strides(shape: Sequence[int]) -> list[int]:
     return out
 
 
-def _zeros(provider: CUDAExecutionProvider, shape: Sequence[int], dtype: Any) -> CudaTensor:
-    y = provider.empty(shape, dtype)
+def _zeros(cuda: CudaDevice, shape: Sequence[int], dtype: Any) -> CudaTensor:
+    y = cuda.empty(shape, dtype)
     if y.size:
         kernel = ew.fill_word_kernel(y.dtype.itemsize)
-        provider.launch_over(kernel, y.size, y.ptr, y.size, 0)
+        cuda.launch_over(kernel, y.size, y.ptr, y.size, 0)
     return y
 
 
-def _scan(provider: CUDAExecutionProvider, counts: CudaTensor) -> tuple[CudaTensor, int]:
+def _scan(cuda: CudaDevice, counts: CudaTensor) -> tuple[CudaTensor, int]:
     """The exclusive scan of ``counts`` (int64, ``n + 1`` offsets) and its
     total, read back to the host (the one number the output's size needs)."""
     n = counts.size
-    offsets = provider.empty([n + 1], np.int64)
-    total = provider.empty([1], np.int64)
+    offsets = cuda.empty([n + 1], np.int64)
+    total = cuda.empty([1], np.int64)
     threads = 32
     while threads < n and threads < km.SCAN_THREADS:
         threads *= 2
-    provider.launch(km.scan_kernel(), 1, threads, counts.ptr, offsets.ptr, total.ptr, n)
-    return offsets, int(provider.to_host(total)[0])
+    cuda.launch(km.scan_kernel(), 1, threads, counts.ptr, offsets.ptr, total.ptr, n)
+    return offsets, int(cuda.to_host(total)[0])
 
 
 def _isinfnan(op: str) -> Any:
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = device_of(info)
         if op == "IsNaN":
             mode = 0
         else:
@@ -100,11 +98,11 @@ def _isinfnan(op: str) -> Any:
 
         def compute(x: CudaTensor) -> tuple[CudaTensor]:
             if mode < 0:
-                return (_zeros(provider, x.shape, np.bool_),)
-            y = provider.empty(x.shape, np.bool_)
+                return (_zeros(cuda, x.shape, np.bool_),)
+            y = cuda.empty(x.shape, np.bool_)
             if x.size:
-                kernel = km.isinfnan_kernel(_SUFFIX[x.dtype])
-                provider.launch_over(kernel, x.size, x.ptr, y.ptr, x.size, mode)
+                kernel = km.isinfnan_kernel(SUFFIX[x.dtype])
+                cuda.launch_over(kernel, x.size, x.ptr, y.ptr, x.size, mode)
             return (y,)
 
         return compute
@@ -113,37 +111,37 @@ def _isinfnan(op: str) -> Any:
 
 
 def _bitcast(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     to = np.dtype(info.output_dtype(0))
 
     def compute(x: CudaTensor) -> tuple[CudaTensor]:
         if x.dtype.itemsize != to.itemsize:
             raise TypeError(f"{info.describe()}: BitCast of {x.dtype} to {to}: sizes differ")
-        y = provider.empty(x.shape, to)
+        y = cuda.empty(x.shape, to)
         if x.nbytes:
-            provider.backend.copy(y.ptr, x.ptr, x.nbytes, provider.stream)
+            cuda.backend.copy(y.ptr, x.ptr, x.nbytes, cuda.stream)
         return (y,)
 
     return compute
 
 
 def _nonzero(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
 
     def compute(x: CudaTensor) -> tuple[CudaTensor]:
         if x.ndim == 0 or x.ndim > ew.MAX_RANK:
             raise ValueError(f"{info.describe()}: NonZero of rank {x.ndim}")
         n = x.size
         if n == 0:
-            return (provider.empty([x.ndim, 0], np.int64),)
-        flags = provider.empty([n], np.int64)
+            return (cuda.empty([x.ndim, 0], np.int64),)
+        flags = cuda.empty([n], np.int64)
         kernel = km.nonzero_flags_kernel(_item_suffix(x.dtype))
-        provider.launch_over(kernel, n, x.ptr, flags.ptr, n)
-        offsets, total = _scan(provider, flags)
-        y = provider.empty([x.ndim, total], np.int64)
+        cuda.launch_over(kernel, n, x.ptr, flags.ptr, n)
+        offsets, total = _scan(cuda, flags)
+        y = cuda.empty([x.ndim, total], np.int64)
         if total:
             dims = ew.copy_args(x.shape, [0] * x.ndim, [0] * x.ndim)
-            provider.launch_over(
+            cuda.launch_over(
                 km.nonzero_write_kernel(), n, offsets.ptr, y.ptr, n, total, x.ndim, dims
             )
         return (y,)
@@ -152,7 +150,7 @@ def _nonzero(info: NodeInfo) -> Any:
 
 
 def _unique(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     axis_attr = info.attr("axis")
     is_sorted = int(bool(info.attr("sorted", 1)))
     outputs = info.num_outputs
@@ -165,27 +163,27 @@ def _unique(info: NodeInfo) -> Any:
             if not 0 <= a < x.ndim:
                 raise ValueError(f"{info.describe()}: axis {axis_attr} of rank {x.ndim}")
             perm = [a] + [k for k in range(x.ndim) if k != a]
-            items = provider.transpose(x, perm) if a else x
+            items = cuda.transpose(x, perm) if a else x
             n, rest = x.shape[a], [x.shape[k] for k in perm[1:]]
         length = int(np.prod(rest, dtype=np.int64))
         suffix = _item_suffix(x.dtype)
         if n and not length:
             raise ValueError(f"{info.describe()}: Unique of items of no elements")
-        first = provider.empty([n], np.int64)
-        flags = provider.empty([n], np.int64)
+        first = cuda.empty([n], np.int64)
+        flags = cuda.empty([n], np.int64)
         total = 0
         if n:
-            provider.launch_over(
+            cuda.launch_over(
                 km.unique_first_kernel(suffix), n, items.ptr, first.ptr, flags.ptr, n, length
             )
-            _, total = _scan(provider, flags)
-        y = provider.empty([total, *rest], x.dtype)
-        indices = provider.empty([total], np.int64)
-        inverse = provider.empty([n], np.int64)
-        counts = provider.empty([total], np.int64)
+            _, total = _scan(cuda, flags)
+        y = cuda.empty([total, *rest], x.dtype)
+        indices = cuda.empty([total], np.int64)
+        inverse = cuda.empty([n], np.int64)
+        counts = cuda.empty([total], np.int64)
         if n:
-            pos = provider.empty([n], np.int64)
-            provider.launch_over(
+            pos = cuda.empty([n], np.int64)
+            cuda.launch_over(
                 km.unique_rank_kernel(suffix),
                 n,
                 items.ptr,
@@ -195,7 +193,7 @@ def _unique(info: NodeInfo) -> Any:
                 length,
                 is_sorted,
             )
-            provider.launch_over(
+            cuda.launch_over(
                 km.unique_write_kernel(x.dtype.itemsize),
                 n,
                 items.ptr,
@@ -209,9 +207,9 @@ def _unique(info: NodeInfo) -> Any:
                 length,
             )
         if perm is not None and perm[0] != 0 and y.size:
-            y = provider.transpose(y, list(np.argsort(perm)))
+            y = cuda.transpose(y, list(np.argsort(perm)))
         elif perm is not None and perm[0] != 0:
-            y = provider.empty([y.shape[k] for k in np.argsort(perm)], x.dtype)
+            y = cuda.empty([y.shape[k] for k in np.argsort(perm)], x.dtype)
         return (y, indices, inverse, counts)[:outputs]
 
     return compute
@@ -225,7 +223,7 @@ def _host_scalar(v: Any) -> Any:
 
 
 def _nms(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     center = int(info.attr("center_point_box", 0))
 
     def compute(
@@ -250,13 +248,13 @@ def _nms(info: NodeInfo) -> Any:
         st_v = float(np.float32(st)) if st is not None else 0.0
         pairs = batches * classes
         if limit == 0 or pairs * nboxes == 0:
-            return (provider.empty([0, 3], np.int64),)
-        order = provider.empty([pairs * nboxes], np.int64)
-        sel = provider.empty([pairs * nboxes], np.int64)
-        counts = provider.empty([pairs], np.int64)
-        grid = max(1, min(pairs, provider.max_grid))
+            return (cuda.empty([0, 3], np.int64),)
+        order = cuda.empty([pairs * nboxes], np.int64)
+        sel = cuda.empty([pairs * nboxes], np.int64)
+        counts = cuda.empty([pairs], np.int64)
+        grid = max(1, min(pairs, cuda.max_grid))
         threads = 32 if nboxes <= 32 else 128
-        provider.launch(
+        cuda.launch(
             km.nms_select_kernel(),
             grid,
             threads,
@@ -274,11 +272,11 @@ def _nms(info: NodeInfo) -> Any:
             has_thr,
             center,
         )
-        offsets, total = _scan(provider, counts)
-        y = provider.empty([total, 3], np.int64)
+        offsets, total = _scan(cuda, counts)
+        y = cuda.empty([total, 3], np.int64)
         if total:
             n = pairs * nboxes
-            provider.launch_over(
+            cuda.launch_over(
                 km.nms_write_kernel(), n, sel.ptr, offsets.ptr, y.ptr, classes, nboxes, n
             )
         return (y,)
@@ -287,7 +285,7 @@ def _nms(info: NodeInfo) -> Any:
 
 
 def _center_crop_pad(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     axes_attr = info.attr("axes")
 
     def compute(x: CudaTensor, shape: Any) -> tuple[CudaTensor]:
@@ -307,41 +305,41 @@ def _center_crop_pad(info: NodeInfo) -> Any:
             elif size > dim:
                 dst_start[a] = (size - dim) // 2
         padded = out != [min(o, c) for o, c in zip(out, count)]
-        y = _zeros(provider, out, x.dtype) if padded else provider.empty(out, x.dtype)
+        y = _zeros(cuda, out, x.dtype) if padded else cuda.empty(out, x.dtype)
         xs, ys = _strides(x.shape), _strides(out)
         item = x.dtype.itemsize
         src = x.ptr + sum(s * t for s, t in zip(src_start, xs)) * item
         dst = y.ptr + sum(s * t for s, t in zip(dst_start, ys)) * item
-        provider.strided_copy(src, dst, count, xs, ys, item)
+        cuda.strided_copy(src, dst, count, xs, ys, item)
         return (y,)
 
     return compute
 
 
 def _det(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
 
     def compute(x: CudaTensor) -> tuple[CudaTensor]:
         if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
             raise ValueError(f"{info.describe()}: Det of shape {x.shape}")
         m = x.shape[-1]
         batch = x.size // (m * m) if m else int(np.prod(x.shape[:-2], dtype=np.int64))
-        y = provider.empty(x.shape[:-2], x.dtype)
+        y = cuda.empty(x.shape[:-2], x.dtype)
         if batch and m:
             wide = np.float64 if x.dtype == np.float64 else np.float32
-            work = provider.empty([batch * m * m], wide)
-            kernel = km.det_kernel(_SUFFIX[x.dtype])
-            provider.launch_over(kernel, batch, x.ptr, work.ptr, y.ptr, batch, m, threads=32)
+            work = cuda.empty([batch * m * m], wide)
+            kernel = km.det_kernel(SUFFIX[x.dtype])
+            cuda.launch_over(kernel, batch, x.ptr, work.ptr, y.ptr, batch, m, threads=32)
         elif batch:  # the determinant of a 0x0 matrix
-            ew_fill = ew.fill_kernel(_SUFFIX[x.dtype])
-            provider.launch_over(ew_fill, batch, y.ptr, batch, 1.0)
+            ew_fill = ew.fill_kernel(SUFFIX[x.dtype])
+            cuda.launch_over(ew_fill, batch, y.ptr, batch, 1.0)
         return (y,)
 
     return compute
 
 
 def _maxunpool(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     kernel_shape = [int(k) for k in info.attr("kernel_shape")]
     spatial = len(kernel_shape)
     strides = [int(s) for s in info.attr("strides", None) or [1] * spatial]
@@ -354,10 +352,10 @@ def _maxunpool(info: NodeInfo) -> Any:
             (x.shape[d + 2] - 1) * strides[d] - (pads[d] + pads[spatial + d]) + kernel_shape[d]
             for d in range(spatial)
         ]
-        y = _zeros(provider, inferred, x.dtype)
+        y = _zeros(cuda, inferred, x.dtype)
         if x.size:
-            kernel = km.maxunpool_kernel(_SUFFIX[x.dtype])
-            provider.launch_over(kernel, x.size, x.ptr, indices.ptr, y.ptr, x.size, y.size)
+            kernel = km.maxunpool_kernel(SUFFIX[x.dtype])
+            cuda.launch_over(kernel, x.size, x.ptr, indices.ptr, y.ptr, x.size, y.size)
         if output_shape is None:
             return (y,)
         out = [int(v) for v in np.asarray(output_shape).reshape(-1)]
@@ -365,16 +363,16 @@ def _maxunpool(info: NodeInfo) -> Any:
             return (y,)
         if len(out) != len(inferred) or any(o < i for o, i in zip(out, inferred)):
             raise ValueError(f"{info.describe()}: output_shape {out} smaller than {inferred}")
-        res = _zeros(provider, out, x.dtype)
+        res = _zeros(cuda, out, x.dtype)
         item = x.dtype.itemsize
-        provider.strided_copy(y.ptr, res.ptr, inferred, _strides(inferred), _strides(out), item)
+        cuda.strided_copy(y.ptr, res.ptr, inferred, _strides(inferred), _strides(out), item)
         return (res,)
 
     return compute
 
 
 def _affine_grid(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     align = int(bool(info.attr("align_corners", 0)))
 
     def compute(theta: CudaTensor, size: Any) -> tuple[CudaTensor]:
@@ -389,18 +387,18 @@ def _affine_grid(info: NodeInfo) -> Any:
             raise ValueError(f"{info.describe()}: size {dims_}")
         if theta.shape != (n_, k, k + 1):
             raise ValueError(f"{info.describe()}: theta {theta.shape} for size {dims_}")
-        y = provider.empty(out, theta.dtype)
+        y = cuda.empty(out, theta.dtype)
         points = y.size // k
         if points:
-            kernel = km.affine_grid_kernel(_SUFFIX[theta.dtype])
-            provider.launch_over(kernel, points, theta.ptr, y.ptr, points, d, h, w, k, align)
+            kernel = km.affine_grid_kernel(SUFFIX[theta.dtype])
+            cuda.launch_over(kernel, points, theta.ptr, y.ptr, points, d, h, w, k, align)
         return (y,)
 
     return compute
 
 
 def _deform_conv(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     group = int(info.attr("group", 1))
     offset_group = int(info.attr("offset_group", 1))
     dil = [int(d) for d in info.attr("dilations", None) or [1, 1]]
@@ -429,14 +427,14 @@ def _deform_conv(info: NodeInfo) -> Any:
                 f"{info.describe()}: X {x.shape}, W {w.shape}, offset {offset.shape}, "
                 f"group {group}, offset_group {offset_group}"
             )
-        y = provider.empty([n, oc, oh, ow], x.dtype)
+        y = cuda.empty([n, oc, oh, ow], x.dtype)
         if y.size:
             args = km.deform_args(
                 n, ic, ih, iw, oc, oh, ow, kh, kw, strides[0], strides[1], pads[0], pads[1],
                 dil[0], dil[1], group, offset_group,
             )  # fmt: skip
-            kernel = km.deform_conv_kernel(_SUFFIX[x.dtype])
-            provider.launch_over(
+            kernel = km.deform_conv_kernel(SUFFIX[x.dtype])
+            cuda.launch_over(
                 kernel, y.size, x.ptr, w.ptr, offset.ptr, b.ptr if b is not None else 0,
                 mask.ptr if mask is not None else 0, y.ptr, y.size, args, int(b is not None),
                 int(mask is not None),
@@ -448,25 +446,25 @@ def _deform_conv(info: NodeInfo) -> Any:
 
 def register(reg: KernelRegistry) -> None:
     """Add this family's kernels to ``reg``."""
-    floats: dict[str | int, tuple[ir.DataType, ...]] = {"T1": _FLOATS64}
+    floats: dict[str | int, tuple[ir.DataType, ...]] = {"T1": FLOATS64}
     reg.kernel("IsNaN", since=9, types=floats)(_isinfnan("IsNaN"))
     reg.kernel("IsInf", since=10, types=floats)(_isinfnan("IsInf"))
-    reg.kernel("BitCast", since=26, types={"T1": _MOVABLE, "T2": _MOVABLE})(_bitcast)
-    reg.kernel("NonZero", since=9, types={"T": _MOVABLE})(_nonzero)
-    reg.kernel("Unique", since=11, types={"T": _MOVABLE})(_unique)
+    reg.kernel("BitCast", since=26, types={"T1": MOVABLE, "T2": MOVABLE})(_bitcast)
+    reg.kernel("NonZero", since=9, types={"T": MOVABLE})(_nonzero)
+    reg.kernel("Unique", since=11, types={"T": MOVABLE})(_unique)
     reg.kernel(
         "NonMaxSuppression",
         since=10,
         types={0: (ir.DataType.FLOAT,), 1: (ir.DataType.FLOAT,)},
         input_memory={2: "host", 3: "host", 4: "host"},
     )(_nms)
-    reg.kernel("CenterCropPad", since=18, types={"T": _MOVABLE}, input_memory={1: "host"})(
+    reg.kernel("CenterCropPad", since=18, types={"T": MOVABLE}, input_memory={1: "host"})(
         _center_crop_pad
     )
-    reg.kernel("Det", since=11, types={"T": _FLOATS64})(_det)
-    reg.kernel("MaxUnpool", since=9, types={"T1": _FLOATS64}, input_memory={2: "host"})(_maxunpool)
-    reg.kernel("DeformConv", since=19, types={"T": _FLOATS64})(_deform_conv)
-    reg.kernel("AffineGrid", since=20, types={"T1": _FLOATS64}, input_memory={1: "host"})(
+    reg.kernel("Det", since=11, types={"T": FLOATS64})(_det)
+    reg.kernel("MaxUnpool", since=9, types={"T1": FLOATS64}, input_memory={2: "host"})(_maxunpool)
+    reg.kernel("DeformConv", since=19, types={"T": FLOATS64})(_deform_conv)
+    reg.kernel("AffineGrid", since=20, types={"T1": FLOATS64}, input_memory={1: "host"})(
         _affine_grid
     )
 

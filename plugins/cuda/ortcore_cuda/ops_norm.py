@@ -18,9 +18,9 @@ Dropout's ratio and training_mode.
 LayerNormalization: :func:`layer_normalization` covers any axis (the
 flattened trailing dims ``[axis, rank)``), an optional bias, scale and bias
 broadcast over the normalized dims, and the Mean and InvStdDev outputs.
-``ops.py`` registers LayerNormalization and uses it for all but the
-transformers' case (the last axis, a bias, Y alone), which a one-pass row
-kernel does.
+The transformers' case of LayerNormalization (the last axis, a bias, Y
+alone) goes to a one-pass row kernel (:mod:`ortcore_cuda.kernels.rows`)
+instead.
 """
 
 from __future__ import annotations
@@ -33,11 +33,12 @@ import onnx_ir as ir
 from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
 from .kernels import norm as k
-from .ops import MOVABLE, _p
+from .kernels import rows
+from .ops_common import MOVABLE, device_of, rows_of, suffix
 from .tensor import CudaTensor
 
 if TYPE_CHECKING:
-    from .provider import CUDAExecutionProvider
+    from .device import CudaDevice
 
 __all__ = ["decline", "layer_normalization", "register"]
 
@@ -65,8 +66,8 @@ def _contiguous(shape: Sequence[int]) -> list[int]:
     return strides
 
 
-def _grid(provider: CUDAExecutionProvider, rows: int) -> int:
-    return max(1, min(rows, provider.max_grid))
+def _grid(cuda: CudaDevice, rows: int) -> int:
+    return max(1, min(rows, cuda.max_grid))
 
 
 def _host_scalar(value: Any, default: float) -> float:
@@ -78,9 +79,7 @@ def _host_scalar(value: Any, default: float) -> float:
 # -- normalizations ----------------------------------------------------------------
 
 
-def _over(
-    provider: CUDAExecutionProvider, t: CudaTensor, dims: Sequence[int], what: str
-) -> CudaTensor:
+def _over(cuda: CudaDevice, t: CudaTensor, dims: Sequence[int], what: str) -> CudaTensor:
     """``t`` (a scale or bias) laid out over the normalized ``dims``: itself when
     it has their elements, else a copy broadcast to them."""
     cols = _prod(dims)
@@ -97,15 +96,15 @@ def _over(
             raise ValueError(f"a {what} of shape {t.shape} does not broadcast to {tuple(dims)}")
     full = _contiguous(padded)
     src = [0 if h == 1 else s for h, s in zip(padded, full)]
-    out = provider.empty(dims, t.dtype)
-    provider.strided_copy(t.ptr, out.ptr, dims, src, _contiguous(dims), t.dtype.itemsize)
+    out = cuda.empty(dims, t.dtype)
+    cuda.strided_copy(t.ptr, out.ptr, dims, src, _contiguous(dims), t.dtype.itemsize)
     return out
 
 
 def layer_normalization(info: NodeInfo) -> Any:
     """LayerNormalization over the flattened dims ``[axis, rank)``: Y, and the
     Mean and InvStdDev outputs (shape ``X.shape[:axis] + [1] * (rank - axis)``)."""
-    provider = _p(info)
+    cuda = device_of(info)
     axis_attr = int(info.attr("axis", -1))
     eps = float(info.attr("epsilon", 1e-5))
     outputs = info.num_outputs
@@ -117,19 +116,19 @@ def layer_normalization(info: NodeInfo) -> Any:
         a = axis_attr + x.ndim if axis_attr < 0 else axis_attr
         dims = x.shape[a:]
         rows, cols = _prod(x.shape[:a]), _prod(dims)
-        y = provider.empty(x.shape, x.dtype)
+        y = cuda.empty(x.shape, x.dtype)
         stat_shape = (*x.shape[:a], *[1] * (x.ndim - a))
-        mean = provider.empty(stat_shape, stats)
-        inv = provider.empty(stat_shape, stats)
+        mean = cuda.empty(stat_shape, stats)
+        inv = cuda.empty(stat_shape, stats)
         if rows:
-            s = _over(provider, scale, dims, "scale")
+            s = _over(cuda, scale, dims, "scale")
             args: list[Any] = [x.ptr, s.ptr]
             if bias is not None:
-                args.append(_over(provider, bias, dims, "bias").ptr)
+                args.append(_over(cuda, bias, dims, "bias").ptr)
             kernel = k.layernorm_kernel(_FSUFFIX[x.dtype], _FSUFFIX[stats], bias is not None)
-            provider.launch(
+            cuda.launch(
                 kernel,
-                _grid(provider, rows),
+                _grid(cuda, rows),
                 k.row_threads(cols),
                 *args,
                 y.ptr,
@@ -146,8 +145,50 @@ def layer_normalization(info: NodeInfo) -> Any:
     return compute
 
 
+def _layernorm(info: NodeInfo) -> Any:
+    """The last axis with a bias and Y alone (transformers' case) by the
+    one-pass row kernel; any other axis, no bias, the Mean and InvStdDev
+    outputs by :func:`layer_normalization`."""
+    cuda = device_of(info)
+    eps = float(info.attr("epsilon", 1e-5))
+    axis = int(info.attr("axis", -1))
+    general = layer_normalization(info)
+
+    def compute(
+        x: CudaTensor, scale: CudaTensor, bias: CudaTensor | None = None
+    ) -> tuple[CudaTensor, ...]:
+        rows_, cols = rows_of(x.shape, x.ndim - 1)
+        last = axis in (-1, x.ndim - 1)
+        if (
+            info.num_outputs > 1
+            or bias is None
+            or not last
+            or scale.size != cols
+            or bias.size != cols
+        ):
+            return general(x, scale, bias)
+        y = cuda.empty(x.shape, x.dtype)
+        if y.size:
+            kernel = rows.layernorm_kernel(suffix(x))
+            cuda.launch(
+                kernel,
+                rows_,
+                rows.row_threads(cols),
+                x.ptr,
+                scale.ptr,
+                bias.ptr,
+                y.ptr,
+                rows_,
+                cols,
+                eps,
+            )
+        return (y,)
+
+    return compute
+
+
 def _rms(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     axis_attr = int(info.attr("axis", -1))
     eps = float(info.attr("epsilon", 1e-5))
 
@@ -155,12 +196,12 @@ def _rms(info: NodeInfo) -> Any:
         a = axis_attr + x.ndim if axis_attr < 0 else axis_attr
         dims = x.shape[a:]
         rows, cols = _prod(x.shape[:a]), _prod(dims)
-        y = provider.empty(x.shape, x.dtype)
+        y = cuda.empty(x.shape, x.dtype)
         if y.size:
-            s = _over(provider, scale, dims, "scale")
-            provider.launch(
+            s = _over(cuda, scale, dims, "scale")
+            cuda.launch(
                 k.rms_kernel(_FSUFFIX[x.dtype]),
-                _grid(provider, rows),
+                _grid(cuda, rows),
                 k.row_threads(cols),
                 x.ptr,
                 s.ptr,
@@ -177,7 +218,7 @@ def _rms(info: NodeInfo) -> Any:
 
 
 def _grouped(
-    provider: CUDAExecutionProvider,
+    cuda: CudaDevice,
     x: CudaTensor,
     scale: CudaTensor,
     bias: CudaTensor,
@@ -196,13 +237,13 @@ def _grouped(
     want = c if per_channel else groups
     if scale.size != want or bias.size != want:
         raise ValueError(f"scale and bias of {want} elements expected")
-    y = provider.empty(x.shape, x.dtype)
+    y = cuda.empty(x.shape, x.dtype)
     if rows and cols:
-        stats = provider.empty((2, rows), np.float32)
+        stats = cuda.empty((2, rows), np.float32)
         kernel = k.layernorm_kernel(_FSUFFIX[x.dtype], "f32", True)
-        provider.launch(
+        cuda.launch(
             kernel,
-            _grid(provider, rows),
+            _grid(cuda, rows),
             k.row_threads(cols),
             x.ptr,
             scale.ptr,
@@ -220,29 +261,29 @@ def _grouped(
 
 
 def _group_norm(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     groups = int(info.attr("num_groups", 0))
     eps = float(info.attr("epsilon", 1e-5))
     per_channel = info.opset >= 21
 
     def compute(x: CudaTensor, scale: CudaTensor, bias: CudaTensor) -> tuple[CudaTensor]:
-        return (_grouped(provider, x, scale, bias, groups, per_channel, eps),)
+        return (_grouped(cuda, x, scale, bias, groups, per_channel, eps),)
 
     return compute
 
 
 def _instance_norm(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     eps = float(info.attr("epsilon", 1e-5))
 
     def compute(x: CudaTensor, scale: CudaTensor, bias: CudaTensor) -> tuple[CudaTensor]:
-        return (_grouped(provider, x, scale, bias, x.shape[1], True, eps),)
+        return (_grouped(cuda, x, scale, bias, x.shape[1], True, eps),)
 
     return compute
 
 
 def _mvn(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     axes_attr = info.attr("axes", [0, 2, 3])
 
     def compute(x: CudaTensor) -> tuple[CudaTensor]:
@@ -250,12 +291,12 @@ def _mvn(info: NodeInfo) -> Any:
         rest = [i for i in range(x.ndim) if i not in axes]
         perm = rest + axes
         rows, cols = _prod([x.shape[i] for i in rest]), _prod([x.shape[i] for i in axes])
-        moved = x if perm == list(range(x.ndim)) else provider.transpose(x, perm)
-        z = provider.empty(moved.shape, x.dtype)
+        moved = x if perm == list(range(x.ndim)) else cuda.transpose(x, perm)
+        z = cuda.empty(moved.shape, x.dtype)
         if z.size:
-            provider.launch(
+            cuda.launch(
                 k.mvn_kernel(_FSUFFIX[x.dtype]),
-                _grid(provider, rows),
+                _grid(cuda, rows),
                 k.row_threads(cols),
                 moved.ptr,
                 z.ptr,
@@ -264,7 +305,7 @@ def _mvn(info: NodeInfo) -> Any:
             )
         if moved is x:
             return (z,)
-        return (provider.transpose(z, [int(i) for i in np.argsort(perm)]),)
+        return (cuda.transpose(z, [int(i) for i in np.argsort(perm)]),)
 
     return compute
 
@@ -273,35 +314,35 @@ def _mvn(info: NodeInfo) -> Any:
 
 
 def _dropout(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     outputs = info.num_outputs
 
     def compute(x: CudaTensor, ratio: Any = None, training: Any = None) -> tuple[CudaTensor, ...]:
         if training is not None and np.size(training) and bool(np.asarray(training).reshape(-1)[0]):
             raise NotImplementedError(f"{info.describe()}: Dropout in training mode")
-        y = provider.copy(x, x.shape)
+        y = cuda.copy(x, x.shape)
         if outputs < 2:
             return (y,)
-        mask = provider.empty(x.shape, np.bool_)
+        mask = cuda.empty(x.shape, np.bool_)
         if mask.size:
-            one = provider.from_host(np.ones(1, np.bool_))
-            provider.launch_over(k.fill_words_kernel(1), mask.size, mask.ptr, one.ptr, mask.size)
+            one = cuda.from_host(np.ones(1, np.bool_))
+            cuda.launch_over(k.fill_words_kernel(1), mask.size, mask.ptr, one.ptr, mask.size)
         return (y, mask)
 
     return compute
 
 
 def _eyelike(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     shift = int(info.attr("k", 0))
     dtype = np.dtype(info.output_dtype(0))
 
     def compute(x: CudaTensor) -> tuple[CudaTensor]:
         shape = x.shape if x.ndim == 2 else (x.shape[0], x.shape[0])
-        y = provider.empty(shape, dtype)
+        y = cuda.empty(shape, dtype)
         if y.size:
-            vals = provider.from_host(np.array([0, 1]).astype(dtype))
-            provider.launch_over(
+            vals = cuda.from_host(np.array([0, 1]).astype(dtype))
+            cuda.launch_over(
                 k.eyelike_kernel(dtype.itemsize), y.size, y.ptr, vals.ptr, y.size, shape[1], shift
             )
         return (y,)
@@ -310,7 +351,7 @@ def _eyelike(info: NodeInfo) -> Any:
 
 
 def _onehot(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     axis_attr = int(info.attr("axis", -1))
 
     def compute(indices: CudaTensor, depth: Any, values: Any) -> tuple[CudaTensor]:
@@ -323,14 +364,12 @@ def _onehot(info: NodeInfo) -> Any:
         rank = indices.ndim
         a = axis_attr + rank + 1 if axis_attr < 0 else axis_attr
         shape = (*indices.shape[:a], d, *indices.shape[a:])
-        y = provider.empty(shape, vals.dtype)
+        y = cuda.empty(shape, vals.dtype)
         if y.size:
             inner = _prod(indices.shape[a:])
-            device_vals = provider.from_host(vals)
+            device_vals = cuda.from_host(vals)
             kernel = k.onehot_kernel(vals.dtype.itemsize, _ONEHOT_SUFFIX[indices.dtype])
-            provider.launch_over(
-                kernel, y.size, indices.ptr, device_vals.ptr, y.ptr, y.size, d, inner
-            )
+            cuda.launch_over(kernel, y.size, indices.ptr, device_vals.ptr, y.ptr, y.size, d, inner)
         return (y,)
 
     return compute
@@ -340,20 +379,18 @@ def _onehot(info: NodeInfo) -> Any:
 
 
 def _tile(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
 
     def compute(x: CudaTensor, repeats: Any) -> tuple[CudaTensor]:
         reps = [int(r) for r in np.asarray(repeats).reshape(-1)]
         if len(reps) != x.ndim or min(reps, default=0) < 0:
             raise ValueError(f"{info.describe()}: repeats {reps} for rank {x.ndim}")
         out = [d * r for d, r in zip(x.shape, reps)]
-        y = provider.empty(out, x.dtype)
+        y = cuda.empty(out, x.dtype)
         if y.size:
             rank = max(x.ndim, 1)
             s = k.shape_arg(out or [1], sa=list(x.shape) or [1])
-            provider.launch_over(
-                k.tile_kernel(x.dtype.itemsize), y.size, x.ptr, y.ptr, y.size, rank, s
-            )
+            cuda.launch_over(k.tile_kernel(x.dtype.itemsize), y.size, x.ptr, y.ptr, y.size, rank, s)
         return (y,)
 
     return compute
@@ -361,7 +398,7 @@ def _tile(info: NodeInfo) -> Any:
 
 def _space(to_space: bool) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = device_of(info)
         b = int(info.attr("blocksize"))
         mode = str(info.attr("mode", "DCR") or "DCR")
 
@@ -382,11 +419,11 @@ def _space(to_space: bool) -> Callable[[NodeInfo], Any]:
                 tmp = [n, c, h // b, b, w // b, b]
                 perm = [0, 3, 5, 1, 2, 4] if mode == "DCR" else [0, 1, 3, 5, 2, 4]
                 out = [n, c * b * b, h // b, w // b]
-            y = provider.empty(out, x.dtype)
+            y = cuda.empty(out, x.dtype)
             if y.size:
                 strides = _contiguous(tmp)
                 dims = [tmp[p] for p in perm]
-                provider.strided_copy(
+                cuda.strided_copy(
                     x.ptr,
                     y.ptr,
                     dims,
@@ -402,18 +439,18 @@ def _space(to_space: bool) -> Callable[[NodeInfo], Any]:
 
 
 def _gather_elements(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     axis_attr = int(info.attr("axis", 0))
 
     def compute(x: CudaTensor, indices: CudaTensor) -> tuple[CudaTensor]:
         if indices.ndim != x.ndim:
             raise ValueError(f"{info.describe()}: indices of rank {indices.ndim}, data {x.ndim}")
         a = axis_attr % x.ndim
-        y = provider.empty(indices.shape, x.dtype)
+        y = cuda.empty(indices.shape, x.dtype)
         if y.size:
             s = k.shape_arg(list(indices.shape), sa=_contiguous(x.shape))
             kernel = k.gather_elements_kernel(x.dtype.itemsize, _ISUFFIX[indices.dtype])
-            provider.launch_over(
+            cuda.launch_over(
                 kernel, y.size, x.ptr, indices.ptr, y.ptr, y.size, x.ndim, a, x.shape[a], s
             )
         return (y,)
@@ -422,7 +459,7 @@ def _gather_elements(info: NodeInfo) -> Any:
 
 
 def _gather_nd(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     b = int(info.attr("batch_dims", 0))
 
     def compute(x: CudaTensor, indices: CudaTensor) -> tuple[CudaTensor]:
@@ -430,14 +467,14 @@ def _gather_nd(info: NodeInfo) -> Any:
         if b + q > x.ndim or tuple(indices.shape[:b]) != tuple(x.shape[:b]):
             raise ValueError(f"{info.describe()}: indices {indices.shape} for data {x.shape}")
         shape = (*indices.shape[:-1], *x.shape[b + q :])
-        y = provider.empty(shape, x.dtype)
+        y = cuda.empty(shape, x.dtype)
         if y.size:
             strides = _contiguous(x.shape)
             s = k.shape_arg(list(x.shape[b : b + q]), sa=strides[b : b + q])
             idx = indices if indices.dtype == np.int64 else None
             if idx is None:
                 raise TypeError(f"{info.describe()}: int64 indices expected")
-            provider.launch_over(
+            cuda.launch_over(
                 k.gather_nd_kernel(x.dtype.itemsize),
                 y.size,
                 x.ptr,
@@ -460,7 +497,7 @@ def _reduction(info: NodeInfo) -> str:
 
 
 def _scatter_elements(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     axis_attr = int(info.attr("axis", 0))
     reduction = _reduction(info)
 
@@ -473,7 +510,7 @@ def _scatter_elements(info: NodeInfo) -> Any:
         key = k.scatter_key(data.dtype, reduction)
         if key is None:
             raise NotImplementedError(f"{info.describe()}: reduction {reduction} of {data.dtype}")
-        y = provider.copy(data, data.shape)
+        y = cuda.copy(data, data.shape)
         a = axis_attr % data.ndim
         lines = list(indices.shape)
         count, lines[a] = lines[a], 1
@@ -481,7 +518,7 @@ def _scatter_elements(info: NodeInfo) -> Any:
         if n and count:
             s = k.shape_arg(lines, sa=_contiguous(indices.shape), sb=_contiguous(data.shape))
             kernel = k.scatter_elements_kernel(key, reduction, _ISUFFIX[indices.dtype])
-            provider.launch_over(
+            cuda.launch_over(
                 kernel,
                 n,
                 y.ptr,
@@ -500,7 +537,7 @@ def _scatter_elements(info: NodeInfo) -> Any:
 
 
 def _scatter_nd(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     reduction = _reduction(info)
 
     def compute(data: CudaTensor, indices: CudaTensor, updates: CudaTensor) -> tuple[CudaTensor]:
@@ -514,11 +551,11 @@ def _scatter_nd(info: NodeInfo) -> Any:
         key = k.scatter_key(data.dtype, reduction)
         if key is None:
             raise NotImplementedError(f"{info.describe()}: reduction {reduction} of {data.dtype}")
-        y = provider.copy(data, data.shape)
+        y = cuda.copy(data, data.shape)
         inner, count = _prod(data.shape[q:]), _prod(indices.shape[:-1])
         if inner and count:
             s = k.shape_arg(list(data.shape[:q]), sa=_contiguous(data.shape)[:q])
-            provider.launch_over(
+            cuda.launch_over(
                 k.scatter_nd_kernel(key, reduction),
                 inner,
                 y.ptr,
@@ -540,6 +577,7 @@ def _scatter_nd(info: NodeInfo) -> Any:
 def register(reg: KernelRegistry) -> None:
     """Add this family's kernels to ``reg``."""
     floats: dict[str | int, tuple[ir.DataType, ...]] = {"T": FLOATS}
+    reg.kernel("LayerNormalization", since=17, types={0: FLOATS})(_layernorm)
     move: dict[str | int, tuple[ir.DataType, ...]] = {"T": MOVABLE}
     indexed: dict[str | int, tuple[ir.DataType, ...]] = {"T": MOVABLE, "Tind": INDICES}
     reg.kernel("RMSNormalization", since=23, types={"T": FLOATS, "V": FLOATS})(_rms)

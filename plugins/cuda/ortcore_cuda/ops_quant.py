@@ -37,10 +37,11 @@ from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 from .kernels import cast as kc
 from .kernels import nn
 from .kernels import quant as kq
-from .ops import _p
+from .ops_common import device_of
+from .ops_window import window_2d
 
 if TYPE_CHECKING:
-    from .provider import CUDAExecutionProvider
+    from .device import CudaDevice
     from .tensor import CudaTensor
 
 __all__ = ["OPS", "decline", "register"]
@@ -95,7 +96,7 @@ def _promoted(a: np.dtype, b: np.dtype) -> int:
 
 
 def _quantize(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     axis = int(info.attr("axis", 1))
     block = int(info.attr("block_size", 0) or 0)
     sat = int(bool(info.attr("saturate", 1)))
@@ -108,11 +109,11 @@ def _quantize(info: NodeInfo) -> Any:
         ax = axis + x.ndim if axis < 0 else axis
         args = kq.qaxis_args(x.shape, scale.shape, ax, block)
         prec = _PRECISION[precision] if precision else _promoted(x.dtype, scale.dtype)
-        y = provider.empty(x.shape, out)
+        y = cuda.empty(x.shape, out)
         if y.size:
             kernel = kq.quantize_kernel(_SUFFIX[out])
             zptr = zp.ptr if zp is not None and zp.size else 0
-            provider.launch_over(
+            cuda.launch_over(
                 kernel,
                 y.size,
                 x.ptr,
@@ -133,7 +134,7 @@ def _quantize(info: NodeInfo) -> Any:
 
 
 def _dequantize(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     axis = int(info.attr("axis", 1))
     block = int(info.attr("block_size", 0) or 0)
     out = np.dtype(info.output_dtype(0))
@@ -143,11 +144,11 @@ def _dequantize(info: NodeInfo) -> Any:
     ) -> tuple[CudaTensor]:
         ax = axis + x.ndim if axis < 0 else axis
         args = kq.qaxis_args(x.shape, scale.shape, ax, block)
-        y = provider.empty(x.shape, out)
+        y = cuda.empty(x.shape, out)
         if y.size:
             kernel = kq.dequantize_kernel(_SUFFIX[x.dtype])
             zptr = zp.ptr if zp is not None and zp.size else 0
-            provider.launch_over(
+            cuda.launch_over(
                 kernel,
                 y.size,
                 x.ptr,
@@ -166,17 +167,17 @@ def _dequantize(info: NodeInfo) -> Any:
 
 
 def _dynamic_quantize(info: NodeInfo) -> Any:
-    provider = _p(info)
-    threads = 64 if provider.emulated else kq.DYNQUANT_THREADS
+    cuda = device_of(info)
+    threads = 64 if cuda.emulated else kq.DYNQUANT_THREADS
 
     def compute(x: CudaTensor) -> tuple[CudaTensor, CudaTensor, CudaTensor]:
-        y = provider.empty(x.shape, np.uint8)
-        scale = provider.empty((), np.float32)
-        zp = provider.empty((), np.uint8)
-        provider.launch(kq.dynquant_stats_kernel(), 1, threads, x.ptr, x.size, scale.ptr, zp.ptr)
+        y = cuda.empty(x.shape, np.uint8)
+        scale = cuda.empty((), np.float32)
+        zp = cuda.empty((), np.uint8)
+        cuda.launch(kq.dynquant_stats_kernel(), 1, threads, x.ptr, x.size, scale.ptr, zp.ptr)
         if y.size:
             kernel = kq.dynquant_apply_kernel()
-            provider.launch_over(kernel, y.size, x.ptr, scale.ptr, zp.ptr, y.ptr, y.size)
+            cuda.launch_over(kernel, y.size, x.ptr, scale.ptr, zp.ptr, y.ptr, y.size)
         return (y, scale, zp)
 
     return compute
@@ -199,12 +200,12 @@ def _per(v: np.ndarray | None, n: int, what: str) -> tuple[np.ndarray, int]:
     raise ValueError(f"{what} of {flat.size} elements (expected 1 or {n})")
 
 
-def _ints(provider: CUDAExecutionProvider, v: np.ndarray) -> CudaTensor:
-    return provider.from_host(np.ascontiguousarray(v, dtype=np.int32))
+def _ints(cuda: CudaDevice, v: np.ndarray) -> CudaTensor:
+    return cuda.from_host(np.ascontiguousarray(v, dtype=np.int32))
 
 
 def _product(
-    provider: CUDAExecutionProvider,
+    cuda: CudaDevice,
     a: CudaTensor,
     b: CudaTensor,
     azp: np.ndarray | None,
@@ -227,20 +228,20 @@ def _product(
         shape.pop(-2)
     if b.ndim == 1:
         shape.pop(-1)
-    y = provider.empty(shape, out)
+    y = cuda.empty(shape, out)
     if not y.size:
         return y
     ia = np.broadcast_to(np.arange(math.prod(ba)).reshape(ba), batch).reshape(-1)
     ib = np.broadcast_to(np.arange(math.prod(bb)).reshape(bb), batch).reshape(-1)
-    offs = provider.from_host(np.stack([ia * m * k, ib * k * n], axis=1).astype(np.int64))
+    offs = cuda.from_host(np.stack([ia * m * k, ib * k * n], axis=1).astype(np.int64))
     za, azs = _per(azp, m, "a's zero point")
     zb, bzs = _per(bzp, n, "b's zero point")
     mv, ms = _per(mult, n, "the scales' product")
-    za_d, zb_d = _ints(provider, za), _ints(provider, zb)
-    mult_d = provider.from_host(np.ascontiguousarray(mv, dtype=np.float64))
+    za_d, zb_d = _ints(cuda, za), _ints(cuda, zb)
+    mult_d = cuda.from_host(np.ascontiguousarray(mv, dtype=np.float64))
     suffix = "i32" if mult is None else _SUFFIX[out]
     kernel = kq.qgemm_kernel(_SUFFIX[a.dtype], _SUFFIX[b.dtype], suffix)
-    provider.launch_over(
+    cuda.launch_over(
         kernel,
         y.size,
         a.ptr,
@@ -277,19 +278,19 @@ def _multiplier(*scales: np.ndarray | None) -> np.ndarray:
 
 
 def _matmul_integer(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
 
     def compute(
         a: CudaTensor, b: CudaTensor, azp: Any = None, bzp: Any = None
     ) -> tuple[CudaTensor]:
-        y = _product(provider, a, b, _host(azp), _host(bzp), None, 0, np.dtype(np.int32))
+        y = _product(cuda, a, b, _host(azp), _host(bzp), None, 0, np.dtype(np.int32))
         return (y,)
 
     return compute
 
 
 def _qlinear_matmul(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     out = np.dtype(info.output_dtype(0))
 
     def compute(
@@ -307,7 +308,7 @@ def _qlinear_matmul(info: NodeInfo) -> Any:
             raise ValueError(f"{info.describe()}: a_scale and y_scale must be per tensor")
         mult = _multiplier(sa, _host(b_scale), sy)
         yzp = _one(_host(y_zp), "y_zero_point")
-        y = _product(provider, a, b, _host(a_zp), _host(b_zp), mult, yzp, out)
+        y = _product(cuda, a, b, _host(a_zp), _host(b_zp), mult, yzp, out)
         return (y,)
 
     return compute
@@ -324,26 +325,24 @@ def _conv_product(
     yzp: int,
     out: np.dtype,
 ) -> CudaTensor:
-    from .ops import _spatial
-
-    provider = _p(info)
+    cuda = device_of(info)
     groups = int(info.attr("group", 1))
     window = list(info.attr("kernel_shape") or w.shape[2:])
-    a = _spatial(info, x, window)
+    a = window_2d(info, x, window)
     n, c, m = x.shape[0], x.shape[1], w.shape[0]
     spatial = [a["oh"], a["ow"]] if x.ndim == 4 else [a["ow"]]
-    y = provider.empty((n, m, *spatial), out)
+    y = cuda.empty((n, m, *spatial), out)
     if not y.size:
         return y
     if c % groups or m % groups or w.shape[1] != c // groups:
         raise ValueError(f"{info.describe()}: {c} channels, {m} filters, group {groups}")
     zw, wzs = _per(wzp, m, "w's zero point")
     mv, ms = _per(mult, m, "the scales' product")
-    zw_d = _ints(provider, zw)
-    mult_d = provider.from_host(np.ascontiguousarray(mv, dtype=np.float64))
+    zw_d = _ints(cuda, zw)
+    mult_d = cuda.from_host(np.ascontiguousarray(mv, dtype=np.float64))
     suffix = "i32" if mult is None else _SUFFIX[out]
     kernel = kq.qconv_kernel(_SUFFIX[x.dtype], _SUFFIX[w.dtype], suffix)
-    provider.launch_over(
+    cuda.launch_over(
         kernel,
         y.size,
         x.ptr,

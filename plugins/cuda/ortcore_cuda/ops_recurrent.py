@@ -34,7 +34,7 @@ import onnx_ir as ir
 from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
 from .kernels import recurrent as k
-from .ops import _p
+from .ops_common import device_of
 from .tensor import CudaTensor
 
 __all__ = ["decline", "register"]
@@ -135,7 +135,7 @@ def _recurrent(op: str) -> Any:
     gates, _, _ = _RECURRENT[op]
 
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = device_of(info)
         direction = _text(info.attr("direction", "forward"))
         ndir = 2 if direction == "bidirectional" else 1
         rev0 = int(direction == "reverse")
@@ -187,11 +187,11 @@ def _recurrent(op: str) -> Any:
             dtype, sfx = x.dtype, _SUFFIX[x.dtype]
             state = (batch, ndir, hidden) if layout else (ndir, batch, hidden)
             y_shape = (batch, seq, ndir, hidden) if layout else (seq, ndir, batch, hidden)
-            y = provider.empty(y_shape, dtype) if wanted[0] else None
-            yh = provider.empty(state, dtype) if wanted[1] else None
-            yc = provider.empty(state, dtype) if wanted[2] and op == "LSTM" else None
-            h = provider.empty((ndir, batch, hidden), dtype)
-            c = provider.empty((ndir, batch, hidden), np.float32) if op == "LSTM" else None
+            y = cuda.empty(y_shape, dtype) if wanted[0] else None
+            yh = cuda.empty(state, dtype) if wanted[1] else None
+            yc = cuda.empty(state, dtype) if wanted[2] and op == "LSTM" else None
+            h = cuda.empty((ndir, batch, hidden), dtype)
+            c = cuda.empty((ndir, batch, hidden), np.float32) if op == "LSTM" else None
             n = ndir * batch * hidden
             if n == 0:
                 return (y, yh, yc)[:nout]
@@ -199,7 +199,7 @@ def _recurrent(op: str) -> Any:
             def ptr(t: CudaTensor | None) -> int:
                 return t.ptr if t is not None else 0
 
-            provider.launch_over(
+            cuda.launch_over(
                 k.rnn_init_kernel(sfx),
                 n,
                 ptr(h0),
@@ -218,21 +218,21 @@ def _recurrent(op: str) -> Any:
             if seq == 0:
                 return (y, yh, yc)[:nout]
             rows = seq * batch
-            gemm, stream = provider.backend.gemm, provider.stream
-            xw = provider.empty((ndir, rows, gh), dtype)
+            gemm, stream = cuda.backend.gemm, cuda.stream
+            xw = cuda.empty((ndir, rows, gh), dtype)
             if isize:
                 gemm(
                     dtype, False, True, rows, gh, isize, 1.0, x.ptr, 0, w.ptr, gh * isize,
                     0.0, xw.ptr, rows * gh, ndir, stream,
                 )  # fmt: skip
             else:
-                provider.backend.upload(xw.ptr, np.zeros(xw.size, dtype), stream)
-                provider.backend.synchronize(stream)
+                cuda.backend.upload(xw.ptr, np.zeros(xw.size, dtype), stream)
+                cuda.backend.synchronize(stream)
             split = op == "GRU" and not lbr
             width = 2 * hidden if split else gh
-            hr = provider.empty((ndir, batch, width), dtype)
-            aux = provider.empty((ndir, batch, hidden), dtype) if split else None
-            hrh = provider.empty((ndir, batch, hidden), dtype) if split else None
+            hr = cuda.empty((ndir, batch, width), dtype)
+            aux = cuda.empty((ndir, batch, hidden), dtype) if split else None
+            hrh = cuda.empty((ndir, batch, hidden), dtype) if split else None
             cells = (
                 ["gru_reset", "gru"]
                 if split
@@ -252,7 +252,7 @@ def _recurrent(op: str) -> Any:
                             batch * hidden, r.ptr + 2 * hidden * hidden * item, gh * hidden,
                             0.0, hrh.ptr, batch * hidden, ndir, stream,
                         )  # fmt: skip
-                    provider.launch_over(
+                    cuda.launch_over(
                         k.rnn_step_kernel(cell, sfx),
                         n,
                         xw.ptr,
@@ -291,7 +291,7 @@ def _recurrent(op: str) -> Any:
 
 def _dft(axis_input: bool) -> Any:
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = device_of(info)
         inverse = int(info.attr("inverse", 0))
         onesided = int(info.attr("onesided", 0))
         axis_attr = int(info.attr("axis", 1))
@@ -319,11 +319,11 @@ def _dft(axis_input: bool) -> Any:
             else:
                 n_out, c_out = (length // 2 + 1 if onesided else length), 2
             shape = (*x.shape[:a], n_out, *x.shape[a + 1 : -1], c_out)
-            y = provider.empty(shape, x.dtype)
+            y = cuda.empty(shape, x.dtype)
             if y.size:
                 inner = _prod(x.shape[a + 1 : -1])
                 n = y.size // c_out
-                provider.launch_over(
+                cuda.launch_over(
                     k.dft_kernel(_SUFFIX[x.dtype]),
                     n,
                     x.ptr,
@@ -346,7 +346,7 @@ def _dft(axis_input: bool) -> Any:
 
 
 def _stft(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     onesided = int(info.attr("onesided", 1))
 
     def compute(
@@ -377,10 +377,10 @@ def _stft(info: NodeInfo) -> Any:
             raise TypeError(f"{info.describe()}: window of {window.dtype} for {x.dtype}")
         frames = 1 + (siglen - flen) // step
         bins = flen // 2 + 1 if onesided else flen
-        y = provider.empty((batch, frames, bins, 2), x.dtype)
+        y = cuda.empty((batch, frames, bins, 2), x.dtype)
         n = batch * frames * bins
         if n:
-            provider.launch_over(
+            cuda.launch_over(
                 k.stft_kernel(_SUFFIX[x.dtype]),
                 n,
                 x.ptr,
@@ -404,7 +404,7 @@ def _window(op: str) -> Any:
     a0, a1, a2 = _WINDOWS[op]
 
     def build(info: NodeInfo) -> Any:
-        provider = _p(info)
+        cuda = device_of(info)
         periodic = int(info.attr("periodic", 1))
         dtype = _OUT_TYPES[int(info.attr("output_datatype", 1))]
 
@@ -412,11 +412,11 @@ def _window(op: str) -> Any:
             n = _host_int(size)
             if n < 0:
                 raise ValueError(f"{info.describe()}: size {n}")
-            y = provider.empty((n,), dtype)
+            y = cuda.empty((n,), dtype)
             if n:
                 denom = float(n if periodic else n - 1)
                 kernel = k.window_kernel(_SUFFIX[dtype])
-                provider.launch_over(kernel, n, y.ptr, n, denom, a0, a1, a2, threads=_THREADS)
+                cuda.launch_over(kernel, n, y.ptr, n, denom, a0, a1, a2, threads=_THREADS)
             return (y,)
 
         return compute
@@ -425,7 +425,7 @@ def _window(op: str) -> Any:
 
 
 def _mel(info: NodeInfo) -> Any:
-    provider = _p(info)
+    cuda = device_of(info)
     dtype = _OUT_TYPES[int(info.attr("output_datatype", 1))]
 
     def compute(
@@ -436,9 +436,9 @@ def _mel(info: NodeInfo) -> Any:
             raise ValueError(
                 f"{info.describe()}: {nmel} mel bins, dft_length {length}, sample rate {rate}"
             )
-        y = provider.empty((length // 2 + 1, nmel), dtype)
+        y = cuda.empty((length // 2 + 1, nmel), dtype)
         if y.size:
-            provider.launch_over(
+            cuda.launch_over(
                 k.mel_kernel(_SUFFIX[dtype]),
                 y.size,
                 y.ptr,

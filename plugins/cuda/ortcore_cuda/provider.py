@@ -1,11 +1,13 @@
 """The CUDA execution provider: device-resident tensors, generated kernels, cuBLAS GEMMs.
 
-* Device: ``Device("cuda", device_id)``. Values live in
+* Device: ``Device("cuda", device_id)``, held by a
+  :class:`~ortcore_cuda.device.CudaDevice` (:attr:`runtime`; the backend,
+  the stream, the arena, launches). Values live in
   :class:`~ortcore_cuda.tensor.CudaTensor` s from a caching allocator
   (:mod:`ortcore_cuda.allocator`); the core inserts copies only where the
   partition changes device, through :meth:`to_host` / :meth:`from_host`
   (on the provider's stream; ``to_host`` waits for it).
-* Kernels: :mod:`ortcore_cuda.ops` over the sources of
+* Kernels: the op families of :mod:`ortcore_cuda.registry` over the sources of
   :mod:`ortcore_cuda.kernels`; what they do not cover is declined with the
   reason and runs on the next provider.
 * Backend (:mod:`ortcore_cuda.backend`): the GPU through pycuda and cuBLAS,
@@ -36,9 +38,10 @@ from ep_sdk.hardware import VENDOR_IDS, cuda_devices
 
 from . import __version__
 from .allocator import STRATEGIES, CachingAllocator
-from .backend import Backend, EmulatedBackend
-from .kernels import elementwise as ew
+from .backend import Backend
+from .device import CudaDevice
 from .kernels.spec import Kernel
+from .runtime import shared_backend as _backend  # noqa: F401  (where it was)
 from .tensor import CudaTensor
 
 __all__ = ["EMULATE_ENV", "CUDAExecutionProvider"]
@@ -47,25 +50,12 @@ EMULATE_ENV = "ORTCORE_CUDA_EMULATE"
 """``1``: the provider is available without a GPU and runs on the CPU emulation."""
 
 _MIN_CC = (6, 0)
-_SUFFIXES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
 _SEARCH = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
 _KINDS = ("auto", "gpu", "emulator")
 
 
 def _emulating() -> bool:
     return os.environ.get(EMULATE_ENV, "") == "1"
-
-
-class _Allocator:
-    """``ep_sdk.Allocator`` of the provider: CUDA tensors from its arena."""
-
-    __slots__ = ("provider",)
-
-    def __init__(self, provider: CUDAExecutionProvider) -> None:
-        self.provider = provider
-
-    def allocate(self, shape: Sequence[int], dtype: Any) -> CudaTensor:
-        return self.provider.empty(shape, dtype)
 
 
 class CUDAExecutionProvider(ep_sdk.ExecutionProvider):
@@ -164,71 +154,66 @@ class CUDAExecutionProvider(ep_sdk.ExecutionProvider):
     # -- the device ----------------------------------------------------------------
 
     @cached_property
+    def runtime(self) -> CudaDevice:
+        """The provider's device: the backend, its stream, its arena, launches
+        and the tensor operations kernels share (made cheaply; the backend,
+        the stream and the arena wait for first use)."""
+        return CudaDevice(
+            self.device,
+            emulated=self.emulated,
+            mem_limit=self.mem_limit,
+            strategy=self.options["arena_extend_strategy"],
+            owner=self.name,
+        )
+
+    @property
     def backend(self) -> Backend:
         """Where the work goes: one per device and process, shared by every
         provider instance on the device (as the device's memory is), made on
         first use."""
-        return _backend(self.emulated, self.device_id)
+        return self.runtime.backend
 
-    @cached_property
+    @property
     def stream(self) -> int:
         """The provider's stream: kernels and copies, in order."""
-        return self.backend.stream()
+        return self.runtime.stream
 
-    @cached_property
+    @property
     def arena(self) -> CachingAllocator:
         """The caching allocator of device memory."""
-        b = self.backend
-        return CachingAllocator(
-            b.alloc,
-            b.free,
-            b.synchronize,
-            self.mem_limit,
-            self.options["arena_extend_strategy"],
-        )
+        return self.runtime.arena
 
     @property
     def max_grid(self) -> int:
         """The most blocks a grid-stride kernel is launched with (few under
         the emulation, whose threads are OS threads)."""
-        return 2 if self.emulated else 65535
+        return self.runtime.max_grid
 
     def allocator(self) -> ep_sdk.Allocator:
-        """CUDA tensors from the arena."""
-        return _Allocator(self)
+        """The provider's device (:class:`~ortcore_cuda.device.CudaDevice`):
+        CUDA tensors from the arena, and what kernels launch with."""
+        return self.runtime
 
     def empty(self, shape: Sequence[int], dtype: Any) -> CudaTensor:
         """An uninitialized device tensor."""
-        dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        block = self.arena.allocate(nbytes, self.stream)
-        return CudaTensor(self, block, shape, dtype)
+        return self.runtime.empty(shape, dtype)
 
     def launch(self, kernel: Kernel, grid: int, block: int, *args: Any) -> None:
         """``kernel<<<grid, block, 0, stream>>>(args)``."""
-        self.backend.launch(kernel, grid, block, args, self.stream)
+        self.runtime.launch(kernel, grid, block, *args)
 
     def launch_over(self, kernel: Kernel, n: int, *args: Any, threads: int = 256) -> None:
-        """Launch a grid-stride ``kernel`` over ``n`` elements: blocks of
-        ``threads``, as many as cover ``n``, at most :attr:`max_grid`."""
-        grid = max(1, min(-(-n // threads), self.max_grid))
-        self.backend.launch(kernel, grid, threads, args, self.stream)
+        """Launch a grid-stride ``kernel`` over ``n`` elements (see
+        :meth:`~ortcore_cuda.runtime.CudaRuntime.launch_over`)."""
+        self.runtime.launch_over(kernel, n, *args, threads=threads)
 
     def copy(self, x: CudaTensor, shape: Sequence[int]) -> CudaTensor:
         """A device copy of ``x`` under ``shape`` (as many elements)."""
-        y = self.empty(shape, x.dtype)
-        if x.nbytes:
-            self.backend.copy(y.ptr, x.ptr, x.nbytes, self.stream)
-        return y
+        return self.runtime.copy(x, shape)
 
     def copy_broadcast(self, x: CudaTensor, out: CudaTensor) -> None:
         """Fill ``out`` with ``x`` broadcast to its shape."""
-        shape, rank, s = ew.broadcast_args(x.shape, out.shape)
-        if shape != out.shape:
-            raise ValueError(f"{x.shape} does not broadcast to {out.shape}")
-        if out.size:
-            kernel = ew.transpose_kernel(x.dtype.itemsize, rank)
-            self.launch_over(kernel, out.size, x.ptr, out.ptr, out.size, s)
+        self.runtime.copy_broadcast(x, out)
 
     def strided_copy(
         self,
@@ -241,141 +226,41 @@ class CUDAExecutionProvider(ep_sdk.ExecutionProvider):
     ) -> None:
         """For each index ``c`` of ``dims``: ``dst[c . dst_strides] = src[c . src_strides]``
         (elements of ``itemsize`` bytes, addresses in bytes)."""
-        count = int(np.prod(dims, dtype=np.int64))
-        if not count:
-            return
-        if not dims:
-            dims, src_strides, dst_strides = [1], [0], [0]
-        kernel = ew.transpose_kernel(itemsize, len(dims))
-        args = ew.copy_args(dims, src_strides, dst_strides)
-        self.launch_over(kernel, count, src, dst, count, args)
+        self.runtime.strided_copy(src, dst, dims, src_strides, dst_strides, itemsize)
 
     def transpose(self, x: CudaTensor, perm: Sequence[int]) -> CudaTensor:
         """``x`` with its axes permuted by ``perm``, as a new device tensor."""
-        if x.ndim == 0:
-            return self.copy(x, x.shape)
-        out, s = ew.permute_args(x.shape, perm)
-        y = self.empty(out, x.dtype)
-        if y.size:
-            kernel = ew.transpose_kernel(x.dtype.itemsize, x.ndim)
-            self.launch_over(kernel, y.size, x.ptr, y.ptr, y.size, s)
-        return y
+        return self.runtime.transpose(x, perm)
 
     def add_inplace(self, y: CudaTensor, b: CudaTensor, shape: Sequence[int]) -> None:
         """``y += b`` with ``b`` viewed as ``shape`` and broadcast to ``y``."""
-        out, rank, s = ew.broadcast_args(y.shape, tuple(shape))
-        if out != y.shape:
-            raise ValueError(f"{tuple(shape)} does not broadcast to {y.shape}")
-        kernel = ew.binary_kernel("Add", _SUFFIXES[y.dtype], rank)
-        self.launch_over(kernel, y.size, y.ptr, b.ptr, y.ptr, y.size, s)
+        self.runtime.add_inplace(y, b, shape)
 
     def matmul(self, a: CudaTensor, b: CudaTensor, info: Any = None) -> CudaTensor:
-        """numpy's ``matmul`` of two device tensors (batch dims broadcast):
-        one GEMM when ``b`` is a matrix (batch folded into rows) or when the
-        batch dims agree (strided batched), else one per batch item."""
-        if a.dtype != b.dtype:
-            raise TypeError(f"MatMul of {a.dtype} and {b.dtype}")
-        a_shape = (1, *a.shape) if a.ndim == 1 else a.shape
-        b_shape = (*b.shape, 1) if b.ndim == 1 else b.shape
-        (m, k), (k2, n) = a_shape[-2:], b_shape[-2:]
-        if k != k2:
-            raise ValueError(f"MatMul of {a.shape} and {b.shape}: inner dims {k} and {k2}")
-        ba, bb = tuple(a_shape[:-2]), tuple(b_shape[:-2])
-        batch = tuple(np.broadcast_shapes(ba, bb))
-        out = self.empty((*batch, m, n), a.dtype)
-        count = int(np.prod(batch, dtype=np.int64))
-        gemm, s, t = self.backend.gemm, self.stream, a.dtype
-        if out.size == 0:
-            pass
-        elif k == 0:
-            self.backend.upload(out.ptr, np.zeros(out.size, t), s)
-            self.backend.synchronize(s)
-        elif not bb:  # B a matrix: A's batch folded into its rows
-            gemm(t, False, False, m * count, n, k, 1.0, a.ptr, 0, b.ptr, 0, 0.0, out.ptr, 0, 1, s)
-        elif ba == bb or not ba:
-            sa = 0 if not ba else m * k
-            gemm(
-                t,
-                False,
-                False,
-                m,
-                n,
-                k,
-                1.0,
-                a.ptr,
-                sa,
-                b.ptr,
-                k * n,
-                0.0,
-                out.ptr,
-                m * n,
-                count,
-                s,
-            )
-        else:
-            ia = np.arange(int(np.prod(ba, dtype=np.int64))).reshape(ba)
-            ib = np.arange(int(np.prod(bb, dtype=np.int64))).reshape(bb)
-            pa, pb = np.broadcast_arrays(ia, ib)
-            item = t.itemsize
-            for i, (x, y) in enumerate(zip(pa.reshape(-1), pb.reshape(-1))):
-                gemm(
-                    t,
-                    False,
-                    False,
-                    m,
-                    n,
-                    k,
-                    1.0,
-                    a.ptr + int(x) * m * k * item,
-                    0,
-                    b.ptr + int(y) * k * n * item,
-                    0,
-                    0.0,
-                    out.ptr + i * m * n * item,
-                    0,
-                    1,
-                    s,
-                )
-        shape = out.shape
-        if a.ndim == 1:
-            shape = shape[:-2] + shape[-1:]
-        if b.ndim == 1:
-            shape = shape[:-1]
-        if shape != out.shape:
-            out.shape = tuple(shape)  # same elements, same order
-        return out
+        """numpy's ``matmul`` of two device tensors (see
+        :meth:`~ortcore_cuda.device.CudaDevice.matmul`)."""
+        return self.runtime.matmul(a, b, info)
 
     # -- data movement ----------------------------------------------------------------
 
     def from_host(self, array: np.ndarray) -> CudaTensor:
         """Copy a numpy array to the device (on the provider's stream)."""
-        host = np.ascontiguousarray(array)
-        x = self.empty(np.shape(array), host.dtype)  # ascontiguousarray makes a 0-d array 1-d
-        if host.nbytes:
-            self.backend.upload(x.ptr, host, self.stream)
-            self.backend.synchronize(self.stream)  # the host array may go away after this
-        return x
+        return self.runtime.from_host(array)
 
     def to_host(self, value: Any) -> np.ndarray:
         """Copy a device tensor to a new numpy array (waits for the stream)."""
-        if not isinstance(value, CudaTensor):
-            raise TypeError(f"{self.name}: expected a CUDA tensor, got {type(value).__name__}")
-        out = np.empty(value.shape, value.dtype)
-        if out.nbytes:
-            self.backend.download(out, value.ptr, self.stream)
-        self.backend.synchronize(self.stream)
-        return out
+        return self.runtime.to_host(value)
 
     # -- capability ---------------------------------------------------------------------
 
     def kernel_registry(self) -> ep_sdk.KernelRegistry:
-        """The kernels of :mod:`ortcore_cuda.ops` (built once per process)."""
+        """The kernels of :mod:`ortcore_cuda.registry` (built once per process)."""
         return _registry()
 
     def get_capability(self, graph: ep_sdk.GraphContext) -> ep_sdk.Capability:
-        """The nodes the registry covers, less what :func:`~ortcore_cuda.ops.decline_reason`
-        says the kernels do not handle."""
-        from .ops import decline_reason
+        """The nodes the registry covers, less what
+        :func:`~ortcore_cuda.registry.decline_reason` says the kernels do not handle."""
+        from .registry import decline_reason
 
         cap = super().get_capability(graph)
         kept = []
@@ -391,27 +276,8 @@ class CUDAExecutionProvider(ep_sdk.ExecutionProvider):
 
     def close(self) -> None:
         """Wait for the stream and free the cached device memory."""
-        if "arena" in self.__dict__:
-            self.backend.synchronize(self.stream)
-            self.arena.empty_cache()
-
-
-_SHARED: dict[tuple[bool, int], Backend] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def _backend(emulated: bool, ordinal: int) -> Backend:
-    with _SHARED_LOCK:
-        found = _SHARED.get((emulated, ordinal))
-        if found is None:
-            if emulated:
-                found = EmulatedBackend()
-            else:
-                from .pycuda_backend import PyCudaBackend
-
-                found = PyCudaBackend(ordinal)
-            _SHARED[(emulated, ordinal)] = found
-        return found
+        if "runtime" in self.__dict__:
+            self.runtime.close()
 
 
 _REGISTRY: list[ep_sdk.KernelRegistry] = []
@@ -421,7 +287,7 @@ _REGISTRY_LOCK = threading.Lock()
 def _registry() -> ep_sdk.KernelRegistry:
     with _REGISTRY_LOCK:
         if not _REGISTRY:
-            from .ops import build_registry
+            from .registry import build_registry
 
             _REGISTRY.append(build_registry())
         return _REGISTRY[0]

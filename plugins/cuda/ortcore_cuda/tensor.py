@@ -1,17 +1,15 @@
-"""The provider's device tensor: a block of its caching allocator, a shape and a dtype."""
+"""The provider's device tensor: a block of its runtime's caching allocator, a shape and a dtype."""
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .allocator import Block
-
-if TYPE_CHECKING:
-    from .provider import CUDAExecutionProvider
+from .runtime import CudaRuntime
 
 __all__ = ["CudaTensor"]
 
@@ -19,22 +17,22 @@ __all__ = ["CudaTensor"]
 class CudaTensor:
     """A tensor in device memory (``ep_sdk.DeviceTensor``).
 
-    Its block goes back to the allocator (ordered on the provider's stream)
+    Its block goes back to the allocator (ordered on the runtime's stream)
     when the tensor is garbage; ``numpy()`` copies it to the host. On a real
     GPU it exports ``__cuda_array_interface__`` (version 3), so torch and
     CuPy can read it without a copy.
     """
 
-    __slots__ = ("__weakref__", "_provider", "block", "dtype", "shape")
+    __slots__ = ("__weakref__", "_runtime", "block", "dtype", "shape")
 
     def __init__(
-        self, provider: CUDAExecutionProvider, block: Block, shape: Sequence[int], dtype: Any
+        self, runtime: CudaRuntime, block: Block, shape: Sequence[int], dtype: Any
     ) -> None:
-        self._provider = provider
+        self._runtime = runtime
         self.block = block
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
-        weakref.finalize(self, provider.arena.release, block, provider.stream)
+        weakref.finalize(self, runtime.arena.release, block, runtime.stream)
 
     @property
     def ptr(self) -> int:
@@ -57,19 +55,23 @@ class CudaTensor:
         return len(self.shape)
 
     def wait(self) -> None:
-        """Block until the work queued so far on the stream of the provider
+        """Block until the work queued so far on the stream of the runtime
         that made this tensor is done (before another stream reads it)."""
-        self._provider.backend.synchronize(self._provider.stream)
+        self._runtime.synchronize()
 
     def numpy(self) -> np.ndarray:
-        """A host copy."""
-        return self._provider.to_host(self)
+        """A host copy (waits for the stream)."""
+        out = np.empty(self.shape, self.dtype)
+        if out.nbytes:
+            self._runtime.backend.download(out, self.ptr, self._runtime.stream)
+        self._runtime.synchronize()
+        return out
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
         """The CUDA array interface (a GPU backend only: an emulated tensor's
         memory is host memory, which a CUDA consumer must not be handed)."""
-        if self._provider.backend.name == "emulator":
+        if self._runtime.backend.name == "emulator":
             raise AttributeError("an emulated CUDA tensor lives in host memory")
         return {
             "shape": self.shape,
@@ -77,8 +79,8 @@ class CudaTensor:
             "data": (self.ptr, False),
             "version": 3,
             "strides": None,
-            "stream": self._provider.stream or 1,
+            "stream": self._runtime.stream or 1,
         }
 
     def __repr__(self) -> str:
-        return f"CudaTensor(shape={self.shape}, dtype={self.dtype}, device={self._provider.device})"
+        return f"CudaTensor(shape={self.shape}, dtype={self.dtype}, device={self._runtime.device})"

@@ -616,7 +616,7 @@ def test_provider_declines(emulated: Any) -> None:
     assert row.declined["CUDAExecutionProvider"] == "CUDA: Resize nearest with antialias"
 
 
-# -- kernels for 3-D Conv and pooling (ops.py wires 1-D and 2-D only) -----------------------
+# -- kernels for 3-D Conv and pooling (ops_nn wires them) -----------------------
 
 POOLS_ND = [
     # dims, kernel, strides, pads before + after, dilations, ceil_mode

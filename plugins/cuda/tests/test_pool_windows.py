@@ -1,4 +1,4 @@
-"""The CUDA provider's pools (1-D and 2-D in ``ops``, 3-D and LpPool in
+"""The CUDA provider's pools (1-D and 2-D in ``ops_nn``, 3-D and LpPool in
 ``ops_image``) take the CPU provider's window rule, which the CPU tests
 check against onnxruntime over the geometry space
 (``plugins/cpu/tests/test_pool_geometry.py``): a window with no tap on

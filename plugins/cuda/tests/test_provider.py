@@ -350,9 +350,9 @@ def test_a_small_cnn_runs_whole_on_the_device(
     """Conv lays out the columns of all the images at once, or (a smaller
     budget) of as many as fit, the last batch of them shorter."""
     if budget is not None:
-        from ortcore_cuda import ops
+        from ortcore_cuda import ops_nn
 
-        monkeypatch.setattr(ops, "_COLS_BYTES", budget)  # the first Conv 1 image, the others 2
+        monkeypatch.setattr(ops_nn, "COLS_BYTES", budget)  # the first Conv 1 image, the others 2
     so = ortcore.SessionOptions()
     so.graph_optimization_level = ortcore.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep BN
     model = small_cnn()
