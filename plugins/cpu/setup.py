@@ -9,6 +9,15 @@ its flags (x86-64 gcc and clang), and chosen at run time only on a CPU that
 runs it (``ortcore_cpu.kernels._isa``).
 The generated ``.c`` files stay out of the wheel (pyproject.toml and
 ``BuildPyWithoutC`` below) and out of the sdist (MANIFEST.in).
+
+The build runs on every core this process may use (``ORTCORE_CPU_BUILD_JOBS``
+sets another number): Cython translates the sources in parallel, then the C
+compiler builds the extensions in parallel, the longest first, and each one
+built is reported on stderr (which extension, how many of how many, the time
+since the compile began). pip shows that report only with ``pip install -v``.
+Debug information is not generated (``-g0``): the Python build's ``-g`` made
+gcc a quarter slower and the modules six times larger, for the same machine
+code (the ``.text`` sections are byte for byte the same).
 """
 
 from __future__ import annotations
@@ -17,11 +26,14 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 # module name -> .pyx source, relative to this file
@@ -89,7 +101,7 @@ def _extensions() -> list[Extension]:
     omp = _openmp_flags()
     # -fno-trapping-math lets the compiler vectorize float selects, -fno-math-errno
     # square roots (no result changes: only errno is not set).
-    compile_args = ["-O3", "-fno-trapping-math", "-fno-math-errno", *omp]
+    compile_args = ["-O3", "-fno-trapping-math", "-fno-math-errno", "-g0", *omp]
     macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
     isa_ok = {name: _compiles(flags, "int main(void){return 0;}\n")
               for name, flags in ISA_BUILDS.items()}  # fmt: skip
@@ -107,6 +119,53 @@ def _extensions() -> list[Extension]:
     ]
 
 
+def _jobs() -> int:
+    """How many compilers run at once: ``ORTCORE_CPU_BUILD_JOBS``, else the
+    cores this process may run on."""
+    if os.environ.get("ORTCORE_CPU_BUILD_JOBS"):
+        return max(1, int(os.environ["ORTCORE_CPU_BUILD_JOBS"]))
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def _say(message: str) -> None:
+    print(f"ortcore-cpu: {message}", file=sys.stderr, flush=True)
+
+
+class ParallelBuildExt(build_ext):
+    """``build_ext`` that compiles on ``_jobs()`` threads, the largest
+    generated source first (so that no long compile starts last), and reports
+    each extension as it is done."""
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if not self.parallel:  # build_ext --parallel/-j N still wins
+            self.parallel = _jobs()
+
+    def build_extensions(self) -> None:
+        def size(ext: Extension) -> int:
+            return sum(os.path.getsize(s) for s in ext.sources if os.path.exists(s))
+
+        self.extensions.sort(key=size, reverse=True)
+        self._done = 0
+        self._lock = threading.Lock()
+        self._start = time.monotonic()
+        _say(f"compiling {len(self.extensions)} extensions, {self.parallel} at a time")
+        super().build_extensions()
+        _say(f"compiled in {time.monotonic() - self._start:.0f} s")
+
+    def build_extension(self, ext: Extension) -> None:
+        begin = time.monotonic()
+        super().build_extension(ext)
+        with self._lock:
+            self._done += 1
+            _say(
+                f"[{self._done:2d}/{len(self.extensions)}] {ext.name} in "
+                f"{time.monotonic() - begin:.1f} s ({time.monotonic() - self._start:.0f} s elapsed)"
+            )
+
+
 class BuildPyWithoutC(build_py):
     """``build_py`` that leaves no generated ``.c`` file in the build folder.
 
@@ -122,9 +181,10 @@ class BuildPyWithoutC(build_py):
 
 
 setup(
-    cmdclass={"build_py": BuildPyWithoutC},
+    cmdclass={"build_py": BuildPyWithoutC, "build_ext": ParallelBuildExt},
     ext_modules=cythonize(
         _extensions(),
+        nthreads=_jobs(),
         compiler_directives={
             "language_level": 3,
             "boundscheck": False,
