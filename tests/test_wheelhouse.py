@@ -108,14 +108,16 @@ win = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
 c = np.einsum("nchwij,kcij->nkhw", win, w)
 p = np.maximum(c, 0).reshape(2, 4, 4, 2, 4, 2).max(axis=(3, 5))
 np.testing.assert_allclose(y, p.reshape(2, -1) @ g.T, rtol=1e-4, atol=1e-4)
-assert sess.get_partition().counts() == {"CPUExecutionProvider": len(nodes)}, sess.get_partition().counts()
+counts = sess.get_partition().counts()  # nodes after fusions: fewer than five
+assert set(counts) == {"CPUExecutionProvider"}, counts
 
 # The compiled parts came with the wheels: the core's step loop and every
 # baseline kernel module of the CPU provider.
 assert importlib.util.find_spec("ortcore._steps").origin.endswith((".so", ".pyd"))
 import ortcore_cpu._ext as ext
-mods = sorted(p.name.split(".")[0] for p in pathlib.Path(ext.__file__).parent.iterdir()
-              if p.suffix in {".so", ".pyd"} and not p.name.split(".")[0].endswith(("_avx2", "_avx512")))
+names = {p.name.split(".")[0] for p in pathlib.Path(ext.__file__).parent.iterdir()
+         if p.suffix in {".so", ".pyd"}}
+mods = sorted(n for n in names if not n.endswith(("_avx2", "_avx512")))
 for m in mods:
     importlib.import_module("ortcore_cpu._ext." + m)
 print("ok", len(mods), "kernel modules", sys.prefix)
@@ -144,7 +146,10 @@ def test_offline_install_without_a_compiler_runs_a_model(tmp_path: Path) -> None
     )
     env.pop("VIRTUAL_ENV", None)
     python = str(bindir / "python")
-    assert subprocess.run([python, "-c", "import ortcore"], env=env).returncode != 0
+    before = subprocess.run(
+        [python, "-c", "import ortcore"], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert "No module named 'ortcore'" in before.stderr, before.stderr
     install = subprocess.run(
         [python, "-m", "pip", "install", "--no-index", "--find-links", str(WHEELHOUSE),
          "--find-links", str(WHEELHOUSE / "deps"), "ortcore-ep-sdk", "ortcore", "ortcore-cpu"],
