@@ -9,6 +9,25 @@ its flags (x86-64 gcc and clang), and chosen at run time only on a CPU that
 runs it (``ortcore_cpu.kernels._isa``).
 The generated ``.c`` files stay out of the wheel (pyproject.toml and
 ``BuildPyWithoutC`` below) and out of the sdist (MANIFEST.in).
+
+The build runs on every core this process may use (``ORTCORE_CPU_BUILD_JOBS``
+sets another number): Cython translates the sources in parallel, then the C
+compiler builds the extensions in parallel, the longest first, and each one
+built is reported on stderr (which extension, how many of how many, the time
+since the compile began). pip shows that report only with ``pip install -v``.
+
+A generated ``.c`` file is reused when this Cython wrote it after the last
+change to this package's Cython and C sources and to this file
+(``_translate``); Cython itself would translate again whenever its own
+``.pxd`` files (``libc``, ``openmp``) or numpy's are newer than the ``.c``,
+and they are, in every fresh build environment pip creates, so each install
+of the checkout (each tox environment) compiled everything again. setuptools
+then skips the extensions whose built module is newer than their ``.c`` in
+``build/``. Delete the ``.c`` files to translate again, ``build/`` to compile
+again.
+Debug information is not generated (``-g0``): the Python build's ``-g`` made
+gcc a quarter slower and the modules six times larger, for the same machine
+code (the ``.text`` sections are byte for byte the same).
 """
 
 from __future__ import annotations
@@ -17,11 +36,15 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
+import Cython
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 # module name -> .pyx source, relative to this file
@@ -89,7 +112,7 @@ def _extensions() -> list[Extension]:
     omp = _openmp_flags()
     # -fno-trapping-math lets the compiler vectorize float selects, -fno-math-errno
     # square roots (no result changes: only errno is not set).
-    compile_args = ["-O3", "-fno-trapping-math", "-fno-math-errno", *omp]
+    compile_args = ["-O3", "-fno-trapping-math", "-fno-math-errno", "-g0", *omp]
     macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
     isa_ok = {name: _compiles(flags, "int main(void){return 0;}\n")
               for name, flags in ISA_BUILDS.items()}  # fmt: skip
@@ -107,6 +130,70 @@ def _extensions() -> list[Extension]:
     ]
 
 
+def _jobs() -> int:
+    """How many compilers run at once: ``ORTCORE_CPU_BUILD_JOBS``, else the
+    cores this process may run on."""
+    if os.environ.get("ORTCORE_CPU_BUILD_JOBS"):
+        return max(1, int(os.environ["ORTCORE_CPU_BUILD_JOBS"]))
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def _say(message: str) -> None:
+    print(f"ortcore-cpu: {message}", file=sys.stderr, flush=True)
+
+
+class ParallelBuildExt(build_ext):
+    """``build_ext`` that compiles on ``_jobs()`` threads, the largest
+    generated source first (so that no long compile starts last), and reports
+    each extension as it is done."""
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if not self.parallel:  # build_ext --parallel/-j N still wins
+            self.parallel = _jobs()
+
+    def _up_to_date(self, ext: Extension) -> bool:
+        """setuptools' own test: the built module is newer than its sources."""
+        built = self.get_ext_fullpath(ext.name)
+        if self.force or not os.path.exists(built):
+            return False
+        return all(
+            os.path.getmtime(s) <= os.path.getmtime(built) for s in [*ext.sources, *ext.depends]
+        )
+
+    def build_extensions(self) -> None:
+        def size(ext: Extension) -> int:
+            return sum(os.path.getsize(s) for s in ext.sources if os.path.exists(s))
+
+        self.extensions.sort(key=size, reverse=True)
+        self._todo = {e.name for e in self.extensions if not self._up_to_date(e)}
+        self._done = 0
+        self._lock = threading.Lock()
+        self._start = time.monotonic()
+        n, todo = len(self.extensions), len(self._todo)
+        if todo:
+            current = f" ({n - todo} up to date in {self.build_lib})" if todo < n else ""
+            _say(f"compiling {todo} of {n} extensions{current}, {self.parallel} at a time")
+        else:
+            _say(f"all {n} extensions are up to date in {self.build_lib}")
+        super().build_extensions()
+        if todo:
+            _say(f"compiled in {time.monotonic() - self._start:.0f} s")
+
+    def build_extension(self, ext: Extension) -> None:
+        begin = time.monotonic()
+        super().build_extension(ext)
+        if ext.name in self._todo:
+            with self._lock:
+                self._done += 1
+                _say(
+                    f"[{self._done:2d}/{len(self._todo)}] {ext.name} in "
+                    f"{time.monotonic() - begin:.1f} s ({time.monotonic() - self._start:.0f} s elapsed)"
+                )
+
+
 class BuildPyWithoutC(build_py):
     """``build_py`` that leaves no generated ``.c`` file in the build folder.
 
@@ -121,10 +208,44 @@ class BuildPyWithoutC(build_py):
             stale.unlink()
 
 
-setup(
-    cmdclass={"build_py": BuildPyWithoutC},
-    ext_modules=cythonize(
-        _extensions(),
+def _current(c_file: Path, newest: float) -> bool:
+    """Whether ``c_file`` was generated by this Cython after ``newest``."""
+    try:
+        with c_file.open() as f:
+            header = f.readline().strip()
+        return (
+            header == f"/* Generated by Cython {Cython.__version__} */"
+            and c_file.stat().st_mtime >= newest
+        )
+    except OSError:
+        return False
+
+
+def _translate(extensions: list[Extension]) -> list[Extension]:
+    """Cython-translate the extensions whose generated C is not current (all of
+    them, forced, as Cython's own check would); the others build from their
+    existing ``.c``. Current: newer than the extension's ``.pyx``, this file,
+    and every ``.pxi``, ``.pxd`` and ``.h`` of the package (shared includes)."""
+    shared = [Path(__file__), *Path("ortcore_cpu/_ext").iterdir()]
+    newest = max(p.stat().st_mtime for p in shared if p.suffix in {".py", ".pxi", ".pxd", ".h"})
+    stale: list[Extension] = []
+    reused: list[Extension] = []
+    for ext in extensions:
+        source = Path(ext.sources[0])
+        c_file = source.with_suffix(".c")
+        if _current(c_file, max(newest, source.stat().st_mtime)):
+            ext.sources = [str(c_file)]
+            reused.append(ext)
+        else:
+            stale.append(ext)
+    if reused:
+        _say(f"{len(reused)} of {len(extensions)} generated C files are current")
+    if not stale:
+        return reused
+    return reused + cythonize(
+        stale,
+        nthreads=_jobs(),
+        force=True,
         compiler_directives={
             "language_level": 3,
             "boundscheck": False,
@@ -133,5 +254,10 @@ setup(
             "initializedcheck": False,
             "embedsignature": True,
         },
-    ),
+    )
+
+
+setup(
+    cmdclass={"build_py": BuildPyWithoutC, "build_ext": ParallelBuildExt},
+    ext_modules=_translate(_extensions()),
 )
