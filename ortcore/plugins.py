@@ -448,6 +448,14 @@ class PluginManager:
             found += [e for e in self._broken if e.plugin == plugin]
             return found, [op for p, op in self._custom_ops if p == plugin]
 
+    def incompatible_reason(self, name: str) -> str | None:
+        """Why the plugin whose entry point is named after ``name`` was refused
+        before import (its SDK range excludes the installed SDK), or ``None``."""
+        self.load([name])
+        with self._lock:
+            refused = self._incompatible.get(_key(name))
+            return None if refused is None else f"plugin {refused[0]} is {refused[1]}"
+
     def entries(self) -> list[ProviderEntry]:
         """Every provider known, available or not, plus broken plugins (loads all)."""
         self._ensure_loaded()

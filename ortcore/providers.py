@@ -248,7 +248,9 @@ def create_providers(
         raise Fail(
             "This session contains graph nodes that are assigned to the default CPU EP, but "
             f"fallback to CPU EP has been explicitly disabled by the user ({DISABLE_CPU_FALLBACK}"
-            f' is "1" and no listed provider is available: {", ".join(n for n, _ in skipped)})'
+            f' is "1" and no listed provider is available: '
+            + "; ".join(f"{n} ({why})" for n, why in skipped)
+            + ")"
         )
     if skipped and not specs:
         try:
@@ -307,8 +309,9 @@ def create_providers(
 
 def _known(manager: PluginManager, name: str) -> bool:
     """Whether ``name`` is a provider onnxruntime knows or one installed here
-    (available or not), as opposed to a name nothing answers to."""
-    if name in ONNXRUNTIME_PROVIDERS:
+    (available or not, or refused for its SDK range), as opposed to a name
+    nothing answers to."""
+    if name in ONNXRUNTIME_PROVIDERS or manager.incompatible_reason(name) is not None:
         return True
     try:
         manager.resolve(name, available=False)

@@ -133,7 +133,10 @@ def test_sdk_version_is_the_distributions() -> None:
 
 
 def test_plugin_for_a_future_sdk_is_refused_before_import(
-    site: Site, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    site: Site,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     dist, mod, mark = site.tripwire("futureep", ["ortcore-ep-sdk>=2.0", "numpy"])
     site.provider("goodep", ["ortcore-ep-sdk>=1.1,<2"])
@@ -151,10 +154,24 @@ def test_plugin_for_a_future_sdk_is_refused_before_import(
     assert "pip install -U ortcore ortcore-ep-sdk" in entry.reason
     assert _by_plugin(pm)["goodep"].available
 
-    # A session naming it gets the reason, by entry-point name or provider-style name.
+    # A session naming it is told why, by entry-point name or provider-style name: as
+    # onnxruntime does for a provider that is installed but cannot run, it is skipped
+    # with a warning (the session runs on the CPU provider), or refused when the CPU
+    # fallback is off.
     for name in ("futureep", "FutureepExecutionProvider"):
-        with pytest.raises(InvalidArgument, match=r"futureep.*requires ortcore-ep-sdk>=2\.0"):
-            ortcore.InferenceSession(chain_model(["Relu"]), providers=[name], plugin_manager=pm)
+        with caplog.at_level(logging.WARNING, logger="ortcore.plugins"):
+            caplog.clear()
+            with pytest.warns(UserWarning, match=f"Specified provider '{name}'"):
+                sess = ortcore.InferenceSession(
+                    chain_model(["Relu"]), providers=[name], plugin_manager=pm
+                )
+        assert sess.get_providers() == ["CPUExecutionProvider"]
+        assert "requires ortcore-ep-sdk>=2.0" in caplog.text
+        so = ortcore.SessionOptions()
+        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        with pytest.raises(ortcore.Fail, match=r"futureep.*requires ortcore-ep-sdk>=2\.0"):
+            ortcore.InferenceSession(chain_model(["Relu"]), so, providers=[name], plugin_manager=pm)
+        assert not mark.exists() and mod not in sys.modules
 
     # `ortcore providers` lists it with the reason.
     monkeypatch.setattr(ortcore.plugins, "_default", pm)
