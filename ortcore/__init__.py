@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         OrtCompileApiFlags,
         get_compatibility_info_from_model,
         get_compatibility_info_from_model_bytes,
+        get_model_compatibility_for_ep_devices,
     )
     from .custom_ops import CustomOp, Param, TensorType, custom_op
     from .devices import (
@@ -127,6 +128,7 @@ _LAZY: dict[str, str] = {
     "OrtCompileApiFlags": "compile_api",
     "get_compatibility_info_from_model": "compile_api",
     "get_compatibility_info_from_model_bytes": "compile_api",
+    "get_model_compatibility_for_ep_devices": "compile_api",
     "CustomOp": "custom_ops",
     "Param": "custom_ops",
     "TensorType": "custom_ops",
@@ -275,6 +277,7 @@ __all__ = [
     "get_build_info",
     "get_compatibility_info_from_model",
     "get_compatibility_info_from_model_bytes",
+    "get_model_compatibility_for_ep_devices",
     "get_device",
     "get_ep_devices",
     "get_version_string",

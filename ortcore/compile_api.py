@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ep_sdk.compiled_context import COMPATIBILITY_INFO_PREFIX
+from ep_sdk.compiled_context import COMPATIBILITY_INFO_PREFIX, OrtCompiledModelCompatibility
 from ep_sdk.files import write_atomically
 
 from .epcontext import (
@@ -41,6 +41,7 @@ __all__ = [
     "OrtCompileApiFlags",
     "get_compatibility_info_from_model",
     "get_compatibility_info_from_model_bytes",
+    "get_model_compatibility_for_ep_devices",
     "write_session_context",
 ]
 
@@ -359,3 +360,59 @@ def get_compatibility_info_from_model_bytes(model_data: bytes, ep_type: str) -> 
     except (DecodeError, ValueError) as exc:
         raise InvalidProtobuf("Protobuf parsing failed.") from exc
     return _info(proto, ep_type)
+
+
+def get_model_compatibility_for_ep_devices(
+    ep_devices: Sequence[Any], compatibility_info: str
+) -> OrtCompiledModelCompatibility:
+    """Judge a compiled model's compatibility string for a provider's devices
+    (onnxruntime's ``get_model_compatibility_for_ep_devices``).
+
+    ``ep_devices``: :class:`~ortcore.OrtEpDevice` objects of one provider
+    (from :func:`~ortcore.get_ep_devices`); ``compatibility_info``: the string
+    the compiled model stores for that provider
+    (:func:`get_compatibility_info_from_model`). A provider that compiles
+    nothing (it has no ``compile``), or an empty string, is
+    ``EP_NOT_APPLICABLE``, as onnxruntime answers for its CPU provider; else
+    the provider, created with the first device's ``ep_options``, judges it
+    (``ExecutionProvider.validate_compiled_model_compatibility_info``).
+
+    Raises:
+        InvalidArgumentRuntimeError: no devices, devices of several
+            providers, or something that is not an ``OrtEpDevice``.
+        EPFail: the provider could not be created or its judgement raised.
+    """
+    from ep_sdk import ExecutionProvider
+
+    from .ep_devices import OrtEpDevice
+    from .errors import EPFail, InvalidArgumentRuntimeError
+
+    devices = list(ep_devices)
+    if not devices or not all(isinstance(d, OrtEpDevice) for d in devices):
+        raise InvalidArgumentRuntimeError(
+            "Invalid argument provided to GetModelCompatibilityForEpDevices."
+        )
+    names = sorted({d.ep_name for d in devices})
+    if len(names) > 1:
+        raise InvalidArgumentRuntimeError(
+            "Invalid argument provided to GetModelCompatibilityForEpDevices: the devices "
+            f"belong to several execution providers ({', '.join(names)})"
+        )
+    cls = devices[0]._cls
+    if not compatibility_info or cls.compile is ExecutionProvider.compile:
+        return OrtCompiledModelCompatibility.EP_NOT_APPLICABLE
+    try:
+        provider = cls(dict(devices[0].ep_options))
+        try:
+            verdict = provider.validate_compiled_model_compatibility_info(compatibility_info, [])
+        finally:
+            close = getattr(provider, "close", None)
+            if callable(close):
+                close()
+    except (KeyboardInterrupt, GeneratorExit):
+        raise
+    except BaseException as exc:  # the provider's failure, named
+        raise EPFail(
+            f"{names[0]}: judging a compatibility string failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    return verdict.status

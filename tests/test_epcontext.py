@@ -501,3 +501,38 @@ def test_an_old_saved_session_record_is_stale(tmp_path: Path) -> None:
     meta.write_text(json.dumps(record))
     cold = _session(data, so)
     assert cold._saved is None and MulBaker.builds == 1  # rebuilt, from the cache entry
+
+
+def test_model_compatibility_for_ep_devices(tmp_path: Path) -> None:
+    """onnxruntime's get_model_compatibility_for_ep_devices: the stored string
+    judged for a provider's devices, as a session would judge it."""
+    from ortcore.ep_devices import get_ep_devices
+
+    out = _compiled(tmp_path)
+    info = ortcore.get_compatibility_info_from_model(str(out), MulBaker.name)
+    assert info is not None
+    devices = [d for d in get_ep_devices(_manager()) if d.ep_name == MulBaker.name]
+    assert devices
+    judge = ortcore.get_model_compatibility_for_ep_devices
+    assert judge(devices, info) == OrtCompiledModelCompatibility.EP_SUPPORTED_OPTIMAL
+    _info_edit(out, version="1.9")
+    older = ortcore.get_compatibility_info_from_model(str(out), MulBaker.name)
+    assert older is not None
+    assert judge(devices, older) == OrtCompiledModelCompatibility.EP_SUPPORTED_PREFER_RECOMPILATION
+    MulBaker.engine = "e2"
+    assert judge(devices, info) == OrtCompiledModelCompatibility.EP_UNSUPPORTED
+    assert judge(devices, "") == OrtCompiledModelCompatibility.EP_NOT_APPLICABLE
+
+    # a provider that compiles nothing, and the refusals, as onnxruntime answers them
+    mini = [d for d in get_ep_devices(_manager()) if d.ep_name == MiniProvider.name]
+    assert judge(mini, info) == OrtCompiledModelCompatibility.EP_NOT_APPLICABLE
+    with pytest.raises(RuntimeError, match="Invalid argument provided to GetModelCompat"):
+        judge([], info)
+    with pytest.raises(RuntimeError, match="several execution providers"):
+        judge([*devices, *mini], info)
+    onnxruntime = pytest.importorskip("onnxruntime")
+    capi = onnxruntime.capi.onnxruntime_pybind11_state
+    ort_cpu = onnxruntime.get_ep_devices()
+    assert capi.get_model_compatibility_for_ep_devices(ort_cpu, info).name == "EP_NOT_APPLICABLE"
+    with pytest.raises(RuntimeError, match="Invalid argument provided to GetModelCompat"):
+        capi.get_model_compatibility_for_ep_devices([], info)

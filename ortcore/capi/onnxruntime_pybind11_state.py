@@ -28,6 +28,7 @@ from ..compile_api import (
     OrtCompileApiFlags,
     get_compatibility_info_from_model,
     get_compatibility_info_from_model_bytes,
+    get_model_compatibility_for_ep_devices,
 )
 from ..devices import (
     ArenaExtendStrategy,
@@ -164,6 +165,7 @@ __all__ = [
     "get_device",
     "get_compatibility_info_from_model",
     "get_compatibility_info_from_model_bytes",
+    "get_model_compatibility_for_ep_devices",
     "get_ep_devices",
     "get_version_string",
     "has_collective_ops",
