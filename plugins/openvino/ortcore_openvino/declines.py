@@ -285,9 +285,44 @@ def _semantics(node: ir.Node, graph: GraphContext) -> str | None:
             "OpenVINO's RoiAlign with sampling_ratio=0 (adaptive) samples some regions "
             "otherwise than ONNX"
         )
+    if op == "Softmax" and graph.opset("") in (11, 12) and not _last_axis(node, 1):
+        return (
+            "OpenVINO's Softmax of opset 11-12 normalizes over the axis alone; ONNX "
+            "flattens the input to 2D at the axis (the same only for the last axis)"
+        )
+    if op == "ReduceLogSum" and _attr(node, "noop_with_empty_axes", 0) and _no_axes(node):
+        return "OpenVINO's ReduceLogSum ignores noop_with_empty_axes=1 (it reduces every axis)"
+    if op == "Shrink" and _data_dtypes(node) & _INTEGERS:
+        return "OpenVINO's Shrink on integers differs from ONNX's (values near lambd)"
+    if op == "BatchNormalization" and _attr(node, "training_mode", 0):
+        if 0 in (_static_dims(node.inputs[0] if node.inputs else None) or ()):
+            return (
+                "OpenVINO's BatchNormalization in training mode on an empty batch gives "
+                "numbers for the batch statistics; ONNX's are NaN"
+            )
     if op == "Attention":
         return _attention(node, graph)
     return None
+
+
+def _last_axis(node: ir.Node, default: int) -> bool:
+    """Whether the node's ``axis`` attribute is its input's last axis (the
+    input's rank known)."""
+    dims = node.inputs[0].shape if node.inputs and node.inputs[0] is not None else None
+    if dims is None:
+        return False
+    rank = len(dims)
+    axis = int(_attr(node, "axis", default))  # type: ignore[call-overload]
+    return rank > 0 and axis % rank == rank - 1
+
+
+def _no_axes(node: ir.Node) -> bool:
+    """Whether a reduction is given no axes (attribute or input), or an empty list."""
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        axes = _constant(node.inputs[1])
+        return axes is not None and axes.size == 0
+    axes_attr = _attr(node, "axes")
+    return axes_attr is None or len(axes_attr) == 0  # type: ignore[arg-type]
 
 
 def _resize(node: ir.Node) -> str | None:
