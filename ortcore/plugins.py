@@ -78,6 +78,7 @@ __all__ = [
     "PluginManager",
     "ProviderEntry",
     "default_manager",
+    "provider_key",
     "register_plugin",
 ]
 
@@ -529,6 +530,13 @@ def _key(name: str) -> str:
     """``CPUExecutionProvider``, ``CPU`` and ``cpu`` all give ``cpu``."""
     low = name.strip().lower()
     return low[: -len(_SUFFIX)] if low.endswith(_SUFFIX) and low != _SUFFIX else low
+
+
+def provider_key(name: str) -> str:
+    """The key a provider name is compared by: lowercased, without the
+    ``ExecutionProvider`` suffix (``CPUExecutionProvider``, ``CPU`` and ``cpu``
+    all give ``cpu``)."""
+    return _key(name)
 
 
 def _normalize_dist(name: str) -> str:

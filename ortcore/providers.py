@@ -41,7 +41,7 @@ from .epcontext import context_domains
 from .errors import EPFail, Fail, InvalidArgument, InvalidArgumentRuntimeError, ProviderOptionError
 from .host import session_config
 from .options import SessionOptions
-from .plugins import PluginManager, ProviderEntry, default_manager, describe_error
+from .plugins import PluginManager, ProviderEntry, default_manager, describe_error, provider_key
 from .selection import requested_from_options, select_providers, warn_if_options_ignored
 from .thread_pools import session_intra_threads
 
@@ -94,7 +94,11 @@ ONNXRUNTIME_PROVIDERS = frozenset(
 )
 """The provider names onnxruntime knows (its ``get_all_providers()`` and a
 few of other builds): listed but not available, such a name is skipped with
-a warning, where an unknown name is an "Unknown Provider Type" error."""
+a warning, where an unknown name is an "Unknown Provider Type" error. Their
+short forms (``cuda``, ``tensorrt``, ``openvino``: the name without the
+``ExecutionProvider`` suffix, in any case) count as known too."""
+
+_ONNXRUNTIME_KEYS = frozenset(provider_key(n) for n in ONNXRUNTIME_PROVIDERS)
 
 ProviderSpec = str | tuple[str, Mapping[str, Any]]
 """A provider as ``InferenceSession(providers=[...])`` names it: a name, or ``(name, options)``."""
@@ -311,7 +315,7 @@ def _known(manager: PluginManager, name: str) -> bool:
     """Whether ``name`` is a provider onnxruntime knows or one installed here
     (available or not, or refused for its SDK range), as opposed to a name
     nothing answers to."""
-    if name in ONNXRUNTIME_PROVIDERS or manager.incompatible_reason(name) is not None:
+    if provider_key(name) in _ONNXRUNTIME_KEYS or manager.incompatible_reason(name) is not None:
         return True
     try:
         manager.resolve(name, available=False)

@@ -311,3 +311,23 @@ def test_import_and_discovery_stay_light(cpu: str) -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_short_names_of_onnxruntimes_providers_are_known_when_not_installed() -> None:
+    """``cuda`` (CUDAExecutionProvider's short name) not installed here is a provider
+    that cannot run, skipped with onnxruntime's warning, even where an unknown name
+    is an error (enable_fallback=0, as the CLI creates its sessions)."""
+    pm = manager_with(MiniProvider)
+    for name in ("cuda", "TensorRT", "openvino"):
+        with pytest.warns(UserWarning, match=f"Specified provider '{name}'"):
+            sess = ortcore.InferenceSession(
+                chain_model(["Neg"]),
+                providers=[name, "mini"],
+                plugin_manager=pm,
+                enable_fallback=0,
+            )
+        assert sess.get_providers() == ["MiniExecutionProvider"]
+    with pytest.raises(RuntimeError, match="Unknown Provider Type: cudax"):
+        ortcore.InferenceSession(
+            chain_model(["Neg"]), providers=["cudax", "mini"], plugin_manager=pm, enable_fallback=0
+        )
