@@ -193,7 +193,7 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402  (the one place it is written: _version.py)
 
 
 def get_version_string() -> str:

@@ -75,6 +75,7 @@ from ep_sdk.files import write_atomically
 from ep_sdk.graph import group_digest
 from ep_sdk.kernel import is_provider_folder_name
 
+from . import _version
 from .errors import InvalidArgument
 
 __all__ = [
@@ -510,8 +511,6 @@ class CompiledCache:
         (:func:`content_digest`): the provider's name, version, options and
         device, what its ``compile_cache_key_parts(group)`` adds, and
         ortcore's version. Stored in the entry's metadata too."""
-        import ortcore
-
         extra = provider.compile_cache_key_parts(group)
         return {
             "provider": provider.name,
@@ -519,7 +518,7 @@ class CompiledCache:
             "options": dict(sorted(provider.provider_options.items())),
             "device": str(provider.device),
             "provider_parts": {str(k): str(v) for k, v in sorted(extra.items())},
-            "ortcore": ortcore.__version__,
+            "ortcore": _version.__version__,
         }
 
     def key(

@@ -20,6 +20,7 @@ import onnx
 
 from ep_sdk import OrtCompiledModelCompatibility  # the SDK's enum: one type for both
 
+from ._version import __version__
 from .errors import InvalidArgument
 from .options import SessionOptions
 from .thread_pools import set_global_thread_pool_sizes
@@ -56,8 +57,6 @@ _state: dict[str, Any] = {
 
 def get_build_info() -> str:
     """A one-line description of this build (onnxruntime's ``get_build_info``)."""
-    from . import __version__
-
     return (
         f"ortcore Build Info: version={__version__}, onnx={onnx.__version__}, "
         f"numpy={np.__version__}, python={platform.python_version()}"

@@ -8,7 +8,7 @@ writing its compiled groups as ``com.microsoft::EPContext`` nodes
 (:mod:`ortcore.epcontext_write`; the format: :mod:`ortcore.epcontext`).
 A session whose config has ``ep.context_enable`` = ``"1"`` writes its
 compiled model when it is created, as onnxruntime's does
-(:func:`write_session_context`).
+(:func:`~ortcore.epcontext_write.write_session_context`).
 """
 
 from __future__ import annotations
@@ -18,23 +18,24 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ep_sdk.compiled_context import COMPATIBILITY_INFO_PREFIX, OrtCompiledModelCompatibility
-from ep_sdk.files import write_atomically
 
 from .epcontext import (
-    CONTEXT_EMBED_KEY,
     CONTEXT_ENABLE_KEY,
-    CONTEXT_NODE_PREFIX_KEY,
-    CONTEXT_PATH_KEY,
 )
-from .epcontext_write import ContextModel, ExternalInitializers, build_context_model
+from .epcontext_write import (
+    ContextModel,
+    ExternalInitializers,
+    context_exists_error,
+    context_of,
+    default_context_path,
+    write_context_files,
+    write_session_context,
+)
 from .errors import Fail, InvalidArgument, InvalidArgumentTypeError, InvalidProtobuf, NoSuchFile
 from .options import GraphOptimizationLevel, SessionOptions
-
-if TYPE_CHECKING:
-    from .session import InferenceSession
 
 __all__ = [
     "ModelCompiler",
@@ -54,29 +55,6 @@ class OrtCompileApiFlags(enum.IntFlag):
     NONE = 0
     ERROR_IF_NO_NODES_COMPILED = 1
     ERROR_IF_OUTPUT_FILE_EXISTS = 2
-
-
-def _ctx_path(path: str | os.PathLike[str]) -> Path:
-    """onnxruntime's default output: ``model.onnx`` -> ``model_ctx.onnx``."""
-    p = Path(path)
-    return p.with_name(f"{p.stem if p.suffix == '.onnx' else p.name}_ctx.onnx")
-
-
-def _exists_error(path: Path) -> Fail:
-    return Fail(
-        f"Failed to generate EP context model since the file {str(path)!r} exists already. "
-        "Please remove the EP context model if you want to re-generate it."
-    )
-
-
-def _write(folder: Path, ctx: ContextModel, model_path: Path | None) -> None:
-    """Write the binaries (first: a model is never there without them), then the model."""
-    for location, data in ctx.files.items():
-        target = folder / location
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(target, data)
-    if model_path is not None:
-        write_atomically(model_path, ctx.proto.SerializeToString())
 
 
 class ModelCompiler:
@@ -181,13 +159,13 @@ class ModelCompiler:
         elif isinstance(self._model, bytes):
             raise InvalidArgument("compile_to_file needs an output path for a model given as bytes")
         else:
-            out = _ctx_path(self._model)
+            out = default_context_path(self._model)
         if self._flags & OrtCompileApiFlags.ERROR_IF_OUTPUT_FILE_EXISTS and out.exists():
-            raise _exists_error(out)
+            raise context_exists_error(out)
         if not out.parent.is_dir():
             raise InvalidArgument(f"open file {str(out)!r} failed: its folder does not exist")
         ctx = self._compile(out.parent, out.stem)
-        _write(out.parent, ctx, out)
+        write_context_files(out.parent, ctx, out)
 
     def compile_to_bytes(self) -> bytes:
         """Compile and return the model's bytes. Binaries that are not embedded go
@@ -201,7 +179,7 @@ class ModelCompiler:
         folder, stem = self._binary_place()
         ctx = self._compile(folder, stem)
         if folder is not None:
-            _write(folder, ctx, None)
+            write_context_files(folder, ctx, None)
         return bytes(ctx.proto.SerializeToString())
 
     def compile_to_stream(self, write_function: Callable[[bytes], Any]) -> None:
@@ -216,7 +194,7 @@ class ModelCompiler:
             return self._binary_dir, self._binary_name
         if isinstance(self._model, bytes):
             return None, "model"
-        return Path(self._model).parent, _ctx_path(self._model).stem
+        return Path(self._model).parent, default_context_path(self._model).stem
 
     def _compile(self, folder: Path | None, stem: str) -> ContextModel:
         from .session import InferenceSession
@@ -267,59 +245,6 @@ class ModelCompiler:
                 "compiled model's folder"
             )
         return location
-
-
-def context_of(
-    session: InferenceSession, embed: bool, stem: str, external: ExternalInitializers | None = None
-) -> ContextModel:
-    """The compiled model of a created session."""
-    config = session._sess_options.config_entries
-    ctx = build_context_model(
-        session._model,
-        session._plans.planner,
-        embed=embed,
-        stem=stem,
-        node_prefix=config.get(CONTEXT_NODE_PREFIX_KEY, ""),
-        source_file=Path(session._model_path).name if session._model_path else "",
-        external=external,
-    )
-    assert ctx is not None  # only a saved session's is ever None
-    return ctx
-
-
-def write_session_context(
-    session: InferenceSession, path_or_bytes: str | os.PathLike[str] | bytes
-) -> None:
-    """Write the session's compiled model if its config asks (``ep.context_enable``
-    = ``"1"``): to ``ep.context_file_path`` (default ``<model>_ctx.onnx``),
-    binaries embedded with ``ep.context_embed_mode`` = ``"1"``, else in files
-    beside it. Nothing is written when no group was compiled (as onnxruntime).
-
-    Raises:
-        InvalidArgument: a model given as bytes and no ``ep.context_file_path``.
-        Fail: the compiled model's file exists already (onnxruntime's message).
-    """
-    config = session._sess_options.config_entries
-    if config.get(CONTEXT_ENABLE_KEY, "0").strip() != "1":
-        return
-    target = config.get(CONTEXT_PATH_KEY, "")
-    if target:
-        out = Path(target)
-    elif isinstance(path_or_bytes, (str, os.PathLike)):
-        out = _ctx_path(path_or_bytes)
-    else:
-        raise InvalidArgument(
-            f"{CONTEXT_ENABLE_KEY}=1 for a model given as bytes needs {CONTEXT_PATH_KEY}: "
-            "the path the compiled model is written to"
-        )
-    if out.exists():
-        raise _exists_error(out)
-    embed = config.get(CONTEXT_EMBED_KEY, "0").strip() == "1"
-    ctx = context_of(session, embed, out.stem)
-    if ctx.compiled == 0:
-        log.info("no group was compiled: %s is not written", out)
-        return
-    _write(out.parent, ctx, out)
 
 
 def _info(proto: Any, ep_type: str) -> str | None:

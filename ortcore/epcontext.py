@@ -47,7 +47,14 @@ import onnx_ir as ir
 from ep_sdk import Claim, ExecutionProvider, FusedGroup
 from ep_sdk.compiled_context import COMPATIBILITY_INFO_PREFIX, OrtCompiledModelCompatibility
 
-from .errors import Fail, InvalidArgument, InvalidGraph, NoSuchFile, NotImplementedOp
+from .errors import (
+    Fail,
+    InvalidArgument,
+    InvalidGraph,
+    NoSuchFile,
+    NotImplementedOp,
+    StaleSavedSession,
+)
 
 if TYPE_CHECKING:
     from .cache import CompiledCache
@@ -401,8 +408,6 @@ def load_context_group(
     what = f"EPContext node {ctx.node!r} of {provider.name}"
     data: bytes | memoryview | None = ctx.data
     if ctx.cache_key is not None:
-        from .saved_session import StaleSavedSession
-
         if cache is None:
             raise StaleSavedSession("the session has no compiled-artifact cache")
         try:
@@ -432,8 +437,6 @@ def load_context_group(
         return provider.load_compiled(group, data)  # type: ignore[arg-type]
     except Exception as exc:
         if ctx.cache_key is not None:
-            from .saved_session import StaleSavedSession
-
             raise StaleSavedSession(f"{group.name}: load_compiled raised {exc!r}") from exc
         raise Fail(
             f"{what}: {provider.name} could not load its compiled binary "

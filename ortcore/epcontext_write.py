@@ -9,8 +9,9 @@ external initializers file); the compiled groups' weights are left out.
 Each provider with EPContext nodes states its compatibility string in the
 metadata (``ep_compatibility_info.<name>``).
 
-Used by ``ortcore.ModelCompiler`` and the ``ep.context_enable`` session
-config entry (:mod:`ortcore.compile_api`), and by saved sessions
+Used by ``ortcore.ModelCompiler`` (:mod:`ortcore.compile_api`) and the
+``ep.context_enable`` session config entry (:func:`write_session_context`,
+which a session calls when it is created), and by saved sessions
 (:mod:`ortcore.saved_session`), whose nodes point at the compiled-artifact
 cache's entries instead of files of their own.
 """
@@ -19,9 +20,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import onnx
@@ -29,15 +32,33 @@ import onnx_ir as ir
 
 from ep_sdk import Claim, ExecutionProvider, FusedGroup
 from ep_sdk.compiled_context import COMPATIBILITY_INFO_PREFIX, sdk_version
+from ep_sdk.files import write_atomically
 from ep_sdk.graph import is_constant
 
-from .epcontext import EPCONTEXT_DOMAIN, EPCONTEXT_OP
-from .errors import Fail
+from .epcontext import (
+    CONTEXT_EMBED_KEY,
+    CONTEXT_ENABLE_KEY,
+    CONTEXT_NODE_PREFIX_KEY,
+    CONTEXT_PATH_KEY,
+    EPCONTEXT_DOMAIN,
+    EPCONTEXT_OP,
+)
+from .errors import Fail, InvalidArgument
 
 if TYPE_CHECKING:
     from .planner import GraphPlanner
+    from .session import InferenceSession
 
-__all__ = ["ContextModel", "ExternalInitializers", "build_context_model"]
+__all__ = [
+    "ContextModel",
+    "ExternalInitializers",
+    "build_context_model",
+    "context_exists_error",
+    "context_of",
+    "default_context_path",
+    "write_context_files",
+    "write_session_context",
+]
 
 log = logging.getLogger("ortcore.epcontext")
 
@@ -310,3 +331,80 @@ def _model_fields(
             raise Fail(f"{name} could not state its compatibility information: {exc!r}") from exc
     for key, value in meta.items():
         proto.metadata_props.add(key=key, value=value)
+
+
+def default_context_path(path: str | os.PathLike[str]) -> Path:
+    """onnxruntime's default output: ``model.onnx`` -> ``model_ctx.onnx``."""
+    p = Path(path)
+    return p.with_name(f"{p.stem if p.suffix == '.onnx' else p.name}_ctx.onnx")
+
+
+def context_exists_error(path: Path) -> Fail:
+    """onnxruntime's error for a compiled model's file that exists already."""
+    return Fail(
+        f"Failed to generate EP context model since the file {str(path)!r} exists already. "
+        "Please remove the EP context model if you want to re-generate it."
+    )
+
+
+def write_context_files(folder: Path, ctx: ContextModel, model_path: Path | None) -> None:
+    """Write the binaries (first: a model is never there without them), then the model."""
+    for location, data in ctx.files.items():
+        target = folder / location
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(target, data)
+    if model_path is not None:
+        write_atomically(model_path, ctx.proto.SerializeToString())
+
+
+def context_of(
+    session: InferenceSession, embed: bool, stem: str, external: ExternalInitializers | None = None
+) -> ContextModel:
+    """The compiled model of a created session."""
+    config = session._sess_options.config_entries
+    ctx = build_context_model(
+        session._model,
+        session._plans.planner,
+        embed=embed,
+        stem=stem,
+        node_prefix=config.get(CONTEXT_NODE_PREFIX_KEY, ""),
+        source_file=Path(session._model_path).name if session._model_path else "",
+        external=external,
+    )
+    assert ctx is not None  # only a saved session's is ever None
+    return ctx
+
+
+def write_session_context(
+    session: InferenceSession, path_or_bytes: str | os.PathLike[str] | bytes
+) -> None:
+    """Write the session's compiled model if its config asks (``ep.context_enable``
+    = ``"1"``): to ``ep.context_file_path`` (default ``<model>_ctx.onnx``),
+    binaries embedded with ``ep.context_embed_mode`` = ``"1"``, else in files
+    beside it. Nothing is written when no group was compiled (as onnxruntime).
+
+    Raises:
+        InvalidArgument: a model given as bytes and no ``ep.context_file_path``.
+        Fail: the compiled model's file exists already (onnxruntime's message).
+    """
+    config = session._sess_options.config_entries
+    if config.get(CONTEXT_ENABLE_KEY, "0").strip() != "1":
+        return
+    target = config.get(CONTEXT_PATH_KEY, "")
+    if target:
+        out = Path(target)
+    elif isinstance(path_or_bytes, (str, os.PathLike)):
+        out = default_context_path(path_or_bytes)
+    else:
+        raise InvalidArgument(
+            f"{CONTEXT_ENABLE_KEY}=1 for a model given as bytes needs {CONTEXT_PATH_KEY}: "
+            "the path the compiled model is written to"
+        )
+    if out.exists():
+        raise context_exists_error(out)
+    embed = config.get(CONTEXT_EMBED_KEY, "0").strip() == "1"
+    ctx = context_of(session, embed, out.stem)
+    if ctx.compiled == 0:
+        log.info("no group was compiled: %s is not written", out)
+        return
+    write_context_files(out.parent, ctx, out)

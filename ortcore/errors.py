@@ -40,10 +40,11 @@ __all__ = [
     "OrtcoreError",
     "ProviderContractWarning",
     "ProviderOptionError",
-    "RunTerminated",
     "RunInvalidArgument",
+    "RunTerminated",
     "RunTerminatedError",
     "RuntimeException",
+    "StaleSavedSession",
     "UndefinedInput",
 ]
 
@@ -159,3 +160,9 @@ class ProviderContractWarning(UserWarning):
     make harmless (for example, one array returned for two outputs of a node:
     the runtime copied it). The run's results are right; the provider should
     be fixed, and the conformance suite fails it."""
+
+
+class StaleSavedSession(Exception):
+    """A saved session that cannot be used (:mod:`ortcore.saved_session`):
+    the session is created from the model instead. Internal: never raised to
+    a caller of the session API."""

@@ -32,12 +32,11 @@ from ep_sdk.limits import TensorTooLarge, check_tensor_size, tensor_byte_limit
 
 from .cache import SOURCES, CompiledCache, compile_with_cache
 from .epcontext import ContextGroup, load_context_group
-from .errors import EPFail, InvalidGraph, OrtcoreError
+from .errors import EPFail, InvalidGraph, OrtcoreError, StaleSavedSession
 from .executor import Plan, Step, StepInfo, SubgraphPlan, attach_releases, failure_at
 from .nodeinfo import implicit_inputs, make_node_info, node_reads, outer_values, registry_of
 from .param_checks import checked, checked_group, pending_checks
 from .partition import NO_REASONS, PartitionResult, partition_graph
-from .saved_session import StaleSavedSession
 
 __all__ = ["GraphPlanner", "NodeRecord", "PlannedGraph"]
 

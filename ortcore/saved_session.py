@@ -53,7 +53,9 @@ import onnx_ir as ir
 from ep_sdk import ExecutionProvider
 from ep_sdk.files import write_atomically
 
+from . import _version
 from .cache import DIGEST_FOLDER, SESSION_FOLDER, _hash_arrays, _hash_file
+from .errors import StaleSavedSession
 
 if TYPE_CHECKING:
     from .options import SessionOptions
@@ -86,10 +88,6 @@ def saves_sessions(config: Mapping[str, str]) -> bool:
     (``ortcore.save_session`` = ``"1"``; onnxruntime's ``ep.context_enable``
     writes a compiled model instead, see :mod:`ortcore.compile_api`)."""
     return config.get(SAVE_SESSION_KEY, "").strip() == "1"
-
-
-class StaleSavedSession(Exception):
-    """A saved session that cannot be used: the session is created from the model."""
 
 
 @dataclass
@@ -240,8 +238,6 @@ def session_key(
     With ``cache_dir``, the model file's digest may be one remembered there
     (see :func:`_digest_file`).
     """
-    import ortcore
-
     if (
         options.initializers
         or options.external_initializers
@@ -256,7 +252,7 @@ def session_key(
     by_name, by_denotation = options.free_dimension_overrides
     parts = {
         "model": digest,
-        "ortcore": ortcore.__version__,
+        "ortcore": _version.__version__,
         "level": int(options.graph_optimization_level),
         "intra_op_num_threads": options.intra_op_num_threads,
         "inter_op_num_threads": options.inter_op_num_threads,

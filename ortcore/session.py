@@ -25,11 +25,11 @@ from ep_sdk import HOST_DEVICE, Device, ExecutionProvider
 
 from .build_memory import gc_paused, trim_heap
 from .cache import SOURCES, cache_dir_from_config
-from .compile_api import write_session_context
 from .custom_ops import session_ops
 from .devices import OrtMemoryInfo
 from .ep_devices import SessionDeviceInfo
 from .epcontext import claim_context_nodes, context_base
+from .epcontext_write import write_session_context
 from .errors import InvalidArgumentTypeError, ModelLoadCanceled
 from .executor import Plan
 from .external_data import EXTERNAL_DATA_KEY, ExternalData

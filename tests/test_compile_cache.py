@@ -222,7 +222,7 @@ def test_the_key_covers_engine_parts_and_ortcore_version(
     _session(model, tmp_path)
     BakingProvider.engine_version = "e2"
     _session(model, tmp_path)
-    monkeypatch.setattr(ortcore, "__version__", "99.0")
+    monkeypatch.setattr(ortcore._version, "__version__", "99.0")
     _session(model, tmp_path)
     assert (BakingProvider.builds, BakingProvider.loads) == (3, 0)
     entries = CompiledCache(tmp_path).entries()

@@ -9,6 +9,7 @@ names catch what ortcore raises.
 
 from __future__ import annotations
 
+from .._version import __version__
 from ..compat_api import (
     OrtCompiledModelCompatibility,
     create_and_register_allocator,
@@ -102,8 +103,6 @@ def get_device() -> str:
 
 def get_version_string() -> str:
     """The ortcore version (onnxruntime's ``get_version_string``)."""
-    from .. import __version__
-
     return __version__
 
 
