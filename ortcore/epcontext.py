@@ -386,10 +386,10 @@ def check_compatibility(
 
 
 def _read(path: Path, mapped: bool) -> bytes | memoryview:
-    from .cache import _map_file
+    from .cache.files import map_file
 
     if mapped:
-        view = _map_file(path, path.stat().st_size)
+        view = map_file(path, path.stat().st_size)
         if view is not None:
             return view
     return path.read_bytes()

@@ -54,7 +54,8 @@ from ep_sdk import ExecutionProvider
 from ep_sdk.files import write_atomically
 
 from . import _version
-from .cache import DIGEST_FOLDER, SESSION_FOLDER, _hash_arrays, _hash_file
+from .cache.keys import hash_arrays, hash_file
+from .cache.layout import DIGEST_FOLDER, SESSION_FOLDER
 from .errors import StaleSavedSession
 
 if TYPE_CHECKING:
@@ -194,7 +195,7 @@ def _digest_file(path: Path, cache_dir: Path | None = None) -> str | None:
         # Read, not mapped: a file truncated while it is hashed gives a short
         # read (no digest), where a mapped page past its new end would kill
         # the process with SIGBUS.
-        _hash_file(h, fd, st.st_size)
+        hash_file(h, fd, st.st_size)
         digest = h.hexdigest()
         if memo is not None and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _SETTLED_NS:
             try:
@@ -216,7 +217,7 @@ def model_digest(
     cannot be read (``cache_dir``: see :func:`_digest_file`)."""
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         h = hashlib.sha256()
-        _hash_arrays(h, [("file", np.frombuffer(path_or_bytes, dtype=np.uint8))])
+        hash_arrays(h, [("file", np.frombuffer(path_or_bytes, dtype=np.uint8))])
         return h.hexdigest()
     return _digest_file(Path(path_or_bytes), cache_dir)
 

@@ -19,6 +19,7 @@ import pytest
 from ep_sdk import Capability, ExecutionProvider, FusedGroup
 from ortcore import cache as cache_mod
 from ortcore.cache import CompiledCache
+from ortcore.cache import files as cache_files
 from ortcore.cli import main
 from ortcore.errors import InvalidArgument
 
@@ -77,9 +78,9 @@ KEY = "ab" * 32
 @pytest.fixture(params=["dir_fd", "paths"], autouse=True)
 def walk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run each test with both ways of walking the cache folder."""
-    if request.param == "dir_fd" and not cache_mod._USE_DIR_FD:
+    if request.param == "dir_fd" and not cache_files._USE_DIR_FD:
         pytest.skip("this platform has no dir_fd support")
-    monkeypatch.setattr(cache_mod, "_USE_DIR_FD", request.param == "dir_fd")
+    monkeypatch.setattr(cache_files, "_USE_DIR_FD", request.param == "dir_fd")
     return str(request.param)
 
 
@@ -302,7 +303,7 @@ def test_symlink_swapped_in_for_a_folder_is_refused(cache: CompiledCache, tmp_pa
     (tmp_path / "outside").mkdir()
     cache.directory.mkdir()
     (cache.directory / A).symlink_to(tmp_path / "outside", target_is_directory=True)
-    with cache_mod._Dir.open_root(cache.directory) as root, pytest.raises(OSError):
+    with cache_files.SafeDir.open_root(cache.directory) as root, pytest.raises(OSError):
         root.child(A)
 
 

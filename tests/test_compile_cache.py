@@ -23,6 +23,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortcore
+import ortcore.cache.keys
 from ep_sdk import Capability, Claim, ExecutionProvider, FusedGroup
 from ep_sdk.graph import group_model
 from ortcore.cache import CompiledCache, content_digest
@@ -345,15 +346,15 @@ def test_the_constants_hash_does_not_depend_on_the_thread_count(
 ) -> None:
     import ortcore.cache
 
-    monkeypatch.setattr(ortcore.cache, "_HASH_SLICE", 4)  # three slices per constant
+    monkeypatch.setattr(ortcore.cache.keys, "_HASH_SLICE", 4)  # three slices per constant
     _session(affine_model([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]), None)
     (group,) = BakingProvider.groups
     digests = set()
     for threads in (1, 2, 8):
-        monkeypatch.setattr(ortcore.cache, "_hash_threads", lambda t=threads: t)
+        monkeypatch.setattr(ortcore.cache.keys, "_hash_threads", lambda t=threads: t)
         digests.add(content_digest(group))
     assert len(digests) == 1
-    monkeypatch.setattr(ortcore.cache, "_HASH_SLICE", 8)  # other slices: another digest
+    monkeypatch.setattr(ortcore.cache.keys, "_HASH_SLICE", 8)  # other slices: another digest
     assert content_digest(group) not in digests
 
 

@@ -25,7 +25,8 @@ import pytest
 
 import ortcore
 from ep_sdk import Capability, Claim
-from ortcore.cache import SESSION_FOLDER, SOURCES, CompiledCache, _hash_arrays, _hash_file
+from ortcore.cache import SESSION_FOLDER, SOURCES, CompiledCache
+from ortcore.cache.keys import hash_arrays, hash_file
 from ortcore.cli import main
 
 from .conftest import manager_with
@@ -347,11 +348,11 @@ def test_file_digest_is_the_one_a_mapped_file_gave(tmp_path: Path, size: int) ->
         if size:
             with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as m:
                 content = np.frombuffer(m, np.uint8)
-                _hash_arrays(mapped, [("file", content)])
+                hash_arrays(mapped, [("file", content)])
                 del content
         else:
-            _hash_arrays(mapped, [("file", np.zeros(0, np.uint8))])
-        _hash_file(read, f.fileno(), size)
+            hash_arrays(mapped, [("file", np.zeros(0, np.uint8))])
+        hash_file(read, f.fileno(), size)
         assert read.hexdigest() == mapped.hexdigest()
         with pytest.raises(OSError, match="shrank"):
-            _hash_file(hashlib.sha256(), f.fileno(), size + 1)
+            hash_file(hashlib.sha256(), f.fileno(), size + 1)
