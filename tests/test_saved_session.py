@@ -282,37 +282,37 @@ def test_purge_removes_saved_sessions_and_list_shows_compiled_groups_only(
 def test_a_settled_files_digest_is_remembered_until_the_file_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ortcore import saved_session
+    from ortcore.saved_session import record as saved
 
     weights, cache = tmp_path / "weights.bin", tmp_path / "cache"
     weights.write_bytes(b"a" * 100)
-    first = saved_session._digest_file(weights, cache)
+    first = saved._digest_file(weights, cache)
     assert first and not (cache / SESSION_FOLDER).exists()  # written just now: not remembered
-    monkeypatch.setattr(saved_session, "_SETTLED_NS", -1)
-    assert saved_session._digest_file(weights, cache) == first
+    monkeypatch.setattr(saved, "_SETTLED_NS", -1)
+    assert saved._digest_file(weights, cache) == first
     (memo,) = (cache / SESSION_FOLDER / "digests").glob("*.json")
     # While the file's stat is the same, the remembered digest is used as is.
     record = json.loads(memo.read_text())
     memo.write_text(json.dumps(dict(record, sha256="remembered")))
-    assert saved_session._digest_file(weights, cache) == "remembered"
+    assert saved._digest_file(weights, cache) == "remembered"
     # Same size and the modification time put back: the change time tells.
     st = weights.stat()
     time.sleep(0.05)
     weights.write_bytes(b"b" * 100)
     os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))
-    second = saved_session._digest_file(weights, cache)
-    assert second not in (first, "remembered") and second == saved_session._digest_file(weights)
+    second = saved._digest_file(weights, cache)
+    assert second not in (first, "remembered") and second == saved._digest_file(weights)
     # A memo that is not JSON is ignored (and replaced).
     memo.write_text("{")
-    assert saved_session._digest_file(weights, cache) == second
+    assert saved._digest_file(weights, cache) == second
 
 
 def test_a_warm_session_with_remembered_digests_still_sees_new_weights(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from ortcore import saved_session
+    from ortcore.saved_session import record as saved
 
-    monkeypatch.setattr(saved_session, "_SETTLED_NS", -1)
+    monkeypatch.setattr(saved, "_SETTLED_NS", -1)
     path = _external_model(tmp_path)
     folder = path.parent
     cache = tmp_path / "cache"

@@ -1,38 +1,5 @@
-"""Saved sessions: a warm start that skips loading, optimizing and partitioning.
-
-When a session with the compiled-artifact cache on (:mod:`ortcore.cache`)
-and the session config entry ``ortcore.save_session`` = ``"1"`` ends up with
-every node of its model in groups that the cache holds, it also saves a
-*context model* under ``<cache>/ortcore.session/<key>.onnx`` (its record in
-``<key>.meta``, JSON; ``ortcore cache purge`` without ``--provider`` removes
-them; ``ortcore cache list`` shows them after the compiled groups, see
-:func:`list_saved`). The context model
-is a compiled model in onnxruntime's EPContext form (:mod:`ortcore.epcontext`),
-the same format ``ortcore.ModelCompiler`` writes: the model's inputs, outputs
-and metadata, and one ``com.microsoft::EPContext`` node per group, in the
-order the plan runs them, with ``embed_mode`` = 0 and ``ep_cache_context``
-naming the group's cache entry, ``<provider>/<key>.bin``, relative to the
-cache folder. No weights: they are in the compiled artifacts. It is loaded
-by the same loader as any compiled model, except that each binary is read
-through the cache, which checks the entry against the provider (name,
-version, options, device, engine).
-
-The key is a SHA-256 of the model's bytes and of everything in the session's
-options and provider choice that could change the result (see
-:func:`session_key`); the content of any external data file the model
-references is checked against the record's digest of it (digests of
-settled files are remembered by their stat, see :func:`_digest_file`). A session created
-again with the same key loads the context model, gives each node to its
-provider as a fused group, and has the provider load the artifact: the
-original graph is not read into onnx-ir, optimized or partitioned.
-
-A saved session never fails a session: when the record is unreadable (or of
-the format before EPContext: a record without ``"format": "epcontext"`` is
-stale), a provider differs (name, version, options, device), or an artifact
-is missing or does not load, the session is created from the model as usual
-(and saves a new record). Sessions that replace initializers, register
-custom ops, save their optimized model, or feed initializers are never saved.
-"""
+"""A saved session's record: its key, where it lies, finding, listing and
+checking one (see :mod:`ortcore.saved_session`)."""
 
 from __future__ import annotations
 
@@ -53,24 +20,27 @@ import onnx_ir as ir
 from ep_sdk import ExecutionProvider
 from ep_sdk.files import write_atomically
 
-from . import _version
-from .cache.keys import hash_arrays, hash_file
-from .cache.layout import DIGEST_FOLDER, SESSION_FOLDER
-from .errors import StaleSavedSession
+from .. import _version
+from ..cache.keys import hash_arrays, hash_file
+from ..cache.layout import DIGEST_FOLDER, SESSION_FOLDER
+from ..errors import StaleSavedSession
 
 if TYPE_CHECKING:
-    from .options import SessionOptions
-    from .plans import SessionPlans
+    from ..options import SessionOptions
 
 __all__ = [
+    "FORMAT",
     "SAVE_SESSION_KEY",
     "SESSION_FOLDER",
     "SavedSession",
     "StaleSavedSession",
     "check_saved",
+    "externals_digest",
     "find_saved",
     "list_saved",
-    "save_session",
+    "model_digest",
+    "provider_identity",
+    "record_paths",
     "saves_sessions",
     "session_key",
 ]
@@ -79,7 +49,7 @@ log = logging.getLogger("ortcore.cache")
 
 SAVE_SESSION_KEY = "ortcore.save_session"
 """Session config entry: ``"1"`` saves and reuses sessions (see the module docstring)."""
-_FORMAT = "epcontext"
+FORMAT = "epcontext"
 """The record's ``format``: its context model is an EPContext model (older records are stale)."""
 _META_LIMIT = 1 << 20
 
@@ -266,7 +236,7 @@ def session_key(
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()
 
 
-def _provider_identity(provider: ExecutionProvider) -> dict[str, Any]:
+def provider_identity(provider: ExecutionProvider) -> dict[str, Any]:
     return {
         "name": provider.name,
         "version": str(provider.version),
@@ -275,7 +245,7 @@ def _provider_identity(provider: ExecutionProvider) -> dict[str, Any]:
     }
 
 
-def _externals_digest(
+def externals_digest(
     base: Path, locations: Sequence[str], cache_dir: Path | None = None
 ) -> str | None:
     """One digest of the external data files (relative to ``base``), or ``None``
@@ -298,7 +268,7 @@ def _externals_digest(
 # --------------------------------------------------------------------------- #
 
 
-def _paths(cache_dir: Path, key: str) -> tuple[Path, Path]:
+def record_paths(cache_dir: Path, key: str) -> tuple[Path, Path]:
     folder = cache_dir / SESSION_FOLDER
     return folder / f"{key}.onnx", folder / f"{key}.meta"
 
@@ -327,7 +297,7 @@ def list_saved(cache_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
             meta = json.loads(text.decode("utf-8")) if text is not None else None
         except ValueError:
             meta = None
-        if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             skipped.append(f"{path}: unreadable or stale record (a session ignores it)")
             continue
         data_path = folder / f"{name[:-5]}.onnx"
@@ -353,7 +323,7 @@ def find_saved(
 ) -> SavedSession | None:
     """The saved session of ``key``, or ``None`` (a miss, or a record that
     cannot be trusted: unreadable, of another key, external files changed)."""
-    data_path, meta_path = _paths(cache_dir, key)
+    data_path, meta_path = record_paths(cache_dir, key)
     try:
         text = _read_regular(meta_path, _META_LIMIT)
         if text is None:
@@ -361,14 +331,14 @@ def find_saved(
         meta = json.loads(text.decode("utf-8"))
         if not isinstance(meta, dict) or meta.get("key") != key:
             return None
-        if meta.get("provider") != SESSION_FOLDER or meta.get("format") != _FORMAT:
+        if meta.get("provider") != SESSION_FOLDER or meta.get("format") != FORMAT:
             return None
         externals = meta.get("externals", [])
         if externals:
             if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
                 return None
             base = Path(path_or_bytes).parent
-            if _externals_digest(base, externals, cache_dir) != meta.get("externals_digest"):
+            if externals_digest(base, externals, cache_dir) != meta.get("externals_digest"):
                 return None
         data = _read_regular(data_path)
     except (OSError, ValueError, TypeError):
@@ -389,71 +359,10 @@ def check_saved(
     Raises:
         StaleSavedSession: naming what differs.
     """
-    from .epcontext import is_context_node
+    from ..epcontext import is_context_node
 
-    if saved.meta.get("providers") != [_provider_identity(p) for p in providers]:
+    if saved.meta.get("providers") != [provider_identity(p) for p in providers]:
         raise StaleSavedSession("the session's providers differ from the saved session's")
     for node in model.graph:
         if not is_context_node(node):
             raise StaleSavedSession(f"node {node.name!r} is not an EPContext node")
-
-
-# --------------------------------------------------------------------------- #
-# Saving
-# --------------------------------------------------------------------------- #
-
-
-def save_session(
-    cache_dir: Path,
-    key: str,
-    path_or_bytes: str | os.PathLike[str] | bytes,
-    model: ir.Model,
-    plans: SessionPlans,
-    group_keys: Mapping[str, str],
-) -> bool:
-    """Save the session's context model under ``key``; whether it was saved.
-
-    Never raises for a session that cannot be saved or a write that fails
-    (logged): the session works the same without it.
-    """
-    from .epcontext_write import build_context_model
-    from .model import EXTERNAL_FILES_KEY
-
-    try:
-        ctx = build_context_model(
-            model, plans.planner, embed=False, stem=key, cache_keys=group_keys
-        )
-        if ctx is None:
-            return False
-        externals = model.meta.get(EXTERNAL_FILES_KEY)
-        if externals is None:  # not a model from load_model: its files are unknown
-            return False
-        ext_digest = None
-        if externals:
-            assert not isinstance(path_or_bytes, (bytes, bytearray, memoryview))
-            ext_digest = _externals_digest(Path(path_or_bytes).parent, externals, cache_dir)
-            if ext_digest is None:
-                return False
-        data = ctx.proto.SerializeToString()
-        providers = plans.planner.providers
-        meta = {
-            "provider": SESSION_FOLDER,
-            "format": _FORMAT,
-            "key": key,
-            "group": model.graph.name or "",
-            "nodes": ctx.compiled,
-            "size": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "created": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "providers": [_provider_identity(p) for p in providers],
-            "externals": externals,
-            "externals_digest": ext_digest,
-        }
-        data_path, meta_path = _paths(cache_dir, key)
-        data_path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(data_path, data)
-        write_atomically(meta_path, json.dumps(meta).encode())
-        return True
-    except Exception:
-        log.warning("the session was not saved in %s", cache_dir, exc_info=True)
-        return False
