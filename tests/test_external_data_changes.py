@@ -353,7 +353,7 @@ _MISC = textwrap.dedent(
     from pathlib import Path
     import numpy as np
     import ortcore
-    import ortcore.session as session_module
+    import ortcore.session_build as session_module
     from ortcore.external_data import EXTERNAL_DATA_KEY
     from ortcore.model import LoadOptions, load_model
 
