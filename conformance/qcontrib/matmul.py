@@ -11,8 +11,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .ops import DTYPES, FLOAT_TOL, _draw, _scale, _zero
 from ..precision import Tolerance
+from .ops import DTYPES, FLOAT_TOL, _draw, _scale, _zero
 from .spec import ONE_UNIT, QSpec, Slot, seeded
 
 __all__ = ["pack_nbits", "specs_matmul"]
@@ -28,16 +28,28 @@ def _b_params(rng: np.random.Generator, dt: Any, n: int, per_column: bool) -> tu
     return (_scale(rng, n), _zero(rng, dt, n)) if per_column else (_scale(rng), _zero(rng, dt))
 
 
-def _mitf(detail: str, dim: str, a_dt: Any, b_dt: Any, sa: tuple[int, ...], sb: tuple[int, ...],
-          per_column: bool, bias: bool) -> QSpec:  # fmt: skip
+def _mitf(
+    detail: str,
+    dim: str,
+    a_dt: Any,
+    b_dt: Any,
+    sa: tuple[int, ...],
+    sb: tuple[int, ...],
+    per_column: bool,
+    bias: bool,
+) -> QSpec:
     rng = seeded(f"MatMulIntegerToFloat/{dim}/{detail}")
     n = sb[-1]
     bs, bz = _b_params(rng, b_dt, n, per_column)
     slots = [
-        Slot("A", _draw(rng, a_dt, sa), fed=True), Slot("B", _draw(rng, b_dt, sb)),
-        Slot("as", _scale(rng)), Slot("bs", bs), Slot("az", _zero(rng, a_dt)), Slot("bz", bz),
+        Slot("A", _draw(rng, a_dt, sa), fed=True),
+        Slot("B", _draw(rng, b_dt, sb)),
+        Slot("as", _scale(rng)),
+        Slot("bs", bs),
+        Slot("az", _zero(rng, a_dt)),
+        Slot("bz", bz),
         Slot("bias", rng.standard_normal(n).astype(np.float32) if bias else None),
-    ]  # fmt: skip
+    ]
 
     def decompose(s: QSpec) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
         nodes = [
@@ -49,19 +61,37 @@ def _mitf(detail: str, dim: str, a_dt: Any, b_dt: Any, sa: tuple[int, ...], sb: 
             nodes.append(_n("Add", ["mm", "bias"], [s.out()]))
         return nodes, []
 
-    return QSpec("MatMulIntegerToFloat", dim, detail, slots, decompose, quantized=False,
-                 tolerance=FLOAT_TOL, redraw=lambda r: [_draw(r, a_dt, sa)])  # fmt: skip
+    return QSpec(
+        "MatMulIntegerToFloat",
+        dim,
+        detail,
+        slots,
+        decompose,
+        quantized=False,
+        tolerance=FLOAT_TOL,
+        redraw=lambda r: [_draw(r, a_dt, sa)],
+    )
 
 
-def _dqmm(detail: str, dim: str, b_dt: Any, sa: tuple[int, ...], k: int, n: int,
-          per_column: bool, bias: bool) -> QSpec:  # fmt: skip
+def _dqmm(
+    detail: str,
+    dim: str,
+    b_dt: Any,
+    sa: tuple[int, ...],
+    k: int,
+    n: int,
+    per_column: bool,
+    bias: bool,
+) -> QSpec:
     rng = seeded(f"DynamicQuantizeMatMul/{dim}/{detail}")
     bs, bz = _b_params(rng, b_dt, n, per_column)
     slots = [
         Slot("A", rng.standard_normal(sa).astype(np.float32), fed=True),
-        Slot("B", _draw(rng, b_dt, (k, n))), Slot("bs", bs), Slot("bz", bz),
+        Slot("B", _draw(rng, b_dt, (k, n))),
+        Slot("bs", bs),
+        Slot("bz", bz),
         Slot("bias", rng.standard_normal(n).astype(np.float32) if bias else None),
-    ]  # fmt: skip
+    ]
 
     def decompose(s: QSpec) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
         nodes = [
@@ -74,26 +104,47 @@ def _dqmm(detail: str, dim: str, b_dt: Any, sa: tuple[int, ...], k: int, n: int,
             nodes.append(_n("Add", ["mm", "bias"], [s.out()]))
         return nodes, []
 
-    return QSpec("DynamicQuantizeMatMul", dim, detail, slots, decompose, quantized=False,
-                 tolerance=FLOAT_TOL,
-                 redraw=lambda r: [r.standard_normal(sa).astype(np.float32)])  # fmt: skip
+    return QSpec(
+        "DynamicQuantizeMatMul",
+        dim,
+        detail,
+        slots,
+        decompose,
+        quantized=False,
+        tolerance=FLOAT_TOL,
+        redraw=lambda r: [r.standard_normal(sa).astype(np.float32)],
+    )
 
 
-def _qgemm(detail: str, dim: str, a_dt: Any, b_dt: Any, m: int, k: int, n: int, attrs: dict[str, Any],
-           per_column: bool, c_shape: tuple[int, ...] | None, quantized: bool) -> QSpec:  # fmt: skip
+def _qgemm(
+    detail: str,
+    dim: str,
+    a_dt: Any,
+    b_dt: Any,
+    m: int,
+    k: int,
+    n: int,
+    attrs: dict[str, Any],
+    per_column: bool,
+    c_shape: tuple[int, ...] | None,
+    quantized: bool,
+) -> QSpec:
     rng = seeded(f"QGemm/{dim}/{detail}")
     ta, tb = attrs.get("transA", 0), attrs.get("transB", 0)
     bs, bz = _b_params(rng, b_dt, n, per_column)
     alpha = float(attrs.get("alpha", 1.0))
     sa_ = (k, m) if ta else (m, k)
     slots = [
-        Slot("A", _draw(rng, a_dt, sa_), fed=True), Slot("as", _scale(rng)),
-        Slot("az", _zero(rng, a_dt)), Slot("B", _draw(rng, b_dt, (n, k) if tb else (k, n))),
-        Slot("bs", bs), Slot("bz", bz),
+        Slot("A", _draw(rng, a_dt, sa_), fed=True),
+        Slot("as", _scale(rng)),
+        Slot("az", _zero(rng, a_dt)),
+        Slot("B", _draw(rng, b_dt, (n, k) if tb else (k, n))),
+        Slot("bs", bs),
+        Slot("bz", bz),
         Slot("C", rng.integers(-2000, 2000, c_shape).astype(np.int32) if c_shape else None),
         Slot("ys", np.float32(0.2) if quantized else None),
         Slot("yz", _zero(rng, a_dt) if quantized else None),
-    ]  # fmt: skip
+    ]
 
     def decompose(s: QSpec) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
         last = s.out() if not quantized else "yf"
@@ -115,13 +166,22 @@ def _qgemm(detail: str, dim: str, a_dt: Any, b_dt: Any, m: int, k: int, n: int, 
             nodes.append(_n("QuantizeLinear", ["yf", "ys", "yz"], [s.out()]))
         return nodes, extra
 
-    return QSpec("QGemm", dim, detail, slots, decompose, attrs, quantized=quantized,
-                 tolerance=ONE_UNIT if quantized else FLOAT_TOL,
-                 redraw=lambda r: [_draw(r, a_dt, sa_)])  # fmt: skip
+    return QSpec(
+        "QGemm",
+        dim,
+        detail,
+        slots,
+        decompose,
+        attrs,
+        quantized=quantized,
+        tolerance=ONE_UNIT if quantized else FLOAT_TOL,
+        redraw=lambda r: [_draw(r, a_dt, sa_)],
+    )
 
 
-def _qattention(detail: str, dim: str, w_dt: Any, mask: str, attrs: dict[str, Any],
-                per_column: bool) -> QSpec:  # fmt: skip
+def _qattention(
+    detail: str, dim: str, w_dt: Any, mask: str, attrs: dict[str, Any], per_column: bool
+) -> QSpec:
     rng = seeded(f"QAttention/{dim}/{detail}")
     b, s_, hin, heads, hd = 2, 5, 8, 2, 4
     hid = heads * hd
@@ -132,10 +192,15 @@ def _qattention(detail: str, dim: str, w_dt: Any, mask: str, attrs: dict[str, An
         "raw_2d": np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.int32),
     }
     slots = [
-        Slot("X", _draw(rng, np.uint8, (b, s_, hin)), fed=True), Slot("W", _draw(rng, w_dt, (hin, 3 * hid))),
-        Slot("bias", rng.standard_normal(3 * hid).astype(np.float32)), Slot("xs", np.float32(0.02)),
-        Slot("ws", ws), Slot("mask", masks[mask]), Slot("xz", np.asarray(128, np.uint8)), Slot("wz", wz),
-    ]  # fmt: skip
+        Slot("X", _draw(rng, np.uint8, (b, s_, hin)), fed=True),
+        Slot("W", _draw(rng, w_dt, (hin, 3 * hid))),
+        Slot("bias", rng.standard_normal(3 * hid).astype(np.float32)),
+        Slot("xs", np.float32(0.02)),
+        Slot("ws", ws),
+        Slot("mask", masks[mask]),
+        Slot("xz", np.asarray(128, np.uint8)),
+        Slot("wz", wz),
+    ]
     causal = bool(attrs.get("unidirectional", 0))
 
     def decompose(s: QSpec) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
@@ -144,26 +209,34 @@ def _qattention(detail: str, dim: str, w_dt: Any, mask: str, attrs: dict[str, An
             _const("out_shape", np.array([b, s_, hid], np.int64)),
             _const("mask_shape", np.array([b, 1, 1, s_], np.int64)),
             _const("scale", np.float32(1 / np.sqrt(hd))),
-            _const("zero_f", np.float32(0)), _const("fill", np.float32(-10000)),
+            _const("zero_f", np.float32(0)),
+            _const("fill", np.float32(-10000)),
             _const("keys", np.arange(s_, dtype=np.int32).reshape(1, s_)),
-            _const("ax1", np.array([1], np.int64)), _const("ax0", np.array([0], np.int64)),
-        ]  # fmt: skip
+            _const("ax1", np.array([1], np.int64)),
+            _const("ax0", np.array([0], np.int64)),
+        ]
         nodes = [
             _n("DequantizeLinear", ["X", "xs", "xz"], ["xf"]),
             _n("DequantizeLinear", ["W", "ws", "wz"], ["wf"], axis=1),
-            _n("MatMul", ["xf", "wf"], ["mm"]), _n("Add", ["mm", "bias"], ["qkv"]),
+            _n("MatMul", ["xf", "wf"], ["mm"]),
+            _n("Add", ["mm", "bias"], ["qkv"]),
             _n("Reshape", ["qkv", "qkv_shape"], ["qkv5"]),
             _n("Transpose", ["qkv5"], ["qkvt"], perm=[2, 0, 3, 1, 4]),
             _n("Split", ["qkvt"], ["q1", "k1", "v1"], axis=0, num_outputs=3),
-            _n("Squeeze", ["q1", "ax0"], ["q"]), _n("Squeeze", ["k1", "ax0"], ["k"]),
+            _n("Squeeze", ["q1", "ax0"], ["q"]),
+            _n("Squeeze", ["k1", "ax0"], ["k"]),
             _n("Squeeze", ["v1", "ax0"], ["v"]),
-            _n("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]), _n("MatMul", ["q", "kt"], ["qk"]),
+            _n("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+            _n("MatMul", ["q", "kt"], ["qk"]),
             _n("Mul", ["qk", "scale"], ["scores0"]),
-        ]  # fmt: skip
+        ]
         scores = "scores0"
         if mask != "none":
             if mask == "lengths":
-                nodes += [_n("Unsqueeze", ["mask", "ax1"], ["len"]), _n("Less", ["keys", "len"], ["ok"])]
+                nodes += [
+                    _n("Unsqueeze", ["mask", "ax1"], ["len"]),
+                    _n("Less", ["keys", "len"], ["ok"]),
+                ]
             else:
                 nodes += [_n("Greater", ["mask", "zero_i"], ["ok"])]
                 extra.append(_const("zero_i", np.int32(0)))
@@ -179,15 +252,24 @@ def _qattention(detail: str, dim: str, w_dt: Any, mask: str, attrs: dict[str, An
             nodes.append(_n("Add", [scores, "causal"], ["scores2"]))
             scores = "scores2"
         nodes += [
-            _n("Softmax", [scores], ["p"], axis=-1), _n("MatMul", ["p", "v"], ["o"]),
+            _n("Softmax", [scores], ["p"], axis=-1),
+            _n("MatMul", ["p", "v"], ["o"]),
             _n("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
             _n("Reshape", ["ot", "out_shape"], [s.out()]),
-        ]  # fmt: skip
+        ]
         return nodes, extra
 
-    return QSpec("QAttention", dim, detail, slots, decompose, {"num_heads": heads, **attrs},
-                 quantized=False, tolerance=FLOAT_TOL,
-                 redraw=lambda r: [_draw(r, np.uint8, (b, s_, hin))])  # fmt: skip
+    return QSpec(
+        "QAttention",
+        dim,
+        detail,
+        slots,
+        decompose,
+        {"num_heads": heads, **attrs},
+        quantized=False,
+        tolerance=FLOAT_TOL,
+        redraw=lambda r: [_draw(r, np.uint8, (b, s_, hin))],
+    )
 
 
 def pack_nbits(q: np.ndarray, bits: int) -> np.ndarray:
@@ -202,8 +284,18 @@ def pack_nbits(q: np.ndarray, bits: int) -> np.ndarray:
     return out
 
 
-def _nbits(detail: str, dim: str, m: int, k: int, n: int, block: int, zeros: str, bias: bool,
-           bits: int = 4, accuracy: int = 0) -> QSpec:  # fmt: skip
+def _nbits(
+    detail: str,
+    dim: str,
+    m: int,
+    k: int,
+    n: int,
+    block: int,
+    zeros: str,
+    bias: bool,
+    bits: int = 4,
+    accuracy: int = 0,
+) -> QSpec:
     rng = seeded(f"MatMulNBits/{dim}/{detail}")
     kb = -(-k // block)
     q = rng.integers(0, 1 << bits, (n, kb, block)).astype(np.uint8)
@@ -213,13 +305,19 @@ def _nbits(detail: str, dim: str, m: int, k: int, n: int, block: int, zeros: str
     per = 8 // bits
     zpad = np.zeros((n, -(-kb // per) * per), np.uint8)
     zpad[:, :kb] = zq
-    zp = {"none": None, "packed": pack_nbits(zpad, bits),
-          "float": rng.uniform(0, 1 << bits, (n, kb)).astype(np.float32)}[zeros]  # fmt: skip
+    zp = {
+        "none": None,
+        "packed": pack_nbits(zpad, bits),
+        "float": rng.uniform(0, 1 << bits, (n, kb)).astype(np.float32),
+    }[zeros]
     slots = [
         Slot("A", rng.standard_normal((m, k)).astype(np.float32), fed=True),
-        Slot("B", b_packed), Slot("scales", scales.reshape(-1)), Slot("zp", zp),
-        Slot("g_idx", None), Slot("bias", rng.standard_normal(n).astype(np.float32) if bias else None),
-    ]  # fmt: skip
+        Slot("B", b_packed),
+        Slot("scales", scales.reshape(-1)),
+        Slot("zp", zp),
+        Slot("g_idx", None),
+        Slot("bias", rng.standard_normal(n).astype(np.float32) if bias else None),
+    ]
     attrs = {"K": k, "N": n, "bits": bits, "block_size": block, "accuracy_level": accuracy}
 
     def decompose(s: QSpec) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
@@ -230,10 +328,11 @@ def _nbits(detail: str, dim: str, m: int, k: int, n: int, block: int, zeros: str
             _const("ax3", np.array([3], np.int64)),
             _const("blk_shape", np.array([n, kb, block], np.int64)),
             _const("w_shape", np.array([n, kb * block], np.int64)),
-            _const("k_start", np.array([0], np.int64)), _const("k_end", np.array([k], np.int64)),
+            _const("k_start", np.array([0], np.int64)),
+            _const("k_end", np.array([k], np.int64)),
             _const("k_axis", np.array([1], np.int64)),
             _const("sc3", scales.reshape(n, kb, 1)),
-        ]  # fmt: skip
+        ]
         nodes = [
             _n("Unsqueeze", ["B", "ax3"], ["b4"]),
             _n("BitShift", ["b4", "shifts"], ["bsh"], direction="RIGHT"),
@@ -248,35 +347,57 @@ def _nbits(detail: str, dim: str, m: int, k: int, n: int, block: int, zeros: str
             # packed zero points unpack the same way; checked against onnxruntime in the tests
             extra.append(_const("z3", z3.reshape(n, kb, 1).astype(np.float32)))
         nodes += [
-            _n("Sub", ["bqf", "z3"], ["bc"]), _n("Mul", ["bc", "sc3"], ["wd3"]),
+            _n("Sub", ["bqf", "z3"], ["bc"]),
+            _n("Mul", ["bc", "sc3"], ["wd3"]),
             _n("Reshape", ["wd3", "w_shape"], ["wd"]),
             _n("Slice", ["wd", "k_start", "k_end", "k_axis"], ["wk"]),
             _n("Transpose", ["wk"], ["w"], perm=[1, 0]),
             _n("MatMul", ["A", "w"], ["mm" if bias else s.out()]),
-        ]  # fmt: skip
+        ]
         if bias:
             nodes.append(_n("Add", ["mm", "bias"], [s.out()]))
         return nodes, extra
 
-    return QSpec("MatMulNBits", dim, detail, slots, decompose, attrs, quantized=False,
-                 tolerance=Tolerance(1e-4, 1e-3) if accuracy < 4 else Tolerance(2e-2, 5e-2),
-                 redraw=lambda r: [r.standard_normal((m, k)).astype(np.float32)])  # fmt: skip
+    return QSpec(
+        "MatMulNBits",
+        dim,
+        detail,
+        slots,
+        decompose,
+        attrs,
+        quantized=False,
+        tolerance=Tolerance(1e-4, 1e-3) if accuracy < 4 else Tolerance(2e-2, 5e-2),
+        redraw=lambda r: [r.standard_normal((m, k)).astype(np.float32)],
+    )
 
 
-def _qdq(op: str, detail: str, dim: str, dt: Any, shape: tuple[int, ...], axis: int | None) -> QSpec:
+def _qdq(
+    op: str, detail: str, dim: str, dt: Any, shape: tuple[int, ...], axis: int | None
+) -> QSpec:
     rng = seeded(f"com.microsoft.{op}/{dim}/{detail}")
     count = shape[axis] if axis is not None else None
     scale, zero = _scale(rng, count, lo=0.02), _zero(rng, dt, count)
-    x = (_draw(rng, dt, shape) if op == "DequantizeLinear"
-         else rng.standard_normal(shape).astype(np.float32))  # fmt: skip
+    x = (
+        _draw(rng, dt, shape)
+        if op == "DequantizeLinear"
+        else rng.standard_normal(shape).astype(np.float32)
+    )
     slots = [Slot("x", x, fed=True), Slot("s", scale), Slot("z", zero)]
     attrs = {} if axis is None else {"axis": axis}
 
     def decompose(s: QSpec) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
         return [_n(op, ["x", "s", "z"], [s.out()], **attrs)], []
 
-    return QSpec(op, dim, detail, slots, decompose, attrs, quantized=op == "QuantizeLinear",
-                 label=f"com.microsoft.{op}")  # fmt: skip
+    return QSpec(
+        op,
+        dim,
+        detail,
+        slots,
+        decompose,
+        attrs,
+        quantized=op == "QuantizeLinear",
+        label=f"com.microsoft.{op}",
+    )
 
 
 def specs_matmul() -> Iterator[QSpec]:
@@ -291,11 +412,33 @@ def specs_matmul() -> Iterator[QSpec]:
         for ta in (0, 1):
             for tb in (0, 1):
                 attrs = {"transA": ta, "transB": tb, "alpha": 0.75}
-                yield _qgemm(f"tA{ta}_tB{tb}_{t}", "attribute", a_dt, b_dt, 4, 16, 6, attrs,
-                             tb == 1, (6,), False)  # fmt: skip
+                yield _qgemm(
+                    f"tA{ta}_tB{tb}_{t}",
+                    "attribute",
+                    a_dt,
+                    b_dt,
+                    4,
+                    16,
+                    6,
+                    attrs,
+                    tb == 1,
+                    (6,),
+                    False,
+                )
         yield _qgemm(f"quantized_{t}", "dtype", a_dt, b_dt, 4, 16, 6, {}, False, (4, 6), True)
-        yield _qgemm(f"quantized_per_column_{t}", "per_channel", a_dt, b_dt, 4, 16, 6,
-                     {"alpha": 0.5}, True, (1, 6), True)  # fmt: skip
+        yield _qgemm(
+            f"quantized_per_column_{t}",
+            "per_channel",
+            a_dt,
+            b_dt,
+            4,
+            16,
+            6,
+            {"alpha": 0.5},
+            True,
+            (1, 6),
+            True,
+        )
         yield _qgemm(f"no_C_{t}", "optional", a_dt, b_dt, 3, 8, 5, {}, False, None, False)
     yield _mitf("M0", "empty", np.uint8, np.int8, (0, 16), (16, 6), False, True)
     yield _qgemm("M0", "empty", np.uint8, np.int8, 0, 16, 6, {}, False, (6,), False)
@@ -303,8 +446,9 @@ def specs_matmul() -> Iterator[QSpec]:
         t = np.dtype(w_dt).name
         for mask in ("none", "lengths", "raw_2d"):
             yield _qattention(f"mask_{mask}_{t}", "attribute", w_dt, mask, {}, mask == "raw_2d")
-        yield _qattention(f"unidirectional_{t}", "attribute", w_dt, "lengths",
-                          {"unidirectional": 1}, False)  # fmt: skip
+        yield _qattention(
+            f"unidirectional_{t}", "attribute", w_dt, "lengths", {"unidirectional": 1}, False
+        )
     for zeros in ("none", "packed", "float"):
         yield _nbits(f"zero_points_{zeros}", "attribute", 3, 64, 5, 32, zeros, zeros == "float")
     yield _nbits("K_not_multiple", "shape", 2, 40, 3, 16, "packed", True)
@@ -319,6 +463,3 @@ def specs_matmul() -> Iterator[QSpec]:
             yield _qdq(op, t, "dtype", dt, (3, 4), None)
             yield _qdq(op, f"axis1_{t}", "per_channel", dt, (2, 3, 4), 1)
             yield _qdq(op, f"axis0_{t}", "per_channel", dt, (3, 5), 0)
-
-
-

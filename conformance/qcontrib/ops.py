@@ -52,11 +52,18 @@ def _zp(s: QSpec, name: str, like: str, extra: list[onnx.TensorProto]) -> str:
     return zero
 
 
-def _per_tensor_unary(op: str, float_ops: Any, attrs: dict[str, Any] | None = None):  # noqa: ANN202
+def _per_tensor_unary(op: str, float_ops: Any, attrs: dict[str, Any] | None = None):
     """Builder for X, X_scale, X_zp, Y_scale, Y_zp ops: DQ -> float ops -> Q."""
 
-    def make(dim: str, detail: str, dt: Any, shape: tuple[int, ...], a: dict[str, Any],
-             omit_zero: bool = False, y_params: tuple[float, int] | None = None) -> QSpec:  # fmt: skip
+    def make(
+        dim: str,
+        detail: str,
+        dt: Any,
+        shape: tuple[int, ...],
+        a: dict[str, Any],
+        omit_zero: bool = False,
+        y_params: tuple[float, int] | None = None,
+    ) -> QSpec:
         rng = seeded(f"{op}/{dim}/{detail}")
         ys, yz = y_params if y_params else (_scale(rng, lo=0.02), _zero(rng, dt))
         slots = [
@@ -74,8 +81,16 @@ def _per_tensor_unary(op: str, float_ops: Any, attrs: dict[str, Any] | None = No
             nodes.append(_n("QuantizeLinear", ["yf", "ys", _zp(s, "yz", "X", extra)], [s.out()]))
             return nodes, extra
 
-        return QSpec(op, dim, detail, slots, decompose, {**(attrs or {}), **a}, tolerance=ONE_UNIT,
-                     redraw=lambda r: [_draw(r, dt, shape)])  # fmt: skip
+        return QSpec(
+            op,
+            dim,
+            detail,
+            slots,
+            decompose,
+            {**(attrs or {}), **a},
+            tolerance=ONE_UNIT,
+            redraw=lambda r: [_draw(r, dt, shape)],
+        )
 
     return make
 
@@ -84,7 +99,7 @@ def _softmax_ops(s: QSpec, x: str, y: str) -> list[onnx.NodeProto]:
     return [_n("Softmax", [x], [y], axis=int(s.attrs.get("axis", -1)))]
 
 
-def _pool_ops(op: str):  # noqa: ANN202
+def _pool_ops(op: str):
     def ops(s: QSpec, x: str, y: str) -> list[onnx.NodeProto]:
         attrs = {k: v for k, v in s.attrs.items() if k != "channels_last"}
         rank = s.value("X").ndim  # type: ignore[union-attr]
@@ -111,8 +126,15 @@ GAP = _per_tensor_unary("QLinearGlobalAveragePool", _pool_ops("GlobalAveragePool
 AVGPOOL = _per_tensor_unary("QLinearAveragePool", _pool_ops("AveragePool"))
 
 
-def _binary(op: str, dim: str, detail: str, dt: Any, sa: tuple[int, ...], sb: tuple[int, ...],
-            omit_zero: bool = False) -> QSpec:  # fmt: skip
+def _binary(
+    op: str,
+    dim: str,
+    detail: str,
+    dt: Any,
+    sa: tuple[int, ...],
+    sb: tuple[int, ...],
+    omit_zero: bool = False,
+) -> QSpec:
     rng = seeded(f"{op}/{dim}/{detail}")
     cs = 0.05 if op == "QLinearAdd" else 0.5
     slots = [
@@ -136,12 +158,20 @@ def _binary(op: str, dim: str, detail: str, dt: Any, sa: tuple[int, ...], sb: tu
         ]
         return nodes, extra
 
-    return QSpec(op, dim, detail, slots, decompose, tolerance=ONE_UNIT,
-                 redraw=lambda r: [_draw(r, dt, sa), _draw(r, dt, sb)])  # fmt: skip
+    return QSpec(
+        op,
+        dim,
+        detail,
+        slots,
+        decompose,
+        tolerance=ONE_UNIT,
+        redraw=lambda r: [_draw(r, dt, sa), _draw(r, dt, sb)],
+    )
 
 
-def _requant_inputs(names: list[str], s: QSpec, out: str, extra: list[onnx.TensorProto],
-                    data_of: str) -> list[onnx.NodeProto]:  # fmt: skip
+def _requant_inputs(
+    names: list[str], s: QSpec, out: str, extra: list[onnx.TensorProto], data_of: str
+) -> list[onnx.NodeProto]:
     """DequantizeLinear of each (x, scale, zero) triple into ``<x>f``."""
     return [
         _n("DequantizeLinear", [x, f"{x}s", _zp(s, f"{x}z", data_of, extra)], [f"{x}f"])
@@ -154,10 +184,15 @@ def _where(dim: str, detail: str, dt: Any, shapes: tuple[tuple[int, ...], ...]) 
     sc, sx, sy = shapes
     slots = [
         Slot("cond", rng.integers(0, 2, sc).astype(bool), fed=True),
-        Slot("X", _draw(rng, dt, sx), fed=True), Slot("Xs", _scale(rng)), Slot("Xz", _zero(rng, dt)),
-        Slot("Y", _draw(rng, dt, sy), fed=True), Slot("Ys", _scale(rng)), Slot("Yz", _zero(rng, dt)),
-        Slot("zs", _scale(rng)), Slot("zz", _zero(rng, dt)),
-    ]  # fmt: skip
+        Slot("X", _draw(rng, dt, sx), fed=True),
+        Slot("Xs", _scale(rng)),
+        Slot("Xz", _zero(rng, dt)),
+        Slot("Y", _draw(rng, dt, sy), fed=True),
+        Slot("Ys", _scale(rng)),
+        Slot("Yz", _zero(rng, dt)),
+        Slot("zs", _scale(rng)),
+        Slot("zz", _zero(rng, dt)),
+    ]
 
     def decompose(s: QSpec) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
         extra: list[onnx.TensorProto] = []
@@ -171,8 +206,14 @@ def _where(dim: str, detail: str, dt: Any, shapes: tuple[tuple[int, ...], ...]) 
     return QSpec("QLinearWhere", dim, detail, slots, decompose, tolerance=ONE_UNIT)
 
 
-def _concat(dim: str, detail: str, dt: Any, shapes: list[tuple[int, ...]], axis: int,
-            same_params: bool = False) -> QSpec:  # fmt: skip
+def _concat(
+    dim: str,
+    detail: str,
+    dt: Any,
+    shapes: list[tuple[int, ...]],
+    axis: int,
+    same_params: bool = False,
+) -> QSpec:
     rng = seeded(f"QLinearConcat/{dim}/{detail}")
     ys, yz = _scale(rng), _zero(rng, dt)
     slots = [Slot("Ys", ys), Slot("Yz", yz)]
@@ -215,8 +256,9 @@ def specs_elementwise() -> Iterator[QSpec]:
             yield LEAKY("attribute", f"alpha_{alpha}_{t}", dt, (4, 33), {"alpha": alpha})
         y_soft = (1 / 256, 0 if dt == np.uint8 else -128)
         for axis in (-1, 0, 1):
-            yield SOFTMAX("attribute", f"axis_{axis}_{t}", dt, (3, 4, 6), {"axis": axis},
-                          y_params=y_soft)  # fmt: skip
+            yield SOFTMAX(
+                "attribute", f"axis_{axis}_{t}", dt, (3, 4, 6), {"axis": axis}, y_params=y_soft
+            )
         yield SOFTMAX("empty", t, dt, (0, 5), {"axis": -1}, y_params=y_soft)
         yield GAP("dtype", t, dt, (2, 3, 4, 5), {})
         yield GAP("rank", f"3d_{t}", dt, (2, 3, 7), {})
@@ -224,12 +266,14 @@ def specs_elementwise() -> Iterator[QSpec]:
         pools: list[tuple[str, dict[str, Any]]] = [
             ("k2", {"kernel_shape": [2, 2]}),
             ("k3_s2_pads", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
-            ("count_include_pad", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1],
-                                   "count_include_pad": 1}),
+            (
+                "count_include_pad",
+                {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1},
+            ),
             ("ceil_mode", {"kernel_shape": [3, 2], "strides": [2, 2], "ceil_mode": 1}),
             ("same_upper", {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER"}),
             ("channels_last", {"kernel_shape": [2, 2], "channels_last": 1}),
-        ]  # fmt: skip
+        ]
         for tag, attrs in pools:
             yield AVGPOOL("attribute", f"{tag}_{t}", dt, (2, 3, 6, 7), attrs)
         yield AVGPOOL("rank", f"1d_{t}", dt, (2, 3, 9), {"kernel_shape": [3]})

@@ -106,11 +106,3 @@ def apply_table(x: np.ndarray, table: np.ndarray) -> np.ndarray:
     """``table[x]`` for 8-bit ``x`` (viewed as unsigned indices)."""
     return table[np.ascontiguousarray(x).view(np.uint8)]
 
-
-def quantize_values(real: np.ndarray, scale: np.float32, zero: int, dtype: np.dtype) -> np.ndarray:
-    """``saturate(rint(real / scale) + zero)``: rounded before the zero point
-    is added, as ONNX's QuantizeLinear (and onnxruntime's) does; with an odd
-    zero point the other order rounds ties the other way."""
-    q = np.rint(np.asarray(real, np.float32) / np.float32(scale)) + np.float32(zero)
-    lo, hi = RANGES[np.dtype(dtype)]
-    return np.clip(q, lo, hi).astype(dtype)

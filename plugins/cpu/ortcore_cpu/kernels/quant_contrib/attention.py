@@ -139,6 +139,4 @@ def qattention(info: NodeInfo) -> Compute:
     return compute
 
 
-
-
 __all__ = ["qattention"]

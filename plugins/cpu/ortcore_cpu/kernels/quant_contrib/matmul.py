@@ -132,9 +132,7 @@ def qgemm(info: NodeInfo) -> Compute:
         check_8bit(info, a, "A")
         check_8bit(info, b, "B")
         if a.ndim != 2 or b.ndim != 2:
-            raise ValueError(
-                f"{info.describe()}: A and B must be 2-D, got {a.shape} and {b.shape}"
-            )
+            raise ValueError(f"{info.describe()}: A and B must be 2-D, got {a.shape} and {b.shape}")
         am = a.T if trans_a else a
         bm = b.T if trans_b else b
         n = _columns(info, am, bm)

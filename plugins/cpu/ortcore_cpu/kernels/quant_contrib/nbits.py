@@ -112,17 +112,17 @@ def matmul_nbits(info: NodeInfo) -> Compute:
             f"{info.describe()}: weight_prepacked B (a GPU layout) is not supported on CPU"
         )
     where = info.describe()
-    keep = constant_input(info, 1) and constant_input(info, 2) and (
-        info.num_inputs < 4 or info.input_types[3] is None or constant_input(info, 3)
+    keep = (
+        constant_input(info, 1)
+        and constant_input(info, 2)
+        and (info.num_inputs < 4 or info.input_types[3] is None or constant_input(info, 3))
     )
     kept: list[np.ndarray] = []
 
     def weight(b: np.ndarray, scales: np.ndarray, zeros: np.ndarray | None) -> np.ndarray:
         if kept:
             return kept[0]
-        w = dequantize_nbits(
-            b, scales, zeros, n=n, k=k, bits=bits, block_size=block, where=where
-        )
+        w = dequantize_nbits(b, scales, zeros, n=n, k=k, bits=bits, block_size=block, where=where)
         if keep:
             kept.append(w)
         return w

@@ -17,9 +17,10 @@ from ep_sdk import Compute, NodeInfo
 
 from .. import registry
 from .._qgemm import requantize
-from ..contrib import MS_DOMAIN
+
 # pool's window helpers: the same geometry (pads, auto_pad, ceil_mode) as AveragePool
 from .._window import check_window_attrs
+from ..contrib import MS_DOMAIN
 from ..pool import _counts, _divisor_ends, _numpy_windows, pool_windows
 from ._params import EIGHT_BIT, check_8bit, saturate, scalar_scale, scalar_zero
 
