@@ -142,7 +142,7 @@ def _qgemm(
         Slot("bs", bs),
         Slot("bz", bz),
         Slot("C", rng.integers(-2000, 2000, c_shape).astype(np.int32) if c_shape else None),
-        Slot("ys", np.float32(0.2) if quantized else None),
+        Slot("ys", np.asarray(0.2, np.float32) if quantized else None),
         Slot("yz", _zero(rng, a_dt) if quantized else None),
     ]
 
@@ -195,7 +195,7 @@ def _qattention(
         Slot("X", _draw(rng, np.uint8, (b, s_, hin)), fed=True),
         Slot("W", _draw(rng, w_dt, (hin, 3 * hid))),
         Slot("bias", rng.standard_normal(3 * hid).astype(np.float32)),
-        Slot("xs", np.float32(0.02)),
+        Slot("xs", np.asarray(0.02, np.float32)),
         Slot("ws", ws),
         Slot("mask", masks[mask]),
         Slot("xz", np.asarray(128, np.uint8)),
@@ -383,7 +383,7 @@ def _qdq(
         else rng.standard_normal(shape).astype(np.float32)
     )
     slots = [Slot("x", x, fed=True), Slot("s", scale), Slot("z", zero)]
-    attrs = {} if axis is None else {"axis": axis}
+    attrs: dict[str, Any] = {} if axis is None else {"axis": axis}
 
     def decompose(s: QSpec) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
         return [_n(op, ["x", "s", "z"], [s.out()], **attrs)], []

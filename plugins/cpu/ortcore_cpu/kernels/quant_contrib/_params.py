@@ -105,4 +105,3 @@ def lookup_table(
 def apply_table(x: np.ndarray, table: np.ndarray) -> np.ndarray:
     """``table[x]`` for 8-bit ``x`` (viewed as unsigned indices)."""
     return table[np.ascontiguousarray(x).view(np.uint8)]
-

@@ -100,10 +100,10 @@ def qattention(info: NodeInfo) -> Compute:
         qkv = int_matmul_to_float(
             x,
             scalar_zero(info, input_zero, "input_zero_point", x.dtype),
-            scalar_scale(info, input_scale, "input_scale"),
+            float(scalar_scale(info, input_scale, "input_scale")),
             weight,
             per_column(info, weight_zero, cols, "weight_zero_point"),
-            per_column(info, weight_scale, cols, "weight_scale").astype(np.float32),  # type: ignore[union-attr]
+            np.asarray(per_column(info, weight_scale, cols, "weight_scale"), np.float32),
             bias,
         )
         qkv = qkv.reshape(b, s, 3, heads, hd).transpose(2, 0, 3, 1, 4)  # (3, b, h, s, hd)

@@ -28,7 +28,7 @@ from ._params import (
     scalar_zero,
 )
 
-_T0 = {0: EIGHT_BIT}
+_T0: dict[str | int, frozenset[DT]] = {0: EIGHT_BIT}
 
 
 def _binary(info: NodeInfo, mul: bool) -> Compute:

@@ -74,7 +74,9 @@ def dynamic_quantize_matmul(info: NodeInfo) -> Compute:
         sb = per_column(info, b_scale, n, "b_scale")
         zb = per_column(info, b_zero, n, "b_zero_point")
         qa, sa, za = dynamic_quantize_uint8(a)
-        y = int_matmul_to_float(qa, za, sa, b, zb, sb.astype(np.float32), _bias(info, bias, n))
+        y = int_matmul_to_float(
+            qa, za, float(sa), b, zb, np.asarray(sb, np.float32), _bias(info, bias, n)
+        )
         return (y,)
 
     return compute
@@ -101,7 +103,9 @@ def matmul_integer_to_float(info: NodeInfo) -> Compute:
         za = scalar_zero(info, a_zero, "a_zero_point", a.dtype)
         sb = per_column(info, b_scale, n, "b_scale")
         zb = per_column(info, b_zero, n, "b_zero_point")
-        y = int_matmul_to_float(a, za, sa, b, zb, sb.astype(np.float32), _bias(info, bias, n))
+        y = int_matmul_to_float(
+            a, za, float(sa), b, zb, np.asarray(sb, np.float32), _bias(info, bias, n)
+        )
         return (y.astype(np.asarray(b_scale).dtype, copy=False),)
 
     return compute
@@ -149,7 +153,7 @@ def qgemm(info: NodeInfo) -> Compute:
                 raise ValueError(
                     f"{info.describe()}: C {c.shape} does not broadcast to (M, N) = ({m}, {n})"
                 ) from None
-        scale = alpha * sa * sb.astype(np.float32)  # float32, per column or 0-D
+        scale = alpha * sa * np.asarray(sb, np.float32)  # float32, per column or 0-D
         if y_scale is None:
             return ((acc.astype(np.float32) * scale).astype(np.float32),)
         sy = scalar_scale(info, y_scale, "y_scale")

@@ -59,7 +59,7 @@ def qlinear_global_average_pool(info: NodeInfo) -> Compute:
             raise ValueError(f"{info.describe()}: X has no spatial positions ({x.shape})")
         acc = xc.reshape(*xc.shape[:2], size).sum(axis=-1, dtype=np.int64) - zx * size
         mult = np.float32(sx / (sy * np.float32(size)))
-        y = requantize(acc.astype(np.int32), mult, zy, x.dtype)
+        y = requantize(acc.astype(np.int32), float(mult), zy, x.dtype)
         y = y.reshape(*xc.shape[:2], *([1] * (xc.ndim - 2)))
         return (_channels_back(y, last),)
 
