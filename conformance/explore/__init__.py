@@ -24,6 +24,7 @@ GENERATORS: tuple[str, ...] = (
     "opsets",
     "dynamic",
     "accumulate",
+    "contrib",
 )
 """Modules of this package, each with ``cases(depth)``."""
 
