@@ -248,6 +248,16 @@ def test_skips_are_counted_apart_from_the_rates(suite: Any) -> None:
     assert rates["outcomes"]["skipped"] == 1
 
 
+def test_unclaimed_contrib_ops_are_not_graded(suite: Any) -> None:
+    """onnxruntime's com.microsoft ops are optional: a provider that claims
+    none of them is not marked down for their cases (skipped, out of the
+    rates), where an unclaimed standard op counts as unsupported."""
+    results = suite("faulty-good", ("explore",), r"^explore/(QLinearAdd|QLinearSigmoid)/")
+    assert results, "no quantized contrib case was generated"
+    assert {r.outcome for r in results.values()} == {"skipped"}
+    assert all("com.microsoft" in r.detail for r in results.values())
+
+
 def test_healthy_explore_provider_passes(suite: Any, explore_plugin: str) -> None:
     results = suite("explore-good", ("explore",), r"^explore/(ArgMax|Softmax|LeakyRelu)/")
     bad = {k: (r.outcome, r.detail[:200]) for k, r in results.items() if r.failed}
