@@ -28,15 +28,31 @@ FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16)
 # extra_options keys this package acts on.
 SUPPORTED_KEYS = frozenset(
     {
-        "ActivationSymmetric", "ActivationRestrictedAsymmetric", "WeightSymmetric", "EnableSubgraph",
-        "ForceQuantizeNoInputCheck", "MatMulConstBOnly", "AddQDQPairToWeight", "DedicatedQDQPair",
-        "QDQOpTypePerChannelSupportToAxis", "CalibTensorRangeSymmetric", "CalibMovingAverage",
-        "CalibMovingAverageConstant", "CalibMaxIntermediateOutputs", "CalibPercentile", "CalibStridedMinMax",
-        "DefaultTensorType", "OpTypesToExcludeOutputQuantization", "QuantizeBias", "UseQDQContribOps",
-        "MinimumRealRange", "QDQKeepRemovableActivations", "QDQDisableWeightAdjustForInt32Bias",
+        "ActivationSymmetric",
+        "ActivationRestrictedAsymmetric",
+        "WeightSymmetric",
+        "EnableSubgraph",
+        "ForceQuantizeNoInputCheck",
+        "MatMulConstBOnly",
+        "AddQDQPairToWeight",
+        "DedicatedQDQPair",
+        "QDQOpTypePerChannelSupportToAxis",
+        "CalibTensorRangeSymmetric",
+        "CalibMovingAverage",
+        "CalibMovingAverageConstant",
+        "CalibMaxIntermediateOutputs",
+        "CalibPercentile",
+        "CalibStridedMinMax",
+        "DefaultTensorType",
+        "OpTypesToExcludeOutputQuantization",
+        "QuantizeBias",
+        "UseQDQContribOps",
+        "MinimumRealRange",
+        "QDQKeepRemovableActivations",
+        "QDQDisableWeightAdjustForInt32Bias",
         "extra.Sigmoid.nnapi",
     }
-)  # fmt: skip
+)
 # onnxruntime's keys this package does not implement: a clear error rather than a silent difference.
 UNSUPPORTED_KEYS = frozenset(
     {"SmoothQuant", "SmoothQuantAlpha", "SmoothQuantFolding", "TensorQuantOverrides", "BlockSize"}
@@ -310,14 +326,20 @@ class Editor:
         self.graph.remove(node, safe=False)
 
     def redirect(
-        self, old: ir.Value, new: ir.Value, skip: ir.Node | None = None, graph_outputs: bool = False,
+        self,
+        old: ir.Value,
+        new: ir.Value,
+        skip: ir.Node | None = None,
+        graph_outputs: bool = False,
         same_graph: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Every use of ``old`` (but ``skip``'s; only this graph's nodes with ``same_graph``) reads ``new``."""
         for use in list(old.uses()):
             if use.node is not skip and not (same_graph and use.node.graph is not self.graph):
                 use.node.replace_input_with(use.idx, new)
         if graph_outputs:
+            if new.type is None:
+                new.type, new.shape = old.type, old.shape
             for i, out in enumerate(self.graph.outputs):
                 if out is old:
                     self.graph.outputs[i] = new

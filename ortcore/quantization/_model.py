@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import tempfile
 from pathlib import Path
@@ -26,9 +27,13 @@ def load_inferred(
     with tempfile.TemporaryDirectory(prefix="ortcore.quant.") as tmp:
         if isinstance(model_input, onnx.ModelProto):
             path = Path(tmp) / "model.onnx"
-            # Saved with external data: infer_shapes_path then works past 2 GB.
+            # Saved with external data (infer_shapes_path then works past 2 GB), from a copy:
+            # onnx.save_model turns the tensors it externalizes into references in place.
             onnx.save_model(
-                model_input, str(path), save_as_external_data=True, location="model.onnx.data"
+                copy.deepcopy(model_input),
+                str(path),
+                save_as_external_data=True,
+                location="model.onnx.data",
             )
         elif isinstance(model_input, (str, os.PathLike)):
             path = Path(model_input)

@@ -471,9 +471,15 @@ class EntropyCalibrater(HistogramCalibrater):
         num_quantized_bins: int = 128,
     ) -> None:
         super().__init__(
-            model_path, op_types_to_calibrate, augmented_model_path, use_external_data_format,
-            method=method, symmetric=symmetric, num_bins=num_bins, num_quantized_bins=num_quantized_bins,
-        )  # fmt: skip
+            model_path,
+            op_types_to_calibrate,
+            augmented_model_path,
+            use_external_data_format,
+            method=method,
+            symmetric=symmetric,
+            num_bins=num_bins,
+            num_quantized_bins=num_quantized_bins,
+        )
 
 
 class PercentileCalibrater(HistogramCalibrater):
@@ -493,9 +499,15 @@ class PercentileCalibrater(HistogramCalibrater):
         percentile: float = 99.999,
     ) -> None:
         super().__init__(
-            model_path, op_types_to_calibrate, augmented_model_path, use_external_data_format,
-            method=method, symmetric=symmetric, num_bins=num_bins, percentile=percentile,
-        )  # fmt: skip
+            model_path,
+            op_types_to_calibrate,
+            augmented_model_path,
+            use_external_data_format,
+            method=method,
+            symmetric=symmetric,
+            num_bins=num_bins,
+            percentile=percentile,
+        )
 
 
 class DistributionCalibrater(HistogramCalibrater):
@@ -514,9 +526,14 @@ class DistributionCalibrater(HistogramCalibrater):
         scenario: str = "same",
     ) -> None:
         super().__init__(
-            model_path, op_types_to_calibrate, augmented_model_path, use_external_data_format,
-            method=method, num_bins=num_bins, scenario=scenario,
-        )  # fmt: skip
+            model_path,
+            op_types_to_calibrate,
+            augmented_model_path,
+            use_external_data_format,
+            method=method,
+            num_bins=num_bins,
+            scenario=scenario,
+        )
 
 
 def create_calibrator(
@@ -547,29 +564,45 @@ def create_calibrator(
     calibrator: CalibraterBase
     if method == CalibrationMethod.MinMax:
         calibrator = MinMaxCalibrater(
-            model, op_types_to_calibrate, augmented_model_path,
-            symmetric=opts.get("symmetric", False), use_external_data_format=use_external_data_format,
+            model,
+            op_types_to_calibrate,
+            augmented_model_path,
+            symmetric=opts.get("symmetric", False),
+            use_external_data_format=use_external_data_format,
             moving_average=opts.get("moving_average", False),
             averaging_constant=opts.get("averaging_constant", 0.01),
-            max_intermediate_outputs=opts.get("max_intermediate_outputs"), per_channel=opts.get("per_channel", False),
-        )  # fmt: skip
+            max_intermediate_outputs=opts.get("max_intermediate_outputs"),
+            per_channel=opts.get("per_channel", False),
+        )
     elif method == CalibrationMethod.Entropy:
         calibrator = EntropyCalibrater(
-            model, op_types_to_calibrate, augmented_model_path, use_external_data_format,
-            symmetric=opts.get("symmetric", False), num_bins=opts.get("num_bins", 128),
+            model,
+            op_types_to_calibrate,
+            augmented_model_path,
+            use_external_data_format,
+            symmetric=opts.get("symmetric", False),
+            num_bins=opts.get("num_bins", 128),
             num_quantized_bins=opts.get("num_quantized_bins", 128),
-        )  # fmt: skip
+        )
     elif method == CalibrationMethod.Percentile:
         calibrator = PercentileCalibrater(
-            model, op_types_to_calibrate, augmented_model_path, use_external_data_format,
-            symmetric=opts.get("symmetric", True), num_bins=opts.get("num_bins", 2048),
+            model,
+            op_types_to_calibrate,
+            augmented_model_path,
+            use_external_data_format,
+            symmetric=opts.get("symmetric", True),
+            num_bins=opts.get("num_bins", 2048),
             percentile=opts.get("percentile", 99.999),
-        )  # fmt: skip
+        )
     elif method == CalibrationMethod.Distribution:
         calibrator = DistributionCalibrater(
-            model, op_types_to_calibrate, augmented_model_path, use_external_data_format,
-            num_bins=opts.get("num_bins", 2048), scenario=opts.get("scenario", "same"),
-        )  # fmt: skip
+            model,
+            op_types_to_calibrate,
+            augmented_model_path,
+            use_external_data_format,
+            num_bins=opts.get("num_bins", 2048),
+            scenario=opts.get("scenario", "same"),
+        )
     else:
         raise ValueError(f"unsupported calibration method {calibrate_method!r}")
     calibrator.augment_graph()

@@ -10,7 +10,6 @@ scale/zero-point initializers and per-op rules follow onnxruntime's QDQQuantizer
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import onnx
@@ -318,8 +317,17 @@ class QDQQuantizer:
         self.ed.add_initializer(scale_name, np.asarray(scale))
         return scale_name, zp_name
 
-    def _qdq_nodes(self, src: ir.Value, q_out: str, q_name: str, dq_out: str, dq_name: str, s: str, z: str,
-                   axis: int | None = None) -> tuple[ir.Node, ir.Node]:  # fmt: skip
+    def _qdq_nodes(
+        self,
+        src: ir.Value,
+        q_out: str,
+        q_name: str,
+        dq_out: str,
+        dq_name: str,
+        s: str,
+        z: str,
+        axis: int | None = None,
+    ) -> tuple[ir.Node, ir.Node]:
         q = self.ed.node(
             "QuantizeLinear", [src, s, z], [q_out], q_name, domain=self.domain, axis=axis
         )
@@ -334,8 +342,16 @@ class QDQQuantizer:
         old = self.ed.value(name)
         dq_out = f"{name}_DequantizeLinear_Output"
         if self.qdq_pair_to_weight:
-            q, dq = self._qdq_nodes(old, f"{name}_QuantizeLinear_Output", f"{name}_QuantizeLinear", dq_out,
-                                    f"{name}_DequantizeLinear", s, z, axis)  # fmt: skip
+            q, dq = self._qdq_nodes(
+                old,
+                f"{name}_QuantizeLinear_Output",
+                f"{name}_QuantizeLinear",
+                dq_out,
+                f"{name}_DequantizeLinear",
+                s,
+                z,
+                axis,
+            )
             self.ed.redirect(old, dq.outputs[0], skip=q, same_graph=True)
             q_name = None
         else:
@@ -353,8 +369,14 @@ class QDQQuantizer:
                 )
             q_name = f"{name}_quantized"
             self.ed.add_initializer(q_name, qdata)
-            dq = self.ed.node("DequantizeLinear", [q_name, s, z], [dq_out], f"{name}_DequantizeLinear",
-                              domain=self.domain, axis=axis)  # fmt: skip
+            dq = self.ed.node(
+                "DequantizeLinear",
+                [q_name, s, z],
+                [dq_out],
+                f"{name}_DequantizeLinear",
+                domain=self.domain,
+                axis=axis,
+            )
             self.ed.redirect(old, dq.outputs[0], skip=dq, same_graph=True)
         self.quantized[name] = _Quantized(q_name, s, z, axis)
 
@@ -364,8 +386,15 @@ class QDQQuantizer:
         if self.dedicated and len(receivers) > 1:
             for i, node in enumerate(receivers):
                 sfx = f"_{i + 1}"
-                _, dq = self._qdq_nodes(v, f"{name}_QuantizeLinear_Output{sfx}", f"{name}_QuantizeLinear{sfx}",
-                                        f"{name}_DequantizeLinear_Output{sfx}", f"{name}_DequantizeLinear{sfx}", s, z)  # fmt: skip
+                _, dq = self._qdq_nodes(
+                    v,
+                    f"{name}_QuantizeLinear_Output{sfx}",
+                    f"{name}_QuantizeLinear{sfx}",
+                    f"{name}_DequantizeLinear_Output{sfx}",
+                    f"{name}_DequantizeLinear{sfx}",
+                    s,
+                    z,
+                )
                 for j, inp in enumerate(node.inputs):
                     if inp is v:
                         node.replace_input_with(j, dq.outputs[0])
@@ -375,14 +404,28 @@ class QDQQuantizer:
         if v.is_graph_output():
             v.name = f"{name}_QuantizeLinear_Input"
             self.ed.values[v.name] = v
-            q, dq = self._qdq_nodes(v, f"{name}_QuantizeLinear_Output", f"{name}_QuantizeLinear", name,
-                                    f"{name}_DequantizeLinear", s, z)  # fmt: skip
+            q, dq = self._qdq_nodes(
+                v,
+                f"{name}_QuantizeLinear_Output",
+                f"{name}_QuantizeLinear",
+                name,
+                f"{name}_DequantizeLinear",
+                s,
+                z,
+            )
             self.ed.redirect(v, dq.outputs[0], skip=q, graph_outputs=True, same_graph=True)
             self.quantized[name] = _Quantized(name, s, z)
         else:
             dq_out = f"{name}_DequantizeLinear_Output"
-            q, dq = self._qdq_nodes(v, f"{name}_QuantizeLinear_Output", f"{name}_QuantizeLinear", dq_out,
-                                    f"{name}_DequantizeLinear", s, z)  # fmt: skip
+            q, dq = self._qdq_nodes(
+                v,
+                f"{name}_QuantizeLinear_Output",
+                f"{name}_QuantizeLinear",
+                dq_out,
+                f"{name}_DequantizeLinear",
+                s,
+                z,
+            )
             self.ed.redirect(v, dq.outputs[0], skip=q, same_graph=True)
             self.quantized[name] = _Quantized(dq_out, s, z)
 
@@ -460,8 +503,14 @@ class QDQQuantizer:
             old = self.ed.value(bias)
             del self.model.graph.initializers[bias]
             old.name = f"{bias}__float"
-            dq = self.ed.node("DequantizeLinear", [q_name, s, z], [bias], f"{bias}_DequantizeLinear",
-                              domain=self.domain, axis=axis)  # fmt: skip
+            dq = self.ed.node(
+                "DequantizeLinear",
+                [q_name, s, z],
+                [bias],
+                f"{bias}_DequantizeLinear",
+                domain=self.domain,
+                axis=axis,
+            )
             self.ed.redirect(old, dq.outputs[0])
             self.quantized[bias] = _Quantized(q_name, s or "", z or "", axis)
 

@@ -30,8 +30,8 @@ from ._base import (
     weight_params,
 )
 from .calibrate import TensorsData
-from .quant_utils import NP_TYPES, QuantizationMode, ms_domain
 from .qoperator_ops import HANDLERS_DYNAMIC, HANDLERS_STATIC
+from .quant_utils import NP_TYPES, QuantizationMode, ms_domain
 
 __all__ = ["QOperatorQuantizer", "QV"]
 
@@ -133,8 +133,11 @@ class QOperatorQuantizer:
         s = self.ed.add_initializer(
             f"{name}_scale", np.asarray(scale).reshape(()), where=self.ed.root()
         ).name
-        z = self.ed.add_initializer(f"{name}_zero_point", np.asarray(zp).astype(NP_TYPES[qtype]).reshape(()),
-                                    where=self.ed.root()).name  # fmt: skip
+        z = self.ed.add_initializer(
+            f"{name}_zero_point",
+            np.asarray(zp).astype(NP_TYPES[qtype]).reshape(()),
+            where=self.ed.root(),
+        ).name
         return s or "", z or ""
 
     def quantize_initializer(
@@ -203,9 +206,14 @@ class QOperatorQuantizer:
         return qv
 
     def quantize_inputs(
-        self, node: ir.Node, indices: list[int], weight: bool = False, reduce_range: bool = False,
-        per_channel: bool = False, axis: int = -1,
-    ) -> list[QV | None] | None:  # fmt: skip
+        self,
+        node: ir.Node,
+        indices: list[int],
+        weight: bool = False,
+        reduce_range: bool = False,
+        per_channel: bool = False,
+        axis: int = -1,
+    ) -> list[QV | None] | None:
         """The quantized form of the node's inputs at ``indices`` (None if one cannot be)."""
         out: list[QV | None] = []
         for i in indices:
@@ -264,8 +272,13 @@ class QOperatorQuantizer:
                 continue
             qv = self.qmap[name]
             value.name = f"{name}__float"
-            dq = self.ed.node("DequantizeLinear", [qv.q_name, qv.scale, qv.zero_point], [name],
-                              f"{name}_DequantizeLinear", axis=qv.axis)  # fmt: skip
+            dq = self.ed.node(
+                "DequantizeLinear",
+                [qv.q_name, qv.scale, qv.zero_point],
+                [name],
+                f"{name}_DequantizeLinear",
+                axis=qv.axis,
+            )
             self.ed.redirect(value, dq.outputs[0], graph_outputs=True)
 
     def quantize_model(self) -> onnx.ModelProto | None:

@@ -116,8 +116,17 @@ def attention(q: QOperatorQuantizer, node: ir.Node) -> bool:
     if a is None or w is None or a[0] is None or w[0] is None:
         return False
     name = f"{node.name}_quant" if node.name else ""
-    inputs = [a[0].q_name, w[0].q_name, ins[2], a[0].scale, w[0].scale, ins[3] if len(ins) > 3 else "",
-              a[0].zero_point, w[0].zero_point, ins[4] if len(ins) > 4 else ""]  # fmt: skip
+    inputs = [
+        a[0].q_name,
+        w[0].q_name,
+        ins[2],
+        a[0].scale,
+        w[0].scale,
+        ins[3] if len(ins) > 3 else "",
+        a[0].zero_point,
+        w[0].zero_point,
+        ins[4] if len(ins) > 4 else "",
+    ]
     attrs = {k: v for k, v in node.attributes.items()}
     q.ed.node("QAttention", inputs, outs, name, domain=ms_domain, **attrs)
     q.replace(node)
@@ -134,8 +143,14 @@ def embed_layernorm(q: QOperatorQuantizer, node: ir.Node) -> bool:
     inputs = [ins[0], ins[1], *(v.q_name for v in qs if v), ins[7] if len(ins) > 7 else ""]
     inputs += [v.scale for v in qs if v] + [v.zero_point for v in qs if v]
     attrs = {k: v for k, v in node.attributes.items()}
-    q.ed.node("QEmbedLayerNormalization", inputs, outs, f"{node.name}_quant" if node.name else "",
-              domain=ms_domain, **attrs)  # fmt: skip
+    q.ed.node(
+        "QEmbedLayerNormalization",
+        inputs,
+        outs,
+        f"{node.name}_quant" if node.name else "",
+        domain=ms_domain,
+        **attrs,
+    )
     q.replace(node)
     return True
 
@@ -178,8 +193,16 @@ def maxpool(q: QOperatorQuantizer, node: ir.Node) -> bool:
     return direct_8bit(q, node)
 
 
-def _qlinear(q: QOperatorQuantizer, node: ir.Node, op: str, indices: list[int], out_params: tuple[str, str] | None,
-             layout: str, extra_attrs: dict | None = None, drop_attrs: tuple[str, ...] = ()) -> bool:  # fmt: skip
+def _qlinear(
+    q: QOperatorQuantizer,
+    node: ir.Node,
+    op: str,
+    indices: list[int],
+    out_params: tuple[str, str] | None,
+    layout: str,
+    extra_attrs: dict | None = None,
+    drop_attrs: tuple[str, ...] = (),
+) -> bool:
     """A QLinear* op: quantized inputs, the output's scale/zero point (layout: 'io' or 'concat')."""
     ins, outs = _names(node)
     if out_params is None:
@@ -267,8 +290,14 @@ def softmax(q: QOperatorQuantizer, node: ir.Node) -> bool:
     return _qlinear(q, node, "QLinearSoftmax", [0], params, "io", {"opset": q.opset})
 
 
-def _weighted(q: QOperatorQuantizer, node: ir.Node, per_channel_axis: int | None, qtype: int | None,
-              reduce_range: bool, op_level: bool) -> tuple[QV, QV] | None:  # fmt: skip
+def _weighted(
+    q: QOperatorQuantizer,
+    node: ir.Node,
+    per_channel_axis: int | None,
+    qtype: int | None,
+    reduce_range: bool,
+    op_level: bool,
+) -> tuple[QV, QV] | None:
     ins, _ = _names(node)
     a = q.quantize_inputs(node, [0])
     if per_channel_axis is not None and q.ed.is_initializer(ins[1]) and q.opts.per_channel:
@@ -311,8 +340,14 @@ def _bias(
     return qname
 
 
-def _adjust_weight_scale(q: QOperatorQuantizer, weight_name: str, w: QV, x_scale: np.ndarray, w_scale: np.ndarray,
-                         bias: np.ndarray) -> np.ndarray:  # fmt: skip
+def _adjust_weight_scale(
+    q: QOperatorQuantizer,
+    weight_name: str,
+    w: QV,
+    x_scale: np.ndarray,
+    w_scale: np.ndarray,
+    bias: np.ndarray,
+) -> np.ndarray:
     qrange = float(np.iinfo(np.int32).max) - float(np.iinfo(np.int32).min + 1)
     scale = np.array(w_scale, copy=True)
     per_channel = q.opts.per_channel and scale.ndim == 1

@@ -107,7 +107,7 @@ class QuantFormat(Enum):
         return self.name
 
     @staticmethod
-    def from_string(format: str) -> QuantFormat:  # noqa: A002 - onnxruntime's parameter name
+    def from_string(format: str) -> QuantFormat:
         """The member named ``format``; ValueError naming it otherwise."""
         return _from_name(QuantFormat, format)  # type: ignore[return-value]
 
@@ -158,8 +158,8 @@ _REDUCED_RANGE = {
 }
 
 
-def get_qmin_qmax_for_qType(  # noqa: N802 - onnxruntime's name
-    qType: int,  # noqa: N803
+def get_qmin_qmax_for_qType(
+    qType: int,
     reduce_range: bool = False,
     symmetric: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -271,7 +271,7 @@ def compute_data_quant_params(
 
 def quantize_data(
     data: np.ndarray,
-    qType: int,  # noqa: N803
+    qType: int,
     symmetric: bool,
     reduce_range: bool = False,
     min_real_range: float | None = None,
@@ -285,7 +285,7 @@ def quantize_data(
     return zp, scale, quantize_array(qType, data, scale, zp)
 
 
-def write_calibration_table(calibration_cache: dict, dir: str = ".") -> None:  # noqa: A002
+def write_calibration_table(calibration_cache: dict, dir: str = ".") -> None:
     """Write ``{tensor: (min, max)}`` ranges as ``calibration.json`` and ``calibration.cache`` in ``dir``."""
     import json
     import os

@@ -41,15 +41,60 @@ INTEGER_OPS = (
     "EmbedLayerNormalization",
 )
 QLINEAR_OPS = (
-    "ArgMax", "Conv", "Gemm", "MatMul", "Add", "Mul", "Relu", "Clip", "LeakyRelu", "Sigmoid", "MaxPool",
-    "GlobalAveragePool", "Split", "Pad", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Resize", "AveragePool",
-    "Concat", "Softmax", "Where", "Gather", "Transpose", "EmbedLayerNormalization",
-)  # fmt: skip
+    "ArgMax",
+    "Conv",
+    "Gemm",
+    "MatMul",
+    "Add",
+    "Mul",
+    "Relu",
+    "Clip",
+    "LeakyRelu",
+    "Sigmoid",
+    "MaxPool",
+    "GlobalAveragePool",
+    "Split",
+    "Pad",
+    "Reshape",
+    "Squeeze",
+    "Unsqueeze",
+    "Flatten",
+    "Resize",
+    "AveragePool",
+    "Concat",
+    "Softmax",
+    "Where",
+    "Gather",
+    "Transpose",
+    "EmbedLayerNormalization",
+)
 QDQ_OPS = (
-    "Conv", "ConvTranspose", "Gemm", "Clip", "Relu", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten",
-    "Resize", "MaxPool", "AveragePool", "Slice", "Pad", "MatMul", "Split", "Gather", "GatherElements", "Where",
-    "InstanceNormalization", "LayerNormalization", "BatchNormalization", "TopK", "CumSum",
-)  # fmt: skip
+    "Conv",
+    "ConvTranspose",
+    "Gemm",
+    "Clip",
+    "Relu",
+    "Reshape",
+    "Transpose",
+    "Squeeze",
+    "Unsqueeze",
+    "Flatten",
+    "Resize",
+    "MaxPool",
+    "AveragePool",
+    "Slice",
+    "Pad",
+    "MatMul",
+    "Split",
+    "Gather",
+    "GatherElements",
+    "Where",
+    "InstanceNormalization",
+    "LayerNormalization",
+    "BatchNormalization",
+    "TopK",
+    "CumSum",
+)
 
 
 class QuantConfig:
@@ -96,9 +141,15 @@ class StaticQuantConfig(QuantConfig):
         extra_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(
-            activation_type, weight_type, op_types_to_quantize, nodes_to_quantize, nodes_to_exclude,
-            per_channel, reduce_range, use_external_data_format,
-        )  # fmt: skip
+            activation_type,
+            weight_type,
+            op_types_to_quantize,
+            nodes_to_quantize,
+            nodes_to_exclude,
+            per_channel,
+            reduce_range,
+            use_external_data_format,
+        )
         self.calibration_data_reader = calibration_data_reader
         self.calibrate_method = calibrate_method
         self.quant_format = quant_format
@@ -121,10 +172,14 @@ class DynamicQuantConfig(QuantConfig):
         extra_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(
-            weight_type=weight_type, op_types_to_quantize=op_types_to_quantize, nodes_to_quantize=nodes_to_quantize,
-            nodes_to_exclude=nodes_to_exclude, per_channel=per_channel, reduce_range=reduce_range,
+            weight_type=weight_type,
+            op_types_to_quantize=op_types_to_quantize,
+            nodes_to_quantize=nodes_to_quantize,
+            nodes_to_exclude=nodes_to_exclude,
+            per_channel=per_channel,
+            reduce_range=reduce_range,
             use_external_data_format=use_external_data_format,
-        )  # fmt: skip
+        )
         self.extra_options = dict(extra_options or {})
 
 
@@ -169,21 +224,37 @@ def _update_opset(
 
 def _save(model: onnx.ModelProto, path: str | os.PathLike[str], external: bool) -> None:
     if external:
-        onnx.save_model(model, os.fspath(path), save_as_external_data=True, all_tensors_to_one_file=True,
-                        location=Path(path).name + ".data")  # fmt: skip
+        onnx.save_model(
+            model,
+            os.fspath(path),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=Path(path).name + ".data",
+        )
     else:
         onnx.save_model(model, os.fspath(path))
 
 
 def _options(
-    per_channel: bool, reduce_range: bool, weight: QuantType, act: QuantType, nodes_to_quantize: Sequence[str] | None,
-    nodes_to_exclude: Sequence[str] | None, op_types: Sequence[str], extra: dict[str, Any],
-) -> Options:  # fmt: skip
+    per_channel: bool,
+    reduce_range: bool,
+    weight: QuantType,
+    act: QuantType,
+    nodes_to_quantize: Sequence[str] | None,
+    nodes_to_exclude: Sequence[str] | None,
+    op_types: Sequence[str],
+    extra: dict[str, Any],
+) -> Options:
     return Options(
-        per_channel=per_channel, reduce_range=reduce_range, weight_qtype=weight.tensor_type,
-        activation_qtype=act.tensor_type, nodes_to_quantize=list(nodes_to_quantize or []),
-        nodes_to_exclude=list(nodes_to_exclude or []), op_types_to_quantize=list(op_types), extra=extra,
-    )  # fmt: skip
+        per_channel=per_channel,
+        reduce_range=reduce_range,
+        weight_qtype=weight.tensor_type,
+        activation_qtype=act.tensor_type,
+        nodes_to_quantize=list(nodes_to_quantize or []),
+        nodes_to_exclude=list(nodes_to_exclude or []),
+        op_types_to_quantize=list(op_types),
+        extra=extra,
+    )
 
 
 def quantize_static(
@@ -242,19 +313,25 @@ def quantize_static(
         )
     model = _update_opset(model, weight, act)
     calib_keys = {
-        "CalibTensorRangeSymmetric": "symmetric", "CalibMovingAverage": "moving_average",
-        "CalibMovingAverageConstant": "averaging_constant", "CalibMaxIntermediateOutputs": "max_intermediate_outputs",
+        "CalibTensorRangeSymmetric": "symmetric",
+        "CalibMovingAverage": "moving_average",
+        "CalibMovingAverageConstant": "averaging_constant",
+        "CalibMaxIntermediateOutputs": "max_intermediate_outputs",
         "CalibPercentile": "percentile",
-    }  # fmt: skip
+    }
     calib_options = {dst: extra[src] for src, dst in calib_keys.items() if src in extra}
     with tempfile.TemporaryDirectory(prefix="ortcore.quant.") as tmp:
         path = Path(tmp) / "model_input.onnx"
         onnx.save_model(model, str(path), save_as_external_data=use_external_data_format)
         calibrator = create_calibrator(
-            path, op_types, augmented_model_path=Path(tmp) / "augmented_model.onnx",
-            calibrate_method=calibrate_method, use_external_data_format=use_external_data_format,
-            providers=calibration_providers, extra_options=calib_options,
-        )  # fmt: skip
+            path,
+            op_types,
+            augmented_model_path=Path(tmp) / "augmented_model.onnx",
+            calibrate_method=calibrate_method,
+            use_external_data_format=use_external_data_format,
+            providers=calibration_providers,
+            extra_options=calib_options,
+        )
         stride = extra.get("CalibStridedMinMax")
         if stride:
             total = len(calibration_data_reader)  # type: ignore[arg-type]
@@ -309,8 +386,16 @@ def quantize_dynamic(
     extra.setdefault("MatMulConstBOnly", True)
     op_types = list(op_types_to_quantize or []) or list(INTEGER_OPS)
     model = _update_opset(load_inferred(model_input), weight, None)
-    opts = _options(per_channel, reduce_range, weight, QuantType.QUInt8, nodes_to_quantize, nodes_to_exclude,
-                    op_types, extra)  # fmt: skip
+    opts = _options(
+        per_channel,
+        reduce_range,
+        weight,
+        QuantType.QUInt8,
+        nodes_to_quantize,
+        nodes_to_exclude,
+        op_types,
+        extra,
+    )
     result = QOperatorQuantizer(
         model, opts, QuantizationMode.IntegerOps, False, None
     ).quantize_model()
@@ -324,23 +409,35 @@ def quantize(
     """Quantize with a :class:`StaticQuantConfig` or :class:`DynamicQuantConfig`."""
     if isinstance(quant_config, StaticQuantConfig):
         quantize_static(
-            model_input, model_output, quant_config.calibration_data_reader,
-            calibrate_method=quant_config.calibrate_method, quant_format=quant_config.quant_format,
-            activation_type=quant_config.activation_type, weight_type=quant_config.weight_type,
+            model_input,
+            model_output,
+            quant_config.calibration_data_reader,
+            calibrate_method=quant_config.calibrate_method,
+            quant_format=quant_config.quant_format,
+            activation_type=quant_config.activation_type,
+            weight_type=quant_config.weight_type,
             op_types_to_quantize=quant_config.op_types_to_quantize,
-            nodes_to_quantize=quant_config.nodes_to_quantize, nodes_to_exclude=quant_config.nodes_to_exclude,
-            per_channel=quant_config.per_channel, reduce_range=quant_config.reduce_range,
+            nodes_to_quantize=quant_config.nodes_to_quantize,
+            nodes_to_exclude=quant_config.nodes_to_exclude,
+            per_channel=quant_config.per_channel,
+            reduce_range=quant_config.reduce_range,
             use_external_data_format=quant_config.use_external_data_format,
-            calibration_providers=quant_config.calibration_providers, extra_options=quant_config.extra_options,
-        )  # fmt: skip
+            calibration_providers=quant_config.calibration_providers,
+            extra_options=quant_config.extra_options,
+        )
     elif isinstance(quant_config, DynamicQuantConfig):
         quantize_dynamic(
-            model_input, model_output, weight_type=quant_config.weight_type,
+            model_input,
+            model_output,
+            weight_type=quant_config.weight_type,
             op_types_to_quantize=quant_config.op_types_to_quantize,
-            nodes_to_quantize=quant_config.nodes_to_quantize, nodes_to_exclude=quant_config.nodes_to_exclude,
-            per_channel=quant_config.per_channel, reduce_range=quant_config.reduce_range,
-            use_external_data_format=quant_config.use_external_data_format, extra_options=quant_config.extra_options,
-        )  # fmt: skip
+            nodes_to_quantize=quant_config.nodes_to_quantize,
+            nodes_to_exclude=quant_config.nodes_to_exclude,
+            per_channel=quant_config.per_channel,
+            reduce_range=quant_config.reduce_range,
+            use_external_data_format=quant_config.use_external_data_format,
+            extra_options=quant_config.extra_options,
+        )
     else:
         raise TypeError(
             f"quant_config must be a StaticQuantConfig or DynamicQuantConfig, not {type(quant_config).__name__}"

@@ -16,8 +16,8 @@ logger = logging.getLogger(__name__)
 
 
 def _optimize(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Constant folding and the basic cleanups (what onnxruntime's ORT_ENABLE_BASIC level does to a model):
-    ortcore's optimizer when it offers a model-to-model entry point, else onnx-ir's passes."""
+    """Basic cleanups with onnx-ir's passes: small Constants lifted to initializers, unused nodes
+    and opsets removed (a subset of what onnxruntime's ORT_ENABLE_BASIC level does)."""
     import onnx_ir as ir
     import onnx_ir.passes.common as common
 
@@ -74,9 +74,13 @@ def quant_pre_process(
     set_metadata(model, PREPROCESS_KEY, PREPROCESS_VALUE)
     if save_as_external_data:
         onnx.save_model(
-            model, os.fspath(output_model_path), save_as_external_data=True,
-            all_tensors_to_one_file=all_tensors_to_one_file, location=external_data_location,
-            size_threshold=external_data_size_threshold, convert_attribute=False,
-        )  # fmt: skip
+            model,
+            os.fspath(output_model_path),
+            save_as_external_data=True,
+            all_tensors_to_one_file=all_tensors_to_one_file,
+            location=external_data_location,
+            size_threshold=external_data_size_threshold,
+            convert_attribute=False,
+        )
     else:
         onnx.save(model, os.fspath(output_model_path))

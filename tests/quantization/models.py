@@ -74,12 +74,21 @@ def transformer(seed: int = 1, seq: int = 8, hidden: int = 16) -> onnx.ModelProt
         return rng.normal(0, 0.25, shape).astype(np.float32)
 
     inits = {
-        "wq": w(hidden, hidden), "bq": w(hidden), "wk": w(hidden, hidden), "bk": w(hidden),
-        "wv": w(hidden, hidden), "bv": w(hidden), "wo": w(hidden, hidden), "bo": w(hidden),
-        "gamma": (1 + w(hidden)).astype(np.float32), "beta": w(hidden),
-        "w1": w(hidden, 2 * hidden), "b1": w(2 * hidden), "w2": w(2 * hidden, hidden),
+        "wq": w(hidden, hidden),
+        "bq": w(hidden),
+        "wk": w(hidden, hidden),
+        "bk": w(hidden),
+        "wv": w(hidden, hidden),
+        "bv": w(hidden),
+        "wo": w(hidden, hidden),
+        "bo": w(hidden),
+        "gamma": (1 + w(hidden)).astype(np.float32),
+        "beta": w(hidden),
+        "w1": w(hidden, 2 * hidden),
+        "b1": w(2 * hidden),
+        "w2": w(2 * hidden, hidden),
         "perm_scale": np.array(1.0 / np.sqrt(hidden), np.float32),
-    }  # fmt: skip
+    }
     nodes = [
         helper.make_node("MatMul", ["x", "wq"], ["q0"], name="mm_q"),
         helper.make_node("Add", ["q0", "bq"], ["q"], name="add_q"),
@@ -158,10 +167,14 @@ def with_subgraph(seed: int = 3) -> onnx.ModelProto:
     nodes = [
         helper.make_node("MatMul", ["x", "w"], ["h"], name="mm_outer"),
         helper.make_node(
-            "If", ["cond"], ["y"], name="if1",
-            then_branch=branch("then", "w"), else_branch=branch("else", "w_else"),
+            "If",
+            ["cond"],
+            ["y"],
+            name="if1",
+            then_branch=branch("then", "w"),
+            else_branch=branch("else", "w_else"),
         ),
-    ]  # fmt: skip
+    ]
     graph = helper.make_graph(
         nodes,
         "subgraph",
