@@ -22,24 +22,31 @@ import traceback
 import tracemalloc
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .execute import Target, session_options
+from .contract_base import (
+    Claimed,
+    Verdict,
+    claimed_probes,
+    compare_outputs,
+    each_probe,
+    open_probe,
+    probe_session,
+)
+from .contract_owned import CHECKS as OWNED_CHECKS
 from .layout import LAYOUTS, relayout
 from .outcomes import (
     LOAD_ERROR,
     MISMATCH,
     PASSED,
     RUN_ERROR,
-    UNSUPPORTED,
     WRONG_TYPE,
     CaseResult,
 )
-from .precision import Tolerance, compare_values
 from .probes import Probe, probes, with_constants, with_shared_inputs
+from .target import Target, provider_instance, session_options
 
 __all__ = ["CHECKS", "MEMORY_LIMIT", "Claimed", "claimed_probes", "run_check"]
 
@@ -57,160 +64,6 @@ RESOURCE_SESSIONS = 6
 process's threads or open files grow by half as many or more."""
 UNKNOWN_OPTION = "conformance_no_such_option"
 
-Verdict = tuple[str, str]
-
-
-def _open(probe: Probe, providers: Sequence[Any]) -> Any:
-    import ortcore
-
-    return ortcore.InferenceSession(probe.bytes, session_options(), providers=list(providers))
-
-
-@dataclass(frozen=True)
-class Claimed:
-    """A probe the provider takes nodes of, and how the checks open it.
-
-    Attributes:
-        probe: the probe.
-        providers: the sessions' provider list: the provider alone, or (for a
-            multi-node probe it takes only part of) with the CPU provider after it.
-        taken: how many of the probe's nodes the provider runs.
-        error: why creating the session failed after the provider took nodes
-            (every check that needs the probe then fails), or ``""``.
-    """
-
-    probe: Probe
-    providers: tuple[Any, ...]
-    taken: int
-    error: str = ""
-
-    @property
-    def label(self) -> str:
-        """The probe's name, with the share the provider took when partial."""
-        total = len(self.probe.ops)
-        if self.taken < total:
-            return f"{self.probe.name} ({self.taken} of {total} nodes)"
-        return self.probe.name
-
-
-def _session(c: Claimed) -> Any:
-    return _open(c.probe, c.providers)
-
-
-def _claimed_nodes(p: Probe, target: Target) -> int:
-    """How many of the probe's nodes ``get_capability`` claims (0 when it raises:
-    ``contract/capability`` reports that)."""
-    from ep_sdk import GraphContext
-    from ortcore.model import load_model
-
-    model = load_model(p.bytes)
-    inst = _provider(target)
-    try:
-        cap = inst.get_capability(
-            GraphContext(model.graph, list(model.graph), dict(model.opset_imports))
-        )
-        return len({n for claim in cap.claims for n in claim.nodes})
-    except Exception:
-        return 0
-    finally:
-        inst.close()
-
-
-def _claim(p: Probe, target: Target) -> Claimed | None:
-    """How the provider takes ``p``: alone, in part (the rest on CPU), or not at all.
-
-    What the provider claims is asked of ``get_capability`` itself, so a
-    session that fails to load (a kernel builder or ``compile`` raising,
-    whatever the exception) is a failure of every check, never "not claimed".
-    """
-    import ortcore
-
-    claimed = _claimed_nodes(p, target)
-    if not claimed:
-        return None
-    alone = claimed >= len(p.ops) or not target.cpu
-    providers: tuple[Any, ...] = (target.spec,) if alone else (target.spec, target.cpu)
-    try:
-        sess = _open(p, providers)
-    except ortcore.NotImplementedOp as exc:
-        if alone and p.multi_node and target.cpu:
-            providers = (target.spec, target.cpu)  # claimed every node, yet declined some
-            try:
-                sess = _open(p, providers)
-            except Exception as again:
-                return Claimed(p, providers, claimed, f"{type(again).__name__}: {again}")
-        else:
-            return Claimed(p, providers, claimed, f"{type(exc).__name__}: {exc}")
-    except Exception as exc:
-        return Claimed(p, providers, claimed, f"{type(exc).__name__}: {exc}")
-    try:
-        taken = sum(1 for r in sess.get_partition().nodes if r.provider == target.provider)
-    finally:
-        sess.close()
-    if not taken:
-        why = f"get_capability claims {claimed} of its {len(p.ops)} nodes, but the session "
-        return Claimed(p, providers, claimed, why + "placed none on the provider")
-    return Claimed(p, providers, taken)
-
-
-_claimed: dict[Target, list[Claimed]] = {}
-
-
-def claimed_probes(target: Target) -> list[Claimed]:
-    """The probes the provider takes nodes of (cached per target)."""
-    if target not in _claimed:
-        _claimed[target] = [c for p in probes() if (c := _claim(p, target)) is not None]
-    return _claimed[target]
-
-
-def _each_probe(check: Callable[[Claimed, Target], Verdict | None]) -> Callable[[Target], Verdict]:
-    """Run ``check`` on every claimed probe; the first failure wins."""
-
-    def run(target: Target) -> Verdict:
-        claimed = claimed_probes(target)
-        if not claimed:
-            names = ", ".join(p.name for p in probes())
-            return UNSUPPORTED, f"the provider claims no node of any probe ({names})"
-        for c in claimed:
-            if c.error:
-                return LOAD_ERROR, f"{c.probe.name}: session creation failed: {c.error}"
-            try:
-                bad = check(c, target)
-            except Exception as exc:
-                return RUN_ERROR, f"{c.probe.name}: {type(exc).__name__}: {exc}"
-            if bad is not None:
-                return bad[0], f"{c.probe.name}: {bad[1]}"
-        return PASSED, f"checked on {', '.join(c.label for c in claimed)}"
-
-    return run
-
-
-def _provider(target: Target) -> Any:
-    """A new instance of the provider under test, with the run's options."""
-    from ep_sdk import SessionConfig
-    from ortcore.plugins import default_manager
-
-    cls = default_manager().resolve(target.provider).cls
-    assert cls is not None
-    return cls(dict(target.options), SessionConfig())
-
-
-def _compare(got: Sequence[Any], want: Sequence[Any], scaled: bool = False) -> Verdict | None:
-    """Every output against the oracle, with the dtype's default tolerance, or
-    (``scaled``) with an absolute tolerance scaled to each output's largest
-    value (the big probes' sums carry more rounding)."""
-    if len(got) != len(want):
-        return WRONG_TYPE, f"{len(got)} outputs, expected {len(want)}"
-    for i, (g, w) in enumerate(zip(got, want)):
-        tol = None
-        if scaled:
-            scale = float(np.max(np.abs(w))) if isinstance(w, np.ndarray) and w.size else 1.0
-            tol = Tolerance(1e-4, 1e-5 * max(scale, 1.0))
-        verdict, detail, _ = compare_values(g, w, None, tol, f"output {i}")
-        if verdict != "ok":
-            return (MISMATCH if verdict == "mismatch" else WRONG_TYPE), detail
-    return None
-
 
 def _same(a: Sequence[Any], b: Sequence[Any]) -> bool:
     return len(a) == len(b) and all(np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b))
@@ -225,7 +78,7 @@ def check_loads(target: Target) -> Verdict:
     cls = entry.cls
     if cls is None or not issubclass(cls, ExecutionProvider):
         return LOAD_ERROR, f"{entry.plugin} offers no ExecutionProvider class"
-    inst = _provider(target)
+    inst = provider_instance(target)
     try:
         if not isinstance(inst.device, Device):
             return LOAD_ERROR, f"device is {inst.device!r}, not an ep_sdk.Device"
@@ -264,7 +117,7 @@ def check_capability(target: Target) -> Verdict:
     from ep_sdk import Capability, Claim, ExecutionProvider, GraphContext
     from ortcore.model import load_model
 
-    inst = _provider(target)
+    inst = provider_instance(target)
     compiles = type(inst).compile is not ExecutionProvider.compile
     try:
         for data in _capability_graphs():
@@ -314,7 +167,7 @@ def _first_claimed_case(target: Target) -> tuple[str, int]:
 
     from .cases import load_kind
 
-    inst = _provider(target)
+    inst = provider_instance(target)
     asked = 0
     try:
         for kind in CASE_KINDS:
@@ -360,7 +213,7 @@ def check_claims(target: Target) -> Verdict:
 
 
 def _claimed_runs(c: Claimed, target: Target) -> Verdict | None:
-    sess = _session(c)
+    sess = probe_session(c)
     try:
         placed = [r.provider for r in sess.get_partition().nodes]
         mine = placed.count(target.provider)
@@ -371,7 +224,7 @@ def _claimed_runs(c: Claimed, target: Target) -> Verdict | None:
             got = sess.run(None, feeds)
         except Exception as exc:
             return RUN_ERROR, f"run raised {type(exc).__name__}: {exc}"
-        return _compare(got, c.probe.reference(feeds))
+        return compare_outputs(got, c.probe.reference(feeds))
     finally:
         sess.close()
 
@@ -381,7 +234,7 @@ def _copies(values: Sequence[Any]) -> list[Any]:
 
 
 def _repeatable(c: Claimed, target: Target) -> Verdict | None:
-    sess = _session(c)
+    sess = probe_session(c)
     try:
         feeds = c.probe.feeds(1)
         first = _copies(sess.run(None, feeds))
@@ -404,27 +257,27 @@ def _shares(a: Sequence[Any], b: Sequence[Any]) -> bool:
 def _state(c: Claimed, target: Target) -> Verdict | None:
     """Runs with other inputs of the same shapes: each gets its own answer, and
     an output the caller kept does not change when the session runs again."""
-    sess = _session(c)
+    sess = probe_session(c)
     try:
         a, b = c.probe.feeds(10), c.probe.feeds(11)
         want_a, want_b = c.probe.reference(a), c.probe.reference(b)
         kept = sess.run(None, a)
-        bad = _compare(kept, want_a)
+        bad = compare_outputs(kept, want_a)
         if bad is not None:
             return bad
         second = sess.run(None, b)
-        bad = _compare(second, want_b)
+        bad = compare_outputs(second, want_b)
         if bad is not None:
             return bad[0], (
                 f"run 2, with other inputs of the same shapes, is wrong (state kept from "
                 f"run 1, e.g. a weight or result cached by shape?): {bad[1]}"
             )
-        bad = _compare(kept, want_a)
+        bad = compare_outputs(kept, want_a)
         if bad is not None:
             reused = " (it returns the same buffer every run)" if _shares(kept, second) else ""
             changed = f"the output of run 1 changed when the session ran again{reused}"
             return bad[0], f"{changed}: {bad[1]}"
-        bad = _compare(sess.run(None, a), want_a)
+        bad = compare_outputs(sess.run(None, a), want_a)
         if bad is not None:
             return bad[0], f"run 3, with run 1's inputs again, is wrong: {bad[1]}"
     finally:
@@ -443,13 +296,13 @@ def _constants(c: Claimed, target: Target) -> Verdict | None:
     try:
         for v in variants:
             try:
-                sessions.append(_open(v, c.providers))
+                sessions.append(open_probe(v, c.providers))
             except ortcore.NotImplementedOp:
                 return None  # taken only while its weights are inputs: nothing to compare
         feeds = variants[0].feeds(12)
         wants = [v.reference(feeds) for v in variants]
         for k, i in enumerate((0, 1, 0, 1)):
-            bad = _compare(sessions[i].run(None, feeds), wants[i])
+            bad = compare_outputs(sessions[i].run(None, feeds), wants[i])
             if bad is not None:
                 return bad[0], (
                     f"session {i + 1} of two whose weights differ only in value is wrong "
@@ -471,7 +324,7 @@ def _intermediates(c: Claimed, target: Target) -> Verdict | None:
     shared = with_shared_inputs(c.probe)
     providers = (target.spec, target.cpu) if target.cpu else (target.spec,)
     try:
-        sess = _open(shared, providers)
+        sess = open_probe(shared, providers)
     except ortcore.NotImplementedOp:
         return None
     try:
@@ -479,7 +332,7 @@ def _intermediates(c: Claimed, target: Target) -> Verdict | None:
         if placed.count(target.provider) < 2:
             return None
         feeds = shared.feeds(6)
-        bad = _compare(sess.run(None, feeds), shared.reference(feeds))
+        bad = compare_outputs(sess.run(None, feeds), shared.reference(feeds))
     finally:
         sess.close()
     if bad is not None:
@@ -494,7 +347,7 @@ def _intermediates(c: Claimed, target: Target) -> Verdict | None:
 
 def _input_layouts(c: Claimed, target: Target) -> Verdict | None:
     """The probe's inputs fed as views that are not C-contiguous."""
-    sess = _session(c)
+    sess = probe_session(c)
     try:
         feeds = c.probe.feeds(7)
         want = c.probe.reference(feeds)
@@ -505,7 +358,7 @@ def _input_layouts(c: Claimed, target: Target) -> Verdict | None:
             except Exception as exc:
                 raised = f"run raised {type(exc).__name__}: {exc}"
                 return RUN_ERROR, f"inputs as {layout} views: {raised}"
-            bad = _compare(got, want)
+            bad = compare_outputs(got, want)
             if bad is not None:
                 return bad[0], f"inputs as {layout} views (strides ignored?): {bad[1]}"
     finally:
@@ -520,9 +373,9 @@ def _big(c: Claimed) -> tuple[Probe, Any]:
 
     big = next(p for p in probes(big=True) if p.name == c.probe.name)
     try:
-        return big, _open(big, c.providers)
+        return big, open_probe(big, c.providers)
     except ortcore.NotImplementedOp:
-        return c.probe, _session(c)
+        return c.probe, probe_session(c)
 
 
 def _threads(c: Claimed, target: Target) -> Verdict | None:
@@ -541,7 +394,7 @@ def _threads(c: Claimed, target: Target) -> Verdict | None:
                     if i >= THREAD_ITERATIONS and time.monotonic() > until:
                         break
                     got = _copies(sess.run(None, inputs[t]))
-                    bad = _compare(got, expected[t], scaled=True)
+                    bad = compare_outputs(got, expected[t], scaled=True)
                     if bad is not None:
                         problems.append((bad[0], f"thread {t}, run {i + 1}: {bad[1]}"))
                         return
@@ -565,7 +418,7 @@ def _threads(c: Claimed, target: Target) -> Verdict | None:
 
 
 def _inputs_untouched(c: Claimed, target: Target) -> Verdict | None:
-    sess = _session(c)
+    sess = probe_session(c)
     feeds = c.probe.feeds(2)
     before = {k: v.copy() for k, v in feeds.items()}
     sess.run(None, feeds)
@@ -579,7 +432,7 @@ def _inputs_untouched(c: Claimed, target: Target) -> Verdict | None:
 def _output_types(c: Claimed, target: Target) -> Verdict | None:
     from onnx import helper
 
-    sess = _session(c)
+    sess = probe_session(c)
     feeds = c.probe.feeds(3)
     got = sess.run(None, feeds)
     sess.close()
@@ -623,7 +476,7 @@ def _traced() -> int:
 
 
 def _memory(c: Claimed, target: Target) -> Verdict | None:
-    sess = _session(c)
+    sess = probe_session(c)
     feeds = c.probe.feeds(4)
     started = not tracemalloc.is_tracing()
     if started:
@@ -646,7 +499,7 @@ def _memory(c: Claimed, target: Target) -> Verdict | None:
 
 def _close(c: Claimed, target: Target) -> Verdict | None:
     feeds = c.probe.feeds(5)
-    warm = _session(c)
+    warm = probe_session(c)
     warm.run(None, feeds)
     warm.close()
     del warm
@@ -655,7 +508,7 @@ def _close(c: Claimed, target: Target) -> Verdict | None:
         tracemalloc.start()
     try:
         before = _traced()
-        sess = _session(c)
+        sess = probe_session(c)
         for _ in range(3):
             sess.run(None, feeds)
         sess.close()
@@ -692,18 +545,18 @@ def _resources(c: Claimed, target: Target) -> Verdict | None:
     """Sessions opened, run and closed leave no thread running and no file open."""
     feeds = c.probe.feeds(8)
 
-    def one_session() -> None:
-        sess = _session(c)
+    def oneprobe_session() -> None:
+        sess = probe_session(c)
         try:
             sess.run(None, feeds)
         finally:
             sess.close()
 
-    one_session()  # what a provider makes once per process is made here
+    oneprobe_session()  # what a provider makes once per process is made here
     gc.collect()
     threads0, files0 = _threads_and_files()
     for _ in range(RESOURCE_SESSIONS):
-        one_session()
+        oneprobe_session()
     limit = RESOURCE_SESSIONS // 2
     deadline = time.monotonic() + 2.0  # threads told to stop may take a moment
     while True:
@@ -727,39 +580,26 @@ def _resources(c: Claimed, target: Target) -> Verdict | None:
     return None
 
 
-def _owned(name: str) -> Callable[[Target], Verdict]:
-    """Check ``name`` of :mod:`conformance.contract_owned` (imported when it runs:
-    that module builds on this one)."""
-
-    def run(target: Target) -> Verdict:
-        from .contract_owned import CHECKS as owned
-
-        return owned[name](target)
-
-    run.__name__ = name
-    return run
-
-
 CHECKS: dict[str, Callable[[Target], Verdict]] = {
     "loads": check_loads,
     "capability": check_capability,
     "claims": check_claims,
-    "claimed_runs": _each_probe(_claimed_runs),
-    "repeatable": _each_probe(_repeatable),
-    "state": _each_probe(_state),
-    "constants": _each_probe(_constants),
-    "overridable": _owned("overridable"),
-    "threads": _each_probe(_threads),
-    "inputs_untouched": _each_probe(_inputs_untouched),
-    "ownership": _owned("ownership"),
-    "intermediates": _each_probe(_intermediates),
-    "input_layouts": _each_probe(_input_layouts),
-    "output_types": _each_probe(_output_types),
+    "claimed_runs": each_probe(_claimed_runs),
+    "repeatable": each_probe(_repeatable),
+    "state": each_probe(_state),
+    "constants": each_probe(_constants),
+    "overridable": OWNED_CHECKS["overridable"],
+    "threads": each_probe(_threads),
+    "inputs_untouched": each_probe(_inputs_untouched),
+    "ownership": OWNED_CHECKS["ownership"],
+    "intermediates": each_probe(_intermediates),
+    "input_layouts": each_probe(_input_layouts),
+    "output_types": each_probe(_output_types),
     "unknown_option": check_unknown_option,
-    "memory": _each_probe(_memory),
-    "shape_memory": _owned("shape_memory"),
-    "close": _each_probe(_close),
-    "resources": _each_probe(_resources),
+    "memory": each_probe(_memory),
+    "shape_memory": OWNED_CHECKS["shape_memory"],
+    "close": each_probe(_close),
+    "resources": each_probe(_resources),
 }
 """Every contract check, by name, in the order they run."""
 

@@ -34,12 +34,12 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .contract import Claimed, Verdict, _compare, _each_probe
-from .execute import Target, session_options
+from .contract_base import Claimed, Verdict, compare_outputs, each_probe
 from .outcomes import RUN_ERROR
 from .overridable import graph_input
 from .ownership import poke, sharing
 from .probes import Probe, with_constants
+from .target import Target, session_options
 
 __all__ = [
     "CHECKS",
@@ -151,14 +151,14 @@ def frozen(probe: Probe, seed: int) -> tuple[onnx.ModelProto, dict[str, np.ndarr
 
 def _owned(sess: Any, feeds: dict[str, Any], want: list[Any], what: str) -> Verdict | None:
     got = sess.run(None, dict(feeds))
-    bad = _compare(got, want)
+    bad = compare_outputs(got, want)
     if bad is not None:
         return bad[0], f"{what}: {bad[1]}"
     why = sharing(got, feeds)
     if why:
         return RUN_ERROR, f"{what}: {why}"
     poke(got)
-    bad = _compare(sess.run(None, dict(feeds)), want)
+    bad = compare_outputs(sess.run(None, dict(feeds)), want)
     if bad is not None:
         return bad[0], (
             f"{what}: run again after the caller wrote into the outputs it got, the same "
@@ -251,7 +251,7 @@ def _overridable(c: Claimed, target: Target) -> Verdict | None:
                 got = sess.run(None, feeds)
             except Exception as exc:
                 return RUN_ERROR, f"run {k + 1} ({what}) raised {type(exc).__name__}: {exc}"
-            bad = _compare(got, want)
+            bad = compare_outputs(got, want)
             if bad is not None:
                 names = ", ".join(sorted(weights))
                 return bad[0], (
@@ -336,7 +336,7 @@ def _shape_memory(c: Claimed, target: Target) -> Verdict | None:
             return None
         for n in (FRESH_SHAPES[-1], FRESH_SHAPES[-1] + 3):  # a plan for one size only
             feeds = _feeds(c.probe, varying, axis, n)
-            bad = _compare(sess.run(None, feeds), c.probe.reference(feeds))
+            bad = compare_outputs(sess.run(None, feeds), c.probe.reference(feeds))
             if bad is not None:
                 return bad[0], f"with dimension {axis} symbolic, fed at size {n}: {bad[1]}"
         if started:
@@ -370,8 +370,8 @@ def _shape_memory(c: Claimed, target: Target) -> Verdict | None:
 
 
 CHECKS = {
-    "ownership": _each_probe(_ownership),
-    "overridable": _each_probe(_overridable),
-    "shape_memory": _each_probe(_shape_memory),
+    "ownership": each_probe(_ownership),
+    "overridable": each_probe(_overridable),
+    "shape_memory": each_probe(_shape_memory),
 }
 """The checks of this module, by name (registered in :data:`conformance.contract.CHECKS`)."""

@@ -16,8 +16,6 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,84 +38,16 @@ from .outcomes import (
 )
 from .precision import (
     ErrorStats,
-    ToleranceOverride,
     compare_values,
     override_for,
     tolerance_for,
 )
+from .target import Target, provider_instance, session_options
 from .variants import Run, check_identity_inputs, check_overridable, check_ownership
 
-__all__ = ["Target", "run_case", "session_options"]
+__all__ = ["Target", "run_case", "session_options"]  # Target, session_options: from .target
 
-CPU = "CPUExecutionProvider"
 _DECLINED = re.compile(r"Providers asked: (.*?)\. Install or enable", re.S)
-
-
-@dataclass(frozen=True)
-class Target:
-    """The provider under test and the suite's settings.
-
-    Attributes:
-        provider: the provider's canonical name.
-        cpu: name of the CPU provider when installed and not under test.
-        overrides: per-test tolerances from the configuration file.
-        options: provider options (``--provider-option KEY=VALUE``), sorted by key.
-    """
-
-    provider: str
-    cpu: str | None = None
-    overrides: tuple[ToleranceOverride, ...] = ()
-    options: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def spec(self) -> str | tuple[str, dict[str, str]]:
-        """The provider as an entry of ``InferenceSession(providers=[...])``."""
-        return (self.provider, dict(self.options)) if self.options else self.provider
-
-    @classmethod
-    def resolve(
-        cls,
-        name: str,
-        overrides: tuple[ToleranceOverride, ...] = (),
-        options: Mapping[str, str] | None = None,
-    ) -> Target:
-        """Find ``name`` (name or alias) among the installed providers.
-
-        Raises:
-            ortcore.InvalidArgument: no such provider, or it is unavailable.
-            ortcore.ProviderOptionError: the provider refuses one of ``options``.
-        """
-        from ep_sdk import ProviderOptionError, SessionConfig
-        from ortcore.plugins import default_manager
-
-        manager = default_manager()
-        entry = manager.resolve(name)
-        cpu = None
-        if entry.name != CPU:
-            try:
-                cpu = manager.resolve(CPU).name
-            except Exception:
-                cpu = None
-        opts = tuple(sorted((str(k), str(v)) for k, v in (options or {}).items()))
-        if opts and entry.cls is not None:
-            try:  # refuse unknown options once, here, rather than in every case
-                entry.cls(dict(opts), SessionConfig()).close()
-            except ProviderOptionError:
-                raise
-            except Exception:
-                pass  # any other failure is contract/loads' to report
-        return cls(entry.name, cpu, overrides, opts)
-
-
-def session_options(*, optimize: bool = False) -> Any:
-    """Session options with the CPU fallback off (and optimizations off by default)."""
-    import ortcore
-
-    so = ortcore.SessionOptions()
-    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    if not optimize:
-        so.graph_optimization_level = ortcore.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return so
 
 
 def describe_model(model: onnx.ModelProto) -> tuple[str, str, list[str]]:
@@ -255,11 +185,9 @@ def _as_group(model: onnx.ModelProto, target: Target) -> tuple[Grouped | None, A
     import ortcore
     from ortcore.plugins import default_manager
 
-    from .contract import _provider
-
     if not compiles(default_manager().resolve(target.provider).cls):
         return None, None
-    inst = _provider(target)
+    inst = provider_instance(target)
     try:
         for grouped in grouped_variants(model):
             if not claims_all(inst, grouped):

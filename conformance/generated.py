@@ -35,7 +35,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .cases import Case
+from .case import Case
 from .precision import Tolerance
 
 __all__ = ["OPSET", "SWEEP", "generated_cases"]

@@ -235,7 +235,7 @@ def load_data(folder: str | Path, data_set: int = 0) -> tuple[dict[str, Any], li
 def session_options(folder: str | Path) -> Any:
     """The suite's session options for the case: no CPU fallback; for an operator
     case, graph optimizations off too."""
-    from .execute import session_options as options
+    from .target import session_options as options
 
     return options(optimize=bool(_meta(folder).get("mixed")))
 
@@ -299,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="import MODULE and register it as a plugin first (a provider not installed)",
     )
     args = parser.parse_args(argv)
-    from .suite import load_plugins
+    from .target import load_plugins
 
     load_plugins(args.plugin)
     meta = _meta(args.folder)

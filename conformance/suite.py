@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
-import os
 import re
-import sys
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -14,9 +11,10 @@ from functools import cache
 from typing import Any
 
 from .cases import KINDS, MODEL_KINDS, Case, load_kind, set_depth
-from .execute import Target, run_case
+from .execute import run_case
 from .outcomes import CRASH, TIMEOUT, CaseResult
 from .progress import Progress
+from .target import Target, load_plugins
 from .waivers import Config, apply_waivers, load_config
 
 __all__ = [
@@ -68,16 +66,6 @@ class Settings:
     progress: bool | None = None
     options: dict[str, str] = field(default_factory=dict)
     depth: str = "quick"
-
-
-def load_plugins(modules: Sequence[str]) -> None:
-    """Import each module and register it as an ortcore plugin."""
-    from ortcore.plugins import default_manager
-
-    for name in modules:
-        if os.getcwd() not in sys.path:
-            sys.path.append(os.getcwd())  # like ``python -m``: modules of the current folder
-        default_manager().register_plugin(importlib.import_module(name), name=name)
 
 
 @cache

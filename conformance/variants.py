@@ -32,6 +32,7 @@ import onnx
 from .outcomes import MISMATCH, PASSED, RUN_ERROR, WRONG_TYPE, CaseResult
 from .overridable import overridable_case
 from .ownership import SUFFIX, poke, sharing, with_identity_inputs
+from .target import session_options
 
 __all__ = ["Compare", "Run", "check_identity_inputs", "check_overridable", "check_ownership"]
 
@@ -100,8 +101,6 @@ def check_ownership(
 
 def _open(model: onnx.ModelProto, providers: Sequence[Any], optimize: bool) -> Any:
     import ortcore
-
-    from .execute import session_options
 
     data = model.SerializeToString()
     return ortcore.InferenceSession(data, session_options(optimize=optimize), providers=providers)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator
 
-from ..cases import Case
+from ..case import Case
 
 __all__ = ["GENERATORS", "explore_cases"]
 

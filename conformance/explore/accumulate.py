@@ -33,7 +33,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..cases import Case, DataSet
+from ..case import Case, DataSet
 
 __all__ = ["DTYPES", "LENGTHS", "OPSET", "cases"]
 

@@ -21,7 +21,7 @@ from typing import Any
 import onnx
 from onnx import helper
 
-from ..cases import Case
+from ..case import Case
 from .base import attribute_schema, base_spec, budget, emit, label, targets
 from .seeds import Seed, attribute_values, combinations_used
 from .spec import Spec, legal

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ..cases import Case
+from ..case import Case
 from .seeds import Seed, degenerate, diverse, schema, seeds, versions
 from .spec import Feed, Spec, legal, make_case
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..cases import Case
+from ..case import Case
 
 __all__ = ["cases"]
 

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 from onnx import helper
 
-from ..cases import Case
+from ..case import Case
 from .base import attribute_schema, base_spec, data_positions, label, target_cases, targets
 from .seeds import Seed
 from .spec import Feed, Spec

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import onnx
 
-from ..cases import Case
+from ..case import Case
 from .base import base_spec, budget, emit, targets
 from .seeds import Seed
 from .spec import Feed, Spec

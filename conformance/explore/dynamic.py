@@ -45,7 +45,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..cases import Case, DataSet
+from ..case import Case, DataSet
 from ..precision import OP_TOLERANCES, Tolerance
 
 __all__ = ["BATCHES", "QUICK_OPS", "cases", "skipped"]

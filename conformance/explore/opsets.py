@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..cases import Case
+from ..case import Case
 from .base import BUDGET, base_spec, emit, max_rank, seed_at
 from .seeds import schema, seeds, versions
 from .shapes import _axis_slot, _current_axis, _set_axis

@@ -17,13 +17,14 @@ from __future__ import annotations
 import warnings
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+
+from .seedtypes import InputSlot, Seed
 
 __all__ = [
     "CONTROL_NAMES",
@@ -106,42 +107,6 @@ SKIP_OPS = frozenset(
     }
 )
 """Ops whose outputs are random: nothing to compare."""
-
-
-@dataclass(frozen=True)
-class InputSlot:
-    """One actual input of a seed node, with its schema formal parameter.
-
-    Attributes:
-        name: the formal parameter's name.
-        type_param: its type constraint (``T``) or a literal type (``tensor(int64)``).
-        allowed: the tensor types it accepts (``tensor(float)``, ...).
-        option: ``single``, ``optional`` or ``variadic``.
-        data: computed on (redrawn) rather than steering (kept).
-    """
-
-    name: str
-    type_param: str
-    allowed: tuple[str, ...]
-    option: str
-    data: bool
-
-
-@dataclass
-class Seed:
-    """A valid single node of one op, from an onnx node test."""
-
-    test: str
-    op: str
-    domain: str
-    opset: int
-    attrs: dict[str, Any]
-    inputs: list[np.ndarray | None]
-    slots: list[InputSlot]
-    outputs: int
-    tolerance: tuple[float, float]
-    graph_attrs: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @cache

@@ -25,7 +25,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..cases import Case
+from ..case import Case
 from .base import base_spec, budget, data_positions, emit, feeds, label, max_rank, targets
 from .rules import broadcast_positions
 from .seeds import Seed, seeds

@@ -25,7 +25,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..cases import Case
+from ..case import Case
 from ..outcomes import CaseSkipped
 from ..precision import OP_TOLERANCES, Tolerance
 
@@ -52,7 +52,7 @@ class Feed:
         shape: its static shape.
         data: computed on (values drawn) or control (``value`` fed as an initializer).
         value: the control value, or the seed's values whose range data is drawn from.
-        span: where set (a :class:`conformance.explore.values.Span`), data is drawn
+        span: where set (a :class:`conformance.explore.values.Span`: its ``draw``), data is drawn
             over its element type's whole range instead (the ``range`` dimension).
     """
 
@@ -217,10 +217,8 @@ def draw(f: Feed, rng: np.random.Generator) -> np.ndarray:
     it holds whole numbers, no 0 for integers if it holds none) in the feed's
     type; small numbers for an integer type the seed did not have, so that
     products do not overflow."""
-    if f.span is not None:
-        from .values import draw_span
-
-        return draw_span(f, rng)
+    if f.span is not None:  # a range case's span draws its own values
+        return f.span.draw(f, rng)
     dt = np_dtype(f.elem)
     ref = f.value
     if dt.kind == "b":

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import onnx
 
-from ..cases import Case
+from ..case import Case
 from .base import base_spec, target_cases, targets
 from .dtypes import TYPES
 from .seeds import Seed, schema, slots
@@ -61,6 +61,10 @@ class Span:
     divisor: bool = False
     negated: bool = False
     within: int | None = None
+
+    def draw(self, f: Feed, rng: np.random.Generator) -> np.ndarray:
+        """Values for ``f``, a data input of a ``range`` case (:func:`draw_span`)."""
+        return draw_span(replace(f, span=self), rng)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..precision import Tolerance
-from .ops import DTYPES, FLOAT_TOL, _draw, _scale, _zero
-from .spec import ONE_UNIT, QSpec, Slot, seeded
+from .spec import DTYPES, FLOAT_TOL, ONE_UNIT, QSpec, Slot, draw_ints, draw_scale, draw_zero, seeded
 
 __all__ = ["pack_nbits", "specs_matmul"]
 
@@ -25,7 +24,11 @@ def _const(name: str, x: Any) -> onnx.TensorProto:
 
 
 def _b_params(rng: np.random.Generator, dt: Any, n: int, per_column: bool) -> tuple[Any, Any]:
-    return (_scale(rng, n), _zero(rng, dt, n)) if per_column else (_scale(rng), _zero(rng, dt))
+    return (
+        (draw_scale(rng, n), draw_zero(rng, dt, n))
+        if per_column
+        else (draw_scale(rng), draw_zero(rng, dt))
+    )
 
 
 def _mitf(
@@ -42,11 +45,11 @@ def _mitf(
     n = sb[-1]
     bs, bz = _b_params(rng, b_dt, n, per_column)
     slots = [
-        Slot("A", _draw(rng, a_dt, sa), fed=True),
-        Slot("B", _draw(rng, b_dt, sb)),
-        Slot("as", _scale(rng)),
+        Slot("A", draw_ints(rng, a_dt, sa), fed=True),
+        Slot("B", draw_ints(rng, b_dt, sb)),
+        Slot("as", draw_scale(rng)),
         Slot("bs", bs),
-        Slot("az", _zero(rng, a_dt)),
+        Slot("az", draw_zero(rng, a_dt)),
         Slot("bz", bz),
         Slot("bias", rng.standard_normal(n).astype(np.float32) if bias else None),
     ]
@@ -69,7 +72,7 @@ def _mitf(
         decompose,
         quantized=False,
         tolerance=FLOAT_TOL,
-        redraw=lambda r: [_draw(r, a_dt, sa)],
+        redraw=lambda r: [draw_ints(r, a_dt, sa)],
     )
 
 
@@ -87,7 +90,7 @@ def _dqmm(
     bs, bz = _b_params(rng, b_dt, n, per_column)
     slots = [
         Slot("A", rng.standard_normal(sa).astype(np.float32), fed=True),
-        Slot("B", _draw(rng, b_dt, (k, n))),
+        Slot("B", draw_ints(rng, b_dt, (k, n))),
         Slot("bs", bs),
         Slot("bz", bz),
         Slot("bias", rng.standard_normal(n).astype(np.float32) if bias else None),
@@ -135,15 +138,15 @@ def _qgemm(
     alpha = float(attrs.get("alpha", 1.0))
     sa_ = (k, m) if ta else (m, k)
     slots = [
-        Slot("A", _draw(rng, a_dt, sa_), fed=True),
-        Slot("as", _scale(rng)),
-        Slot("az", _zero(rng, a_dt)),
-        Slot("B", _draw(rng, b_dt, (n, k) if tb else (k, n))),
+        Slot("A", draw_ints(rng, a_dt, sa_), fed=True),
+        Slot("as", draw_scale(rng)),
+        Slot("az", draw_zero(rng, a_dt)),
+        Slot("B", draw_ints(rng, b_dt, (n, k) if tb else (k, n))),
         Slot("bs", bs),
         Slot("bz", bz),
         Slot("C", rng.integers(-2000, 2000, c_shape).astype(np.int32) if c_shape else None),
         Slot("ys", np.asarray(0.2, np.float32) if quantized else None),
-        Slot("yz", _zero(rng, a_dt) if quantized else None),
+        Slot("yz", draw_zero(rng, a_dt) if quantized else None),
     ]
 
     def decompose(s: QSpec) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
@@ -175,7 +178,7 @@ def _qgemm(
         attrs,
         quantized=quantized,
         tolerance=ONE_UNIT if quantized else FLOAT_TOL,
-        redraw=lambda r: [_draw(r, a_dt, sa_)],
+        redraw=lambda r: [draw_ints(r, a_dt, sa_)],
     )
 
 
@@ -192,8 +195,8 @@ def _qattention(
         "raw_2d": np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.int32),
     }
     slots = [
-        Slot("X", _draw(rng, np.uint8, (b, s_, hin)), fed=True),
-        Slot("W", _draw(rng, w_dt, (hin, 3 * hid))),
+        Slot("X", draw_ints(rng, np.uint8, (b, s_, hin)), fed=True),
+        Slot("W", draw_ints(rng, w_dt, (hin, 3 * hid))),
         Slot("bias", rng.standard_normal(3 * hid).astype(np.float32)),
         Slot("xs", np.asarray(0.02, np.float32)),
         Slot("ws", ws),
@@ -268,7 +271,7 @@ def _qattention(
         {"num_heads": heads, **attrs},
         quantized=False,
         tolerance=FLOAT_TOL,
-        redraw=lambda r: [_draw(r, np.uint8, (b, s_, hin))],
+        redraw=lambda r: [draw_ints(r, np.uint8, (b, s_, hin))],
     )
 
 
@@ -300,7 +303,7 @@ def _nbits(
     kb = -(-k // block)
     q = rng.integers(0, 1 << bits, (n, kb, block)).astype(np.uint8)
     b_packed = pack_nbits(q, bits)
-    scales = _scale(rng, n * kb, lo=0.02).reshape(n, kb)
+    scales = draw_scale(rng, n * kb, lo=0.02).reshape(n, kb)
     zq = rng.integers(0, 1 << bits, (n, kb)).astype(np.uint8)
     per = 8 // bits
     zpad = np.zeros((n, -(-kb // per) * per), np.uint8)
@@ -376,9 +379,9 @@ def _qdq(
 ) -> QSpec:
     rng = seeded(f"com.microsoft.{op}/{dim}/{detail}")
     count = shape[axis] if axis is not None else None
-    scale, zero = _scale(rng, count, lo=0.02), _zero(rng, dt, count)
+    scale, zero = draw_scale(rng, count, lo=0.02), draw_zero(rng, dt, count)
     x = (
-        _draw(rng, dt, shape)
+        draw_ints(rng, dt, shape)
         if op == "DequantizeLinear"
         else rng.standard_normal(shape).astype(np.float32)
     )

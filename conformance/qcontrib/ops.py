@@ -12,35 +12,20 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..precision import Tolerance
-from .spec import ONE_UNIT, QSpec, Slot, seeded
+from .spec import (
+    DTYPES,
+    ONE_UNIT,
+    QSpec,
+    Slot,
+    draw_ints,
+    draw_scale,
+    draw_zero,
+    seeded,
+)
 
-__all__ = ["specs"]
-
-DTYPES = (np.uint8, np.int8)
-FLOAT_TOL = Tolerance(1e-4, 1e-4)
-"""Float outputs of integer products: the oracle multiplies dequantized
-float32 values, the kernels sum exact integers and scale once."""
+__all__ = ["specs_elementwise"]
 
 _n = helper.make_node
-
-
-def _q(x: Any) -> np.ndarray:
-    return np.asarray(x)
-
-
-def _draw(rng: np.random.Generator, dt: Any, shape: tuple[int, ...]) -> np.ndarray:
-    info = np.iinfo(dt)
-    return rng.integers(info.min, int(info.max) + 1, shape).astype(dt)
-
-
-def _zero(rng: np.random.Generator, dt: Any, n: int | None = None) -> np.ndarray:
-    lo, hi = (0, 20) if dt == np.uint8 else (-10, 10)
-    return rng.integers(lo, hi, n if n else ()).astype(dt)
-
-
-def _scale(rng: np.random.Generator, n: int | None = None, lo: float = 0.01) -> np.ndarray:
-    return rng.uniform(lo, lo * 4, n if n else ()).astype(np.float32)
 
 
 def _zp(s: QSpec, name: str, like: str, extra: list[onnx.TensorProto]) -> str:
@@ -65,11 +50,11 @@ def _per_tensor_unary(op: str, float_ops: Any, attrs: dict[str, Any] | None = No
         y_params: tuple[float, int] | None = None,
     ) -> QSpec:
         rng = seeded(f"{op}/{dim}/{detail}")
-        ys, yz = y_params if y_params else (_scale(rng, lo=0.02), _zero(rng, dt))
+        ys, yz = y_params if y_params else (draw_scale(rng, lo=0.02), draw_zero(rng, dt))
         slots = [
-            Slot("X", _draw(rng, dt, shape), fed=True),
-            Slot("xs", _scale(rng, lo=0.03)),
-            Slot("xz", None if omit_zero else _zero(rng, dt)),
+            Slot("X", draw_ints(rng, dt, shape), fed=True),
+            Slot("xs", draw_scale(rng, lo=0.03)),
+            Slot("xz", None if omit_zero else draw_zero(rng, dt)),
             Slot("ys", np.asarray(ys, np.float32)),
             Slot("yz", None if omit_zero else np.asarray(yz, dt)),
         ]
@@ -89,7 +74,7 @@ def _per_tensor_unary(op: str, float_ops: Any, attrs: dict[str, Any] | None = No
             decompose,
             {**(attrs or {}), **a},
             tolerance=ONE_UNIT,
-            redraw=lambda r: [_draw(r, dt, shape)],
+            redraw=lambda r: [draw_ints(r, dt, shape)],
         )
 
     return make
@@ -138,14 +123,14 @@ def _binary(
     rng = seeded(f"{op}/{dim}/{detail}")
     cs = 0.05 if op == "QLinearAdd" else 0.5
     slots = [
-        Slot("A", _draw(rng, dt, sa), fed=True),
-        Slot("as", _scale(rng)),
-        Slot("az", None if omit_zero else _zero(rng, dt)),
-        Slot("B", _draw(rng, dt, sb), fed=True),
-        Slot("bs", _scale(rng)),
-        Slot("bz", None if omit_zero else _zero(rng, dt)),
-        Slot("cs", _scale(rng, lo=cs)),
-        Slot("cz", None if omit_zero else _zero(rng, dt)),
+        Slot("A", draw_ints(rng, dt, sa), fed=True),
+        Slot("as", draw_scale(rng)),
+        Slot("az", None if omit_zero else draw_zero(rng, dt)),
+        Slot("B", draw_ints(rng, dt, sb), fed=True),
+        Slot("bs", draw_scale(rng)),
+        Slot("bz", None if omit_zero else draw_zero(rng, dt)),
+        Slot("cs", draw_scale(rng, lo=cs)),
+        Slot("cz", None if omit_zero else draw_zero(rng, dt)),
     ]
 
     def decompose(s: QSpec) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
@@ -165,7 +150,7 @@ def _binary(
         slots,
         decompose,
         tolerance=ONE_UNIT,
-        redraw=lambda r: [_draw(r, dt, sa), _draw(r, dt, sb)],
+        redraw=lambda r: [draw_ints(r, dt, sa), draw_ints(r, dt, sb)],
     )
 
 
@@ -184,14 +169,14 @@ def _where(dim: str, detail: str, dt: Any, shapes: tuple[tuple[int, ...], ...]) 
     sc, sx, sy = shapes
     slots = [
         Slot("cond", rng.integers(0, 2, sc).astype(bool), fed=True),
-        Slot("X", _draw(rng, dt, sx), fed=True),
-        Slot("Xs", _scale(rng)),
-        Slot("Xz", _zero(rng, dt)),
-        Slot("Y", _draw(rng, dt, sy), fed=True),
-        Slot("Ys", _scale(rng)),
-        Slot("Yz", _zero(rng, dt)),
-        Slot("zs", _scale(rng)),
-        Slot("zz", _zero(rng, dt)),
+        Slot("X", draw_ints(rng, dt, sx), fed=True),
+        Slot("Xs", draw_scale(rng)),
+        Slot("Xz", draw_zero(rng, dt)),
+        Slot("Y", draw_ints(rng, dt, sy), fed=True),
+        Slot("Ys", draw_scale(rng)),
+        Slot("Yz", draw_zero(rng, dt)),
+        Slot("zs", draw_scale(rng)),
+        Slot("zz", draw_zero(rng, dt)),
     ]
 
     def decompose(s: QSpec) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
@@ -215,13 +200,13 @@ def _concat(
     same_params: bool = False,
 ) -> QSpec:
     rng = seeded(f"QLinearConcat/{dim}/{detail}")
-    ys, yz = _scale(rng), _zero(rng, dt)
+    ys, yz = draw_scale(rng), draw_zero(rng, dt)
     slots = [Slot("Ys", ys), Slot("Yz", yz)]
     for i, shape in enumerate(shapes):
         slots += [
-            Slot(f"X{i}", _draw(rng, dt, shape), fed=True),
-            Slot(f"X{i}s", ys if same_params and i == 0 else _scale(rng)),
-            Slot(f"X{i}z", yz if same_params and i == 0 else _zero(rng, dt)),
+            Slot(f"X{i}", draw_ints(rng, dt, shape), fed=True),
+            Slot(f"X{i}s", ys if same_params and i == 0 else draw_scale(rng)),
+            Slot(f"X{i}z", yz if same_params and i == 0 else draw_zero(rng, dt)),
         ]
 
     def decompose(s: QSpec) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
@@ -283,14 +268,3 @@ def specs_elementwise() -> Iterator[QSpec]:
         yield _concat("attribute", f"axis_neg_{t}", dt, [(2, 3, 2), (2, 3, 5), (2, 3, 1)], -1)
         yield _concat("attribute", f"axis0_same_params_{t}", dt, [(1, 4), (3, 4)], 0, True)
         yield _concat("empty", t, dt, [(0, 4), (2, 4)], 0)
-
-
-__all__ += ["specs_elementwise"]
-
-
-def specs() -> Iterator[QSpec]:
-    """Every quantized contrib op case."""
-    from .matmul import specs_matmul
-
-    yield from specs_elementwise()
-    yield from specs_matmul()

@@ -21,7 +21,21 @@ from onnx import helper, numpy_helper
 
 from ..precision import Tolerance
 
-__all__ = ["MS", "ONE_UNIT", "QSpec", "Slot", "build", "oracle_outputs"]
+__all__ = [
+    "DTYPES",
+    "FLOAT_TOL",
+    "MS",
+    "ONE_UNIT",
+    "QSpec",
+    "Slot",
+    "as_array",
+    "build",
+    "case_seed",
+    "draw_ints",
+    "draw_scale",
+    "draw_zero",
+    "oracle_outputs",
+]
 
 MS = "com.microsoft"
 OPSET = 21
@@ -42,6 +56,12 @@ class Slot:
     name: str
     value: np.ndarray | None
     fed: bool = False
+
+
+_DIMENSIONS = {"optional": "inputs", "zero_point": "inputs", "shape": "size"}
+"""The table's names for a dimension -> the exploration's (``per_channel``
+and ``broadcast`` are the contrib ops' own: scales and zero points per
+channel or column; inputs broadcast against each other)."""
 
 
 @dataclass
@@ -66,6 +86,11 @@ class QSpec:
     redraw: Callable[[np.random.Generator], list[np.ndarray]] | None = None
     label: str = ""
 
+    def __post_init__(self) -> None:
+        # The exploration's vocabulary (docs/conformance.md), so that a report
+        # groups these cases with the standard ops' of the same kind.
+        self.dimension = _DIMENSIONS.get(self.dimension, self.dimension)
+
     @property
     def name(self) -> str:
         """``<Op>/<dimension>/<detail>``, the explored cases' naming (``label``
@@ -81,9 +106,17 @@ class QSpec:
         return f"y{i}"
 
 
+def case_seed(name: str) -> int:
+    """The seed of the case ``<Op>/<dimension>/<detail>``: its name's CRC-32,
+    as the explored cases' (the dimension in the exploration's vocabulary)."""
+    op, _, rest = name.partition("/")
+    dim, _, detail = rest.partition("/")
+    return zlib.crc32(f"{op}/{_DIMENSIONS.get(dim, dim)}/{detail}".encode())
+
+
 def seeded(name: str) -> np.random.Generator:
     """A generator seeded by a case's name (the same values every run)."""
-    return np.random.default_rng(zlib.crc32(name.encode()))
+    return np.random.default_rng(case_seed(name))
 
 
 def _vi(name: str, x: np.ndarray) -> onnx.ValueInfoProto:
@@ -171,3 +204,31 @@ def build(spec: QSpec) -> tuple[onnx.ModelProto, list[tuple[list[Any], list[Any]
             raise ValueError(f"{spec.name}: the oracle fails: {exc}") from exc
         sets.append((list(feeds.values()), outs))
     return node_model(spec, sets[0][1]), sets
+
+
+DTYPES = (np.uint8, np.int8)
+FLOAT_TOL = Tolerance(1e-4, 1e-4)
+"""Float outputs of integer products: the oracle multiplies dequantized
+float32 values, the kernels sum exact integers and scale once."""
+
+
+def as_array(x: Any) -> np.ndarray:
+    """``x`` as an array."""
+    return np.asarray(x)
+
+
+def draw_ints(rng: np.random.Generator, dt: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """Integers over the whole range of ``dt``."""
+    info = np.iinfo(dt)
+    return rng.integers(info.min, int(info.max) + 1, shape).astype(dt)
+
+
+def draw_zero(rng: np.random.Generator, dt: Any, n: int | None = None) -> np.ndarray:
+    """A zero point (``n`` of them: per channel) near the middle of ``dt``'s range."""
+    lo, hi = (0, 20) if dt == np.uint8 else (-10, 10)
+    return rng.integers(lo, hi, n if n else ()).astype(dt)
+
+
+def draw_scale(rng: np.random.Generator, n: int | None = None, lo: float = 0.01) -> np.ndarray:
+    """A positive float32 scale (``n`` of them) in ``[lo, 4 lo)``."""
+    return rng.uniform(lo, lo * 4, n if n else ()).astype(np.float32)

@@ -178,9 +178,21 @@ def explore_plugin(faulty_plugin: str) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def quick() -> tuple[Any, ...]:
-    """Every explored case at quick depth."""
+    """Every case explored from an ONNX schema at quick depth (not the contrib
+    table's, :mod:`conformance.qcontrib`, which have no schema)."""
     set_depth("quick")
-    return load_kind("explore")
+    return tuple(c for c in load_kind("explore") if not hasattr(c.load, "qspec"))
+
+
+def test_contrib_cases_are_named_and_seeded_like_explored_ones() -> None:
+    set_depth("quick")
+    contrib = [c for c in load_kind("explore") if hasattr(c.load, "qspec")]
+    assert len(contrib) > 100
+    assert {c.dimension for c in contrib} >= {"per_channel", "broadcast", "dtype", "empty"}
+    for c in contrib:
+        op, dim, detail = c.name.split("/", 2)
+        assert dim == c.dimension and op and detail
+        assert c.seed == zlib.crc32(c.name.encode())
 
 
 def _values(case: Any) -> list[Any]:
@@ -322,18 +334,17 @@ def test_broadcast_inputs_reach_every_shape_of_the_output(quick: tuple[Any, ...]
     # scalar with scalar for every multidirectional op with two data inputs or more
     from conformance.explore.rules import broadcasting
 
+    schema_rank = [c for c in quick if c.dimension == "rank"]
     multi = {
         c.name.split("/")[0]
-        for c in quick
-        if c.dimension == "rank"
-        and broadcasting(c.load.spec.op, c.load.spec.domain, c.load.spec.opset)[0] == "multi"
+        for c in schema_rank
+        if broadcasting(c.load.spec.op, c.load.spec.domain, c.load.spec.opset)[0] == "multi"
         and len([f for f in c.load.spec.inputs if f is not None and f.data]) >= 2
     }
     scalars = {
         c.name.split("/")[0]
-        for c in quick
-        if c.dimension == "rank"
-        and all(f is None or not f.data or f.shape == () for f in c.load.spec.inputs)
+        for c in schema_rank
+        if all(f is None or not f.data or f.shape == () for f in c.load.spec.inputs)
     }
     assert len(multi) > 15 and multi <= scalars, sorted(multi - scalars)
 
