@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
 import numpy as np
@@ -106,8 +106,11 @@ def fold_constants(
     overridable: Set[ir.Value],
     max_bytes: int = MAX_FOLDED_BYTES,
     budget: int | None = None,
+    skip: Callable[[ir.Node], bool] | None = None,
 ) -> int:
     """Replace constant default-domain nodes of ``graph`` with initializers.
+
+    Nodes for which ``skip`` returns true are left as they are.
 
     No node is run whose outputs would exceed ``max_bytes``, nor what is left
     of ``budget`` (``None``: :func:`folding_budget_bytes`) once the nodes
@@ -132,6 +135,8 @@ def fold_constants(
     token = bind_run(ctx)
     try:
         for node in list(graph):
+            if skip is not None and skip(node):
+                continue
             cap = min(max_bytes, left)
             ctx.max_tensor_bytes = cap  # what the kernels check sizes against
             made = _fold_node(graph, node, opsets, provider, registry, overridable, ctx, cap)
@@ -302,6 +307,7 @@ class ConstantFoldingPass(OptimizerPass):
             (``None``: :func:`folding_budget_bytes`).
         max_bytes: the largest tensor it creates (the session's tensor
             limit, if smaller than :data:`MAX_FOLDED_BYTES`).
+        skip: nodes it must not fold (``None``: none).
     """
 
     def __init__(
@@ -312,11 +318,13 @@ class ConstantFoldingPass(OptimizerPass):
         check_invariants: bool | None = None,
         budget: int | None = None,
         max_bytes: int = MAX_FOLDED_BYTES,
+        skip: Callable[[ir.Node], bool] | None = None,
     ) -> None:
         super().__init__(overridable, check_invariants=check_invariants)
         self.provider = provider
         self.budget = budget
         self.max_bytes = max_bytes
+        self.skip = skip
 
     def apply(self, model: ir.Model) -> int:
         """Run :func:`fold_constants` on the main graph."""
@@ -327,4 +335,5 @@ class ConstantFoldingPass(OptimizerPass):
             self.overridable,
             max_bytes=self.max_bytes,
             budget=self.budget,
+            skip=self.skip,
         )
