@@ -208,7 +208,10 @@ def optimize(
         return
     if providers:
         partition_model(model, providers, dict(model.opset_imports))
-    folding = _folding_after_fusions(folding_provider, ov, check_invariants, folding_budget, cap)
+    first = next((p for p in passes if isinstance(p, ConstantFoldingPass)), None)
+    folding = _folding_after_fusions(
+        folding_provider, ov, check_invariants, folding_budget, cap, first
+    )
     _run(model, _extended_passes(providers, ov, check_invariants, folding))
 
 
@@ -265,10 +268,11 @@ def _folding_after_fusions(
     check: bool | None,
     budget: int | None,
     max_bytes: int,
+    before: ConstantFoldingPass | None,
 ) -> list[OptimizerPass]:
     """Constant folding after the fusions: the DequantizeLinear nodes of
     constants no QDQ fusion took (and what reads them), outside the groups
-    providers compile."""
+    providers compile, within what is left of the budget ``before`` used."""
     if folding_provider is None:
         return []
     return [
@@ -279,6 +283,7 @@ def _folding_after_fusions(
             budget=budget,
             max_bytes=max_bytes,
             skip=_in_compiled_group,
+            shares_budget_with=before,
         )
     ]
 
