@@ -113,7 +113,9 @@ class Builder:
 @functools.cache
 def _manager(cls: type) -> PluginManager:
     pm = PluginManager(autoload=True)
-    pm.register_plugin(plugin_module(f"tests.qdq.{cls.__name__}", cls), name=f"tests.qdq.{cls.__name__}")
+    pm.register_plugin(
+        plugin_module(f"tests.qdq.{cls.__name__}", cls), name=f"tests.qdq.{cls.__name__}"
+    )
     return pm
 
 

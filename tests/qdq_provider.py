@@ -66,7 +66,9 @@ def _unary(op_type: str) -> Callable[[NodeInfo], Any]:
 
 def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[NodeInfo], Any]:
     def build(info: NodeInfo) -> Any:
-        def compute(a: Any, a_s: Any, a_z: Any, b: Any, b_s: Any, b_z: Any, c_s: Any, c_z: Any = None) -> Any:  # fmt: skip
+        def compute(*args: Any) -> Any:  # A, A_scale, A_zp, B, B_scale, B_zp, C_scale[, C_zp]
+            a, a_s, a_z, b, b_s, b_z, c_s = args[:7]
+            c_z = args[7] if len(args) > 7 else None
             return (_q(fn(_dq(a, a_s, a_z), _dq(b, b_s, b_z)), c_s, c_z, a),)
 
         return compute

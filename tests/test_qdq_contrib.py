@@ -31,19 +31,32 @@ UNARY = [
     ("Sigmoid", {}, "QLinearSigmoid"),
     ("LeakyRelu", {"alpha": 0.2}, "QLinearLeakyRelu"),
     ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, "QLinearAveragePool"),
-    ("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [0, 0, 1, 1],
-                     "count_include_pad": 1, "ceil_mode": 1}, "QLinearAveragePool"),  # fmt: skip
+    (
+        "AveragePool",
+        {
+            "kernel_shape": [2, 2],
+            "strides": [2, 2],
+            "pads": [0, 0, 1, 1],
+            "count_include_pad": 1,
+            "ceil_mode": 1,
+        },
+        "QLinearAveragePool",
+    ),
     ("GlobalAveragePool", {}, "QLinearGlobalAveragePool"),
 ]
 
 
 @pytest.mark.parametrize("dtype", [U8, I8])
-@pytest.mark.parametrize(("op", "attrs", "fused"), UNARY, ids=[f"{u[0]}{i}" for i, u in enumerate(UNARY)])
+@pytest.mark.parametrize(
+    ("op", "attrs", "fused"), UNARY, ids=[f"{u[0]}{i}" for i, u in enumerate(UNARY)]
+)
 def test_unary_ops_become_qlinear_ops(
     cpu: str, tmp_path: Path, dtype: Any, op: str, attrs: dict[str, Any], fused: str
 ) -> None:
     feeds = {"x": rng_input(1, 3, 5, 5)}
-    model = calibrated(lambda y: _unary_model(dtype, op, attrs, y, [1, 3, 5, 5]), feeds, tmp_path, dtype)
+    model = calibrated(
+        lambda y: _unary_model(dtype, op, attrs, y, [1, 3, 5, 5]), feeds, tmp_path, dtype
+    )
     assert check(model, feeds, tmp_path, ContribProvider) == [
         "QuantizeLinear",
         f"com.microsoft:{fused}",

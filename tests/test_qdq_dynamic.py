@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from .qdq_models import L, Builder, ContribProvider, check, rng_input, run, within_one_unit
+from .qdq_models import Builder, ContribProvider, L, check, rng_input, run, within_one_unit
 from .qdq_provider import without
 
 RNG = np.random.default_rng(5)
@@ -53,9 +53,7 @@ def test_chain_becomes_dynamic_quantize_matmul(
 ) -> None:
     feeds = {"x": rng_input(2, 3, 8)}
     model = _dynamic_matmuls(1, per_column, bias)
-    assert check(model, feeds, tmp_path, ContribProvider) == [
-        "com.microsoft:DynamicQuantizeMatMul"
-    ]
+    assert check(model, feeds, tmp_path, ContribProvider) == ["com.microsoft:DynamicQuantizeMatMul"]
     lacking = check(model, feeds, tmp_path, without("DynamicQuantizeMatMul"))
     assert lacking == ["DynamicQuantizeLinear", "com.microsoft:MatMulIntegerToFloat"]
 
@@ -76,7 +74,10 @@ def test_chain_left_alone_without_either_kernel(cpu: str, tmp_path: Path) -> Non
 
 
 def _float_matmul(tmp: Path) -> Path:
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["y"])]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("Add", ["m", "b"], ["y"]),
+    ]
     graph = helper.make_graph(
         nodes, "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 16])],
@@ -104,6 +105,7 @@ def test_onnxruntime_quantize_dynamic_output_fuses(
 def _small_cnn(tmp: Path) -> Path:
     """Conv-Relu, depthwise Conv-Relu, residual Add, MaxPool,
     GlobalAveragePool, Flatten, Gemm."""
+
     def init(name: str, *shape: int, k: float = 0.3) -> onnx.TensorProto:
         return numpy_helper.from_array((RNG.standard_normal(shape) * k).astype(np.float32), name)
 
@@ -131,9 +133,7 @@ def _small_cnn(tmp: Path) -> Path:
 
 
 @pytest.mark.parametrize("activation", ["QUInt8", "QInt8"])
-def test_quantize_static_cnn_runs_on_integer_ops(
-    cpu: str, tmp_path: Path, activation: str
-) -> None:
+def test_quantize_static_cnn_runs_on_integer_ops(cpu: str, tmp_path: Path, activation: str) -> None:
     quantization = pytest.importorskip("onnxruntime.quantization")
     ort = pytest.importorskip("onnxruntime")
     data = [{"x": rng_input(1, 3, 16, 16, seed=i)} for i in range(8)]

@@ -58,20 +58,18 @@ def _clip(b: Builder, src: str) -> str:
 
 
 CONV_CASES = [
-    (dtype, wtype, pc, bias)
+    (dtype, wtype, pc, bias, group)
     for dtype, wtype in ((U8, I8), (I8, I8), (U8, U8))
     for pc in (False, True)
     for bias in (False, True)
-]
+    for group in (1, 4)  # dense, depthwise
+] + [(U8, I8, True, False, 2), (I8, I8, False, True, 2)]  # grouped
 
 
-@pytest.mark.parametrize(("dtype", "wtype", "per_channel", "bias"), CONV_CASES)
-@pytest.mark.parametrize("group", [1, 2, 4], ids=["dense", "grouped", "depthwise"])
+@pytest.mark.parametrize(("dtype", "wtype", "per_channel", "bias", "group"), CONV_CASES)
 def test_conv_becomes_qlinear_conv(
     cpu: str, tmp_path: Path, dtype: Any, wtype: Any, per_channel: bool, bias: bool, group: int
 ) -> None:
-    if group == 2 and (wtype is U8 or bias):
-        pytest.skip("covered by the dense and depthwise cases")
     feeds = {"x": rng_input(1, 4, 6, 6)}
     model = calibrated(
         lambda y: _conv_model(dtype, wtype, per_channel, bias, group, y), feeds, tmp_path, dtype
@@ -159,9 +157,7 @@ def test_overridable_zero_point_is_not_fused(cpu: str, tmp_path: Path) -> None:
     import onnx
 
     proto = onnx.load_from_string(model)
-    proto.graph.input.append(
-        onnx.helper.make_tensor_value_info("y_z", TensorProto.UINT8, [])
-    )
+    proto.graph.input.append(onnx.helper.make_tensor_value_info("y_z", TensorProto.UINT8, []))
     del b
     ops = check(proto.SerializeToString(), feeds, tmp_path)
     assert "QLinearMatMul" not in ops
@@ -182,7 +178,9 @@ def _gemm_model(trans_b: bool, bias: bool, y: Any, quantized_out: bool) -> bytes
     wd = b.weight("w", w, I8, 0 if trans_b else 1)
     ins = [a, wd]
     if bias:
-        ins.append(b.bias("c", RNG.standard_normal(5).astype(np.float32), np.float32(s) * _scales(b)))
+        ins.append(
+            b.bias("c", RNG.standard_normal(5).astype(np.float32), np.float32(s) * _scales(b))
+        )
     out = b.node("Gemm", ins, "g", transB=int(trans_b))
     if y is None or not quantized_out:
         return b.model([(out, TensorProto.FLOAT)])

@@ -21,9 +21,10 @@
    QDQ fusion (quantized DequantizeLinear -> op -> QuantizeLinear groups
    into QLinearConv, QLinearMatMul, com.microsoft QGemm, QLinearAdd, ...,
    and dynamic quantization's chains into DynamicQuantizeMatMul:
-   :mod:`ortcore.optimizer.qdq`), LayerNormalization/RMSNormalization from their primitive patterns, GELU
-   (erf and tanh forms) and BiasGelu, Swish (``x * Sigmoid(alpha * x)``:
-   SiLU, QuickGelu), SkipLayerNormalization, attention,
+   :mod:`ortcore.optimizer.qdq`), LayerNormalization/RMSNormalization
+   from their primitive patterns, GELU (erf and tanh forms) and BiasGelu,
+   Swish (``x * Sigmoid(alpha * x)``: SiLU, QuickGelu),
+   SkipLayerNormalization, attention,
    MatMul + Add, Gemm/MatMul + activation, Conv + activation, Concat of
    Convs along the channels (the Convs write into the joined tensor), a
    channel shuffle after a Conv (folded into its weights, or a
@@ -80,8 +81,8 @@ from .gemm_activation import GemmActivationFusionPass, fuse_gemm_activation
 from .layer_norm import NormalizationFusionPass, fuse_layer_norm, fuse_rms_norm
 from .matmul_add import MatMulAddFusionPass, fuse_matmul_add
 from .noop import NoopEliminationPass, eliminate_noops
-from .qdq import QDQFusionPass
 from .provider_passes import ProviderPasses, run_provider_passes
+from .qdq import QDQFusionPass
 from .shape_folding import ShapeFoldingPass, fold_shapes
 from .skip_layer_norm import SkipLayerNormFusionPass, fuse_skip_layer_norm
 from .swish import SwishFusionPass, fuse_swish

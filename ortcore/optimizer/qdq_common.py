@@ -264,7 +264,7 @@ def quantized_bias(
         z = np.zeros(1, np.int32) if zv is None else ctx.const(zv)
         if s is None or z is None or s.ndim > 1:
             return None
-        if s.size == target.size or s.size == 1 and target.size == 1:
+        if s.size == target.size or (s.size == 1 and target.size == 1):
             same = np.allclose(s.reshape(-1), target.reshape(-1), rtol=1e-6, atol=0)
             if same and not np.any(z):
                 return data, node

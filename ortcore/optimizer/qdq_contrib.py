@@ -11,8 +11,6 @@ parameters of one 8-bit type throughout (as onnxruntime's QDQ selectors):
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import onnx_ir as ir
 
 from ._common import attr
@@ -35,39 +33,29 @@ def _uniform(*ps: QParams | None) -> bool:
 
 
 def _fuse(
-    ctx: FusionContext,
-    node: ir.Node,
-    xs: list[QParams],
-    y: QParams,
-    fused_op: str,
+    ctx: FusionContext, node: ir.Node, xs: list[QParams], y: QParams, fused_op: str,
     attrs: list[ir.Attr],
-    args_of: Callable[[], list[ir.Value | None]],
-) -> bool:
+) -> bool:  # fmt: skip
     """Replace ``xs``' DQs, ``node`` and ``y``'s Q with one com.microsoft
-    ``fused_op`` whose inputs ``args_of`` gives, if the provider has it."""
+    ``fused_op`` (inputs: each x's value, scale and zero point, then y's
+    scale and zero point; QLinearConcat: y's first), if the provider has it."""
     t = y.dtype
-    types: list[ir.DataType | None] = []
-    if fused_op == "QLinearConcat":
-        types = [FLOAT, t] + [t, FLOAT, t] * len(xs)
-    else:
-        for _ in xs:
-            types += [t, FLOAT, t]
-        types += [FLOAT, t]
+    each: list[ir.DataType | None] = [t, FLOAT, t]
+    out: list[ir.DataType | None] = [FLOAT, t]
+    concat = fused_op == "QLinearConcat"
+    types = out + each * len(xs) if concat else each * len(xs) + out
     inputs = [p.node for p in xs]
     body = [node, y.node]
-    if not ctx.can_emit(
-        [*inputs, *body], fused_op, MS_DOMAIN, input_types=types, output_types=[t]
-    ):
+    if not ctx.can_emit([*inputs, *body], fused_op, MS_DOMAIN, input_types=types, output_types=[t]):
         return False
-    fused = ir.Node(
-        MS_DOMAIN, fused_op, args_of(), attrs, name=f"{node.name}_quant", num_outputs=1
-    )
+    ins: list[ir.Value | None] = []
+    for p in xs:
+        ins += [p.quantized, p.scale, zero_point_of(ctx, p)]
+    outs: list[ir.Value | None] = [y.scale, zero_point_of(ctx, y)]
+    args = outs + ins if concat else ins + outs
+    fused = ir.Node(MS_DOMAIN, fused_op, args, attrs, name=f"{node.name}_quant", num_outputs=1)
     replace_group(ctx, inputs, body, fused, y.quantized)
     return True
-
-
-def _triple(ctx: FusionContext, p: QParams) -> list[ir.Value | None]:
-    return [p.quantized, p.scale, zero_point_of(ctx, p)]
 
 
 @anchored("Add", "Mul")
@@ -81,11 +69,7 @@ def fuse_qdq_binary(ctx: FusionContext) -> int:
         y = q_after(ctx, node.outputs[0])
         if not _uniform(a, b, y) or a is None or b is None or y is None:
             continue
-        done += _fuse(
-            ctx, node, [a, b], y, f"QLinear{node.op_type}", [],
-            lambda a=a, b=b, y=y: [*_triple(ctx, a), *_triple(ctx, b), y.scale,
-                                   zero_point_of(ctx, y)],
-        )  # fmt: skip
+        done += _fuse(ctx, node, [a, b], y, f"QLinear{node.op_type}", [])
     return done
 
 
@@ -108,10 +92,7 @@ def fuse_qdq_pool(ctx: FusionContext) -> int:
             continue  # QLinearAveragePool has no dilations
         attrs = [a for name, a in node.attributes.items() if name in _POOL_ATTRS]
         attrs.append(ir.AttrInt64("channels_last", 0))
-        done += _fuse(
-            ctx, node, [x], y, f"QLinear{node.op_type}", attrs,
-            lambda x=x, y=y: [*_triple(ctx, x), y.scale, zero_point_of(ctx, y)],
-        )  # fmt: skip
+        done += _fuse(ctx, node, [x], y, f"QLinear{node.op_type}", attrs)
     return done
 
 
@@ -127,15 +108,8 @@ def fuse_qdq_concat(ctx: FusionContext) -> int:
         if not _uniform(*xs, y) or y is None:
             continue
         ps = [p for p in xs if p is not None]
-
-        def args(ps: list[QParams] = ps, y: QParams = y) -> list[ir.Value | None]:
-            out: list[ir.Value | None] = [y.scale, zero_point_of(ctx, y)]
-            for p in ps:
-                out += _triple(ctx, p)
-            return out
-
         axis = [a for name, a in node.attributes.items() if name == "axis"]
-        done += _fuse(ctx, node, ps, y, "QLinearConcat", axis, args)
+        done += _fuse(ctx, node, ps, y, "QLinearConcat", axis)
     return done
 
 
@@ -153,8 +127,5 @@ def fuse_qdq_unary(ctx: FusionContext) -> int:
         attrs: list[ir.Attr] = []
         if node.op_type == "LeakyRelu":
             attrs.append(ir.AttrFloat32("alpha", float(attr(node, "alpha", 0.01))))  # type: ignore[arg-type]
-        done += _fuse(
-            ctx, node, [x], y, f"QLinear{node.op_type}", attrs,
-            lambda x=x, y=y: [*_triple(ctx, x), y.scale, zero_point_of(ctx, y)],
-        )  # fmt: skip
+        done += _fuse(ctx, node, [x], y, f"QLinear{node.op_type}", attrs)
     return done

@@ -21,6 +21,8 @@ or one per column.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import onnx_ir as ir
 
@@ -84,7 +86,7 @@ def _emit(
     removed: list[ir.Node],
     op_type: str,
     args: list[ir.Value | None],
-    types: list[ir.DataType | None],
+    types: Sequence[ir.DataType | None],
     out: ir.Value,
 ) -> bool:
     if not ctx.can_emit(removed, op_type, MS_DOMAIN, input_types=types, output_types=[FLOAT]):
@@ -206,9 +208,7 @@ def fuse_dq_matmul_to_float(ctx: FusionContext) -> int:
             bias, out = biased[1], biased[0].outputs[0]
         inputs = [a.node, b.node]
         types = [a.dtype, b.dtype, FLOAT, FLOAT, a.dtype, b.dtype, FLOAT]
-        if not ctx.can_emit(
-            [*inputs, *body], "MatMulIntegerToFloat", MS_DOMAIN, input_types=types
-        ):
+        if not ctx.can_emit([*inputs, *body], "MatMulIntegerToFloat", MS_DOMAIN, input_types=types):
             continue
         args = [a.quantized, b.quantized, a.scale, b.scale, zero_point_of(ctx, a),
                 zero_point_of(ctx, b), bias]  # fmt: skip

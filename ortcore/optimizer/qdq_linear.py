@@ -71,8 +71,10 @@ def fuse_qdq_conv(ctx: FusionContext) -> int:
             [*inputs, *body], "QLinearConv", "", input_types=types, output_types=[y.dtype]
         ):
             continue
-        args = [x.quantized, x.scale, zero_point_of(ctx, x), w.quantized, w.scale,
-                zero_point_of(ctx, w), y.scale, zero_point_of(ctx, y)]  # fmt: skip
+        args: list[ir.Value | None] = [
+            x.quantized, x.scale, zero_point_of(ctx, x), w.quantized, w.scale,
+            zero_point_of(ctx, w), y.scale, zero_point_of(ctx, y),
+        ]  # fmt: skip
         if bias is not None:
             args.append(as_value(ctx, bias, "bias"))
         fused = ir.Node(
@@ -152,7 +154,15 @@ def fuse_qdq_gemm(ctx: FusionContext) -> int:
             inputs += [c_node] if c_node is not None else []
         body = [gemm] if y is None else [gemm, y.node]
         out_type = FLOAT if y is None else y.dtype
-        types = [a.dtype, FLOAT, a.dtype, b.dtype, FLOAT, b.dtype, INT32 if bias is not None else None]
+        types = [
+            a.dtype,
+            FLOAT,
+            a.dtype,
+            b.dtype,
+            FLOAT,
+            b.dtype,
+            INT32 if bias is not None else None,
+        ]
         if y is not None:
             types += [FLOAT, y.dtype]
         if not ctx.can_emit(
