@@ -18,9 +18,13 @@
    Every provider, a compile-path one included, is shown the model's own
    ops; each node's assignment is recorded on it, and the planner keeps it.
 3. **Fusions** (extended level), one module each, in this order:
-   LayerNormalization/RMSNormalization from their primitive patterns, GELU
-   (erf and tanh forms) and BiasGelu, Swish (``x * Sigmoid(alpha * x)``:
-   SiLU, QuickGelu), SkipLayerNormalization, attention,
+   QDQ fusion (quantized DequantizeLinear -> op -> QuantizeLinear groups
+   into QLinearConv, QLinearMatMul, com.microsoft QGemm, QLinearAdd, ...,
+   and dynamic quantization's chains into DynamicQuantizeMatMul:
+   :mod:`ortcore.optimizer.qdq`), LayerNormalization/RMSNormalization
+   from their primitive patterns, GELU (erf and tanh forms) and BiasGelu,
+   Swish (``x * Sigmoid(alpha * x)``: SiLU, QuickGelu),
+   SkipLayerNormalization, attention,
    MatMul + Add, Gemm/MatMul + activation, Conv + activation, Concat of
    Convs along the channels (the Convs write into the joined tensor), a
    channel shuffle after a Conv (folded into its weights, or a
@@ -30,9 +34,13 @@
    kernel for the fused op; the fused node inherits the assignment
    (:meth:`~ortcore.optimizer._fusion.FusionContext.can_emit`). They apply
    to the main graph and to the subgraphs partitioning reached. The fused
-   ops are defined in :mod:`ortcore.fused_ops`. Then dead-code removal,
-   each provider's own ``graph_passes()`` in the session's provider order,
-   and dead-code removal again.
+   ops are defined in :mod:`ortcore.fused_ops`. Then constant folding of
+   what the fusions left constant (at the extended level, folding before
+   partitioning leaves DequantizeLinear nodes for the QDQ fusions, as
+   onnxruntime's does; those no fusion took are folded here, outside the
+   groups a provider compiles), dead-code removal, each provider's own
+   ``graph_passes()`` in the session's provider order, and dead-code
+   removal again.
 
 Each pass is an onnx-ir :class:`~onnx_ir.passes.InPlacePass` (one module
 each, with its own tests) run by an :class:`~onnx_ir.passes.PassManager`;
@@ -50,7 +58,7 @@ import onnx_ir as ir
 from ep_sdk import ExecutionProvider, KernelRegistry
 
 from ..options import GraphOptimizationLevel
-from ..partition import partition_model
+from ..partition import assignment_of, partition_model
 from ._fusion import FusionContext, FusionPass
 from ._pass import OptimizerPass, graphs_remembered
 from .attention import AttentionFusionPass, fuse_attention
@@ -74,6 +82,7 @@ from .layer_norm import NormalizationFusionPass, fuse_layer_norm, fuse_rms_norm
 from .matmul_add import MatMulAddFusionPass, fuse_matmul_add
 from .noop import NoopEliminationPass, eliminate_noops
 from .provider_passes import ProviderPasses, run_provider_passes
+from .qdq import QDQFusionPass
 from .shape_folding import ShapeFoldingPass, fold_shapes
 from .skip_layer_norm import SkipLayerNormFusionPass, fuse_skip_layer_norm
 from .swish import SwishFusionPass, fuse_swish
@@ -100,6 +109,7 @@ __all__ = [
     "NormalizationFusionPass",
     "OptimizerPass",
     "ProviderPasses",
+    "QDQFusionPass",
     "ShapeFoldingPass",
     "SkipLayerNormFusionPass",
     "SwishFusionPass",
@@ -132,6 +142,7 @@ __all__ = [
 ]
 
 FUSION_PASSES: tuple[type[FusionPass], ...] = (
+    QDQFusionPass,
     NormalizationFusionPass,
     GeluFusionPass,
     SwishFusionPass,
@@ -198,7 +209,11 @@ def optimize(
         return
     if providers:
         partition_model(model, providers, dict(model.opset_imports))
-    _run(model, _extended_passes(providers, ov, check_invariants))
+    first = next((p for p in passes if isinstance(p, ConstantFoldingPass)), None)
+    folding = _folding_after_fusions(
+        folding_provider, ov, check_invariants, folding_budget, cap, first
+    )
+    _run(model, _extended_passes(providers, ov, check_invariants, folding))
 
 
 def _independent_passes(
@@ -220,6 +235,7 @@ def _independent_passes(
                 check_invariants=check,
                 budget=budget,
                 max_bytes=max_bytes,
+                skip=_is_dequantize if extended else None,
             )
         )
     passes: list[OptimizerPass] = [
@@ -236,13 +252,54 @@ def _independent_passes(
     return passes
 
 
+def _is_dequantize(node: ir.Node) -> bool:
+    """Whether ``node`` is a DequantizeLinear (kept for the QDQ fusions)."""
+    return node.op_type == "DequantizeLinear" and node.domain in ("", "ai.onnx")
+
+
+def _in_compiled_group(node: ir.Node) -> bool:
+    """Whether ``node`` belongs to a group its provider compiles."""
+    a = assignment_of(node)
+    return a is not None and a.claim is not None
+
+
+def _folding_after_fusions(
+    folding_provider: ExecutionProvider | None,
+    overridable: Set[ir.Value],
+    check: bool | None,
+    budget: int | None,
+    max_bytes: int,
+    before: ConstantFoldingPass | None,
+) -> list[OptimizerPass]:
+    """Constant folding after the fusions: the DequantizeLinear nodes of
+    constants no QDQ fusion took (and what reads them), outside the groups
+    providers compile, within what is left of the budget ``before`` used."""
+    if folding_provider is None:
+        return []
+    return [
+        ConstantFoldingPass(
+            folding_provider,
+            overridable,
+            check_invariants=check,
+            budget=budget,
+            max_bytes=max_bytes,
+            skip=_in_compiled_group,
+            shares_budget_with=before,
+        )
+    ]
+
+
 def _extended_passes(
-    providers: Sequence[ExecutionProvider], overridable: Set[ir.Value], check: bool | None
+    providers: Sequence[ExecutionProvider],
+    overridable: Set[ir.Value],
+    check: bool | None,
+    folding: Sequence[OptimizerPass] = (),
 ) -> list[OptimizerPass]:
     """The passes after partitioning (step 3 of the module docstring)."""
     registries: dict[ExecutionProvider, KernelRegistry | None] = {}
     return [
         *(p(overridable, check_invariants=check, registries=registries) for p in FUSION_PASSES),
+        *folding,
         DeadCodeEliminationPass(overridable, check_invariants=check),
         ProviderPasses(providers, overridable, check_invariants=check),
         DeadCodeEliminationPass(overridable, check_invariants=check),

@@ -68,19 +68,39 @@ class FusionContext:
     # -- the provider question -----------------------------------------------
 
     def can_emit(
-        self, nodes: ir.Node | Sequence[ir.Node], op_type: str, domain: str = DOMAIN
+        self,
+        nodes: ir.Node | Sequence[ir.Node],
+        op_type: str,
+        domain: str = DOMAIN,
+        *,
+        input_types: Sequence[ir.DataType | None] | None = None,
+        output_types: Sequence[ir.DataType | None] | None = None,
     ) -> bool:
         """Whether ``nodes`` may become one ``op_type`` node of ``domain``:
         every one is assigned to the same provider, to run with a kernel,
-        and that provider has a kernel for the fused op."""
+        and that provider has a kernel for the fused op.
+
+        The kernel is looked up with ``input_types`` and ``output_types``
+        (the fused node's element types, ``None`` for one that may be
+        anything) when given; else with the last node's output type for
+        its first input and output (a fused op of one type).
+        """
         group = [nodes] if isinstance(nodes, ir.Node) else list(nodes)
         owner = self._owner(group)
         reg = None if owner is None else self._registry(owner.provider)
         if reg is None:
             return False
         dtype = group[-1].outputs[0].dtype
-        fused = reg.lookup(op_type, domain, self._opset_of(domain), (dtype,), (dtype,))
+        ins = (dtype,) if input_types is None else tuple(input_types)
+        outs = (dtype,) if output_types is None else tuple(output_types)
+        fused = reg.lookup(op_type, domain, self._opset_of(domain), ins, outs)
         return not isinstance(fused, KernelMiss)
+
+    def kernel_run(self, nodes: Sequence[ir.Node]) -> bool:
+        """Whether ``nodes`` are all run by one provider's kernels (none in a
+        group a provider compiles): a rewrite that only removes nodes or
+        rewires values may touch them."""
+        return self._owner(nodes) is not None
 
     @staticmethod
     def _owner(nodes: Sequence[ir.Node]) -> Assignment | None:

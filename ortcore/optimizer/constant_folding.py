@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
 import numpy as np
@@ -106,8 +106,13 @@ def fold_constants(
     overridable: Set[ir.Value],
     max_bytes: int = MAX_FOLDED_BYTES,
     budget: int | None = None,
+    skip: Callable[[ir.Node], bool] | None = None,
+    spent: list[int] | None = None,
 ) -> int:
     """Replace constant default-domain nodes of ``graph`` with initializers.
+
+    Nodes for which ``skip`` returns true are left as they are; the bytes
+    of each folded node's outputs are appended to ``spent`` if given.
 
     No node is run whose outputs would exceed ``max_bytes``, nor what is left
     of ``budget`` (``None``: :func:`folding_budget_bytes`) once the nodes
@@ -132,12 +137,16 @@ def fold_constants(
     token = bind_run(ctx)
     try:
         for node in list(graph):
+            if skip is not None and skip(node):
+                continue
             cap = min(max_bytes, left)
             ctx.max_tensor_bytes = cap  # what the kernels check sizes against
             made = _fold_node(graph, node, opsets, provider, registry, overridable, ctx, cap)
             if made is not None:
                 folded += 1
                 left -= made
+                if spent is not None:
+                    spent.append(made)
     finally:
         unbind_run(token)
     return folded
@@ -302,6 +311,12 @@ class ConstantFoldingPass(OptimizerPass):
             (``None``: :func:`folding_budget_bytes`).
         max_bytes: the largest tensor it creates (the session's tensor
             limit, if smaller than :data:`MAX_FOLDED_BYTES`).
+        skip: nodes it must not fold (``None``: none).
+        shares_budget_with: an earlier folding pass of the same optimization,
+            whose folded bytes count against this one's budget.
+
+    Attributes:
+        spent: the bytes the last run created.
     """
 
     def __init__(
@@ -312,19 +327,32 @@ class ConstantFoldingPass(OptimizerPass):
         check_invariants: bool | None = None,
         budget: int | None = None,
         max_bytes: int = MAX_FOLDED_BYTES,
+        skip: Callable[[ir.Node], bool] | None = None,
+        shares_budget_with: ConstantFoldingPass | None = None,
     ) -> None:
         super().__init__(overridable, check_invariants=check_invariants)
         self.provider = provider
         self.budget = budget
         self.max_bytes = max_bytes
+        self.skip = skip
+        self.shares_budget_with = shares_budget_with
+        self.spent = 0
 
     def apply(self, model: ir.Model) -> int:
         """Run :func:`fold_constants` on the main graph."""
-        return fold_constants(
+        budget = self.budget
+        if self.shares_budget_with is not None:
+            budget = max(0, folding_budget_bytes(budget) - self.shares_budget_with.spent)
+        spent: list[int] = []
+        done = fold_constants(
             model.graph,
             dict(model.opset_imports),
             self.provider,
             self.overridable,
             max_bytes=self.max_bytes,
-            budget=self.budget,
+            budget=budget,
+            skip=self.skip,
+            spent=spent,
         )
+        self.spent = sum(spent)
+        return done
