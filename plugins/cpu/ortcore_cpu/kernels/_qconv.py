@@ -43,10 +43,14 @@ class QConv:
         self._key: tuple[Any, Any] | None = None
         self._packed: Any = None
 
-    def _weights(self, w: np.ndarray, wz: np.ndarray, depthwise: bool, threads: int) -> Any:
+    def _weights(
+        self, key: tuple[Any, Any], w: np.ndarray, wz: np.ndarray, depthwise: bool, threads: int
+    ) -> Any:
         """The packed weights: per group A panels, or the depthwise filters
-        less their zero points; kept for a constant weight."""
-        if self.constant and self._key is not None and self._key[0] is w and self._key[1] is wz:
+        less their zero points; kept for a constant weight, while ``key``
+        (the weight and zero point the node was handed) is the same."""
+        k = self._key
+        if self.constant and k is not None and k[0] is key[0] and k[1] is key[1]:
             return self._packed
         m = w.shape[0]
         if depthwise:
@@ -60,7 +64,7 @@ class QConv:
                 for i in range(g)
             ]
         if self.constant:
-            self._key, self._packed = (w, wz), packed
+            self._key, self._packed = key, packed
         return packed
 
     def run(
@@ -83,6 +87,7 @@ class QConv:
             return None
         if w.ndim != x.ndim or x.shape[1] != w.shape[1] * self.group:
             return None
+        key = (w, w_zero)
         n, c = x.shape[:2]
         m = w.shape[0]
         g = self.group
@@ -114,7 +119,7 @@ class QConv:
         sx = _SIGNED[x.dtype]
         xzb = int(xz[0])
         depthwise = g == c and m == c
-        packed = self._weights(w, wz, depthwise, threads)
+        packed = self._weights(key, w, wz, depthwise, threads)
         epi: dict[str, Any] = {}
         if dtype != np.int32:
             mult = np.asarray(mult, np.float64).reshape(-1)
