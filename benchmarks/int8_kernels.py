@@ -56,7 +56,8 @@ def cases() -> list[tuple[str, onnx.ModelProto, dict[str, np.ndarray]]]:
     for m, k, n in ((128, 768, 768), (128, 768, 3072)):
         a = _u8(m, k)
         inits = {"b": _s8(k, n), "az": _scalar(128, np.uint8), "bz": _scalar(0, np.int8)}
-        model = _model("MatMulInteger", {"a": a}, inits, ["a", "b", "az", "bz"], TensorProto.INT32)
+        order = ["a", "b", "az", "bz"]
+        model = _model("MatMulInteger", {"a": a}, inits, order, TensorProto.INT32)
         out.append((f"MatMulInteger {m}x{k}x{n}", model, {"a": a}))
     a = _u8(128, 768)
     inits = {"as": _scalar(0.02), "az": _scalar(128, np.uint8), "b": _s8(768, 768),
@@ -130,8 +131,8 @@ def main() -> None:
         )
         a, b = [], []
         for _ in range(args.rounds):
-            a.append(_best(lambda: ours.run(None, feeds), args.repeat))
-            b.append(_best(lambda: theirs.run(None, feeds), args.repeat))
+            a.append(_best(lambda s=ours, f=feeds: s.run(None, f), args.repeat))
+            b.append(_best(lambda s=theirs, f=feeds: s.run(None, f), args.repeat))
         ta, tb = statistics.median(a), statistics.median(b)
         ratios.append(ta / tb)
         print(f"{name:38s} {ta:11.3f} {tb:15.3f} {ta / tb:7.2f}")
