@@ -33,8 +33,14 @@ def _s8(*shape: int) -> np.ndarray:
     return RNG.integers(-127, 128, shape).astype(np.int8)
 
 
-def _model(op: str, feeds: dict[str, np.ndarray], inits: dict[str, np.ndarray],
-           order: list[str], out_type: int, attrs: dict | None = None) -> onnx.ModelProto:  # fmt: skip
+def _model(
+    op: str,
+    feeds: dict[str, np.ndarray],
+    inits: dict[str, np.ndarray],
+    order: list[str],
+    out_type: int,
+    attrs: dict | None = None,
+) -> onnx.ModelProto:
     node = helper.make_node(op, order, ["y"], **(attrs or {}))
     graph = helper.make_graph(
         [node], op,
