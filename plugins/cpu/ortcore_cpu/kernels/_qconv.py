@@ -151,9 +151,9 @@ class QConv:
                     pb = ext.pack_im2col(xs, sx, pad, geometry, flip, sums, threads)
                 out = y[i, gi * mg : (gi + 1) * mg].reshape(mg, p)
                 gepi = dict(epi)
-                for key in ("mult", "ibias"):
-                    v = gepi.get(key)
+                for name in ("mult", "ibias"):
+                    v = gepi.get(name)
                     if v is not None and v.size > 1:
-                        gepi[key] = v[gi * mg : (gi + 1) * mg]
+                        gepi[name] = v[gi * mg : (gi + 1) * mg]
                 ext.gemm(pa, pb, out, channel_axis=0, nthreads=threads, **gepi)
         return result
