@@ -67,6 +67,10 @@ EXTENSIONS: dict[str, str] = {
     "ortcore_cpu._ext.resize": "ortcore_cpu/_ext/resize.pyx",
     "ortcore_cpu._ext.winograd": "ortcore_cpu/_ext/winograd.pyx",
     "ortcore_cpu._ext.blas_pool": "ortcore_cpu/_ext/blas_pool.pyx",
+    "ortcore_cpu._ext.qgemm": "ortcore_cpu/_ext/qgemm.pyx",
+    "ortcore_cpu._ext.qgemm_avx2": "ortcore_cpu/_ext/qgemm_avx2.pyx",
+    "ortcore_cpu._ext.qgemm_avxvnni": "ortcore_cpu/_ext/qgemm_avxvnni.pyx",
+    "ortcore_cpu._ext.qgemm_avx512": "ortcore_cpu/_ext/qgemm_avx512.pyx",
 }
 
 NEEDS_OPENMP = {"ortcore_cpu._ext.blas_pool"}
@@ -82,6 +86,21 @@ ISA_BUILDS: dict[str, list[str]] = {
     for family in ("activation", "conv", "pool", "gemm")
     for isa, flags in (("avx2", _AVX2), ("avx512", _AVX512))
 }
+# The 8-bit GEMM: its tiles are vpdpbusd (AVX-512 VNNI, AVX-VNNI) or
+# vpmaddwd (AVX2); float results must round as numpy's separate multiply
+# and add do, so no build contracts them into FMAs (-ffp-contract=off).
+_NO_FMA_CONTRACT = ["-ffp-contract=off"]
+ISA_BUILDS.update(
+    {
+        "ortcore_cpu._ext.qgemm_avx2": [*_AVX2, *_NO_FMA_CONTRACT],
+        "ortcore_cpu._ext.qgemm_avxvnni": [*_AVX2, "-mavxvnni", *_NO_FMA_CONTRACT],
+        "ortcore_cpu._ext.qgemm_avx512": [
+            *_AVX512, "-mavx512bw", "-mavx512vl", "-mavx512vnni", *_NO_FMA_CONTRACT,
+        ],
+    }
+)
+EXTRA_FLAGS: dict[str, list[str]] = {"ortcore_cpu._ext.qgemm": _NO_FMA_CONTRACT}
+"""Flags of a module that is not a per-CPU build."""
 
 
 def _compiles(flags: list[str], src: str) -> bool:
@@ -122,7 +141,9 @@ def _extensions() -> list[Extension]:
             [source],
             include_dirs=[np.get_include()],
             define_macros=macros,
-            extra_compile_args=[*compile_args, *ISA_BUILDS.get(name, [])],
+            extra_compile_args=[
+                *compile_args, *ISA_BUILDS.get(name, []), *EXTRA_FLAGS.get(name, [])
+            ],
             extra_link_args=omp,
         )
         for name, source in EXTENSIONS.items()

@@ -10,6 +10,11 @@ newest build that is installed and that the CPU runs
 since its module code uses those instructions too.
 ``ORTCORE_CPU_ISA=baseline`` (or ``avx2``) caps the choice, to compare
 builds or to rule one out.
+
+The 8-bit GEMM (``qgemm``) has builds of its own: AVX2, AVX-VNNI (at the
+``avx2`` level: 256-bit registers) and AVX-512 VNNI, each chosen only
+where the CPU has its instructions (``qgemm.cpu_features()``, read by the
+portable build).
 """
 
 from __future__ import annotations
@@ -34,14 +39,26 @@ log = logging.getLogger("ortcore_cpu")
 
 _LEVELS = {"baseline": 0, "avx2": 1, "avx512": 2}
 
-FAMILIES = ("activation", "conv", "pool", "gemm")
+FAMILIES = ("activation", "conv", "pool", "gemm", "qgemm")
 """The kernel modules of ``ortcore_cpu._ext`` built for each CPU level."""
 
 SUFFIXES: tuple[tuple[str, int], ...] = (("", 0), ("_avx2", 1), ("_avx512", 2))
 """Each build's module-name suffix, with the ``cpu_level`` it needs; oldest first."""
 
+_FAMILY_SUFFIXES: dict[str, tuple[tuple[str, int, str], ...]] = {
+    "qgemm": (("", 0, ""), ("_avx2", 1, "avx2"), ("_avxvnni", 1, "avxvnni"),
+              ("_avx512", 2, "avx512vnni")),
+}  # fmt: skip
+"""Families whose builds need more than a ``cpu_level``: suffix, level, and
+the feature of ``qgemm.cpu_features()`` the build needs; oldest first."""
+
+
+def _suffixes(family: str) -> tuple[tuple[str, int, str], ...]:
+    return _FAMILY_SUFFIXES.get(family, tuple((s, lv, "") for s, lv in SUFFIXES))
+
+
 BUILDS: tuple[tuple[str, int], ...] = tuple(
-    (family + suffix, level) for family in FAMILIES for suffix, level in SUFFIXES
+    (family + suffix, level) for family in FAMILIES for suffix, level, _ in _suffixes(family)
 )
 """Every build of every family (a module of ``ortcore_cpu._ext``: ``conv``,
 ``conv_avx2``, ``conv_avx512``, ...), with the ``cpu_level`` it needs."""
@@ -64,9 +81,17 @@ def runnable_builds(family: str = "activation") -> list[ModuleType]:
         else:
             level = min(level, _LEVELS[cap])
     found = []
-    for suffix, need in SUFFIXES:
+    features: set[str] | None = None
+    for suffix, need, feature in _suffixes(family):
         if need > level:
             continue
+        if feature:
+            if features is None:
+                from .._ext import qgemm
+
+                features = qgemm.cpu_features()
+            if feature not in features:
+                continue
         name = family + suffix
         try:
             found.append(importlib.import_module(f"{baseline.__package__}.{name}"))

@@ -2,9 +2,11 @@
 QLinearMatMul, QLinearConv, MatMulInteger, ConvInteger.
 
 Scales and zero points are per tensor, per axis or (opset 21+) per block.
-Rounding is numpy's ``rint`` (half to even), as ONNX specifies. Integer
-products accumulate exactly in float64 (exact below 2**53) before the cast to
-int32, so BLAS does the work; convolutions go through a numpy im2col.
+Rounding is numpy's ``rint`` (half to even), as ONNX specifies. uint8/int8
+products run on the native 8-bit GEMM (:mod:`._qgemm`; convolutions through
+:mod:`._qconv`), a constant weight packed once; other types, and what the
+native GEMM does not take, accumulate exactly in float64 (exact below
+2**53) before the cast to int32, convolutions through a numpy im2col.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from ep_sdk import Compute, NodeInfo, to_numpy
 from onnx_ir import DataType
 
 from . import registry
-from ._common import int_list
+from ._common import constant_input, int_list, thread_count, threads_for
+from ._qconv import QConv
+from ._qgemm import _SIGNED, EXACT_K, WeightCache, int_matmul, int_matmul_requantize
 from ._versions import per_schema_version
 from ._window import check_window_attrs
 
@@ -186,9 +190,29 @@ def _int32(x: np.ndarray) -> np.ndarray:
     return x.astype(np.int64).astype(np.int32)
 
 
+def _weight_cache(info: NodeInfo, b_index: int, zero_index: int) -> WeightCache | None:
+    """A cache of the packed B when it (and its zero point, if any) are
+    constant initializers."""
+    if constant_input(info, b_index) and (
+        zero_index >= len(info.node.inputs)
+        or info.node.inputs[zero_index] is None
+        or constant_input(info, zero_index)
+    ):
+        return WeightCache(thread_count(info))
+    return None
+
+
+def _product_threads(a: np.ndarray, b: np.ndarray, threads: int) -> int:
+    """Threads worth using for ``a @ b``."""
+    m = a.size // max(1, a.shape[-1])
+    return threads_for(m * b.size, threads)
+
+
 @registry.kernel("MatMulInteger", since=10)
 def matmul_integer(info: NodeInfo) -> Compute:
     """Integer matmul with zero points (A's per row, B's per column) -> int32."""
+    cache = _weight_cache(info, 1, 3)
+    threads = thread_count(info)
 
     def compute(
         a: np.ndarray,
@@ -196,6 +220,10 @@ def matmul_integer(info: NodeInfo) -> Compute:
         a_zero_point: np.ndarray | None = None,
         b_zero_point: np.ndarray | None = None,
     ) -> tuple[np.ndarray]:
+        if a.dtype in _SIGNED and b.dtype in _SIGNED:
+            packed = cache.get(b, b_zero_point) if cache is not None else None
+            nt = _product_threads(a, b, threads)
+            return (int_matmul(a, a_zero_point, b, b_zero_point, threads=nt, packed=packed),)
         a64 = _centered(a, a_zero_point, axis=-2 if a.ndim >= 2 else -1)
         b64 = _centered(b, b_zero_point, axis=-1)
         return (_int32(np.matmul(a64, b64)),)
@@ -206,6 +234,8 @@ def matmul_integer(info: NodeInfo) -> Compute:
 @per_schema_version("QLinearMatMul")
 def qlinear_matmul(info: NodeInfo) -> Compute:
     """Quantized matmul: requantize (a - azp) @ (b - bzp) by a_scale * b_scale / y_scale."""
+    cache = _weight_cache(info, 3, 5)
+    threads = thread_count(info)
 
     def compute(
         a: np.ndarray,
@@ -217,13 +247,32 @@ def qlinear_matmul(info: NodeInfo) -> Compute:
         y_scale: np.ndarray,
         y_zero_point: np.ndarray | None = None,
     ) -> tuple[np.ndarray]:
-        acc = np.matmul(_centered(a, a_zero_point, -2), _centered(b, b_zero_point, -1))
         a_s = np.asarray(a_scale)
         if a_s.ndim == 1 and a_s.size > 1:
             a_s = a_s.reshape(-1, 1)
         mult = (a_s * b_scale / y_scale).astype(np.float64)
-        y = acc * mult
         dtype = y_zero_point.dtype if y_zero_point is not None else a.dtype
+        n = b.shape[-1] if b.ndim > 1 else 1
+        if (
+            a.dtype in _SIGNED
+            and b.dtype in _SIGNED
+            and dtype in _SIGNED
+            and a.shape[-1] <= EXACT_K
+            and mult.size in (1, n)
+            and (mult.size == 1 or mult.shape[-1] == n)
+            and (y_zero_point is None or y_zero_point.size == 1)
+        ):
+            packed = cache.get(b, b_zero_point) if cache is not None else None
+            yz = None if y_zero_point is None else y_zero_point.reshape(())
+            return (
+                int_matmul_requantize(
+                    a, a_zero_point, b, b_zero_point, mult.reshape(-1), yz, dtype,
+                    zero_before_rounding=True, threads=_product_threads(a, b, threads),
+                    packed=packed,
+                ),
+            )  # fmt: skip
+        acc = np.matmul(_centered(a, a_zero_point, -2), _centered(b, b_zero_point, -1))
+        y = acc * mult
         if y_zero_point is not None:
             y = y + y_zero_point.astype(np.float64)
         return (quantize(y, dtype),)
@@ -283,11 +332,29 @@ def conv_nd(x: np.ndarray, w: np.ndarray, group: int, info: NodeInfo) -> np.ndar
     return y.reshape(n, m, *out_sp)
 
 
+def _native_conv(info: NodeInfo, group: int, w_index: int, zero_index: int) -> QConv:
+    """The node's native convolution, its packed weights kept when they and
+    their zero point are constant initializers."""
+    constant = constant_input(info, w_index) and (
+        zero_index >= len(info.node.inputs)
+        or info.node.inputs[zero_index] is None
+        or constant_input(info, zero_index)
+    )
+    return QConv(group, lambda sp, k: _conv_pads(info, sp, k), constant)
+
+
+def _conv_threads(x: np.ndarray, w: np.ndarray, threads: int) -> int:
+    """Threads worth using for the convolution of ``x`` by ``w``."""
+    return threads_for(x.size // max(1, x.shape[1]) * w.size, threads)
+
+
 @registry.kernel("ConvInteger", since=10)
 def conv_integer(info: NodeInfo) -> Compute:
     """Integer convolution with zero points (the weight's per output channel) -> int32."""
     check_window_attrs(info.attrs)
     group = int(info.attrs.get("group", 1))
+    native = _native_conv(info, group, 1, 3)
+    threads = thread_count(info)
 
     def compute(
         x: np.ndarray,
@@ -295,6 +362,11 @@ def conv_integer(info: NodeInfo) -> Compute:
         x_zero_point: np.ndarray | None = None,
         w_zero_point: np.ndarray | None = None,
     ) -> tuple[np.ndarray]:
+        y = native.run(
+            x, x_zero_point, w, w_zero_point, np.dtype(np.int32), _conv_threads(x, w, threads)
+        )
+        if y is not None:
+            return (y,)
         y = conv_nd(_centered(x, x_zero_point, 1), _centered(w, w_zero_point, 0), group, info)
         return (_int32(y),)
 
@@ -306,6 +378,8 @@ def qlinear_conv(info: NodeInfo) -> Compute:
     """Quantized convolution with int32 bias, requantized to y's type."""
     check_window_attrs(info.attrs)
     group = int(info.attrs.get("group", 1))
+    native = _native_conv(info, group, 3, 5)
+    threads = thread_count(info)
 
     def compute(
         x: np.ndarray,
@@ -318,14 +392,22 @@ def qlinear_conv(info: NodeInfo) -> Compute:
         y_zero_point: np.ndarray | None = None,
         bias: np.ndarray | None = None,
     ) -> tuple[np.ndarray]:
+        dtype = y_zero_point.dtype if y_zero_point is not None else x.dtype
+        ws = np.asarray(w_scale).reshape(-1)
+        mult = (x_scale * ws / y_scale).astype(np.float64)
+        if dtype in _SIGNED and (y_zero_point is None or y_zero_point.size == 1):
+            yz = 0.0 if y_zero_point is None else float(y_zero_point.reshape(()))
+            y = native.run(
+                x, x_zero_point, w, w_zero_point, dtype, _conv_threads(x, w, threads),
+                mult=mult, bias=bias, y_zero=yz,
+            )  # fmt: skip
+            if y is not None:
+                return (y,)
         acc = conv_nd(_centered(x, x_zero_point, 1), _centered(w, w_zero_point, 0), group, info)
         shape = (1, -1) + (1,) * (acc.ndim - 2)
         if bias is not None:
             acc = acc + bias.astype(np.float64).reshape(shape)
-        ws = np.asarray(w_scale).reshape(-1)
-        mult = (x_scale * ws / y_scale).astype(np.float64)
         y = acc * (mult.reshape(shape) if mult.size > 1 else mult.reshape(()))
-        dtype = y_zero_point.dtype if y_zero_point is not None else x.dtype
         if y_zero_point is not None:
             y = y + y_zero_point.astype(np.float64)
         return (quantize(y, dtype),)
