@@ -120,6 +120,10 @@ def test_int_matmul_to_float(build: Any, ta: type, tb: type) -> None:
         (np.float32(0.5), None),
         ((rng.random(37) * 0.1).astype(np.float32), rng.standard_normal(37).astype(np.float32)),
         (np.float32(0.25), rng.standard_normal((19, 37)).astype(np.float32)),
+        # one scale, a bias per column (dynamic quantization's MatMul + Add)
+        (np.float32(0.75), rng.standard_normal(37).astype(np.float32)),
+        # a scale per column, one bias
+        ((rng.random(37) * 0.1).astype(np.float32), np.float32(0.5)),
     ]:
         want = _qgemm_ref.int_matmul_to_float(a, za, scale, b, zb, b_scale, bias)
         got = _qgemm.int_matmul_to_float(a, za, scale, b, zb, b_scale, bias, threads=2)

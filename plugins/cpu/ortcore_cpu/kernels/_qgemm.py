@@ -240,6 +240,12 @@ def int_matmul_to_float(
     scale = (np.float32(a_s.reshape(())) * np.asarray(b_scale, dtype=np.float32)).reshape(-1)
     fbias = None if bias is None else np.asarray(bias, dtype=np.float32)
     late_bias = fbias is not None and fbias.ndim > 1
+    if fbias is not None and not late_bias and fbias.size != scale.size:
+        # the native epilogue takes scale and bias both per tensor or both per
+        # column: a per-tensor one is repeated (the same products, the same sums)
+        n = max(fbias.size, scale.size)
+        scale = np.broadcast_to(scale, (n,)).copy() if scale.size == 1 else scale
+        fbias = np.broadcast_to(fbias.reshape(-1), (n,)).copy() if fbias.size == 1 else fbias
     y = None
     if a_s.size == 1:
         y = _native(
