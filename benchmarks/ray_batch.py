@@ -74,7 +74,6 @@ def time_map_inference(
 ) -> dict[str, float]:
     """Run ``map_inference`` over generated images; wall and steady-state throughput."""
     import ray
-
     from ortcore_ray.inference import map_inference
 
     blocks = max(actors * 4, images // max(batch_size, 1), 1)

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from ep_sdk.files import write_atomically
 from ortcore.errors import InvalidArgument
 
@@ -168,7 +167,6 @@ def _dense(values: np.ndarray) -> np.ndarray:
         return np.stack([stack_cell(v) for v in values])
     except ValueError:
         return values  # rows of different shapes: the actor names the column
-
 
 
 # --------------------------------------------------------------------------- #
@@ -359,7 +357,6 @@ def _write_json(filesystem: Any, path: str, data: dict[str, Any]) -> None:
     filesystem.move(tmp, path)
 
 
-
 def _parts_folder(output: str) -> tuple[str, str | None]:
     """The folder of part files and, for an .npz/.npy output, the file to gather into."""
     suffix = Path(output).suffix.lower()
@@ -368,7 +365,6 @@ def _parts_folder(output: str) -> tuple[str, str | None]:
             raise InvalidArgument(f"output {output}: .npz/.npy outputs are local files")
         return output + ".parts", output
     return output, None
-
 
 
 def _finish(root: str, job: dict[str, Any], total: int) -> None:

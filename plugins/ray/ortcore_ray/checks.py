@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
 from ortcore.errors import InvalidArgument
 
 from .columns import ModelArg, _dims, cast_problem, describe_arg, row_problem

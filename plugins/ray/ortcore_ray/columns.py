@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import numpy as np
-
 from ortcore.errors import InvalidArgument
 from ortcore.options import SessionOptions
 
@@ -146,7 +145,6 @@ def model_args(node_args: Sequence[Any]) -> list[ModelArg]:
 def declared_io(model: bytes) -> tuple[list[ModelArg], list[ModelArg]]:
     """The graph's inputs (initializers excluded) and outputs, from the model bytes."""
     import onnx
-
     from ortcore.model import parse_model
 
     proto, _ = parse_model(model)

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
-
 from ortcore.errors import InvalidArgument
 
 from .columns import (

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from ortcore.errors import InvalidArgument
 
 from .checks import ColumnInfo, arrow_column, check_ids, numpy_column
@@ -261,7 +260,6 @@ def _plan(uri: str) -> _Input:
                 "unique (they say which rows are done); rename the column to use generated ids"
             )
     return plan
-
 
 
 def _skip_done(plan: _Input, done: np.ndarray) -> list[_Piece]:

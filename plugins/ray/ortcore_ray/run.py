@@ -104,7 +104,6 @@ class BatchReport:
         return self.inferred_rows / self.seconds if self.seconds > 0 else 0.0
 
 
-
 # --------------------------------------------------------------------------- #
 # Progress
 # --------------------------------------------------------------------------- #
@@ -139,7 +138,6 @@ class _Progress:
         )
         end = "\n" if not self.tty or self.done >= self.total else ""
         print(("\r" if self.tty else "") + text, end=end, file=sys.stderr, flush=True)
-
 
 
 # --------------------------------------------------------------------------- #
@@ -532,7 +530,6 @@ def _deferring(predictor: type[BatchPredictor]) -> type[BatchPredictor]:
     # function's, so that Ray pickles the class by value, not as `predictor`.
     Deferred.__name__ = predictor.__name__
     return Deferred
-
 
 
 def _execute(
