@@ -1,7 +1,8 @@
-"""The scale-out modules that moved to ortcore-ray still import under their old
-names (``ortcore/_moved.py``): with a DeprecationWarning and the new module's
-names, or, without ortcore-ray, an ImportError saying what to install; and
-``ortcore batch`` without ortcore-ray says what to install."""
+"""Modules that moved still import under their old names. The scale-out
+modules now in ortcore-ray (``ortcore/_moved.py``): with a DeprecationWarning
+and the new module's names, or, without ortcore-ray, an ImportError saying what
+to install; ``ortcore batch`` without ortcore-ray says what to install; and
+``ortcore.cli_logging``, now ``ortcore.cli.logs``."""
 
 from __future__ import annotations
 
@@ -76,3 +77,12 @@ def test_batch_without_ortcore_ray_says_what_to_install(
     assert main(["batch", "model.onnx", "in.parquet", "out", "--actors", "2"]) == 2
     err = capsys.readouterr().err
     assert "ortcore batch needs ortcore-ray" in err and "pip install" in err
+
+
+def test_cli_logging_is_an_alias_of_cli_logs() -> None:
+    from ortcore.cli import logs
+
+    sys.modules.pop("ortcore.cli_logging", None)
+    with pytest.warns(DeprecationWarning, match=r"import ortcore.cli.logs instead"):
+        old = importlib.import_module("ortcore.cli_logging")
+    assert old.command_logging is logs.command_logging and old.LOGGERS is logs.LOGGERS
