@@ -87,6 +87,10 @@ def test_scale_out_is_an_application_the_ray_extra_pulls() -> None:
         "optional-dependencies"
     ]
     assert [Requirement(r).name for r in extras["ray"]] == ["ortcore-ray"]
+    # it declares what it imports (Serve's starlette: its `serve` extra, ray[serve])
+    imported = _third_party_imports(ROOT / "plugins/ray/ortcore_ray", skip=set())
+    assert imported - {"starlette"} <= {r.name for r in reqs}, imported
+    assert "ortcore-ep-sdk" in {r.name for r in reqs}
 
 
 def _third_party_imports(folder: Path, skip: set[str]) -> set[str]:
