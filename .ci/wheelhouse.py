@@ -7,7 +7,7 @@ Every distribution is built from its own folder (``python -m build --sdist
 provider is compiled once and setuptools reuses what an earlier build of the
 checkout left in ``plugins/cpu/build``), without build isolation: the tox
 environment holds the build requirements, so no build environment is created
-and downloaded six times over. ``deps/`` holds the wheels, for this platform
+and downloaded seven times over. ``deps/`` holds the wheels, for this platform
 and Python, of everything ortcore-ep-sdk, ortcore and ortcore-cpu require,
 which is what ``tests/test_wheelhouse.py`` installs with ``pip --no-index``.
 
@@ -36,6 +36,7 @@ DISTRIBUTIONS: dict[str, str] = {
     "ortcore-cuda": "plugins/cuda",
     "ortcore-openvino": "plugins/openvino",
     "ortcore-tensorrt": "plugins/tensorrt",
+    "ortcore-ray": "plugins/ray",
 }
 OFFLINE = ("ortcore-ep-sdk", "ortcore", "ortcore-cpu")
 """The distributions whose dependencies go to ``deps/``."""

@@ -74,8 +74,7 @@ def time_map_inference(
 ) -> dict[str, float]:
     """Run ``map_inference`` over generated images; wall and steady-state throughput."""
     import ray
-
-    from ortcore.ray import map_inference
+    from ortcore_ray.inference import map_inference
 
     blocks = max(actors * 4, images // max(batch_size, 1), 1)
     # from_items, not range: range's read tasks need a CPU, and the actors hold them all.

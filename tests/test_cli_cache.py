@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import ortcore
-from ortcore import cli, inspection, session
+from ortcore import cli, inspection, plugins, session
 from ortcore.cache import SOURCES
 
 from .conftest import manager_with
@@ -23,7 +23,8 @@ from .test_compile_cache import BakingProvider, affine_model
 @pytest.fixture
 def model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     manager = manager_with(BakingProvider, MiniProvider)
-    for module in (cli, inspection, session):
+    # plugins: the CLI asks ortcore.plugins.default_manager at each call
+    for module in (plugins, inspection, session):
         monkeypatch.setattr(module, "default_manager", lambda: manager)
     BakingProvider.builds = BakingProvider.loads = 0
     BakingProvider.groups.clear()

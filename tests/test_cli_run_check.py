@@ -13,7 +13,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from ep_sdk import ExecutionProvider, KernelRegistry
-from ortcore import cli, session
+from ortcore import cli, plugins, session
 from ortcore.run_check import compare, is_uniform
 
 from .conftest import fvi, make_model, manager_with
@@ -42,7 +42,7 @@ def model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     cpu = next(e.cls for e in default_manager().entries() if e.name == "CPUExecutionProvider")
     manager = manager_with(WrongNeg, MiniProvider, cpu)
-    monkeypatch.setattr(cli, "default_manager", lambda: manager)
+    monkeypatch.setattr(plugins, "default_manager", lambda: manager)  # what the CLI asks
     monkeypatch.setattr(session, "default_manager", lambda: manager)
     nodes = [
         helper.make_node("Neg", ["x"], ["t"], name="neg"),

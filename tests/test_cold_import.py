@@ -40,6 +40,10 @@ HEAVY = (
 )
 
 
+CLI_MODULES = ("_common", "bench", "cache", "ep", "external", "inspect", "logs", "providers", "run")
+"""ortcore/cli's modules: the parser of each subcommand, none of what it runs."""
+
+
 def _loaded(code: str) -> list[str]:
     """The modules of ``HEAVY`` a fresh interpreter has loaded after ``code``."""
     probe = (
@@ -77,10 +81,12 @@ def test_help_loads_no_provider_nor_onnx() -> None:
         "sys.stdout = sys.__stdout__"
     )
     loaded = [m for m in _loaded(code) if m != "numpy" and not m.startswith("numpy.")]
-    # conformance.cli defines the `conformance` subcommand's arguments (its
-    # entry point): light, and what `ortcore --help` lists.
-    assert set(loaded) <= {"ortcore.cli", "conformance", "conformance.cli"}
-    assert "ortcore.cli" in loaded
+    # ortcore.cli and its subcommand modules define the arguments, and
+    # conformance.cli the `conformance` subcommand's (its entry point): light,
+    # and what `ortcore --help` lists.
+    cli = {"ortcore.cli", *(f"ortcore.cli.{m}" for m in CLI_MODULES)}
+    assert set(loaded) <= {*cli, "conformance", "conformance.cli"}
+    assert {"ortcore.cli", "ortcore.cli.run", "ortcore.cli.providers"} <= set(loaded)
 
 
 @pytest.mark.parametrize("module", [ortcore, ep_sdk], ids=lambda m: m.__name__)

@@ -76,6 +76,23 @@ def test_host_and_providers_depend_on_an_sdk_range(folder: str) -> None:
         assert [r.name for r in reqs if r.name in OURS] == ["ortcore-ep-sdk"], folder
 
 
+def test_scale_out_is_an_application_the_ray_extra_pulls() -> None:
+    """ortcore-ray (plugins/ray) depends on ortcore, not on the SDK alone as a
+    provider does, and ortcore's ``ray`` extra is that distribution."""
+    tomllib = pytest.importorskip("tomllib")
+    reqs = _dependencies(ROOT / "plugins/ray")
+    assert "ortcore" in {r.name for r in reqs}
+    assert ortcore.__version__ in next(r for r in reqs if r.name == "ortcore").specifier
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert [Requirement(r).name for r in extras["ray"]] == ["ortcore-ray"]
+    # it declares what it imports (Serve's starlette: its `serve` extra, ray[serve])
+    imported = _third_party_imports(ROOT / "plugins/ray/ortcore_ray", skip=set())
+    assert imported - {"starlette"} <= {r.name for r in reqs}, imported
+    assert "ortcore-ep-sdk" in {r.name for r in reqs}
+
+
 def _third_party_imports(folder: Path, skip: set[str]) -> set[str]:
     names: set[str] = set()
     for path in folder.glob("*.py"):

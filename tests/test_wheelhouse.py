@@ -26,6 +26,7 @@ DISTRIBUTIONS = (
     "ortcore-cuda",
     "ortcore-openvino",
     "ortcore-tensorrt",
+    "ortcore-ray",
 )
 
 pytestmark = pytest.mark.skipif(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
-
-from ..conftest import fvi, make_model
+from ray_models import fvi, make_model
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data")
@@ -22,9 +22,14 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from ortcore import InvalidArgument  # noqa: E402
-from ortcore.batching import apply_session_options  # noqa: E402
-from ortcore.ray import BatchPredictor, map_inference  # noqa: E402
-from ortcore.ray_batch import read_output, run_batch  # noqa: E402
+
+from ortcore_ray.columns import apply_session_options  # noqa: E402
+from ortcore_ray.inference import BatchPredictor, map_inference  # noqa: E402
+from ortcore_ray.run import read_output, run_batch  # noqa: E402
+
+# Ray pickles the predictor classes defined here by value: a worker cannot import
+# this module by the name pytest gives it (after its folder, on no worker's path).
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def affine_model(batch: int | str = "N") -> bytes:
@@ -301,7 +306,7 @@ def test_serve_deployment_answers_numpy_and_json(cpu: str, cluster: None, model_
     requests = pytest.importorskip("requests")
     import socket
 
-    from ortcore.ray import serve_application
+    from ortcore_ray.inference import serve_application
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -329,10 +334,10 @@ def test_serve_deployment_answers_numpy_and_json(cpu: str, cluster: None, model_
 
 
 def test_job_error_finds_what_the_task_raised() -> None:
+    from ortcore.errors import Fail
     from ray import exceptions as rx
 
-    from ortcore.errors import Fail
-    from ortcore.ray_errors import ClusterError, job_error
+    from ortcore_ray.errors import ClusterError, job_error
 
     def task_error(cause: BaseException, text: str = "Traceback ...") -> BaseException:
         error = rx.RayTaskError("f", text, cause, proctitle="p", pid=1, ip="127.0.0.1")
@@ -456,7 +461,7 @@ class DiesAlways(BatchPredictor):
 def test_actors_that_die_for_good_are_a_cluster_error(
     cpu: str, cluster: None, model_path: Path, tmp_path: Path
 ) -> None:
-    from ortcore.ray_errors import ClusterError
+    from ortcore_ray.errors import ClusterError
 
     np.save(tmp_path / "x.npy", np.ones((8, 3), np.float32))
     with pytest.raises(ClusterError, match=r"run the job again to resume"):

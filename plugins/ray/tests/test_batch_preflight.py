@@ -1,5 +1,5 @@
-"""Pre-flight of ``ortcore batch`` (ortcore.batch_check) and the rules it shares with the
-actors (ortcore.batching): every column against the model input it feeds, before Ray.
+"""Pre-flight of ``ortcore batch`` (ortcore_ray.checks) and the rules it shares with the
+actors (ortcore_ray.columns): every column against the model input it feeds, before Ray.
 
 No Ray cluster here: the checks are pure functions of the model and the file schemas,
 ``prepare_batch`` runs without Ray, and the command line refuses a bad job before it
@@ -19,14 +19,14 @@ from typing import Any
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
-
-from ..conftest import fvi, make_model
+from ray_models import fvi, make_model
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 from ortcore import InvalidArgument  # noqa: E402
-from ortcore.batch_check import (  # noqa: E402
+
+from ortcore_ray.checks import (  # noqa: E402
     arrow_column,
     check_column,
     check_ids,
@@ -34,8 +34,8 @@ from ortcore.batch_check import (  # noqa: E402
     first_null_row,
     numpy_column,
 )
-from ortcore.batching import ModelArg, cast_problem, column_array, row_problem  # noqa: E402
-from ortcore.ray_batch import prepare_batch  # noqa: E402
+from ortcore_ray.columns import ModelArg, cast_problem, column_array, row_problem  # noqa: E402
+from ortcore_ray.run import prepare_batch  # noqa: E402
 
 
 def arg(shape: Any = ("N", 64), dtype: Any = np.float32, **kw: Any) -> ModelArg:
