@@ -46,7 +46,9 @@ beta).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from functools import cache
+from types import MappingProxyType
 from typing import Any
 
 import onnx
@@ -55,7 +57,14 @@ import onnx.shape_inference
 
 from .registry import reset_schema_cache
 
-__all__ = ["ACTIVATIONS", "DOMAIN", "POOL_ATTRIBUTES", "VERSION", "register_fused_schemas"]
+__all__ = [
+    "ACTIVATIONS",
+    "DOMAIN",
+    "POOL_ATTRIBUTES",
+    "VERSION",
+    "fused_from",
+    "register_fused_schemas",
+]
 
 DOMAIN = "com.ortcore"
 """The fused operators' domain."""
@@ -207,7 +216,11 @@ _LN_ATTRS = [
 ]
 
 
+@cache
 def _schemas() -> list[Any]:
+    """The table: every fused operator's schema (its replaced op, where it has
+    one, in :func:`fused_from`)."""
+
     def schema(
         name: str,
         inputs: list[Any],
@@ -215,10 +228,12 @@ def _schemas() -> list[Any]:
         attrs: list[Any],
         infer: Callable[[Any], None],
         doc: str,
+        replaces: str = "",
     ) -> Any:
         s = _S(name, DOMAIN, VERSION, doc, inputs=inputs, outputs=outputs,
                type_constraints=[("T", _FLOAT_TYPES, "")], attributes=attrs)  # fmt: skip
         s.set_type_and_shape_inference_function(infer)
+        _replaces[name] = replaces
         return s
 
     conv_attrs = [
@@ -238,7 +253,7 @@ def _schemas() -> list[Any]:
     gelu_attr = [_attr("approximate", _A.STRING, "none")]
     return [
         schema("FusedConv", [_p("X"), _p("W"), _p("B", True)], [_p("Y")],
-               conv_attrs + _ACT_ATTRS, _like("Conv", 3, _CONV_ATTRS), "Conv + activation"),
+               conv_attrs + _ACT_ATTRS, _like("Conv", 3, _CONV_ATTRS), "Conv + activation", "Conv"),
         schema("FusedConvConcat", [_p("X"), _p("W"), _p("B", True), _p("Into", True)],
                [_p("Y")],
                [*conv_attrs, *_ACT_ATTRS, _attr("channels", _A.INT),
@@ -246,14 +261,14 @@ def _schemas() -> list[Any]:
                "FusedConv whose output is channels [channel_offset, channel_offset + M) of "
                "Y, a tensor of `channels` channels: Into, written in place (Y is Into), or "
                "a new tensor; a chain of them, each taking the last one's Y as Into, is a "
-               "Concat of Conv outputs along the channels with no copy"),
+               "Concat of Conv outputs along the channels with no copy", "Conv"),
         schema("FusedConvShuffle", [_p("X"), _p("W"), _p("B", True)], [_p("Y")],
                [*conv_attrs, *_ACT_ATTRS, _attr("shuffle_groups", _A.INT, 1)],
                _like("Conv", 3, _CONV_ATTRS),
                "FusedConv, then ShuffleNet's channel shuffle of its output Y (N, C, ...): "
                "channel j * shuffle_groups + i of Y is channel i * C / shuffle_groups + j "
                "of the FusedConv's (a Reshape to (N, shuffle_groups, C / shuffle_groups, "
-               "...), a Transpose of axes 1 and 2 and a Reshape back)"),
+               "...), a Transpose of axes 1 and 2 and a Reshape back)", "Conv"),
         schema("FusedConvPool", [_p("X"), _p("W"), _p("B", True)], [_p("Y")],
                [*conv_attrs, *_ACT_ATTRS, _attr("pool_kernel_shape", _A.INTS),
                 _attr("pool_strides", _A.INTS), _attr("pool_pads", _A.INTS),
@@ -261,14 +276,14 @@ def _schemas() -> list[Any]:
                _conv_pool,
                "FusedConv, then a MaxPool (opset 12, no Indices output) of its output "
                "with the pool_* attributes as its kernel_shape, strides, pads, dilations "
-               "and ceil_mode"),
+               "and ceil_mode", "Conv"),
         schema("GrowingConcat", [_p("X"), _p("Y")], [_p("Z")], [_attr("capacity", _A.INT)],
                _growing_concat,
                "Concat(X, Y) along axis 1, a link of a chain of them (each one's Z the next "
                "one's X: DenseNet's blocks) that ends in `capacity` channels: a kernel may "
                "make the first link's Z in a tensor of `capacity` channels and the next "
                "links' Z in the same one, writing only their Y, each Z the channels "
-               "before"),
+               "before", "Concat"),
         schema("FusedConvAdd", [_p("X"), _p("W"), _p("Z"), _p("B", True)], [_p("Y")],
                conv_attrs + _ACT_ATTRS, _like("Conv", 2, _CONV_ATTRS),
                "activation(Conv(X, W, B) + Z), Z of Y's shape (a residual added in the "
@@ -276,11 +291,14 @@ def _schemas() -> list[Any]:
         schema("FusedBatchNorm",
                [_p("X"), _p("scale"), _p("B"), _p("input_mean"), _p("input_var")], [_p("Y")],
                [_attr("epsilon", _A.FLOAT, 1e-5), *_ACT_ATTRS], _same_as_input,
-               "BatchNormalization with the running statistics (inference) + activation"),
+               "BatchNormalization with the running statistics (inference) + activation",
+               "BatchNormalization"),
         schema("FusedGemm", [_p("A"), _p("B"), _p("C", True)], [_p("Y")],
-               gemm_attrs + _ACT_ATTRS, _like("Gemm", 3, _GEMM_ATTRS), "Gemm + activation"),
+               gemm_attrs + _ACT_ATTRS, _like("Gemm", 3, _GEMM_ATTRS), "Gemm + activation",
+               "Gemm"),
         schema("FusedMatMul", [_p("A"), _p("B"), _p("bias", True)], [_p("Y")],
-               list(_ACT_ATTRS), _like("MatMul", 2, ()), "activation(A @ B + bias)"),
+               list(_ACT_ATTRS), _like("MatMul", 2, ()), "activation(A @ B + bias)",
+               "MatMul"),
         schema("FusedGelu", [_p("X")], [_p("Y")], gelu_attr, _same_as_input, "onnx Gelu-20"),
         schema("BiasGelu", [_p("X"), _p("bias")], [_p("Y")], gelu_attr, _same_as_input,
                "Gelu(X + bias)"),
@@ -300,6 +318,20 @@ def _schemas() -> list[Any]:
                "softmax(Q @ Kt * scale + mask, axis=-1) @ V; Q, Kt and V each first "
                "transposed by perm_q, perm_kt, perm_v where given, Y then by perm_out"),
     ]  # fmt: skip
+
+
+_replaces: dict[str, str] = {}
+
+
+@cache
+def fused_from() -> Mapping[str, str]:
+    """Fused operator -> the onnx operator whose node it replaces and keeps
+    the name of (``FusedConv`` -> ``Conv``: the core names it after the Conv,
+    plus a suffix); operators made of several nodes of no one kind are left
+    out. Read off the schema table, the one place a fused operator is defined
+    (the profiler reports a fused node under the model's node with it)."""
+    _schemas()
+    return MappingProxyType({name: op for name, op in _replaces.items() if op})
 
 
 _lock = threading.Lock()

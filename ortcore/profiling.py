@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ep_sdk.fused_ops import fused_from
+
 if TYPE_CHECKING:
     from .executor import StepInfo
 
@@ -36,23 +38,13 @@ COPY_OPS = frozenset({"MemcpyToHost", "MemcpyFromHost"})
 # The core's fusion passes name a fused node after the node it replaces plus a
 # suffix (ortcore.optimizer.conv_activation, gemm_activation, matmul_add).
 _FUSION_SUFFIXES = ("_fused", "_act")
-_FUSED_FROM = {
-    "FusedConv": "Conv",
-    "FusedConvConcat": "Conv",
-    "FusedConvShuffle": "Conv",
-    "FusedConvPool": "Conv",
-    "GrowingConcat": "Concat",
-    "FusedBatchNorm": "BatchNormalization",
-    "FusedGemm": "Gemm",
-    "FusedMatMul": "MatMul",
-}
 
 
 def model_node(kind: str, op_type: str, name: str) -> tuple[str, str | None]:
     """The model's node name behind a step, and its op type when the step runs
     a node the core fused (``("conv0", "Conv")`` for ``FusedConv conv0_fused``;
     ``(name, None)`` for any other step)."""
-    model_op = _FUSED_FROM.get(op_type) if kind == "node" else None
+    model_op = fused_from().get(op_type) if kind == "node" else None
     if model_op is None:
         return name, None
     for suffix in _FUSION_SUFFIXES:

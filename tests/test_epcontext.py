@@ -20,6 +20,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
+import ep_sdk
 import ortcore
 from ep_sdk import Capability, Claim, ExecutionProvider, FusedGroup, OrtCompiledModelCompatibility
 from ep_sdk.compiled_context import Compatibility
@@ -192,7 +193,8 @@ def test_a_compiled_model_has_onnxruntimes_epcontext_nodes(tmp_path: Path) -> No
     attrs = _attrs(one)
     assert attrs["source"] == MulBaker.name and attrs["embed_mode"] == 0
     assert attrs["main_context"] == 1 and attrs["partition_name"] == one.name
-    assert attrs["ep_sdk_version"] == "1.1.0" and attrs["hardware_architecture"] == "fake-npu"
+    assert attrs["ep_sdk_version"] == ep_sdk.__version__
+    assert attrs["hardware_architecture"] == "fake-npu"
     assert attrs["onnx_model_filename"] == "model.onnx"
     assert json.loads(attrs["notes"])["ortcore"]["nodes"][0][:2] == ["mul1", "Mul"]
     assert (list(one.input), list(one.output), list(two.input)) == (["x"], ["t"], ["u"])
@@ -207,7 +209,7 @@ def test_a_compiled_model_has_onnxruntimes_epcontext_nodes(tmp_path: Path) -> No
     meta = {p.key: p.value for p in proto.metadata_props}
     info = json.loads(meta[f"ep_compatibility_info.{MulBaker.name}"])
     assert info["engine"] == {"engine_version": "e1", "engine_target": "fake-npu"}
-    assert info["version"] == "2.0" and info["ep_sdk"] == "1.1.0"
+    assert info["version"] == "2.0" and info["ep_sdk"] == ep_sdk.__version__
     # onnxruntime reads the same compatibility string, and sees the nodes as EPContext
     # nodes of a provider it lacks
     ort = pytest.importorskip("onnxruntime")
