@@ -1,4 +1,7 @@
-"""What the QDQ and QOperator quantizers share: options, the graph editor, weight and activation parameters."""
+"""What the QDQ and QOperator quantizers share.
+
+Options, the graph editor, weight and activation parameters.
+"""
 
 from __future__ import annotations
 
@@ -132,7 +135,10 @@ def attr(node: ir.Node, name: str, default: Any = None) -> Any:
 def snap_uint8(
     rmin: Any, rmax: Any, qmin: int, qmax: int, min_real_range: float | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """ActivationRestrictedAsymmetric: zero point at qmin (rmin >= 0) or mid-range, scale covering both halves."""
+    """ActivationRestrictedAsymmetric parameters.
+
+    Zero point at qmin (rmin >= 0) or mid-range, scale covering both halves.
+    """
     mid = (qmin + qmax + 1) // 2
     lo = min(float(np.squeeze(rmin)), 0.0)
     hi = max(float(np.squeeze(rmax)), 0.0)
@@ -181,7 +187,10 @@ def activation_params(
 
 
 def adjust_tensor_ranges(opts: Options, graph: ir.Graph, tensors_range: TensorsData) -> TensorsData:
-    """A Relu/Clip's producer takes the Relu's range (the Relu disappears); Softmax outputs [0, 1]."""
+    """A Relu/Clip's producer takes the Relu's range (the Relu disappears).
+
+    Softmax outputs [0, 1].
+    """
     ranges = TensorsData(tensors_range.calibration_method, dict(tensors_range.items()))
     for node in graph:
         if not opts.should_quantize_node(node):
@@ -303,7 +312,7 @@ class Editor:
         domain: str = "",
         **attributes: Any,
     ) -> ir.Node:
-        """Append a node whose inputs are named (or given) values; its outputs get ``outputs``' names."""
+        """Append a node reading named (or given) values; its outputs get ``outputs``' names."""
         ins: list[ir.Value | None] = []
         for i in inputs:
             ins.append(
@@ -333,7 +342,10 @@ class Editor:
         graph_outputs: bool = False,
         same_graph: bool = False,
     ) -> None:
-        """Every use of ``old`` (but ``skip``'s; only this graph's nodes with ``same_graph``) reads ``new``."""
+        """Every use of ``old`` reads ``new``.
+
+        Except ``skip``'s; with ``same_graph`` only this graph's nodes.
+        """
         for use in list(old.uses()):
             if use.node is not skip and not (same_graph and use.node.graph is not self.graph):
                 use.node.replace_input_with(use.idx, new)

@@ -46,7 +46,10 @@ class CalibrationMethod(Enum):
 
 
 class CalibrationDataReader(metaclass=abc.ABCMeta):
-    """Feeds for calibration runs: ``get_next()`` returns ``{input name: array}`` or None at the end."""
+    """Feeds for calibration runs.
+
+    ``get_next()`` returns ``{input name: array}``, or None at the end.
+    """
 
     @classmethod
     def __subclasshook__(cls, subclass: type) -> bool:
@@ -204,7 +207,7 @@ class CalibraterBase:
         self.create_inference_session()
 
     def create_inference_session(self) -> None:
-        """An ortcore session on the augmented model, graph optimizations off (every tensor stays)."""
+        """An ortcore session on the augmented model, optimizations off (every tensor stays)."""
         import ortcore
 
         options = ortcore.SessionOptions()

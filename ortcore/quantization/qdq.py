@@ -438,8 +438,9 @@ class QDQQuantizer:
             else:
                 if name not in self.act_params:
                     raise ValueError(
-                        f"no calibrated range for tensor {name!r}: static quantization needs the ranges of the "
-                        "inputs and outputs of every node it quantizes (is it produced by the calibration data?)"
+                        f"no calibrated range for tensor {name!r}: static quantization needs "
+                        "the ranges of the inputs and outputs of every node it quantizes "
+                        "(is it produced by the calibration data?)"
                     )
                 zp, scale, qtype = self.act_params[name]
                 s, z = self._scale_zp_inits(name, zp.astype(NP_TYPES[qtype]), scale)
@@ -463,7 +464,8 @@ class QDQQuantizer:
                 self._add_for_activation(name, src.scale, src.zero_point)
             if not progressed:
                 raise ValueError(
-                    f"tensors {sorted(self.to_quantize)} share parameters with tensors never quantized"
+                    f"tensors {sorted(self.to_quantize)} share parameters with tensors "
+                    "never quantized"
                 )
 
     def _quantize_biases(self) -> None:

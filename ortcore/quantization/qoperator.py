@@ -116,15 +116,16 @@ class QOperatorQuantizer:
         if "DefaultTensorType" in self.opts.extra:
             return int(self.opts.extra["DefaultTensorType"])
         raise RuntimeError(
-            f"unable to find the element type of tensor {name!r}: shape inference gave none (an operator of "
-            "another domain?). Set extra_options['DefaultTensorType'] (usually onnx.TensorProto.FLOAT)."
+            f"unable to find the element type of tensor {name!r}: shape inference gave "
+            "none (an operator of another domain?). Set "
+            "extra_options['DefaultTensorType'] (usually onnx.TensorProto.FLOAT)."
         )
 
     # -- quantizing values -----------------------------------------------------------------------
     def output_params(
         self, name: str, use_scale: float | None = None, use_zp: int | None = None
     ) -> tuple[str, str] | None:
-        """The ``(scale, zero_point)`` initializer names for a node output, or None without a range."""
+        """The ``(scale, zero_point)`` initializer names of a node output (None: no range)."""
         if name not in self.params:
             return None
         zp, scale, qtype = self.params[name]
@@ -159,7 +160,8 @@ class QOperatorQuantizer:
             axis = axis + data.ndim if axis < 0 else axis
             if not 0 <= axis < data.ndim:
                 raise ValueError(
-                    f"weight {name!r}: per-channel axis {axis} is out of bounds for rank {data.ndim}"
+                    f"weight {name!r}: per-channel axis {axis} is out of bounds "
+                    f"for rank {data.ndim}"
                 )
             symmetric = self.opts.weight_symmetric(qtype)
         zp, scale, q = weight_params(
@@ -246,7 +248,10 @@ class QOperatorQuantizer:
 
     # -- replacing nodes -------------------------------------------------------------------------
     def replace(self, node: ir.Node, quantized_outputs: dict[int, QV] | None = None) -> None:
-        """Drop ``node``: outputs now quantized become orphans (dequantized if read); others were re-made."""
+        """Drop ``node``.
+
+        Outputs now quantized become orphans (dequantized if read); others were re-made.
+        """
         for i, out in enumerate(node.outputs):
             if quantized_outputs and i in quantized_outputs:
                 self.qmap[out.name or ""] = quantized_outputs[i]

@@ -47,7 +47,10 @@ def _matmul_ok(q: QOperatorQuantizer, node: ir.Node) -> bool:
 def _integer_tail(
     q: QOperatorQuantizer, node: ir.Node, op: str, qs: list[QV], out_name: str, with_bias: bool
 ) -> None:
-    """ConvInteger/MatMulInteger -> Cast -> Mul(scale product) (-> bias Add), writing the float output."""
+    """ConvInteger/MatMulInteger -> Cast -> Mul(scale product) (-> bias Add).
+
+    Writes the float output.
+    """
     ins, outs = _names(node)
     name = f"{node.name}_quant" if node.name else ""
     int_out = f"{outs[0]}_output_quantized"
@@ -204,7 +207,7 @@ def _qlinear(
     drop_attrs: tuple[str, ...] = (),
 ) -> bool:
     """A QLinear* op: quantized inputs, the output's scale/zero point (layout: 'io' or 'concat')."""
-    ins, outs = _names(node)
+    _, outs = _names(node)
     if out_params is None:
         return False
     qs = q.quantize_inputs(node, indices)
@@ -317,7 +320,10 @@ def _weighted(
 def _bias(
     q: QOperatorQuantizer, bias: str, inp: QV, weight_name: str, w: QV, beta: float = 1.0
 ) -> str:
-    """The int32 bias at input_scale * weight_scale (raising the weight scale if the bias would overflow)."""
+    """The int32 bias at input_scale * weight_scale.
+
+    The weight scale is raised if the bias would overflow.
+    """
     qname = f"{bias}_quantized"
     if qname in q.ed.values:
         return qname

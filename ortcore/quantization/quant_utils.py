@@ -186,7 +186,7 @@ def compute_scale_zp(
     symmetric: bool = False,
     min_real_range: float | None = None,
 ) -> list[np.ndarray]:
-    """``[zero_point, scale]`` mapping ``[rmin, rmax]`` (widened to include 0) onto ``[qmin, qmax]``."""
+    """``[zero_point, scale]`` mapping ``[rmin, rmax]`` (with 0 added) onto ``[qmin, qmax]``."""
     rmin = np.asarray(rmin)
     rmax = np.asarray(rmax)
     if qmin > 0 or qmax < 0:
@@ -286,7 +286,10 @@ def quantize_data(
 
 
 def write_calibration_table(calibration_cache: dict, dir: str = ".") -> None:
-    """Write ``{tensor: (min, max)}`` ranges as ``calibration.json`` and ``calibration.cache`` in ``dir``."""
+    """Write ``{tensor: (min, max)}`` ranges to ``calibration.json`` and ``calibration.cache``.
+
+    Both go in ``dir``.
+    """
     import json
     import os
 

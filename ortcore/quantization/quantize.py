@@ -309,7 +309,8 @@ def quantize_static(
     model = load_inferred(model_input)
     if not has_metadata(model, PREPROCESS_KEY, PREPROCESS_VALUE):
         logger.info(
-            "the model was not pre-processed (ortcore.quantization.shape_inference.quant_pre_process)"
+            "the model was not pre-processed "
+            "(ortcore.quantization.shape_inference.quant_pre_process)"
         )
     model = _update_opset(model, weight, act)
     calib_keys = {
@@ -440,6 +441,7 @@ def quantize(
         )
     else:
         raise TypeError(
-            f"quant_config must be a StaticQuantConfig or DynamicQuantConfig, not {type(quant_config).__name__}"
+            "quant_config must be a StaticQuantConfig or DynamicQuantConfig, "
+            f"not {type(quant_config).__name__}"
             " (weight-only MatMulNBits configs are not supported by ortcore.quantization)"
         )

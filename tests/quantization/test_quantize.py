@@ -239,18 +239,19 @@ def test_via_install_as_onnxruntime(tmp_path: Path) -> None:
         "from onnxruntime.quantization import quantize_dynamic, QuantType\n"
         "import onnxruntime.quantization as q, ortcore.quantization as c\n"
         "assert q is c\n"
-        f"quantize_dynamic({str(src)!r}, {str(tmp_path / 'q.onnx')!r}, weight_type=QuantType.QUInt8)\n"
+        f"quantize_dynamic({str(src)!r}, {str(tmp_path / 'q.onnx')!r}, "
+        "weight_type=QuantType.QUInt8)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
     assert _counts(onnx.load(tmp_path / "q.onnx"))[("", "MatMulInteger")] == 6
 
 
 def test_errors_name_the_thing(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="nowhere.onnx"):
+    with pytest.raises(FileNotFoundError, match=r"nowhere\.onnx"):
         cq.quantize_dynamic(tmp_path / "nowhere.onnx", tmp_path / "o.onnx")
     with pytest.raises(ValueError, match="QInt3"):
         cq.QuantType.from_string("QInt3")
-    with pytest.raises(ValueError, match="weight_type.*QInt3"):
+    with pytest.raises(ValueError, match=r"weight_type.*QInt3"):
         cq.quantize_dynamic(M.cnn(), tmp_path / "o.onnx", weight_type="QInt3")  # type: ignore[arg-type]
     model = M.cnn()
     with pytest.raises(ValueError, match=r"unknown \['image'\].*missing \['x'\]"):
@@ -287,5 +288,5 @@ def test_quant_pre_process(tmp_path: Path) -> None:
     p = onnx.load(tmp_path / "p.onnx")
     assert any(prop.key == "onnx.quant.pre_process" for prop in p.metadata_props)
     assert {vi.name for vi in p.graph.value_info} >= {"q", "k", "v", "p", "ln"}
-    with pytest.raises(FileNotFoundError, match="missing.onnx"):
+    with pytest.raises(FileNotFoundError, match=r"missing\.onnx"):
         quant_pre_process(tmp_path / "missing.onnx", tmp_path / "o.onnx")
