@@ -6,7 +6,7 @@ Options, the graph editor, weight and activation parameters.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +15,7 @@ import onnx
 import onnx_ir as ir
 from onnx import TensorProto
 
-from .calibrate import TensorData, TensorsData
+from ._calib_data import TensorData, TensorsData
 from .quant_utils import (
     NP_TYPES,
     compute_data_quant_params,
@@ -24,7 +24,7 @@ from .quant_utils import (
     quantize_array,
 )
 
-__all__ = ["Editor", "Options", "check_extra_options"]
+__all__ = ["Editor", "Options", "check_extra_options", "io_names"]
 
 FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16)
 
@@ -132,6 +132,28 @@ def attr(node: ir.Node, name: str, default: Any = None) -> Any:
     return default if a is None else a.value
 
 
+def io_names(node: ir.Node) -> tuple[list[str], list[str]]:
+    """``node``'s input and output names, "" for an omitted optional one.
+
+    A value without a name (one built in memory, never serialized) cannot be
+    quantized by name: ValueError naming the node and the position.
+    """
+
+    def name(v: ir.Value | None, kind: str, i: int) -> str:
+        if v is None:
+            return ""
+        if v.name is None:
+            raise ValueError(
+                f"node {node.name!r} ({node.op_type}): {kind} {i} has no name; "
+                "quantization refers to tensors by name (name every value of the model)"
+            )
+        return v.name
+
+    ins = [name(v, "input", i) for i, v in enumerate(node.inputs)]
+    outs = [name(v, "output", i) for i, v in enumerate(node.outputs)]
+    return ins, outs
+
+
 def snap_uint8(
     rmin: Any, rmax: Any, qmin: int, qmax: int, min_real_range: float | None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -196,15 +218,16 @@ def adjust_tensor_ranges(opts: Options, graph: ir.Graph, tensors_range: TensorsD
         if not opts.should_quantize_node(node):
             continue
         if node.op_type in ("Clip", "Relu"):
-            src, dst = node.inputs[0], node.outputs[0]
+            src = node.inputs[0]
             if src is None or len(src.uses()) != 1:
                 continue
-            if src.name in ranges and dst.name in ranges:
-                ranges[src.name] = ranges[dst.name]
-        elif node.op_type == "Softmax" and node.outputs[0].name in ranges:
-            ranges[node.outputs[0].name] = TensorData(
-                lowest=np.float32(0.0), highest=np.float32(1.0)
-            )
+            ins, outs = io_names(node)
+            if ins[0] in ranges and outs[0] in ranges:
+                ranges[ins[0]] = ranges[outs[0]]
+        elif node.op_type == "Softmax":
+            _, outs = io_names(node)
+            if outs[0] in ranges:
+                ranges[outs[0]] = TensorData(lowest=np.float32(0.0), highest=np.float32(1.0))
     return ranges
 
 
@@ -310,17 +333,24 @@ class Editor:
         outputs: Sequence[str],
         name: str = "",
         domain: str = "",
+        attrs: Mapping[str, Any] | None = None,
         **attributes: Any,
     ) -> ir.Node:
-        """Append a node reading named (or given) values; its outputs get ``outputs``' names."""
+        """Append a node reading named (or given) values; its outputs get ``outputs``' names.
+
+        Its attributes are ``attrs`` (copied from another node: ``ir.Attr`` values) and the
+        keyword ``attributes``; None values are left out.
+        """
         ins: list[ir.Value | None] = []
         for i in inputs:
-            ins.append(
-                None if i in (None, "") else (i if isinstance(i, ir.Value) else self.value(i))
-            )  # type: ignore[arg-type]
-        attrs = {k: v for k, v in attributes.items() if v is not None}
+            if i is None or i == "":
+                ins.append(None)
+            else:
+                ins.append(i if isinstance(i, ir.Value) else self.value(i))
+        given = {**(attrs or {}), **attributes}
+        kept = {k: v for k, v in given.items() if v is not None}
         node = ir.node(
-            op_type, ins, attrs, domain=domain, num_outputs=len(outputs), name=name or None
+            op_type, ins, kept, domain=domain, num_outputs=len(outputs), name=name or None
         )
         for out, out_name in zip(node.outputs, outputs, strict=True):
             out.name = out_name

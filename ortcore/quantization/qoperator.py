@@ -26,10 +26,11 @@ from ._base import (
     activation_params,
     adjust_tensor_ranges,
     attr,
+    io_names,
     to_proto,
     weight_params,
 )
-from .calibrate import TensorsData
+from ._calib_data import TensorsData
 from .qoperator_ops import HANDLERS_DYNAMIC, HANDLERS_STATIC
 from .quant_utils import NP_TYPES, QuantizationMode, ms_domain
 
@@ -65,7 +66,7 @@ class QOperatorQuantizer:
         self.parent = parent
         self.model = model if isinstance(model, ir.Model) else ir.serde.deserialize_model(model)
         self.graph = graph if graph is not None else self.model.graph
-        self.ed = Editor(self.graph, parent.ed if parent else None)
+        self.ed: Editor = Editor(self.graph, parent.ed if parent else None)
         self.opset = self.model.opset_imports.get("", 13)
         if not static and parent is None:
             _replace_gemm_with_matmul(self.model.graph)
@@ -73,6 +74,8 @@ class QOperatorQuantizer:
         self.matmul_const_b_only = bool(opts.extra.get("MatMulConstBOnly", False))
         self.subgraphs = bool(opts.extra.get("EnableSubgraph", False))
         self.force = bool(opts.extra.get("ForceQuantizeNoInputCheck", False))
+        # {tensor: (zero_point, scale, qtype)}, shared with subgraphs.
+        self.params: dict[str, tuple[np.ndarray, np.ndarray, int]]
         if parent is not None:
             self.params = parent.params
         elif tensors_range is not None:
@@ -218,9 +221,9 @@ class QOperatorQuantizer:
     ) -> list[QV | None] | None:
         """The quantized form of the node's inputs at ``indices`` (None if one cannot be)."""
         out: list[QV | None] = []
+        ins, _ = io_names(node)
         for i in indices:
-            v = node.inputs[i] if i < len(node.inputs) else None
-            name = v.name if v is not None else ""
+            name = ins[i] if i < len(ins) else ""
             if not name:
                 out.append(None)
                 continue
@@ -268,7 +271,7 @@ class QOperatorQuantizer:
         """A copy of ``node`` reading/writing other tensors."""
         attrs = {k: a for k, a in node.attributes.items()}
         return self.ed.node(
-            node.op_type, inputs, outputs, name or (node.name or ""), node.domain, **attrs
+            node.op_type, inputs, outputs, name or (node.name or ""), node.domain, attrs=attrs
         )
 
     def _dequantize_orphans(self) -> None:
@@ -366,7 +369,8 @@ def _replace_gemm_with_matmul(graph: ir.Graph) -> None:
         mm = ed.node(
             "MatMul", [a_in, b_name], [mm_name], f"{node.name}_MatMul" if node.name else ""
         )
-        mm.outputs[0].dtype = out.dtype
+        if out.dtype is not None:
+            mm.outputs[0].dtype = out.dtype
         final = mm.outputs[0]
         if has_bias:
             add = ed.node(
@@ -375,7 +379,8 @@ def _replace_gemm_with_matmul(graph: ir.Graph) -> None:
                 [old_name],
                 f"{node.name}_Add" if node.name else "",
             )
-            add.outputs[0].dtype = out.dtype
+            if out.dtype is not None:
+                add.outputs[0].dtype = out.dtype
             final = add.outputs[0]
         ed.redirect(out, final, graph_outputs=True)
         ed.drop(node)

@@ -335,7 +335,7 @@ def quantize_static(
         )
         stride = extra.get("CalibStridedMinMax")
         if stride:
-            total = len(calibration_data_reader)  # type: ignore[arg-type]
+            total = len(calibration_data_reader)
             if total % stride:
                 raise ValueError(
                     f"CalibStridedMinMax: {total} feeds do not divide into strides of {stride}"
