@@ -255,12 +255,13 @@ class QOperatorQuantizer:
 
         Outputs now quantized become orphans (dequantized if read); others were re-made.
         """
-        for i, out in enumerate(node.outputs):
+        _, out_names = io_names(node)
+        for i, (out, out_name) in enumerate(zip(node.outputs, out_names, strict=True)):
             if quantized_outputs and i in quantized_outputs:
-                self.qmap[out.name or ""] = quantized_outputs[i]
-                self.orphans[out.name or ""] = out
+                self.qmap[out_name] = quantized_outputs[i]
+                self.orphans[out_name] = out
             else:
-                new = self.ed.values.get(out.name or "")
+                new = self.ed.values.get(out_name)
                 if new is not None and new is not out:
                     self.ed.redirect(out, new, graph_outputs=True)
         self.ed.drop(node)
@@ -339,7 +340,8 @@ def _replace_gemm_with_matmul(graph: ir.Graph) -> None:
             continue
         a_in, b_in = node.inputs[0], node.inputs[1]
         assert a_in is not None and b_in is not None
-        b_name = b_in.name or ""
+        ins, outs = io_names(node)
+        b_name = ins[1]
         if attr(node, "transB", 0):
             data = ed.initializer(b_name)
             if data is not None:
@@ -363,8 +365,8 @@ def _replace_gemm_with_matmul(graph: ir.Graph) -> None:
                 b_name = t.outputs[0].name or ""
         out = node.outputs[0]
         has_bias = len(node.inputs) > 2 and node.inputs[2] is not None
-        mm_name = (out.name or "") + ("_MatMul" if has_bias else "")
-        old_name = out.name or ""
+        old_name = outs[0]
+        mm_name = old_name + ("_MatMul" if has_bias else "")
         out.name = f"{old_name}__gemm"
         mm = ed.node(
             "MatMul", [a_in, b_name], [mm_name], f"{node.name}_MatMul" if node.name else ""
