@@ -1,9 +1,12 @@
-"""What the QDQ and QOperator quantizers share: options, the graph editor, weight and activation parameters."""
+"""What the QDQ and QOperator quantizers share.
+
+Options, the graph editor, weight and activation parameters.
+"""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +15,7 @@ import onnx
 import onnx_ir as ir
 from onnx import TensorProto
 
-from .calibrate import TensorData, TensorsData
+from ._calib_data import TensorData, TensorsData
 from .quant_utils import (
     NP_TYPES,
     compute_data_quant_params,
@@ -21,7 +24,7 @@ from .quant_utils import (
     quantize_array,
 )
 
-__all__ = ["Editor", "Options", "check_extra_options"]
+__all__ = ["Editor", "Options", "check_extra_options", "io_names"]
 
 FLOAT_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16)
 
@@ -129,10 +132,35 @@ def attr(node: ir.Node, name: str, default: Any = None) -> Any:
     return default if a is None else a.value
 
 
+def io_names(node: ir.Node) -> tuple[list[str], list[str]]:
+    """``node``'s input and output names, "" for an omitted optional one.
+
+    A value without a name (one built in memory, never serialized) cannot be
+    quantized by name: ValueError naming the node and the position.
+    """
+
+    def name(v: ir.Value | None, kind: str, i: int) -> str:
+        if v is None:
+            return ""
+        if v.name is None:
+            raise ValueError(
+                f"node {node.name!r} ({node.op_type}): {kind} {i} has no name; "
+                "quantization refers to tensors by name (name every value of the model)"
+            )
+        return v.name
+
+    ins = [name(v, "input", i) for i, v in enumerate(node.inputs)]
+    outs = [name(v, "output", i) for i, v in enumerate(node.outputs)]
+    return ins, outs
+
+
 def snap_uint8(
     rmin: Any, rmax: Any, qmin: int, qmax: int, min_real_range: float | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """ActivationRestrictedAsymmetric: zero point at qmin (rmin >= 0) or mid-range, scale covering both halves."""
+    """ActivationRestrictedAsymmetric parameters.
+
+    Zero point at qmin (rmin >= 0) or mid-range, scale covering both halves.
+    """
     mid = (qmin + qmax + 1) // 2
     lo = min(float(np.squeeze(rmin)), 0.0)
     hi = max(float(np.squeeze(rmax)), 0.0)
@@ -181,21 +209,25 @@ def activation_params(
 
 
 def adjust_tensor_ranges(opts: Options, graph: ir.Graph, tensors_range: TensorsData) -> TensorsData:
-    """A Relu/Clip's producer takes the Relu's range (the Relu disappears); Softmax outputs [0, 1]."""
+    """A Relu/Clip's producer takes the Relu's range (the Relu disappears).
+
+    Softmax outputs [0, 1].
+    """
     ranges = TensorsData(tensors_range.calibration_method, dict(tensors_range.items()))
     for node in graph:
         if not opts.should_quantize_node(node):
             continue
         if node.op_type in ("Clip", "Relu"):
-            src, dst = node.inputs[0], node.outputs[0]
+            src = node.inputs[0]
             if src is None or len(src.uses()) != 1:
                 continue
-            if src.name in ranges and dst.name in ranges:
-                ranges[src.name] = ranges[dst.name]
-        elif node.op_type == "Softmax" and node.outputs[0].name in ranges:
-            ranges[node.outputs[0].name] = TensorData(
-                lowest=np.float32(0.0), highest=np.float32(1.0)
-            )
+            ins, outs = io_names(node)
+            if ins[0] in ranges and outs[0] in ranges:
+                ranges[ins[0]] = ranges[outs[0]]
+        elif node.op_type == "Softmax":
+            _, outs = io_names(node)
+            if outs[0] in ranges:
+                ranges[outs[0]] = TensorData(lowest=np.float32(0.0), highest=np.float32(1.0))
     return ranges
 
 
@@ -301,17 +333,24 @@ class Editor:
         outputs: Sequence[str],
         name: str = "",
         domain: str = "",
+        attrs: Mapping[str, Any] | None = None,
         **attributes: Any,
     ) -> ir.Node:
-        """Append a node whose inputs are named (or given) values; its outputs get ``outputs``' names."""
+        """Append a node reading named (or given) values; its outputs get ``outputs``' names.
+
+        Its attributes are ``attrs`` (copied from another node: ``ir.Attr`` values) and the
+        keyword ``attributes``; None values are left out.
+        """
         ins: list[ir.Value | None] = []
         for i in inputs:
-            ins.append(
-                None if i in (None, "") else (i if isinstance(i, ir.Value) else self.value(i))
-            )  # type: ignore[arg-type]
-        attrs = {k: v for k, v in attributes.items() if v is not None}
+            if i is None or i == "":
+                ins.append(None)
+            else:
+                ins.append(i if isinstance(i, ir.Value) else self.value(i))
+        given = {**(attrs or {}), **attributes}
+        kept = {k: v for k, v in given.items() if v is not None}
         node = ir.node(
-            op_type, ins, attrs, domain=domain, num_outputs=len(outputs), name=name or None
+            op_type, ins, kept, domain=domain, num_outputs=len(outputs), name=name or None
         )
         for out, out_name in zip(node.outputs, outputs, strict=True):
             out.name = out_name
@@ -333,7 +372,10 @@ class Editor:
         graph_outputs: bool = False,
         same_graph: bool = False,
     ) -> None:
-        """Every use of ``old`` (but ``skip``'s; only this graph's nodes with ``same_graph``) reads ``new``."""
+        """Every use of ``old`` reads ``new``.
+
+        Except ``skip``'s; with ``same_graph`` only this graph's nodes.
+        """
         for use in list(old.uses()):
             if use.node is not skip and not (same_graph and use.node.graph is not self.graph):
                 use.node.replace_input_with(use.idx, new)

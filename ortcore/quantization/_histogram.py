@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ._calib_data import TensorData
+
 __all__ = ["HistogramCollector"]
 
 
@@ -128,7 +130,9 @@ class HistogramCollector:
                     self.histogram_dict[tensor], data, lo, hi, threshold
                 )
             else:
-                hist, edges = np.histogram(data, self.num_bins, range=(-threshold, threshold))
+                # Python floats: same bin dtype (the data's) as the 0-d arrays under NEP 50.
+                bounds = (-float(threshold), float(threshold))
+                hist, edges = np.histogram(data, self.num_bins, range=bounds)
                 self.histogram_dict[tensor] = (hist, edges, lo, hi, threshold)
 
     @staticmethod
@@ -208,8 +212,6 @@ class HistogramCollector:
         return np.array(avg, dtype=edges.dtype), np.array(std, dtype=edges.dtype)
 
     def _distribution(self) -> dict[str, Any]:
-        from .calibrate import TensorData
-
         if self.num_bins < 512:
             raise ValueError(f"Distribution calibration needs num_bins >= 512, got {self.num_bins}")
         if self.scenario not in ("same", "p3"):

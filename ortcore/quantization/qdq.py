@@ -22,11 +22,12 @@ from ._base import (
     activation_params,
     adjust_tensor_ranges,
     attr,
+    io_names,
     to_proto,
     weight_params,
 )
-from .calibrate import TensorsData
-from .quant_utils import NP_TYPES, ms_domain
+from ._calib_data import TensorsData
+from .quant_utils import NP_TYPES, ms_domain, quantize_array, quantize_bias_int32
 
 __all__ = ["QDQQuantizer"]
 
@@ -180,8 +181,7 @@ class QDQQuantizer:
 
     def mark_node(self, node: ir.Node) -> None:
         op = node.op_type
-        ins = [v.name if v is not None else "" for v in node.inputs]
-        outs = [v.name or "" for v in node.outputs]
+        ins, outs = io_names(node)
         if op in ("Conv", "ConvTranspose"):
             self.mark(ins[0])
             if self._out(node):
@@ -288,11 +288,13 @@ class QDQQuantizer:
             input_scale = float(self.act_params[inp][1])
             data = np.asarray(self.ed.initializer(bias), dtype=np.float64)
             scale = scale.copy()
+            # (channel, |bias| max); channel None for a per-tensor scale.
+            targets: list[tuple[int | None, float]]
             if axis is None:
                 absmax = max(abs(min(data.min(initial=0), 0)), abs(max(data.max(initial=0), 0)))
-                targets = [(None, absmax)]
+                targets = [(None, float(absmax))]
             else:
-                targets = [(i, abs(data[i])) for i in range(scale.shape[0])]
+                targets = [(i, float(abs(data[i]))) for i in range(scale.shape[0])]
             changed = False
             for i, absmax in targets:
                 smallest = 1.0001 * (2.0 * absmax) / qrange
@@ -357,8 +359,6 @@ class QDQQuantizer:
         else:
             data = self.ed.initializer(name)
             assert data is not None
-            from .quant_utils import quantize_array
-
             if axis is None:
                 qdata = quantize_array(qtype, data, scale, zp)
             else:
@@ -438,8 +438,9 @@ class QDQQuantizer:
             else:
                 if name not in self.act_params:
                     raise ValueError(
-                        f"no calibrated range for tensor {name!r}: static quantization needs the ranges of the "
-                        "inputs and outputs of every node it quantizes (is it produced by the calibration data?)"
+                        f"no calibrated range for tensor {name!r}: static quantization needs "
+                        "the ranges of the inputs and outputs of every node it quantizes "
+                        "(is it produced by the calibration data?)"
                     )
                 zp, scale, qtype = self.act_params[name]
                 s, z = self._scale_zp_inits(name, zp.astype(NP_TYPES[qtype]), scale)
@@ -463,7 +464,8 @@ class QDQQuantizer:
                 self._add_for_activation(name, src.scale, src.zero_point)
             if not progressed:
                 raise ValueError(
-                    f"tensors {sorted(self.to_quantize)} share parameters with tensors never quantized"
+                    f"tensors {sorted(self.to_quantize)} share parameters with tensors "
+                    "never quantized"
                 )
 
     def _quantize_biases(self) -> None:
@@ -481,15 +483,8 @@ class QDQQuantizer:
             data = self.ed.initializer(bias)
             assert weight_scale is not None and input_scale is not None and data is not None
             bias_scale = input_scale * weight_scale * beta
-            q = np.asarray(data, np.float64) / np.asarray(bias_scale, np.float64)
-            info = np.iinfo(np.int32)
-            q = (
-                np.clip(q.round(), float(info.min), float(info.max))
-                .astype(np.int32)
-                .reshape(data.shape)
-            )
             q_name = f"{bias}_quantized"
-            self.ed.add_initializer(q_name, q)
+            self.ed.add_initializer(q_name, quantize_bias_int32(data, bias_scale))
             s = self.ed.add_initializer(
                 f"{q_name}_scale", np.asarray(bias_scale, data.dtype).reshape(-1)
             ).name

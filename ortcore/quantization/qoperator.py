@@ -26,10 +26,11 @@ from ._base import (
     activation_params,
     adjust_tensor_ranges,
     attr,
+    io_names,
     to_proto,
     weight_params,
 )
-from .calibrate import TensorsData
+from ._calib_data import TensorsData
 from .qoperator_ops import HANDLERS_DYNAMIC, HANDLERS_STATIC
 from .quant_utils import NP_TYPES, QuantizationMode, ms_domain
 
@@ -65,7 +66,7 @@ class QOperatorQuantizer:
         self.parent = parent
         self.model = model if isinstance(model, ir.Model) else ir.serde.deserialize_model(model)
         self.graph = graph if graph is not None else self.model.graph
-        self.ed = Editor(self.graph, parent.ed if parent else None)
+        self.ed: Editor = Editor(self.graph, parent.ed if parent else None)
         self.opset = self.model.opset_imports.get("", 13)
         if not static and parent is None:
             _replace_gemm_with_matmul(self.model.graph)
@@ -73,6 +74,8 @@ class QOperatorQuantizer:
         self.matmul_const_b_only = bool(opts.extra.get("MatMulConstBOnly", False))
         self.subgraphs = bool(opts.extra.get("EnableSubgraph", False))
         self.force = bool(opts.extra.get("ForceQuantizeNoInputCheck", False))
+        # {tensor: (zero_point, scale, qtype)}, shared with subgraphs.
+        self.params: dict[str, tuple[np.ndarray, np.ndarray, int]]
         if parent is not None:
             self.params = parent.params
         elif tensors_range is not None:
@@ -116,15 +119,16 @@ class QOperatorQuantizer:
         if "DefaultTensorType" in self.opts.extra:
             return int(self.opts.extra["DefaultTensorType"])
         raise RuntimeError(
-            f"unable to find the element type of tensor {name!r}: shape inference gave none (an operator of "
-            "another domain?). Set extra_options['DefaultTensorType'] (usually onnx.TensorProto.FLOAT)."
+            f"unable to find the element type of tensor {name!r}: shape inference gave "
+            "none (an operator of another domain?). Set "
+            "extra_options['DefaultTensorType'] (usually onnx.TensorProto.FLOAT)."
         )
 
     # -- quantizing values -----------------------------------------------------------------------
     def output_params(
         self, name: str, use_scale: float | None = None, use_zp: int | None = None
     ) -> tuple[str, str] | None:
-        """The ``(scale, zero_point)`` initializer names for a node output, or None without a range."""
+        """The ``(scale, zero_point)`` initializer names of a node output (None: no range)."""
         if name not in self.params:
             return None
         zp, scale, qtype = self.params[name]
@@ -159,7 +163,8 @@ class QOperatorQuantizer:
             axis = axis + data.ndim if axis < 0 else axis
             if not 0 <= axis < data.ndim:
                 raise ValueError(
-                    f"weight {name!r}: per-channel axis {axis} is out of bounds for rank {data.ndim}"
+                    f"weight {name!r}: per-channel axis {axis} is out of bounds "
+                    f"for rank {data.ndim}"
                 )
             symmetric = self.opts.weight_symmetric(qtype)
         zp, scale, q = weight_params(
@@ -216,9 +221,9 @@ class QOperatorQuantizer:
     ) -> list[QV | None] | None:
         """The quantized form of the node's inputs at ``indices`` (None if one cannot be)."""
         out: list[QV | None] = []
+        ins, _ = io_names(node)
         for i in indices:
-            v = node.inputs[i] if i < len(node.inputs) else None
-            name = v.name if v is not None else ""
+            name = ins[i] if i < len(ins) else ""
             if not name:
                 out.append(None)
                 continue
@@ -246,13 +251,17 @@ class QOperatorQuantizer:
 
     # -- replacing nodes -------------------------------------------------------------------------
     def replace(self, node: ir.Node, quantized_outputs: dict[int, QV] | None = None) -> None:
-        """Drop ``node``: outputs now quantized become orphans (dequantized if read); others were re-made."""
-        for i, out in enumerate(node.outputs):
+        """Drop ``node``.
+
+        Outputs now quantized become orphans (dequantized if read); others were re-made.
+        """
+        _, out_names = io_names(node)
+        for i, (out, out_name) in enumerate(zip(node.outputs, out_names, strict=True)):
             if quantized_outputs and i in quantized_outputs:
-                self.qmap[out.name or ""] = quantized_outputs[i]
-                self.orphans[out.name or ""] = out
+                self.qmap[out_name] = quantized_outputs[i]
+                self.orphans[out_name] = out
             else:
-                new = self.ed.values.get(out.name or "")
+                new = self.ed.values.get(out_name)
                 if new is not None and new is not out:
                     self.ed.redirect(out, new, graph_outputs=True)
         self.ed.drop(node)
@@ -263,7 +272,7 @@ class QOperatorQuantizer:
         """A copy of ``node`` reading/writing other tensors."""
         attrs = {k: a for k, a in node.attributes.items()}
         return self.ed.node(
-            node.op_type, inputs, outputs, name or (node.name or ""), node.domain, **attrs
+            node.op_type, inputs, outputs, name or (node.name or ""), node.domain, attrs=attrs
         )
 
     def _dequantize_orphans(self) -> None:
@@ -331,7 +340,8 @@ def _replace_gemm_with_matmul(graph: ir.Graph) -> None:
             continue
         a_in, b_in = node.inputs[0], node.inputs[1]
         assert a_in is not None and b_in is not None
-        b_name = b_in.name or ""
+        ins, outs = io_names(node)
+        b_name = ins[1]
         if attr(node, "transB", 0):
             data = ed.initializer(b_name)
             if data is not None:
@@ -355,13 +365,14 @@ def _replace_gemm_with_matmul(graph: ir.Graph) -> None:
                 b_name = t.outputs[0].name or ""
         out = node.outputs[0]
         has_bias = len(node.inputs) > 2 and node.inputs[2] is not None
-        mm_name = (out.name or "") + ("_MatMul" if has_bias else "")
-        old_name = out.name or ""
+        old_name = outs[0]
+        mm_name = old_name + ("_MatMul" if has_bias else "")
         out.name = f"{old_name}__gemm"
         mm = ed.node(
             "MatMul", [a_in, b_name], [mm_name], f"{node.name}_MatMul" if node.name else ""
         )
-        mm.outputs[0].dtype = out.dtype
+        if out.dtype is not None:
+            mm.outputs[0].dtype = out.dtype
         final = mm.outputs[0]
         if has_bias:
             add = ed.node(
@@ -370,7 +381,8 @@ def _replace_gemm_with_matmul(graph: ir.Graph) -> None:
                 [old_name],
                 f"{node.name}_Add" if node.name else "",
             )
-            add.outputs[0].dtype = out.dtype
+            if out.dtype is not None:
+                add.outputs[0].dtype = out.dtype
             final = add.outputs[0]
         ed.redirect(out, final, graph_outputs=True)
         ed.drop(node)

@@ -9,8 +9,8 @@ import numpy as np
 import onnx_ir as ir
 from onnx import TensorProto
 
-from ._base import attr
-from .quant_utils import ms_domain
+from ._base import attr, io_names
+from .quant_utils import ms_domain, quantize_bias_int32
 
 if TYPE_CHECKING:
     from .qoperator import QV, QOperatorQuantizer
@@ -21,9 +21,7 @@ Handler = Callable[["QOperatorQuantizer", ir.Node], bool]
 
 
 def _names(node: ir.Node) -> tuple[list[str], list[str]]:
-    return [v.name or "" if v is not None else "" for v in node.inputs], [
-        v.name or "" for v in node.outputs
-    ]
+    return io_names(node)
 
 
 def _qv(q: QOperatorQuantizer, name: str, scale: str, zp: str) -> QV:
@@ -47,7 +45,10 @@ def _matmul_ok(q: QOperatorQuantizer, node: ir.Node) -> bool:
 def _integer_tail(
     q: QOperatorQuantizer, node: ir.Node, op: str, qs: list[QV], out_name: str, with_bias: bool
 ) -> None:
-    """ConvInteger/MatMulInteger -> Cast -> Mul(scale product) (-> bias Add), writing the float output."""
+    """ConvInteger/MatMulInteger -> Cast -> Mul(scale product) (-> bias Add).
+
+    Writes the float output.
+    """
     ins, outs = _names(node)
     name = f"{node.name}_quant" if node.name else ""
     int_out = f"{outs[0]}_output_quantized"
@@ -57,7 +58,7 @@ def _integer_tail(
         [qs[0].q_name, qs[1].q_name, qs[0].zero_point, qs[1].zero_point],
         [int_out],
         name,
-        **attrs,
+        attrs=attrs,
     )
     cast_out = f"{int_out}_cast_output"
     q.ed.node("Cast", [int_out], [cast_out], f"{int_out}_cast", to=q.elem_type(outs[0]))
@@ -128,7 +129,7 @@ def attention(q: QOperatorQuantizer, node: ir.Node) -> bool:
         ins[4] if len(ins) > 4 else "",
     ]
     attrs = {k: v for k, v in node.attributes.items()}
-    q.ed.node("QAttention", inputs, outs, name, domain=ms_domain, **attrs)
+    q.ed.node("QAttention", inputs, outs, name, domain=ms_domain, attrs=attrs)
     q.replace(node)
     return True
 
@@ -149,7 +150,7 @@ def embed_layernorm(q: QOperatorQuantizer, node: ir.Node) -> bool:
         outs,
         f"{node.name}_quant" if node.name else "",
         domain=ms_domain,
-        **attrs,
+        attrs=attrs,
     )
     q.replace(node)
     return True
@@ -204,7 +205,7 @@ def _qlinear(
     drop_attrs: tuple[str, ...] = (),
 ) -> bool:
     """A QLinear* op: quantized inputs, the output's scale/zero point (layout: 'io' or 'concat')."""
-    ins, outs = _names(node)
+    _, outs = _names(node)
     if out_params is None:
         return False
     qs = q.quantize_inputs(node, indices)
@@ -226,7 +227,7 @@ def _qlinear(
     attrs = {k: v for k, v in node.attributes.items() if k not in drop_attrs}
     attrs.update(extra_attrs or {})
     q.ed.node(
-        op, inputs, [out], f"{node.name}_quant" if node.name else "", domain=ms_domain, **attrs
+        op, inputs, [out], f"{node.name}_quant" if node.name else "", domain=ms_domain, attrs=attrs
     )
     q.replace(node, {0: _qv(q, out, s, z)})
     return True
@@ -301,7 +302,7 @@ def _weighted(
     ins, _ = _names(node)
     a = q.quantize_inputs(node, [0])
     if per_channel_axis is not None and q.ed.is_initializer(ins[1]) and q.opts.per_channel:
-        w = q.quantize_initializer(
+        w: QV | None = q.quantize_initializer(
             ins[1], qtype or q.opts.weight_qtype, reduce_range, per_channel_axis
         )
     else:
@@ -317,7 +318,10 @@ def _weighted(
 def _bias(
     q: QOperatorQuantizer, bias: str, inp: QV, weight_name: str, w: QV, beta: float = 1.0
 ) -> str:
-    """The int32 bias at input_scale * weight_scale (raising the weight scale if the bias would overflow)."""
+    """The int32 bias at input_scale * weight_scale.
+
+    The weight scale is raised if the bias would overflow.
+    """
     qname = f"{bias}_quantized"
     if qname in q.ed.values:
         return qname
@@ -329,14 +333,7 @@ def _bias(
     if w_zp.size and not w_zp.any() and q.opts.weight_qtype == TensorProto.INT8:
         w_scale = _adjust_weight_scale(q, weight_name, w, x_scale, w_scale, data)
     bias_scale = x_scale * w_scale * beta
-    values = np.asarray(data, np.float64) / np.asarray(bias_scale, np.float64)
-    info = np.iinfo(np.int32)
-    values = (
-        np.clip(values.round(), float(info.min), float(info.max))
-        .astype(np.int32)
-        .reshape(data.shape)
-    )
-    q.ed.add_initializer(qname, values)
+    q.ed.add_initializer(qname, quantize_bias_int32(data, bias_scale))
     return qname
 
 
@@ -351,6 +348,8 @@ def _adjust_weight_scale(
     qrange = float(np.iinfo(np.int32).max) - float(np.iinfo(np.int32).min + 1)
     scale = np.array(w_scale, copy=True)
     per_channel = q.opts.per_channel and scale.ndim == 1
+    # (channel, |bias| max); channel None for a per-tensor scale.
+    targets: list[tuple[int | None, float]]
     if per_channel:
         targets = [(i, abs(float(bias[i]))) for i in range(scale.shape[0])]
     else:
@@ -422,7 +421,7 @@ def qlinear_conv(q: QOperatorQuantizer, node: ir.Node) -> bool:
         inputs.append(_bias(q, ins[2], a, ins[1], w))
     out = f"{outs[0]}_quantized"
     attrs = {k: v for k, v in node.attributes.items()}
-    q.ed.node("QLinearConv", inputs, [out], f"{node.name}_quant" if node.name else "", **attrs)
+    q.ed.node("QLinearConv", inputs, [out], f"{node.name}_quant" if node.name else "", attrs=attrs)
     q.replace(node, {0: _qv(q, out, *params)})
     return True
 
@@ -483,7 +482,12 @@ def qgemm(q: QOperatorQuantizer, node: ir.Node) -> bool:
     out = f"{outs[0]}_quantized"
     attrs = {k: v for k, v in node.attributes.items() if k != "beta"}
     q.ed.node(
-        "QGemm", inputs, [out], f"{node.name}_quant" if node.name else "", domain=ms_domain, **attrs
+        "QGemm",
+        inputs,
+        [out],
+        f"{node.name}_quant" if node.name else "",
+        domain=ms_domain,
+        attrs=attrs,
     )
     q.replace(node, {0: _qv(q, out, *params)})
     return True

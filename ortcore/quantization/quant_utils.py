@@ -9,6 +9,7 @@ centred on 0, ``q = clip(round_half_even(r / s) + z)``.
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any, TypeVar
 
 import ml_dtypes
 import numpy as np
@@ -33,14 +34,17 @@ __producer__ = "onnx.quantize"
 __version__ = "0.1.0"
 
 
-def _from_name(enum_cls: type[Enum], name: object) -> Enum:
+_E = TypeVar("_E", bound=Enum)
+
+
+def _from_name(enum_cls: type[_E], name: object) -> _E:
     """``enum_cls[name]`` with an error that names the type and the choices."""
     if isinstance(name, enum_cls):
         return name
     try:
         return enum_cls[str(name)]
     except KeyError:
-        choices = ", ".join(m.name for m in enum_cls)  # type: ignore[attr-defined]
+        choices = ", ".join(m.name for m in enum_cls)
         raise ValueError(
             f"unknown {enum_cls.__name__} {name!r}; expected one of: {choices}"
         ) from None
@@ -58,7 +62,7 @@ class QuantizationMode(Enum):
     @staticmethod
     def from_string(mode: str) -> QuantizationMode:
         """The member named ``mode``; ValueError naming it otherwise."""
-        return _from_name(QuantizationMode, mode)  # type: ignore[return-value]
+        return _from_name(QuantizationMode, mode)
 
 
 class QuantType(Enum):
@@ -78,7 +82,7 @@ class QuantType(Enum):
     @staticmethod
     def from_string(t: str) -> QuantType:
         """The member named ``t``; ValueError naming it otherwise."""
-        return _from_name(QuantType, t)  # type: ignore[return-value]
+        return _from_name(QuantType, t)
 
     @property
     def tensor_type(self) -> int:
@@ -109,7 +113,7 @@ class QuantFormat(Enum):
     @staticmethod
     def from_string(format: str) -> QuantFormat:
         """The member named ``format``; ValueError naming it otherwise."""
-        return _from_name(QuantFormat, format)  # type: ignore[return-value]
+        return _from_name(QuantFormat, format)
 
 
 def as_quant_type(value: object, what: str) -> QuantType:
@@ -139,7 +143,8 @@ NP_TYPES: dict[int, np.dtype] = {
     TensorProto.FLOAT8E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn),
 }
 
-_RANGE = {
+# Keyed by int: the qType arguments are TensorProto element types as plain ints.
+_RANGE: dict[int, tuple[int, int]] = {
     TensorProto.UINT8: (0, 255),
     TensorProto.INT8: (-128, 127),
     TensorProto.UINT16: (0, 65535),
@@ -147,8 +152,11 @@ _RANGE = {
     TensorProto.UINT4: (0, 15),
     TensorProto.INT4: (-8, 7),
 }
-_SYMMETRIC_RANGE = {TensorProto.INT8: (-127, 127), TensorProto.INT16: (-32767, 32767)}
-_REDUCED_RANGE = {
+_SYMMETRIC_RANGE: dict[int, tuple[int, int]] = {
+    TensorProto.INT8: (-127, 127),
+    TensorProto.INT16: (-32767, 32767),
+}
+_REDUCED_RANGE: dict[int, tuple[int, int]] = {
     TensorProto.UINT8: (0, 127),
     TensorProto.INT8: (-64, 64),
     TensorProto.UINT16: (0, 32767),
@@ -186,7 +194,7 @@ def compute_scale_zp(
     symmetric: bool = False,
     min_real_range: float | None = None,
 ) -> list[np.ndarray]:
-    """``[zero_point, scale]`` mapping ``[rmin, rmax]`` (widened to include 0) onto ``[qmin, qmax]``."""
+    """``[zero_point, scale]`` mapping ``[rmin, rmax]`` (with 0 added) onto ``[qmin, qmax]``."""
     rmin = np.asarray(rmin)
     rmax = np.asarray(rmax)
     if qmin > 0 or qmax < 0:
@@ -285,15 +293,26 @@ def quantize_data(
     return zp, scale, quantize_array(qType, data, scale, zp)
 
 
-def write_calibration_table(calibration_cache: dict, dir: str = ".") -> None:
-    """Write ``{tensor: (min, max)}`` ranges as ``calibration.json`` and ``calibration.cache`` in ``dir``."""
+def quantize_bias_int32(bias: np.ndarray, bias_scale: np.ndarray) -> np.ndarray:
+    """``bias / bias_scale`` rounded half to even, saturated to int32, in ``bias``'s shape."""
+    ratios = np.asarray(bias, np.float64) / np.asarray(bias_scale, np.float64)
+    info = np.iinfo(np.int32)
+    clipped = np.clip(ratios.round(), float(info.min), float(info.max))
+    return clipped.astype(np.int32).reshape(np.shape(bias))
+
+
+def write_calibration_table(calibration_cache: dict[str, Any], dir: str = ".") -> None:
+    """Write ``{tensor: (min, max)}`` ranges to ``calibration.json`` and ``calibration.cache``.
+
+    Both go in ``dir``.
+    """
     import json
     import os
 
-    def plain(v: object) -> object:
-        if hasattr(v, "range_value"):
-            v = v.range_value  # type: ignore[attr-defined]
-        return [float(np.asarray(x).ravel()[0]) for x in v]  # type: ignore[attr-defined]
+    def plain(v: Any) -> tuple[float, float]:
+        # A TensorData (its range_value) or a (min, max) pair of numbers or 0-d/1-element arrays.
+        lo, hi = v.range_value if hasattr(v, "range_value") else v
+        return float(np.asarray(lo).ravel()[0]), float(np.asarray(hi).ravel()[0])
 
     table = {k: plain(v) for k, v in calibration_cache.items()}
     with open(os.path.join(dir, "calibration.json"), "w") as f:

@@ -309,7 +309,8 @@ def quantize_static(
     model = load_inferred(model_input)
     if not has_metadata(model, PREPROCESS_KEY, PREPROCESS_VALUE):
         logger.info(
-            "the model was not pre-processed (ortcore.quantization.shape_inference.quant_pre_process)"
+            "the model was not pre-processed "
+            "(ortcore.quantization.shape_inference.quant_pre_process)"
         )
     model = _update_opset(model, weight, act)
     calib_keys = {
@@ -334,7 +335,7 @@ def quantize_static(
         )
         stride = extra.get("CalibStridedMinMax")
         if stride:
-            total = len(calibration_data_reader)  # type: ignore[arg-type]
+            total = len(calibration_data_reader)
             if total % stride:
                 raise ValueError(
                     f"CalibStridedMinMax: {total} feeds do not divide into strides of {stride}"
@@ -440,6 +441,7 @@ def quantize(
         )
     else:
         raise TypeError(
-            f"quant_config must be a StaticQuantConfig or DynamicQuantConfig, not {type(quant_config).__name__}"
+            "quant_config must be a StaticQuantConfig or DynamicQuantConfig, "
+            f"not {type(quant_config).__name__}"
             " (weight-only MatMulNBits configs are not supported by ortcore.quantization)"
         )

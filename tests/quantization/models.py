@@ -67,7 +67,10 @@ def cnn(seed: int = 0) -> onnx.ModelProto:
 
 
 def transformer(seed: int = 1, seq: int = 8, hidden: int = 16) -> onnx.ModelProto:
-    """One attention block: Q/K/V MatMul+Add, scores MatMul, Softmax, residual Add, LayerNorm, MLP."""
+    """One attention block.
+
+    Q/K/V MatMul+Add, scores MatMul, Softmax, residual Add, LayerNorm, MLP.
+    """
     rng = np.random.default_rng(seed)
 
     def w(*shape: int) -> np.ndarray:
