@@ -13,7 +13,6 @@ follow onnxruntime's ONNXQuantizer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -31,20 +30,10 @@ from ._base import (
     weight_params,
 )
 from ._calib_data import TensorsData
-from .qoperator_ops import HANDLERS_DYNAMIC, HANDLERS_STATIC
+from .qoperator_ops import HANDLERS_DYNAMIC, HANDLERS_STATIC, QV
 from .quant_utils import NP_TYPES, QuantizationMode, ms_domain
 
 __all__ = ["QOperatorQuantizer", "QV"]
-
-
-@dataclass
-class QV:
-    """A quantized tensor: its integer value and scale/zero-point names."""
-
-    q_name: str
-    scale: str
-    zero_point: str
-    axis: int | None = None
 
 
 class QOperatorQuantizer:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -13,9 +14,20 @@ from ._base import attr, io_names
 from .quant_utils import ms_domain, quantize_bias_int32
 
 if TYPE_CHECKING:
-    from .qoperator import QV, QOperatorQuantizer
+    from .qoperator import QOperatorQuantizer
 
-__all__ = ["HANDLERS_DYNAMIC", "HANDLERS_STATIC"]
+__all__ = ["HANDLERS_DYNAMIC", "HANDLERS_STATIC", "QV"]
+
+
+@dataclass
+class QV:
+    """A quantized tensor: its integer value and scale/zero-point names."""
+
+    q_name: str
+    scale: str
+    zero_point: str
+    axis: int | None = None
+
 
 Handler = Callable[["QOperatorQuantizer", ir.Node], bool]
 
@@ -25,8 +37,6 @@ def _names(node: ir.Node) -> tuple[list[str], list[str]]:
 
 
 def _qv(q: QOperatorQuantizer, name: str, scale: str, zp: str) -> QV:
-    from .qoperator import QV
-
     return QV(name, scale, zp)
 
 
