@@ -28,11 +28,12 @@ import pytest
 from conformance.precision import Tolerance
 from conformance.qcontrib import build, specs
 from conformance.qcontrib.matmul import pack_nbits
-from conformance.qcontrib.spec import QSpec, feeds_of, node_model
+from conformance.qcontrib.spec import QSpec, Slot, feeds_of, node_model
 from onnx import TensorProto, helper, numpy_helper
 
 SPECS = list(specs())
 IDS = [s.name for s in SPECS]
+_PRODUCT_OPS = {"DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QGemm", "QAttention"}
 
 
 def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray], runtime: Any = ortcore) -> list:
@@ -82,6 +83,40 @@ def test_against_onnxruntime(spec: QSpec) -> None:
     got = _run(model, feeds)
     for g, w in zip(got, want):
         _close(g, np.asarray(w), spec, ort=True)
+
+
+PRODUCTS = [s for s in SPECS if s.op in _PRODUCT_OPS]
+
+
+@pytest.mark.parametrize("spec", PRODUCTS, ids=[s.name for s in PRODUCTS])
+def test_packed_weights_equal_fed_ones(spec: QSpec) -> None:
+    """Initializer weights are packed once and kept across runs; the same
+    weights fed as inputs are packed per run: the results are identical,
+    run after run, for every data set."""
+    model, sets = build(spec)
+    fed_spec = QSpec(
+        spec.op,
+        spec.dimension,
+        spec.detail,
+        [Slot(s.name, s.value, True) for s in spec.slots],
+        spec.decompose,
+        spec.attrs,
+        spec.outputs,
+    )
+    fed_model = node_model(fed_spec, sets[0][1])
+    kept = ortcore.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    each = ortcore.InferenceSession(
+        fed_model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    names = [s.name for s in spec.slots if s.fed and s.value is not None]
+    for _ in range(2):
+        for ins, _outs in sets:
+            feeds = dict(zip(names, ins))
+            got = kept.run(None, feeds)
+            want = each.run(None, feeds_of(fed_spec) | feeds)
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype and g.shape == w.shape
+                np.testing.assert_array_equal(g, w, err_msg=spec.name)
 
 
 def _matmul_model(w: np.ndarray) -> onnx.ModelProto:
