@@ -152,6 +152,44 @@ def test_matmul_nbits_from_onnxruntime_quantizer(k: int, block: int, symmetric: 
     assert np.linalg.norm(got - a @ w) < 0.2 * np.linalg.norm(a @ w)
 
 
+@pytest.mark.parametrize(
+    "bits,n,k,block,zeros",
+    [(4, 100, 200, 32, "packed"), (2, 37, 64, 16, None), (8, 50, 130, 64, "float")],
+)
+def test_matmul_nbits_tiles(
+    bits: int, n: int, k: int, block: int, zeros: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """B dequantized a tile of rows at a time (tiles made small here, the
+    last one short, K not a multiple of the block) gives ``(q - zero) *
+    scale`` exactly and the product of the whole weight."""
+    from ortcore_cpu.kernels.quant_contrib import nbits
+
+    rng = np.random.default_rng(bits)
+    kb = -(-k // block)
+    q = rng.integers(0, 2**bits, (n, kb * block), dtype=np.uint8)
+    b = pack_nbits(q, bits).reshape(n, kb, -1)
+    scales = rng.random((n, kb)).astype(np.float32)
+    zq = rng.integers(0, 2**bits, (n, kb), dtype=np.uint8)
+    zp: np.ndarray | None = None
+    if zeros == "packed":
+        zp = pack_nbits(np.pad(zq, ((0, 0), (0, (-kb) % (8 // bits)))), bits)
+    elif zeros == "float":
+        zp = zq.astype(np.float32)
+    zf = zq.astype(np.float32) if zeros else np.full((n, kb), 2 ** (bits - 1), np.float32)
+    want = (q.reshape(n, kb, block).astype(np.float32) - zf[..., None]) * scales[..., None]
+    want = want.reshape(n, -1)[:, :k].T
+    kw: dict[str, Any] = {"n": n, "k": k, "bits": bits, "block_size": block}
+    np.testing.assert_array_equal(nbits.dequantize_nbits(b, scales, zp, **kw), want)
+    monkeypatch.setattr(nbits, "TILE_VALUES", 16 * k)
+    monkeypatch.setattr(nbits, "WIDE_TILE_VALUES", 16 * k)
+    weight = nbits.NBitsWeight(b, scales, zp, **kw)
+    for shape in [(k,), (1, k), (3, 5, k)]:
+        a = rng.standard_normal(shape).astype(np.float32)
+        got = weight.matmul(a)
+        assert got.shape == (*shape[:-1], n)
+        np.testing.assert_allclose(got, a @ want, rtol=1e-5, atol=1e-5)
+
+
 def test_pack_nbits_low_bits_first() -> None:
     assert pack_nbits(np.array([[1, 2, 15, 0]], np.uint8), 4).tolist() == [[0x21, 0x0F]]
 
