@@ -77,7 +77,7 @@ def dynamic_quantize_matmul(info: NodeInfo) -> Compute:
         qa, sa, za = dynamic_quantize(a)
         bm, packed = weight.get(b, b_zero)
         y = int_matmul_to_float(
-            qa, za, sa, bm, b_zero, np.asarray(sb, np.float32), _bias(info, bias, n),
+            qa, int(za), float(sa), bm, b_zero, np.asarray(sb, np.float32), _bias(info, bias, n),
             threads=weight.product_threads(qa, bm), packed=packed,
         )  # fmt: skip
         return (y,)
@@ -109,7 +109,7 @@ def matmul_integer_to_float(info: NodeInfo) -> Compute:
         per_column(info, b_zero, n, "b_zero_point")  # checked; passed as is to match `packed`
         bm, packed = weight.get(b, b_zero)
         y = int_matmul_to_float(
-            a, za, sa, bm, b_zero, np.asarray(sb, np.float32), _bias(info, bias, n),
+            a, za, float(sa), bm, b_zero, np.asarray(sb, np.float32), _bias(info, bias, n),
             threads=weight.product_threads(a, bm), packed=packed,
         )  # fmt: skip
         return (y.astype(np.asarray(b_scale).dtype, copy=False),)
@@ -170,7 +170,8 @@ def qgemm(info: NodeInfo) -> Compute:
                     am, za, 1.0, bm, b_zero, scale, threads=threads, packed=packed
                 )  # the product of the int32 sum and the scale, as below
                 return (y,)
-            acc = int_matmul(am, za, bm, b_zero, threads=threads, packed=packed) + c_full
+            acc = int_matmul(am, za, bm, b_zero, threads=threads, packed=packed)
+            acc = acc + c_full.astype(np.int32)
             return ((acc.astype(np.float32) * scale).astype(np.float32),)
         sy = scalar_scale(info, y_scale, "y_scale")
         out = y_zero.dtype if y_zero is not None else _out_type(info, a.dtype)
