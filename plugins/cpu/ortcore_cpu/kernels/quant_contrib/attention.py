@@ -3,7 +3,8 @@ is quantized (what its tool writes for BERT's fused Attention nodes).
 
 ``QKV = (input - input_zp)(weight - weight_zp) input_scale weight_scale +
 bias`` is one ``int_matmul_to_float`` (the weight's parameters per tensor or
-per column of its ``3 * hidden`` columns); the attention that follows is
+per column of its ``3 * hidden`` columns; a constant weight packed once, the
+session's threads, the bias added in the GEMM's epilogue); the attention that follows is
 onnxruntime's Attention in float32: scores ``Q K^T * scale`` (``scale``
 default ``1/sqrt(head_size)``) plus the mask, softmax, times V.
 
@@ -26,6 +27,7 @@ from .. import registry
 from .._qgemm import int_matmul_to_float
 from ..contrib import MS_DOMAIN
 from ._params import EIGHT_BIT, check_8bit, per_column, scalar_scale, scalar_zero
+from ._weights import ConstantB
 
 
 def _mask_bias(
@@ -67,6 +69,7 @@ def qattention(info: NodeInfo) -> Compute:
     for unsupported in ("do_rotary", "past_present_share_buffer"):
         if int(a.get(unsupported, 0) or 0):
             raise ValueError(f"{info.describe()}: {unsupported}=1 is not supported")
+    packed_weight = ConstantB(info, 1, 7)
 
     def compute(
         x: np.ndarray,
@@ -97,14 +100,18 @@ def qattention(info: NodeInfo) -> Compute:
         hd = hidden // heads
         if bias.shape != (cols,):
             raise ValueError(f"{info.describe()}: bias must be ({cols},), got {bias.shape}")
+        per_column(info, weight_zero, cols, "weight_zero_point")  # checked; passed as is
+        w, packed = packed_weight.get(weight, weight_zero)
         qkv = int_matmul_to_float(
             x,
             scalar_zero(info, input_zero, "input_zero_point", x.dtype),
             float(scalar_scale(info, input_scale, "input_scale")),
-            weight,
-            per_column(info, weight_zero, cols, "weight_zero_point"),
+            w,
+            weight_zero,
             np.asarray(per_column(info, weight_scale, cols, "weight_scale"), np.float32),
             bias,
+            threads=packed_weight.product_threads(x, w),
+            packed=packed,
         )
         qkv = qkv.reshape(b, s, 3, heads, hd).transpose(2, 0, 3, 1, 4)  # (3, b, h, s, hd)
         q, k, v = qkv[0], qkv[1], qkv[2]

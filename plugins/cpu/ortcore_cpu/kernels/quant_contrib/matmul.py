@@ -5,6 +5,10 @@ requantizing epilogue.
 
 A's scale and zero point are per tensor; B's are per tensor or per column
 (one per output column N). Batch dimensions broadcast as in MatMul.
+
+A constant B (the tool's weights are initializers) is packed once for the
+native GEMM (:class:`._weights.ConstantB`), products use the session's
+threads, and a per-column bias is added in the GEMM's epilogue.
 """
 
 from __future__ import annotations
@@ -14,9 +18,17 @@ from ep_sdk import Compute, NodeInfo
 
 from .. import registry
 from .._common import DT
-from .._qgemm import int_matmul, int_matmul_to_float, requantize
+from .._qgemm import (
+    EXACT_K,
+    dynamic_quantize,
+    int_matmul,
+    int_matmul_requantize,
+    int_matmul_to_float,
+    requantize,
+)
 from ..contrib import MS_DOMAIN
 from ._params import EIGHT_BIT, RANGES, check_8bit, per_column, scalar_scale, scalar_zero
+from ._weights import ConstantB
 
 
 def _columns(info: NodeInfo, a: np.ndarray, b: np.ndarray) -> int:
@@ -44,23 +56,12 @@ def _bias(info: NodeInfo, bias: np.ndarray | None, n: int) -> np.ndarray | None:
     return bias.astype(np.float32, copy=False)
 
 
-def dynamic_quantize_uint8(x: np.ndarray) -> tuple[np.ndarray, np.float32, int]:
-    """DynamicQuantizeLinear of a float32 tensor: uint8 values, the scale and
-    zero point of its range widened to include 0 (onnxruntime's formula)."""
-    x = x.astype(np.float32, copy=False)
-    hi = np.float32(max(0.0, float(x.max()))) if x.size else np.float32(0)
-    lo = np.float32(min(0.0, float(x.min()))) if x.size else np.float32(0)
-    scale = np.float32(1.0) if hi == lo else np.float32((hi - lo) / np.float32(255))
-    zero = int(np.clip(np.rint(np.float32(0) - lo / scale), 0, 255))
-    q = np.clip(np.rint(x / scale) + np.float32(zero), 0, 255).astype(np.uint8)
-    return q, scale, zero
-
-
 @registry.kernel("DynamicQuantizeMatMul", domain=MS_DOMAIN, types={1: EIGHT_BIT})
 def dynamic_quantize_matmul(info: NodeInfo) -> Compute:
     """``Y = dequantize(dynamic_quantize(A)) @ dequantize(B) + bias``: A
     (float32) quantized to uint8 over its whole range at run time, B
     quantized with ``b_scale``/``b_zero_point`` per tensor or per column."""
+    weight = ConstantB(info, 1, 3)
 
     def compute(
         a: np.ndarray,
@@ -72,11 +73,13 @@ def dynamic_quantize_matmul(info: NodeInfo) -> Compute:
         check_8bit(info, b, "B")
         n = _columns(info, a, b)
         sb = per_column(info, b_scale, n, "b_scale")
-        zb = per_column(info, b_zero, n, "b_zero_point")
-        qa, sa, za = dynamic_quantize_uint8(a)
+        per_column(info, b_zero, n, "b_zero_point")  # checked; passed as is to match `packed`
+        qa, sa, za = dynamic_quantize(a)
+        bm, packed = weight.get(b, b_zero)
         y = int_matmul_to_float(
-            qa, za, float(sa), b, zb, np.asarray(sb, np.float32), _bias(info, bias, n)
-        )
+            qa, int(za), float(sa), bm, b_zero, np.asarray(sb, np.float32), _bias(info, bias, n),
+            threads=weight.product_threads(qa, bm), packed=packed,
+        )  # fmt: skip
         return (y,)
 
     return compute
@@ -86,6 +89,7 @@ def dynamic_quantize_matmul(info: NodeInfo) -> Compute:
 def matmul_integer_to_float(info: NodeInfo) -> Compute:
     """``Y = (A - a_zp)(B - b_zp) a_scale b_scale + bias`` in float (the
     scales' type): A's parameters per tensor, B's per tensor or per column."""
+    weight = ConstantB(info, 1, 5)
 
     def compute(
         a: np.ndarray,
@@ -102,10 +106,12 @@ def matmul_integer_to_float(info: NodeInfo) -> Compute:
         sa = scalar_scale(info, a_scale, "a_scale")
         za = scalar_zero(info, a_zero, "a_zero_point", a.dtype)
         sb = per_column(info, b_scale, n, "b_scale")
-        zb = per_column(info, b_zero, n, "b_zero_point")
+        per_column(info, b_zero, n, "b_zero_point")  # checked; passed as is to match `packed`
+        bm, packed = weight.get(b, b_zero)
         y = int_matmul_to_float(
-            a, za, float(sa), b, zb, np.asarray(sb, np.float32), _bias(info, bias, n)
-        )
+            a, za, float(sa), bm, b_zero, np.asarray(sb, np.float32), _bias(info, bias, n),
+            threads=weight.product_threads(a, bm), packed=packed,
+        )  # fmt: skip
         return (y.astype(np.asarray(b_scale).dtype, copy=False),)
 
     return compute
@@ -121,6 +127,7 @@ def qgemm(info: NodeInfo) -> Compute:
     alpha = np.float32(info.attrs.get("alpha", 1.0))
     trans_a = bool(info.attrs.get("transA", 0))
     trans_b = bool(info.attrs.get("transB", 0))
+    weight = ConstantB(info, 3, 5, transpose=trans_b)
 
     def compute(
         a: np.ndarray,
@@ -137,31 +144,51 @@ def qgemm(info: NodeInfo) -> Compute:
         check_8bit(info, b, "B")
         if a.ndim != 2 or b.ndim != 2:
             raise ValueError(f"{info.describe()}: A and B must be 2-D, got {a.shape} and {b.shape}")
-        am = a.T if trans_a else a
-        bm = b.T if trans_b else b
+        am = np.ascontiguousarray(a.T) if trans_a else a
+        bm, packed = weight.get(b, b_zero)
         n = _columns(info, am, bm)
         m = am.shape[0]
         sa = scalar_scale(info, a_scale, "a_scale")
         za = scalar_zero(info, a_zero, "a_zero_point", a.dtype)
         sb = per_column(info, b_scale, n, "b_scale")
-        zb = per_column(info, b_zero, n, "b_zero_point")
-        acc = int_matmul(am, za, bm, zb)
+        per_column(info, b_zero, n, "b_zero_point")  # checked; passed as is to match `packed`
+        threads = weight.product_threads(am, bm)
+        scale = alpha * sa * np.asarray(sb, np.float32)  # float32, per column or 0-D
         if c is not None:
             try:
-                acc = acc + np.broadcast_to(c.astype(np.int32), (m, n))
+                c_full = np.broadcast_to(c, (m, n))
             except ValueError:
                 raise ValueError(
                     f"{info.describe()}: C {c.shape} does not broadcast to (M, N) = ({m}, {n})"
                 ) from None
-        scale = alpha * sa * np.asarray(sb, np.float32)  # float32, per column or 0-D
+        # C along the rows (a bias per column, its usual form) is summed in
+        # the GEMM's int32 epilogue; any other C after the product
+        row_c = c is None or c.size == 1 or (c.size == n and c.shape[-1] == n)
         if y_scale is None:
+            if c is None:
+                y = int_matmul_to_float(
+                    am, za, 1.0, bm, b_zero, scale, threads=threads, packed=packed
+                )  # the product of the int32 sum and the scale, as below
+                return (y,)
+            acc = int_matmul(am, za, bm, b_zero, threads=threads, packed=packed)
+            acc = acc + c_full.astype(np.int32)
             return ((acc.astype(np.float32) * scale).astype(np.float32),)
         sy = scalar_scale(info, y_scale, "y_scale")
         out = y_zero.dtype if y_zero is not None else _out_type(info, a.dtype)
         zy = scalar_zero(info, y_zero, "y_zero_point")
         if out not in RANGES:
             raise TypeError(f"{info.describe()}: y_zero_point must be uint8 or int8, got {out}")
-        return (requantize(acc, (scale / sy).astype(np.float32), zy, out),)
+        mult = (scale / sy).astype(np.float32)
+        if row_c and am.shape[-1] <= EXACT_K:
+            ibias = None if c is None else np.broadcast_to(c.reshape(-1), (n,)).astype(np.int32)
+            y = int_matmul_requantize(
+                am, za, bm, b_zero, mult, zy, out, bias=ibias, threads=threads, packed=packed
+            )
+            return (y,)
+        acc = int_matmul(am, za, bm, b_zero, threads=threads, packed=packed)
+        if c is not None:
+            acc = acc + c_full.astype(np.int32)
+        return (requantize(acc, mult, zy, out),)
 
     return compute
 
@@ -178,7 +205,6 @@ def _out_type(info: NodeInfo, default: np.dtype) -> np.dtype:
 
 __all__ = [
     "dynamic_quantize_matmul",
-    "dynamic_quantize_uint8",
     "matmul_integer_to_float",
     "qgemm",
 ]
