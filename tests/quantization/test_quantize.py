@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -31,8 +32,14 @@ STATIC = [
 
 
 @pytest.fixture(autouse=True)
-def _quiet() -> None:
-    logging.getLogger("root").setLevel(logging.ERROR)
+def _quiet() -> Iterator[None]:
+    """onnxruntime's tool logs its warnings on the root logger: quiet them for
+    the test, and give the level back (later tests read warnings)."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    yield
+    root.setLevel(level)
 
 
 def _counts(model: onnx.ModelProto) -> collections.Counter:
