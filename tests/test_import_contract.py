@@ -28,6 +28,7 @@ CUDA_LAYERS = (
     ("plugin", "provider"),
     ("ops", "registry"),
     *((f, "ops_common") for f in ("ops_attention", "ops_cast", "ops_elementwise", "ops_image")),
+    *((f, "ops_common") for f in ("ops_flex_attention", "ops_linear_attention")),
     *((f, "ops_window") for f in ("ops_losses", "ops_misc", "ops_nn", "ops_norm", "ops_quant")),
     *((f, "ops_common") for f in ("ops_recurrent", "ops_reduce", "ops_shape")),
     ("registry", "ops_shape"),

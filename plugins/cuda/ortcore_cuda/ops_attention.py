@@ -15,22 +15,13 @@ or ``nonpad_kv_seqlen[b] - q_len``); ``past_key``/``past_value`` with the
 in modes 0 to 3; ``softmax_precision`` (the softmax is always computed in
 float32). A row with no key attended gives zeros, as ONNX says.
 
-LinearAttention (ai.onnx 27): every update rule (``linear``, ``gated``,
-``delta``, ``gated_delta``), grouped-query heads, a decay per head or per key
-dimension, beta per head or shared, ``past_state`` of the element type; the
-recurrence runs token by token in one kernel, one thread per state column,
-the state in float32.
+RotaryEmbedding (ai.onnx 23): 3-D inputs with ``num_heads`` and 4-D inputs;
+``rotary_embedding_dim``, ``interleaved``; ``position_ids`` into caches of
+``(max_position, rotary_embedding_dim / 2)``, or caches of ``(batch, seq,
+rotary_embedding_dim / 2)``.
 
-CausalConvWithState (ai.onnx 27): depthwise causal 1-D convolution with an
-optional bias and ``past_state``, activation ``none``, ``silu`` or ``swish``.
-
-FlexAttention (ai.onnx.preview 1): float32 and float16 (scores, softmax and
-the product by V in float32, as ``softmax_precision``'s default says);
-``scale``; grouped-query heads; the ``score_mod`` and ``prob_mod`` subgraphs
-run on the float32 scores / probabilities through the core's subgraph plans,
-whose nodes run on the device where the provider takes them (the plans take
-their feeds and give their outputs on the host, so the scores make a round
-trip through the host around each modifier).
+The linear-attention ops are :mod:`ortcore_cuda.ops_linear_attention`,
+FlexAttention :mod:`ortcore_cuda.ops_flex_attention`.
 
 Kernels: :mod:`ortcore_cuda.kernels.attention`. :func:`register` adds this
 family's kernels to the provider's registry; :func:`decline` says why a node
@@ -39,12 +30,11 @@ of this family is not covered (or ``None``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir
-from ep_sdk import GraphContext, KernelRegistry, NodeInfo, RunContext, SubgraphRunner
+from ep_sdk import GraphContext, KernelRegistry, NodeInfo
 
 from .kernels import attention as ak
 from .kernels import elementwise as ew
@@ -52,26 +42,17 @@ from .kernels.rows import row_threads
 from .ops_common import device_of
 from .tensor import CudaTensor
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = ["decline", "register"]
 
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16)
 _MASKS = (ir.DataType.BOOL, *_FLOATS)
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
-_PREVIEW = "ai.onnx.preview"
 
 
 def register(reg: KernelRegistry) -> None:
     """Add this family's kernels to ``reg``."""
     reg.kernel("Attention", since=23, types={"T1": _FLOATS, "T2": _FLOATS, "U": _MASKS})(_attention)
     reg.kernel("RotaryEmbedding", since=23, types={"T": _FLOATS}, input_memory={3: "host"})(_rotary)
-    reg.kernel("LinearAttention", since=27, types={"T": _FLOATS, "S": _FLOATS})(_linear_attention)
-    reg.kernel("CausalConvWithState", since=27, types={"T": _FLOATS})(_causal_conv)
-    reg.kernel("FlexAttention", domain=_PREVIEW, since=1, types={"T1": _FLOATS}, context=True)(
-        _flex_attention
-    )
 
 
 def _attr(node: ir.Node, name: str, default: Any) -> Any:
@@ -90,16 +71,10 @@ def _produced(node: ir.Node, index: int) -> bool:
 
 def decline(node: ir.Node, graph: GraphContext) -> str | None:
     """Why the kernel for ``node`` does not cover it, or ``None``."""
-    if node.domain == _PREVIEW:
-        return _decline_flex(node) if node.op_type == "FlexAttention" else None
     if node.domain not in ("", "ai.onnx"):
         return None
     if node.op_type == "RotaryEmbedding":
         return _decline_rotary(node)
-    if node.op_type == "LinearAttention":
-        return _decline_linear(node)
-    if node.op_type == "CausalConvWithState":
-        return _decline_causal_conv(node)
     if node.op_type != "Attention":
         return None
     q, k, v = (_given(node, i) for i in range(3))
@@ -452,393 +427,5 @@ def _rotary(info: NodeInfo) -> Any:
                 interleaved,
             )
         return (y,)
-
-    return compute
-
-
-# -- LinearAttention ---------------------------------------------------------------------------
-
-_RULES = {"linear": (0, 0), "gated": (1, 0), "delta": (0, 1), "gated_delta": (1, 1)}
-"""update_rule -> (gating, delta correction)."""
-
-
-def _rank(v: ir.Value | None) -> int | None:
-    return len(v.shape) if v is not None and v.shape is not None else None
-
-
-def _decline_linear(node: ir.Node) -> str | None:
-    rule = str(_attr(node, "update_rule", "gated_delta"))
-    if rule not in _RULES:
-        return f"CUDA: LinearAttention update_rule {rule!r}"
-    hq, hkv = (int(_attr(node, a, 0) or 0) for a in ("q_num_heads", "kv_num_heads"))
-    if hq <= 0 or hkv <= 0 or hq % hkv:
-        return f"CUDA: LinearAttention with q_num_heads={hq}, kv_num_heads={hkv}"
-    q, k, v = (_given(node, i) for i in range(3))
-    if q is None or k is None or v is None:
-        return "CUDA: LinearAttention without query, key or value"
-    if any(_rank(x) != 3 for x in (q, k, v)):
-        return "CUDA: LinearAttention query, key and value not all of rank 3"
-    gating, delta = _RULES[rule]
-    decay, beta = _given(node, 4), _given(node, 5)
-    if (decay is not None) != bool(gating) or (beta is not None) != bool(delta):
-        return f"CUDA: LinearAttention update_rule {rule!r} with the wrong decay/beta inputs"
-    for x in (decay, beta):
-        if x is not None and _rank(x) != 3:
-            return "CUDA: LinearAttention decay or beta not of rank 3"
-    past = _given(node, 3)
-    if past is not None and past.dtype != q.dtype:
-        return "CUDA: LinearAttention past_state of another element type than query"
-    if any(x is not None and x.dtype != q.dtype for x in (k, v, decay, beta)):
-        return "CUDA: LinearAttention inputs of different element types"
-    return None
-
-
-def _linear_attention(info: NodeInfo) -> Any:
-    cuda = device_of(info)
-    rule = str(info.attr("update_rule", "gated_delta"))
-    hq = int(info.attr("q_num_heads", 0) or 0)
-    hkv = int(info.attr("kv_num_heads", 0) or 0)
-    scale_attr = float(info.attr("scale", 0.0) or 0.0)
-    if rule not in _RULES or hq <= 0 or hkv <= 0 or hq % hkv:
-        raise ValueError(f"{info.describe()}: update_rule {rule!r}, heads {hq}/{hkv}")
-    gating, delta = _RULES[rule]
-
-    def compute(
-        q: CudaTensor,
-        k: CudaTensor,
-        v: CudaTensor,
-        past: CudaTensor | None = None,
-        decay: CudaTensor | None = None,
-        beta: CudaTensor | None = None,
-    ) -> tuple[CudaTensor, CudaTensor]:
-        if q.dtype not in _SUFFIX or any(
-            x is not None and x.dtype != q.dtype for x in (k, v, past, decay, beta)
-        ):
-            raise TypeError(f"{info.describe()}: inputs of different element types")
-        if q.ndim != 3 or k.ndim != 3 or v.ndim != 3:
-            raise ValueError(f"{info.describe()}: query {q.shape}, key {k.shape}, value {v.shape}")
-        batch, length, _ = q.shape
-        if q.shape[2] % hq or k.shape[2] % hkv or v.shape[2] % hkv:
-            raise ValueError(f"{info.describe()}: hidden sizes not divisible by the heads")
-        dk, dv = q.shape[2] // hq, v.shape[2] // hkv
-        if k.shape != (batch, length, hkv * dk) or v.shape[:2] != (batch, length):
-            raise ValueError(f"{info.describe()}: query {q.shape}, key {k.shape}, value {v.shape}")
-        if (decay is not None) != bool(gating) or (beta is not None) != bool(delta):
-            raise ValueError(f"{info.describe()}: update_rule {rule!r} and decay/beta")
-        per_key = 0
-        if decay is not None:
-            if decay.ndim != 3 or decay.shape[:2] != (batch, length):
-                raise ValueError(f"{info.describe()}: decay {decay.shape}")
-            if decay.shape[2] == hkv * dk:
-                per_key = 1
-            elif decay.shape[2] != hkv:
-                raise ValueError(f"{info.describe()}: decay {decay.shape} for {hkv} heads of {dk}")
-        beta_heads = hkv
-        if beta is not None:
-            if beta.ndim != 3 or beta.shape[:2] != (batch, length) or beta.shape[2] not in (1, hkv):
-                raise ValueError(f"{info.describe()}: beta {beta.shape}")
-            beta_heads = beta.shape[2]
-        state_shape = (batch, hkv, dk, dv)
-        if past is not None and past.shape != state_shape:
-            raise ValueError(f"{info.describe()}: past_state {past.shape}, not {state_shape}")
-        scale = scale_attr if scale_attr != 0.0 else 1.0 / float(np.sqrt(dk))
-        y = cuda.empty((batch, length, hq * dv), q.dtype)
-        present = cuda.empty(state_shape, q.dtype)
-        n = batch * hkv * dv
-        if n and dk:
-            work = cuda.empty(state_shape, np.float32)
-            args = ak.LINEAR.pack(
-                batch=batch,
-                len=length,
-                q_heads=hq,
-                kv_heads=hkv,
-                dk=dk,
-                dv=dv,
-                gating=gating,
-                delta=delta,
-                decay_per_key=per_key,
-                beta_heads=beta_heads,
-            )
-            cuda.launch_over(
-                ak.linear_attention_kernel(_SUFFIX[q.dtype]),
-                n,
-                q.ptr,
-                k.ptr,
-                v.ptr,
-                past.ptr if past is not None else 0,
-                decay.ptr if decay is not None else 0,
-                beta.ptr if beta is not None else 0,
-                y.ptr,
-                work.ptr,
-                present.ptr,
-                scale,
-                args,
-                threads=min(256, max(32, n)),
-            )
-        else:  # no state (a zero dimension): zeros out
-            for t in (y, present):
-                if t.size:
-                    cuda.launch_over(ew.fill_kernel(_SUFFIX[t.dtype]), t.size, t.ptr, t.size, 0.0)
-        return y, present
-
-    return compute
-
-
-# -- CausalConvWithState -----------------------------------------------------------------------
-
-
-def _decline_causal_conv(node: ir.Node) -> str | None:
-    act = str(_attr(node, "activation", "none"))
-    if act not in ("none", "silu", "swish"):
-        return f"CUDA: CausalConvWithState activation {act!r}"
-    x, w = _given(node, 0), _given(node, 1)
-    if _rank(x) != 3 or _rank(w) != 3:
-        return "CUDA: CausalConvWithState input or weight not of rank 3"
-    for i in (1, 2, 3):
-        other = _given(node, i)
-        if other is not None and x is not None and other.dtype != x.dtype:
-            return "CUDA: CausalConvWithState inputs of different element types"
-    return None
-
-
-def _causal_conv(info: NodeInfo) -> Any:
-    cuda = device_of(info)
-    act = str(info.attr("activation", "none"))
-    silu = int(act in ("silu", "swish"))
-
-    def compute(
-        x: CudaTensor,
-        w: CudaTensor,
-        bias: CudaTensor | None = None,
-        past: CudaTensor | None = None,
-    ) -> tuple[CudaTensor, CudaTensor]:
-        if x.dtype not in _SUFFIX or any(
-            t is not None and t.dtype != x.dtype for t in (w, bias, past)
-        ):
-            raise TypeError(f"{info.describe()}: inputs of different element types")
-        if x.ndim != 3 or w.ndim != 3:
-            raise ValueError(f"{info.describe()}: input {x.shape}, weight {w.shape}")
-        batch, channels, length = x.shape
-        k = w.shape[2]
-        if w.shape[:2] != (channels, 1) or k < 1:
-            raise ValueError(f"{info.describe()}: weight {w.shape} for {channels} channels")
-        if bias is not None and bias.shape != (channels,):
-            raise ValueError(f"{info.describe()}: bias {bias.shape} for {channels} channels")
-        if past is not None and past.shape != (batch, channels, k - 1):
-            raise ValueError(f"{info.describe()}: past_state {past.shape}, kernel {k}")
-        y = cuda.empty(x.shape, x.dtype)
-        state = cuda.empty((batch, channels, k - 1), x.dtype)
-        rows = batch * channels
-        n = max(rows * length, rows * (k - 1))
-        if n:
-            cuda.launch_over(
-                ak.causal_conv_kernel(_SUFFIX[x.dtype]),
-                n,
-                x.ptr,
-                w.ptr,
-                bias.ptr if bias is not None else 0,
-                past.ptr if past is not None else 0,
-                y.ptr,
-                state.ptr,
-                rows,
-                channels,
-                length,
-                k,
-                silu,
-                threads=min(256, max(32, n)),
-            )
-        return y, state
-
-    return compute
-
-
-# -- FlexAttention -----------------------------------------------------------------------------
-
-
-def _decline_flex(node: ir.Node) -> str | None:
-    q, k, v = (_given(node, i) for i in range(3))
-    if q is None or k is None or v is None:
-        return "CUDA: FlexAttention without Q, K or V"
-    if any(_rank(x) != 4 for x in (q, k, v)):
-        return "CUDA: FlexAttention of inputs not all of rank 4"
-    if q.dtype not in _FLOATS or k.dtype != q.dtype or v.dtype != q.dtype:
-        return f"CUDA: FlexAttention of {q.dtype} (float32 and float16 only)"
-    precision = _attr(node, "softmax_precision", None)
-    if precision is not None and int(precision) != ir.DataType.FLOAT:
-        return f"CUDA: FlexAttention softmax_precision {precision} (float32 only)"
-    for name in ("score_mod", "prob_mod"):
-        g = _attr(node, name, None)
-        if g is None:
-            continue
-        if len(g.inputs) != 1 or len(g.outputs) != 1:
-            return f"CUDA: FlexAttention {name} of {len(g.inputs)} inputs, {len(g.outputs)} outputs"
-        for val in (g.inputs[0], g.outputs[0]):
-            if val.dtype is not None and val.dtype != ir.DataType.FLOAT:
-                return f"CUDA: FlexAttention {name} on {val.dtype} (float32 expected)"
-        for inner in g.all_nodes():
-            if inner.op_type == "Cast" and any(o.dtype is None for o in inner.outputs):
-                # the modifier's values are not type-inferred: a Cast makes values
-                # of a type the kernels after it cannot know when they are built
-                return f"CUDA: FlexAttention {name} holding a Cast of untyped output"
-    return None
-
-
-def _flex_attention(info: NodeInfo) -> Any:
-    cuda = device_of(info)
-    scale_attr = info.attr("scale")
-    score_mod: SubgraphRunner | None = info.attr("score_mod")
-    prob_mod: SubgraphRunner | None = info.attr("prob_mod")
-    outer_names = list(info.implicit_inputs)
-    f32 = np.dtype(np.float32)
-
-    def cast(x: CudaTensor, dtype: np.dtype) -> CudaTensor:
-        if x.dtype == dtype:
-            return x
-        y = cuda.empty(x.shape, dtype)
-        if y.size:
-            cuda.launch_over(
-                ew.cast_kernel(_SUFFIX[x.dtype], _SUFFIX[np.dtype(dtype)]),
-                y.size,
-                x.ptr,
-                y.ptr,
-                y.size,
-            )
-        return y
-
-    def host(value: Any) -> Any:
-        return cuda.to_host(value) if isinstance(value, CudaTensor) else value
-
-    def modify(
-        ctx: RunContext, graph: SubgraphRunner | None, x: CudaTensor, outer: Sequence[Any]
-    ) -> CudaTensor:
-        """``graph(x)``. The core's subgraph plans take their feeds and give
-        their outputs on the host (copied to and from the device around the
-        subgraph's nodes, which run on the device where the provider took them)."""
-        if graph is None:
-            return x
-        by_name = dict(zip(outer_names, outer, strict=True))
-        (out,) = graph.run(ctx, [host(x)], [host(by_name[n]) for n in graph.outer_names])
-        if not isinstance(out, CudaTensor):
-            out = cuda.from_host(np.asarray(out))
-        if out.shape != x.shape or out.dtype != x.dtype:
-            raise ValueError(
-                f"{info.describe()}: a modifier gave {out.dtype} {out.shape}"
-                f" for {x.dtype} {x.shape}"
-            )
-        return out
-
-    def scaled(x: CudaTensor, s: float) -> CudaTensor:
-        y = cuda.empty(x.shape, x.dtype)
-        if y.size:
-            cuda.launch_over(
-                ak.heads_kernel(_SUFFIX[x.dtype]),
-                y.size,
-                x.ptr,
-                y.ptr,
-                y.size,
-                *x.shape[1:],
-                *ew.contiguous(x.shape),
-                s,
-            )
-        return y
-
-    def compute(
-        ctx: RunContext, q: CudaTensor, k: CudaTensor, v: CudaTensor, *outer: Any
-    ) -> tuple[CudaTensor]:
-        if not (q.dtype == k.dtype == v.dtype) or q.dtype not in _SUFFIX:
-            raise TypeError(f"{info.describe()}: Q, K, V of {q.dtype}, {k.dtype}, {v.dtype}")
-        if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
-            raise ValueError(f"{info.describe()}: Q {q.shape}, K {k.shape}, V {v.shape}")
-        batch, hq, q_len, size = q.shape
-        _, hkv, kv_len, _ = k.shape
-        v_size = v.shape[3]
-        if k.shape[0] != batch or k.shape[3] != size or v.shape[:3] != k.shape[:3]:
-            raise ValueError(f"{info.describe()}: Q {q.shape}, K {k.shape}, V {v.shape}")
-        if hkv == 0 or hq % hkv:
-            raise ValueError(f"{info.describe()}: {hq} query heads for {hkv} key/value heads")
-        reps = hq // hkv
-        dtype = q.dtype
-        scale = float(scale_attr) if scale_attr is not None else 1.0 / np.sqrt(size)
-        s = float(dtype.type(np.sqrt(np.float32(scale))))  # Q and K each scaled by sqrt(scale)
-        qh, kh = scaled(q, s), scaled(k, s)
-        m, groups = reps * q_len, batch * hkv
-
-        raw = cuda.empty((batch, hq, q_len, kv_len), dtype)
-        if raw.size and size == 0:
-            cuda.launch_over(ew.fill_kernel(_SUFFIX[dtype]), raw.size, raw.ptr, raw.size, 0.0)
-        elif raw.size:
-            cuda.backend.gemm(
-                dtype,
-                False,
-                True,
-                m,
-                kv_len,
-                size,
-                1.0,
-                qh.ptr,
-                m * size,
-                kh.ptr,
-                kv_len * size,
-                0.0,
-                raw.ptr,
-                m * kv_len,
-                groups,
-                cuda.stream,
-            )
-        scores = modify(ctx, score_mod, cast(raw, f32), outer)
-
-        probs = cuda.empty(scores.shape, f32)
-        rows = batch * hq * q_len
-        if probs.size:
-            args = ak.ROWS.pack(
-                rows=rows,
-                q_heads=hq,
-                q_len=q_len,
-                kv_len=kv_len,
-                mask_kind=ak.MASK_NONE,
-                causal=0,
-                offset=0,
-                left=-1,
-                right=-1,
-                mode=0,
-            )
-            cuda.launch(
-                ak.softmax_kernel("f32"),
-                max(1, min(rows, cuda.max_grid)),
-                row_threads(kv_len),
-                scores.ptr,
-                probs.ptr,
-                0,
-                0,
-                0,
-                0.0,
-                args,
-            )
-        probs = modify(ctx, prob_mod, probs, outer)
-
-        values = cast(v, f32)
-        y = cuda.empty((batch, hq, q_len, v_size), f32)
-        if y.size and kv_len == 0:
-            cuda.launch_over(ew.fill_kernel("f32"), y.size, y.ptr, y.size, 0.0)
-        elif y.size:
-            cuda.backend.gemm(
-                f32,
-                False,
-                False,
-                m,
-                v_size,
-                kv_len,
-                1.0,
-                probs.ptr,
-                m * kv_len,
-                values.ptr,
-                kv_len * v_size,
-                0.0,
-                y.ptr,
-                m * v_size,
-                groups,
-                cuda.stream,
-            )
-        return (cast(y, dtype),)
 
     return compute

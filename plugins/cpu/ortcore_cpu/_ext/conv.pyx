@@ -5,8 +5,9 @@ outer loop over ``nthreads`` OpenMP threads. 1-D and 2-D convolutions use the
 3-D functions with leading spatial extents of 1.
 
 This module is the portable (x86-64 baseline) build; ``conv_avx2`` and
-``conv_avx512`` are the same source (``_conv.pxi``) built with AVX2 and
-FMA, and with AVX-512, where the compiler accepts those flags (``setup.py``);
+``conv_avx512`` are the same source (``_conv.pxi`` and the per-algorithm
+``_conv_*.pxi`` files it includes) built with AVX2 and FMA, and with AVX-512,
+where the compiler accepts those flags (``setup.py``);
 ``ortcore_cpu.kernels._isa`` picks the build this CPU runs.
 """
 
