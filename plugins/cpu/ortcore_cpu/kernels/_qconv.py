@@ -136,24 +136,14 @@ class QConv:
                 ext.depthwise(xb[i], sx, xzb, packed, geometry, y[i], nthreads=threads, **epi)
             return result
         cg, mg = c // g, m // g
-        plain = kh == kw == 1 and strides == [1, 1] and not any(begin) and not any(end)
-        p = oh * ow
         for i in range(n):
             for gi in range(g):
-                pa = packed[gi]
-                flip = ext.MIXED_SIGNS and sx == pa.signed
-                sums = pa.zero_any
-                xs = xb[i, gi * cg : (gi + 1) * cg]
-                if plain:
-                    pb = ext.pack_b(xs.reshape(cg, h * wd), sx, xz, flip, sums, threads)
-                else:
-                    pad = xzb & 0xFF
-                    pb = ext.pack_im2col(xs, sx, pad, geometry, flip, sums, threads)
-                out = y[i, gi * mg : (gi + 1) * mg].reshape(mg, p)
+                out = y[i, gi * mg : (gi + 1) * mg].reshape(mg, oh * ow)
                 gepi = dict(epi)
                 for name in ("mult", "ibias"):
                     v = gepi.get(name)
                     if v is not None and v.size > 1:
                         gepi[name] = v[gi * mg : (gi + 1) * mg]
-                ext.gemm(pa, pb, out, channel_axis=0, nthreads=threads, **gepi)
+                xs = xb[i, gi * cg : (gi + 1) * cg]
+                ext.conv(packed[gi], xs, sx, xzb, geometry, out, nthreads=threads, **gepi)
         return result
