@@ -138,6 +138,42 @@ static void qg_pack_a_panel(const uint8_t *a, ptrdiff_t M, ptrdiff_t K, ptrdiff_
     for (ptrdiff_t r = 0; r < mr; r++) {
         const uint8_t *src = a + (m0 + r) * sm;
         int32_t s = 0;
+        if (sk == 1) {
+            /* rows of consecutive bytes: 4 at a time, and the sum in a loop
+             * the compiler vectorizes */
+            ptrdiff_t k4f = K / 4;
+#if QG_VNNI
+            uint32_t f32 = flip * 0x01010101u;
+            for (ptrdiff_t q = 0; q < k4f; q++) {
+                uint32_t w;
+                memcpy(&w, src + 4 * q, 4);
+                w ^= f32;
+                memcpy(out + (q * QG_MR + r) * 4, &w, 4);
+            }
+#else
+            for (ptrdiff_t q = 0; q < k4f; q++) {
+                qg_a_t *o = out + (q * QG_MR + r) * 4;
+                for (int t = 0; t < 4; t++) o[t] = (qg_a_t)qg_val(src[4 * q + t] ^ flip, psgn);
+            }
+#endif
+            for (ptrdiff_t k = 4 * k4f; k < K; k++) {
+                uint8_t v = src[k] ^ flip;
+#if QG_VNNI
+                out[(k / 4 * QG_MR + r) * 4 + k % 4] = v;
+#else
+                out[(k / 4 * QG_MR + r) * 4 + k % 4] = (qg_a_t)qg_val(v, psgn);
+#endif
+            }
+            if (rsum) {
+                if (psgn) {
+                    for (ptrdiff_t k = 0; k < K; k++) s += (int32_t)(int8_t)(src[k] ^ flip);
+                } else {
+                    for (ptrdiff_t k = 0; k < K; k++) s += (int32_t)(uint8_t)(src[k] ^ flip);
+                }
+                rsum[r] = s;
+            }
+            continue;
+        }
         for (ptrdiff_t k = 0; k < K; k++) {
             uint8_t v = src[k * sk] ^ flip;
 #if QG_VNNI
