@@ -52,11 +52,17 @@ static void qg_cols_plane(const uint8_t *x, ptrdiff_t H, ptrdiff_t W, ptrdiff_t 
             memset(o + lo + n, fill, (size_t)(Wq - lo - n));
         } else {
             for (ptrdiff_t f = 0; f < sw; f++) {
+                /* index c reads iw = c sw + f - pl: inside x for c in [c0, c1) */
                 uint8_t *of = o + f * Wq;
-                for (ptrdiff_t c = 0; c < Wq; c++) {
-                    ptrdiff_t iw = c * sw + f - pl;
-                    of[c] = iw >= 0 && iw < W ? (uint8_t)(xr[iw] ^ flip) : fill;
-                }
+                ptrdiff_t c0 = pl - f <= 0 ? 0 : (pl - f + sw - 1) / sw;
+                ptrdiff_t c1 = W + pl - f <= 0 ? 0 : (W + pl - f + sw - 1) / sw;
+                if (c0 > Wq) c0 = Wq;
+                if (c1 > Wq) c1 = Wq;
+                if (c1 < c0) c1 = c0;
+                memset(of, fill, (size_t)c0);
+                const uint8_t *xf = xr + c0 * sw + f - pl;
+                for (ptrdiff_t c = 0; c < c1 - c0; c++) of[c0 + c] = xf[c * sw] ^ flip;
+                memset(of + c1, fill, (size_t)(Wq - c1));
             }
         }
     }
@@ -92,7 +98,7 @@ QG_INLINE void qg_il4(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2,
 }
 
 /* Columns [n0, n0 + QG_NR) packed as B into out (K4 x QG_NR x 4 bytes, with
- * 64 bytes of room after it). Past K the last group repeats a row of its
+ * 128 bytes of room after it: whole chunks of 16 or 32 columns are written). Past K the last group repeats a row of its
  * own (A is 0 there: no product changes); past P the columns hold anything
  * (their results are dropped). csum (QG_NR) gets each column's sum over K
  * of the values read with signedness psgn, when not NULL. */
@@ -119,7 +125,7 @@ static void qg_cols_panel(const qg_cols *g, ptrdiff_t n0, int psgn, uint8_t *out
     /* the groups whose rows all stay before end for whole 16-byte chunks */
     ptrdiff_t reach = 0;
     for (int r = 0; r < runs; r++) {
-        ptrdiff_t top = ro[r] + (rl[r] + 15) / 16 * 16;
+        ptrdiff_t top = ro[r] + (rl[r] + 31) / 32 * 32;
         if (top > reach) reach = top;
     }
     ptrdiff_t safe = (g->end - g->xp) - reach;
@@ -136,7 +142,26 @@ static void qg_cols_panel(const qg_cols *g, ptrdiff_t n0, int psgn, uint8_t *out
                 const uint8_t *a0 = p0 + ro[r], *a1 = p1 + ro[r], *a2 = p2 + ro[r];
                 const uint8_t *a3 = p3 + ro[r];
                 uint8_t *ob = o + rs[r] * 4;
-                for (ptrdiff_t t = 0; t < rl[r]; t += 16) {
+                ptrdiff_t t = 0;
+#if defined(__AVX2__)
+                for (; t + 16 < rl[r]; t += 32) {
+                    __m256i a = _mm256_loadu_si256((const __m256i *)(a0 + t));
+                    __m256i b = _mm256_loadu_si256((const __m256i *)(a1 + t));
+                    __m256i c = _mm256_loadu_si256((const __m256i *)(a2 + t));
+                    __m256i d = _mm256_loadu_si256((const __m256i *)(a3 + t));
+                    __m256i ab0 = _mm256_unpacklo_epi8(a, b), ab1 = _mm256_unpackhi_epi8(a, b);
+                    __m256i cd0 = _mm256_unpacklo_epi8(c, d), cd1 = _mm256_unpackhi_epi8(c, d);
+                    /* columns 0-3 | 16-19, 4-7 | 20-23, 8-11 | 24-27, 12-15 | 28-31 */
+                    __m256i q0 = _mm256_unpacklo_epi16(ab0, cd0), q1 = _mm256_unpackhi_epi16(ab0, cd0);
+                    __m256i q2 = _mm256_unpacklo_epi16(ab1, cd1), q3 = _mm256_unpackhi_epi16(ab1, cd1);
+                    uint8_t *w = ob + 4 * t;
+                    _mm256_storeu_si256((__m256i *)w, _mm256_permute2x128_si256(q0, q1, 0x20));
+                    _mm256_storeu_si256((__m256i *)(w + 32), _mm256_permute2x128_si256(q2, q3, 0x20));
+                    _mm256_storeu_si256((__m256i *)(w + 64), _mm256_permute2x128_si256(q0, q1, 0x31));
+                    _mm256_storeu_si256((__m256i *)(w + 96), _mm256_permute2x128_si256(q2, q3, 0x31));
+                }
+#endif
+                for (; t < rl[r]; t += 16) {
                     __m128i a = _mm_loadu_si128((const __m128i *)(a0 + t));
                     __m128i b = _mm_loadu_si128((const __m128i *)(a1 + t));
                     __m128i c = _mm_loadu_si128((const __m128i *)(a2 + t));

@@ -28,7 +28,7 @@ static void ql_quantize(const float *x, ptrdiff_t n, float s, float zp, int out_
         __mmask16 ok = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
         v = _mm512_min_ps(_mm512_max_ps(v, vlo), vhi);
         __m512i q = _mm512_maskz_mov_epi32(ok, _mm512_cvtps_epi32(v));
-        _mm_storeu_si128((__m128i *)(y + i), _mm512_cvtepi32_epi8(q));
+        QG_STORE16(y + i, _mm512_cvtepi32_epi8(q), 16, 0xFFFF);
     }
 #elif QG_ISA >= 1
     const __m256 vs = _mm256_set1_ps(s), vz = _mm256_set1_ps(zp);
