@@ -124,6 +124,35 @@ def test_epilogue_ties_round_half_to_even(build: Any, out: Any) -> None:
     np.testing.assert_array_equal(got, np.clip(np.rint(acc) + 3, info.min, info.max))
 
 
+@pytest.mark.parametrize("mult", [0.5, 0.25, 0.5 - 2.0**-25, 0.5 + 2.0**-24, 1.5 - 2.0**-23, 1 / 3])
+@pytest.mark.parametrize("bias", [None, 1 << 23, -(1 << 25)])
+def test_requantize_near_half_integers(build: Any, mult: float, bias: int | None) -> None:
+    """Multipliers that put many scaled sums on or next to a half-integer
+    (float32 ones: the AVX-512 epilogue's float32 lanes, which must hand
+    those to float64), sums past 2**24 and biases past it."""
+    rng = np.random.default_rng(7)
+    a = rng.integers(0, 4, (37, 600)).astype(np.uint8)
+    b = rng.integers(-2, 3, (600, 61)).astype(np.int8)
+    a[:3] = 255
+    b[:, :5] = 127  # sums of 600 * 255 * 127 > 2**24 there
+    m = np.float64(np.float32(mult))
+    ib = None
+    if bias is not None:  # small biases, and a few large ones
+        ib = rng.integers(-50, 50, 61)
+        ib[5:9] = bias
+    acc = a.astype(np.float64) @ b.astype(np.float64)
+    for zero, out in ((3, np.uint8), (-5, np.int8)):
+        got = _qgemm.int_matmul_requantize(a, None, b, None, m, zero, out, bias=ib,
+                                           zero_before_rounding=True)  # fmt: skip
+        y = (acc + (0 if ib is None else ib)) * m + zero
+        info = np.iinfo(out)
+        np.testing.assert_array_equal(got, np.clip(np.rint(y), info.min, info.max))
+        inside = (y > info.min) & (y < info.max)
+        assert inside.sum() > 500
+        if mult in (0.5, 0.25):
+            assert np.any(inside & (y % 1 == 0.5))  # ties inside the range
+
+
 def _quantize_reference(x: np.ndarray, s: np.ndarray, z: np.ndarray, dtype: Any) -> np.ndarray:
     info = np.iinfo(dtype)
     with np.errstate(invalid="ignore"):

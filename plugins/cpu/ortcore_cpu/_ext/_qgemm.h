@@ -330,6 +330,8 @@ typedef struct {
     const float *scale;     /* F32: y = (float)acc * scale (+ fbias) */
     const float *fbias;
     const double *mult;     /* Q8: y = (acc + ibias) * mult */
+    const float *mult32;    /* Q8: mult as float32, where each one is exactly a float32,
+                               every |ibias| <= 2**24 and yzp an integer (else NULL) */
     const int32_t *ibias;
     double yzp;             /* Q8: added before rounding, or after with zp_after */
     int zp_after;
@@ -359,7 +361,8 @@ typedef struct {
  * reference computes, per-channel parameters from p0 (step e->cs). The
  * vector forms do the same operations in the same order on float64 lanes
  * (vrndscalepd/vroundpd to nearest is rint in the default rounding mode). */
-static void qg_q8_row(const qg_epi *e, const int32_t *acc, int nr, ptrdiff_t p0, char *out) {
+static void qg_q8_row_f64(const qg_epi *e, const int32_t *acc, int nr, ptrdiff_t p0,
+                          char *out) {
     int j = 0;
 #if QG_ISA == 3
     const __m512d lo = _mm512_set1_pd(e->lo), hi = _mm512_set1_pd(e->hi);
@@ -450,6 +453,57 @@ static void qg_q8_row(const qg_epi *e, const int32_t *acc, int nr, ptrdiff_t p0,
         y = y < e->lo ? e->lo : (y > e->hi ? e->hi : y);
         out[j] = (char)(int)y;
     }
+}
+
+/* qg_q8_row_f64's results, faster where e->mult32 allows (AVX-512, the
+ * zero point added before rounding): in float32 lanes, 16 at a time. With
+ * A = acc + ibias an integer of at most 2**24 (exact in float32) and m a
+ * float32, w = fl(fl(A m) + yzp) is within 2**-24 (|A m| + |w|) of the
+ * exact x = A m + yzp. Where |w| > 4096 both saturate alike; elsewhere that
+ * is under 2**-10, so rint(x) = rint(w) unless w lies within 2**-10 of a
+ * half-integer. Those vectors (rare), and those with a larger A, take the
+ * float64 path. */
+static void qg_q8_row(const qg_epi *e, const int32_t *acc, int nr, ptrdiff_t p0, char *out) {
+#if QG_ISA == 3
+    if (e->mult32 && !e->zp_after) {
+        const __m512 lo = _mm512_set1_ps((float)e->lo), hi = _mm512_set1_ps((float)e->hi);
+        const __m512 yz = _mm512_set1_ps((float)e->yzp);
+        const __m512 near = _mm512_set1_ps(0.5f - 1.0f / 1024), big = _mm512_set1_ps(4096.0f);
+        const __m512i off = _mm512_set1_epi32(1 << 24), lim = _mm512_set1_epi32(1 << 25);
+        const __m512i absm = _mm512_set1_epi32(0x7fffffff);
+        const ptrdiff_t cs = e->cs;
+        const int32_t *ib = e->ibias;
+        const float *m32 = e->mult32;
+        const __m512i bv = ib && !cs ? _mm512_set1_epi32(ib[p0]) : _mm512_setzero_si512();
+        const __m512 mv = cs ? _mm512_setzero_ps() : _mm512_set1_ps(m32[p0]);
+        for (int j = 0; j < nr; j += 16) {
+            int n = nr - j < 16 ? nr - j : 16;
+            __mmask16 k = (__mmask16)((1u << n) - 1);
+            __m512i a = _mm512_maskz_loadu_epi32(k, acc + j);
+            /* |acc| and |acc + ibias| at most 2**24 (no overflow: |ibias| <= 2**24) */
+            __mmask16 bad = _mm512_cmpgt_epu32_mask(_mm512_add_epi32(a, off), lim);
+            if (ib) {
+                a = _mm512_add_epi32(a, cs ? _mm512_maskz_loadu_epi32(k, ib + p0 + j) : bv);
+                bad |= _mm512_cmpgt_epu32_mask(_mm512_add_epi32(a, off), lim);
+            }
+            __m512 m = cs ? _mm512_maskz_loadu_ps(k, m32 + p0 + j) : mv;
+            __m512 w = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(a), m), yz);
+            __m512 r = _mm512_roundscale_ps(w, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            __m512 d = _mm512_castsi512_ps(
+                _mm512_and_si512(_mm512_castps_si512(_mm512_sub_ps(w, r)), absm));
+            __m512 aw = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(w), absm));
+            bad |= _mm512_cmp_ps_mask(d, near, _CMP_GE_OQ) & _mm512_cmp_ps_mask(aw, big, _CMP_LE_OQ);
+            if (bad & k) {
+                qg_q8_row_f64(e, acc + j, n, p0 + j * cs, out + j);
+                continue;
+            }
+            r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+            QG_STORE16(out + j, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)), n, k);
+        }
+        return;
+    }
+#endif
+    qg_q8_row_f64(e, acc, nr, p0, out);
 }
 
 /* nr values of acc as float32: (float)acc * scale (+ fbias), a multiply and

@@ -33,6 +33,7 @@ cdef extern from "_qgemm.h" nogil:
         const float* scale
         const float* fbias
         const double* mult
+        const float* mult32
         const int32_t* ibias
         double yzp
         int zp_after
@@ -245,13 +246,35 @@ cdef list _epilogue(qg_epi* e, out, Py_ssize_t M, Py_ssize_t N, Py_ssize_t chans
             e.ibias = &ib[0]
     else:
         raise TypeError(f"gemm: no {dt} output")
+    e.mult32 = NULL
+    m32 = None
+    if e.kind == QG_OUT_Q8:
+        m32 = _float32_multipliers(mu, ib, yzp)
+        if m32 is not None:
+            e.mult32 = <const float*><uintptr_t>m32.ctypes.data
     e.rs = stride if channel_axis == 0 else 0
     e.cs = stride if channel_axis != 0 else 0
     out_b = out.view(np.uint8) if M and N else None
     cdef uint8_t[:, :] ob = out_b
     e.out = <char*>&ob[0, 0] if out_b is not None else NULL
     e.ldo = out.strides[0] // out.itemsize if M > 1 else N
-    return [sc, fb, mu, ib, out_b]
+    return [sc, fb, mu, ib, out_b, m32]
+
+
+def _float32_multipliers(mult, ibias, double yzp):
+    """``mult`` as float32 where the float32 epilogue gives the float64
+    one's results (``_qgemm.h``'s ``qg_q8_row``): every multiplier finite
+    and exactly a float32 (a scale ratio computed in float32 is), every
+    bias at most 2**24 in magnitude, the zero point an integer; else None."""
+    m = np.asarray(mult, np.float64)
+    m32 = m.astype(np.float32)
+    if not (np.all(np.isfinite(m)) and np.array_equal(m32.astype(np.float64), m)):
+        return None
+    if ibias is not None and np.abs(np.asarray(ibias, np.int64)).max(initial=0) > 1 << 24:
+        return None
+    if yzp != np.rint(yzp) or abs(yzp) > 1 << 15:
+        return None
+    return np.ascontiguousarray(m32)
 
 
 cdef Py_ssize_t _chunks(Py_ssize_t panels, Py_ssize_t mpanels, int nthreads,
@@ -466,6 +489,8 @@ def depthwise(const uint8_t[:, :, :] x, bint signed, int xz, const int32_t[:, ::
     e.rsum = e.csum = NULL
     e.za = e.zb = NULL
     e.scale = e.fbias = NULL
+    e.mult32 = NULL
+    m32 = None
     e.zp_after = 0
     e.yzp = yzp
     e.ldo = P
@@ -475,6 +500,8 @@ def depthwise(const uint8_t[:, :, :] x, bint signed, int xz, const int32_t[:, ::
             ib = np.broadcast_to(np.asarray(ibias, np.int32).reshape(-1), (C,)).copy()
         e.mult = &mu[0]
         e.ibias = &ib[0] if ib is not None else NULL
+        m32 = _float32_multipliers(mu, ib, yzp)
+        e.mult32 = <const float*><uintptr_t>m32.ctypes.data if m32 is not None else NULL
         e.rs = 1
         e.cs = 0
         e.out_signed = out.dtype == np.int8
