@@ -156,6 +156,8 @@ def pack_a(const uint8_t[:, :] a, bint signed, zero, bint flip, bint sums, int n
     cdef int32_t[::1] r = rs if sums else None
     cdef qg_a_t* dp = <qg_a_t*>&d[0]
     cdef int32_t* rp = &r[0] if sums else NULL
+    if M * K < 1 << 18:  # packing a small one takes less than waking a thread
+        nthreads = 1
     if M and K:
         for q in prange(panels, nogil=True, num_threads=max(1, nthreads), schedule="dynamic"):
             qg_pack_a_panel(&a[0, 0], M, K, sm, sk, q * QG_MR, fl, psgn, dp + q * psize,
@@ -179,6 +181,8 @@ def pack_b(const uint8_t[:, :] b, bint signed, zero, bint flip, bint sums, int n
     cdef int32_t[::1] c = cs if sums else None
     cdef uint8_t* dp = &d[0]
     cdef int32_t* cp = &c[0] if sums else NULL
+    if N * K < 1 << 18:
+        nthreads = 1
     if N and K:
         for q in prange(panels, nogil=True, num_threads=max(1, nthreads), schedule="dynamic"):
             qg_pack_b_panel(&b[0, 0], K, N, sk, sn, q * QG_NR, fl, psgn, dp + q * psize,
