@@ -18,7 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from ._common import threads_for
 from ._qgemm import _SIGNED, EXACT_K, _zero_vector, ext
+
+MACS_PER_UNIT = 128
+"""Multiply-adds of a convolution that weigh as one unit of
+:func:`threads_for`'s work (one element of a typical elementwise loop)."""
 
 ConvPads = Callable[
     [Sequence[int], Sequence[int]], tuple[list[int], list[int], list[int], list[int]]
@@ -120,6 +125,11 @@ class QConv:
         xzb = int(xz[0])
         depthwise = g == c and m == c
         packed = self._weights(key, w, wz, depthwise, threads)
+        # a thread pays off by the products it computes (a few hundred per
+        # ns with VNNI), not by the input it reads; a depthwise one by its
+        # outputs (about 1 ns each)
+        work = n * m * oh * ow if depthwise else n * oh * ow * w.size // MACS_PER_UNIT
+        threads = threads_for(work, threads)
         epi: dict[str, Any] = {}
         if dtype != np.int32:
             mult = np.asarray(mult, np.float64).reshape(-1)
