@@ -361,8 +361,8 @@ typedef struct {
  * reference computes, per-channel parameters from p0 (step e->cs). The
  * vector forms do the same operations in the same order on float64 lanes
  * (vrndscalepd/vroundpd to nearest is rint in the default rounding mode). */
-static void qg_q8_row_f64(const qg_epi *e, const int32_t *acc, int nr, ptrdiff_t p0,
-                          char *out) {
+static __attribute__((noinline)) void qg_q8_row_f64(const qg_epi *e, const int32_t *acc, int nr,
+                                                    ptrdiff_t p0, char *out) {
     int j = 0;
 #if QG_ISA == 3
     const __m512d lo = _mm512_set1_pd(e->lo), hi = _mm512_set1_pd(e->hi);
@@ -463,7 +463,7 @@ static void qg_q8_row_f64(const qg_epi *e, const int32_t *acc, int nr, ptrdiff_t
  * is under 2**-10, so rint(x) = rint(w) unless w lies within 2**-10 of a
  * half-integer. Those vectors (rare), and those with a larger A, take the
  * float64 path. */
-static void qg_q8_row(const qg_epi *e, const int32_t *acc, int nr, ptrdiff_t p0, char *out) {
+QG_INLINE void qg_q8_row(const qg_epi *e, const int32_t *acc, int nr, ptrdiff_t p0, char *out) {
 #if QG_ISA == 3
     if (e->mult32 && !e->zp_after) {
         const __m512 lo = _mm512_set1_ps((float)e->lo), hi = _mm512_set1_ps((float)e->hi);
