@@ -62,6 +62,9 @@
 #define QG_NV 4
 #endif
 #define QG_NR (QG_VL * QG_NV)
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #define QG_VNNI (QG_ISA >= 2)
 
 #if QG_VNNI
@@ -115,55 +118,12 @@ static void qg_pack_b_panel(const uint8_t *b, ptrdiff_t K, ptrdiff_t N, ptrdiff_
     }
 }
 
-/* Positions [n0, n0 + QG_NR) of a 2-D convolution's columns (im2col) packed
- * as B: k = (c, i, j) over C channels and a kh x kw window, n = (oh, ow);
- * x (C x H x W) one image's planes (a group's), padding reads pad. */
+/* A 2-D convolution's geometry: C channels of H x W, a kh x kw window of
+ * strides sh, sw, dilations dh, dw, padded by ph rows above and pw columns
+ * left, OH x OW outputs. */
 typedef struct {
     ptrdiff_t C, H, W, kh, kw, sh, sw, dh, dw, ph, pw, OH, OW;
 } qg_geom;
-
-static void qg_pack_im2col_panel(const uint8_t *x, const qg_geom *g, ptrdiff_t n0, uint8_t pad,
-                                 uint8_t flip, int psgn, uint8_t *out, int32_t *csum) {
-    ptrdiff_t P = g->OH * g->OW, K = g->C * g->kh * g->kw, ks = g->kh * g->kw;
-    ptrdiff_t nr = P - n0 < QG_NR ? P - n0 : QG_NR;
-    ptrdiff_t k4 = (K + 3) / 4;
-    if (nr < QG_NR || K % 4) memset(out, 0, (size_t)(k4 * QG_NR * 4));
-    for (ptrdiff_t k = 0; k < K; k++) {
-        ptrdiff_t c = k / ks, i = k % ks / g->kw, j = k % g->kw;
-        const uint8_t *plane = x + c * g->H * g->W;
-        uint8_t *ob = out + (k / 4) * QG_NR * 4 + (k % 4);
-        ptrdiff_t col = 0;
-        while (col < nr) {
-            ptrdiff_t n = n0 + col, oh = n / g->OW, ow0 = n % g->OW;
-            ptrdiff_t run = g->OW - ow0 < nr - col ? g->OW - ow0 : nr - col;
-            ptrdiff_t ih = oh * g->sh - g->ph + i * g->dh;
-            uint8_t *o = ob + col * 4;
-            if (ih < 0 || ih >= g->H) {
-                for (ptrdiff_t t = 0; t < run; t++) o[4 * t] = pad ^ flip;
-            } else {
-                const uint8_t *row = plane + ih * g->W;
-                ptrdiff_t off = j * g->dw - g->pw;
-                /* ow whose iw = ow * sw + off is inside [0, W) */
-                ptrdiff_t lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
-                ptrdiff_t hi = g->W - off <= 0 ? 0 : (g->W - off + g->sw - 1) / g->sw;
-                for (ptrdiff_t t = 0; t < run; t++) {
-                    ptrdiff_t ow = ow0 + t;
-                    o[4 * t] = (ow >= lo && ow < hi ? row[ow * g->sw + off] : pad) ^ flip;
-                }
-            }
-            col += run;
-        }
-    }
-    if (csum) {
-        for (ptrdiff_t j = 0; j < QG_NR; j++) csum[j] = 0;
-        for (ptrdiff_t q = 0; q < k4; q++) {
-            const uint8_t *ob = out + q * QG_NR * 4;
-            for (ptrdiff_t j = 0; j < nr; j++)
-                csum[j] += qg_val(ob[4 * j], psgn) + qg_val(ob[4 * j + 1], psgn) +
-                           qg_val(ob[4 * j + 2], psgn) + qg_val(ob[4 * j + 3], psgn);
-        }
-    }
-}
 
 /* Rows [m0, m0 + QG_MR) of A (M x K, element (m, k) at a[m * sm + k * sk])
  * into out (K4 x QG_MR x 4 values), each byte xor flip (then read with
@@ -178,6 +138,42 @@ static void qg_pack_a_panel(const uint8_t *a, ptrdiff_t M, ptrdiff_t K, ptrdiff_
     for (ptrdiff_t r = 0; r < mr; r++) {
         const uint8_t *src = a + (m0 + r) * sm;
         int32_t s = 0;
+        if (sk == 1) {
+            /* rows of consecutive bytes: 4 at a time, and the sum in a loop
+             * the compiler vectorizes */
+            ptrdiff_t k4f = K / 4;
+#if QG_VNNI
+            uint32_t f32 = flip * 0x01010101u;
+            for (ptrdiff_t q = 0; q < k4f; q++) {
+                uint32_t w;
+                memcpy(&w, src + 4 * q, 4);
+                w ^= f32;
+                memcpy(out + (q * QG_MR + r) * 4, &w, 4);
+            }
+#else
+            for (ptrdiff_t q = 0; q < k4f; q++) {
+                qg_a_t *o = out + (q * QG_MR + r) * 4;
+                for (int t = 0; t < 4; t++) o[t] = (qg_a_t)qg_val(src[4 * q + t] ^ flip, psgn);
+            }
+#endif
+            for (ptrdiff_t k = 4 * k4f; k < K; k++) {
+                uint8_t v = src[k] ^ flip;
+#if QG_VNNI
+                out[(k / 4 * QG_MR + r) * 4 + k % 4] = v;
+#else
+                out[(k / 4 * QG_MR + r) * 4 + k % 4] = (qg_a_t)qg_val(v, psgn);
+#endif
+            }
+            if (rsum) {
+                if (psgn) {
+                    for (ptrdiff_t k = 0; k < K; k++) s += (int32_t)(int8_t)(src[k] ^ flip);
+                } else {
+                    for (ptrdiff_t k = 0; k < K; k++) s += (int32_t)(uint8_t)(src[k] ^ flip);
+                }
+                rsum[r] = s;
+            }
+            continue;
+        }
         for (ptrdiff_t k = 0; k < K; k++) {
             uint8_t v = src[k * sk] ^ flip;
 #if QG_VNNI
@@ -198,8 +194,7 @@ static void qg_pack_a_panel(const uint8_t *a, ptrdiff_t M, ptrdiff_t K, ptrdiff_
 #if QG_ISA == 3
 /* a_uns: A is vpdpbusd's unsigned operand (else B is). */
 QG_INLINE void qg_tile(const qg_a_t *ap, const uint8_t *bp, ptrdiff_t k4, int32_t *t,
-                       const int mr, const int a_uns, const int b_sgn) {
-    (void)b_sgn;
+                       const int mr, const int a_uns, const int nv) {
     __m512i acc[QG_MR][QG_NV];
 #pragma GCC unroll 8
     for (int r = 0; r < QG_MR; r++)
@@ -208,7 +203,7 @@ QG_INLINE void qg_tile(const qg_a_t *ap, const uint8_t *bp, ptrdiff_t k4, int32_
     for (ptrdiff_t q = 0; q < k4; q++) {
         __m512i b[QG_NV];
 #pragma GCC unroll 3
-        for (int v = 0; v < QG_NV; v++)
+        for (int v = 0; v < nv; v++)
             b[v] = _mm512_loadu_si512((const void *)(bp + (q * QG_NR + v * QG_VL) * 4));
 #pragma GCC unroll 8
         for (int r = 0; r < QG_MR; r++) {
@@ -217,7 +212,7 @@ QG_INLINE void qg_tile(const qg_a_t *ap, const uint8_t *bp, ptrdiff_t k4, int32_
             memcpy(&w, ap + (q * QG_MR + r) * 4, 4);
             __m512i a = _mm512_set1_epi32(w);
 #pragma GCC unroll 3
-            for (int v = 0; v < QG_NV; v++)
+            for (int v = 0; v < nv; v++)
                 acc[r][v] = a_uns ? _mm512_dpbusd_epi32(acc[r][v], a, b[v])
                                   : _mm512_dpbusd_epi32(acc[r][v], b[v], a);
         }
@@ -226,14 +221,13 @@ QG_INLINE void qg_tile(const qg_a_t *ap, const uint8_t *bp, ptrdiff_t k4, int32_
     for (int r = 0; r < QG_MR; r++) {
         if (r >= mr) break;
 #pragma GCC unroll 3
-        for (int v = 0; v < QG_NV; v++)
+        for (int v = 0; v < nv; v++)
             _mm512_storeu_si512((void *)(t + r * QG_NR + v * QG_VL), acc[r][v]);
     }
 }
 #elif QG_ISA == 2
 QG_INLINE void qg_tile(const qg_a_t *ap, const uint8_t *bp, ptrdiff_t k4, int32_t *t,
-                       const int mr, const int a_uns, const int b_sgn) {
-    (void)b_sgn;
+                       const int mr, const int a_uns, const int nv) {
     __m256i acc[QG_MR][QG_NV];
 #pragma GCC unroll 8
     for (int r = 0; r < QG_MR; r++)
@@ -242,7 +236,7 @@ QG_INLINE void qg_tile(const qg_a_t *ap, const uint8_t *bp, ptrdiff_t k4, int32_
     for (ptrdiff_t q = 0; q < k4; q++) {
         __m256i b[QG_NV];
 #pragma GCC unroll 3
-        for (int v = 0; v < QG_NV; v++)
+        for (int v = 0; v < nv; v++)
             b[v] = _mm256_loadu_si256((const __m256i *)(bp + (q * QG_NR + v * QG_VL) * 4));
 #pragma GCC unroll 8
         for (int r = 0; r < QG_MR; r++) {
@@ -251,7 +245,7 @@ QG_INLINE void qg_tile(const qg_a_t *ap, const uint8_t *bp, ptrdiff_t k4, int32_
             memcpy(&w, ap + (q * QG_MR + r) * 4, 4);
             __m256i a = _mm256_set1_epi32(w);
 #pragma GCC unroll 3
-            for (int v = 0; v < QG_NV; v++)
+            for (int v = 0; v < nv; v++)
                 acc[r][v] = a_uns ? _mm256_dpbusd_avx_epi32(acc[r][v], a, b[v])
                                   : _mm256_dpbusd_avx_epi32(acc[r][v], b[v], a);
         }
@@ -260,7 +254,7 @@ QG_INLINE void qg_tile(const qg_a_t *ap, const uint8_t *bp, ptrdiff_t k4, int32_
     for (int r = 0; r < QG_MR; r++) {
         if (r >= mr) break;
 #pragma GCC unroll 3
-        for (int v = 0; v < QG_NV; v++)
+        for (int v = 0; v < nv; v++)
             _mm256_storeu_si256((__m256i *)(t + r * QG_NR + v * QG_VL), acc[r][v]);
     }
 }
@@ -269,8 +263,8 @@ QG_INLINE void qg_tile(const qg_a_t *ap, const uint8_t *bp, ptrdiff_t k4, int32_
  * lanes of a widened half hold 2 columns x 4 values of k per 128-bit lane;
  * vpmaddwd leaves two partial sums per column, added at the end. */
 QG_INLINE void qg_tile(const qg_a_t *ap, const uint8_t *bp, ptrdiff_t k4, int32_t *t,
-                       const int mr, const int a_uns, const int b_sgn) {
-    (void)a_uns;
+                       const int mr, const int b_sgn, const int nv) {
+    (void)nv;
     __m256i lo[QG_MR], hi[QG_MR];
 #pragma GCC unroll 8
     for (int r = 0; r < QG_MR; r++) lo[r] = hi[r] = _mm256_setzero_si256();
@@ -299,24 +293,24 @@ QG_INLINE void qg_tile(const qg_a_t *ap, const uint8_t *bp, ptrdiff_t k4, int32_
 }
 #else
 QG_INLINE void qg_tile(const qg_a_t *ap, const uint8_t *bp, ptrdiff_t k4, int32_t *t,
-                       const int mr, const int a_uns, const int b_sgn) {
-    (void)a_uns;
+                       const int mr, const int b_sgn, const int nv) {
+    const int nc = nv * QG_VL;
     uint32_t acc[QG_MR][QG_NR];
     memset(acc, 0, sizeof(acc));
     for (ptrdiff_t q = 0; q < k4; q++) {
         const uint8_t *b = bp + q * QG_NR * 4;
         int32_t bv[QG_NR * 4];
-        for (int j = 0; j < QG_NR * 4; j++) bv[j] = qg_val(b[j], b_sgn);
+        for (int j = 0; j < nc * 4; j++) bv[j] = qg_val(b[j], b_sgn);
         for (int r = 0; r < mr; r++) {
             const qg_a_t *a = ap + (q * QG_MR + r) * 4;
             int32_t a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
-            for (int j = 0; j < QG_NR; j++)
+            for (int j = 0; j < nc; j++)
                 acc[r][j] += (uint32_t)(a0 * bv[4 * j] + a1 * bv[4 * j + 1] +
                                         a2 * bv[4 * j + 2] + a3 * bv[4 * j + 3]);
         }
     }
     for (int r = 0; r < mr; r++)
-        for (int j = 0; j < QG_NR; j++) t[r * QG_NR + j] = (int32_t)acc[r][j];
+        for (int j = 0; j < nc; j++) t[r * QG_NR + j] = (int32_t)acc[r][j];
 }
 #endif
 
@@ -336,6 +330,8 @@ typedef struct {
     const float *scale;     /* F32: y = (float)acc * scale (+ fbias) */
     const float *fbias;
     const double *mult;     /* Q8: y = (acc + ibias) * mult */
+    const float *mult32;    /* Q8: mult as float32, where each one is exactly a float32,
+                               every |ibias| <= 2**24 and yzp an integer (else NULL) */
     const int32_t *ibias;
     double yzp;             /* Q8: added before rounding, or after with zp_after */
     int zp_after;
@@ -345,8 +341,211 @@ typedef struct {
     ptrdiff_t ldo;
 } qg_epi;
 
-/* Finish the tile t (mr x nr of QG_NR-wide rows) at (m0, n0). */
-static void qg_finish(const qg_epi *e, int32_t *t, ptrdiff_t m0, ptrdiff_t n0, int mr, int nr) {
+#if QG_ISA == 3
+/* Store the 16 bytes b (n of them, mask k): narrowed in a register first.
+ * The compiler would otherwise fold vpmovdb into its store form, several
+ * times slower (microcoded on AMD Zen 4). */
+#define QG_STORE16(dst, b, n, k)                                 \
+    do {                                                         \
+        __m128i qg_b_ = (b);                                     \
+        __asm__("" : "+x"(qg_b_));                               \
+        if ((n) == 16)                                           \
+            _mm_storeu_si128((__m128i *)(dst), qg_b_);           \
+        else                                                     \
+            _mm_mask_storeu_epi8((dst), (k), qg_b_);             \
+    } while (0)
+#endif
+
+/* nr values of acc requantized into o: saturate(rint((acc + ibias) * mult
+ * + yzp)) (or rint(...) + yzp with zp_after), all in float64 as the numpy
+ * reference computes, per-channel parameters from p0 (step e->cs). The
+ * vector forms do the same operations in the same order on float64 lanes
+ * (vrndscalepd/vroundpd to nearest is rint in the default rounding mode). */
+static __attribute__((noinline)) void qg_q8_row_f64(const qg_epi *e, const int32_t *acc, int nr,
+                                                    ptrdiff_t p0, char *out) {
+    int j = 0;
+#if QG_ISA == 3
+    const __m512d lo = _mm512_set1_pd(e->lo), hi = _mm512_set1_pd(e->hi);
+    const __m512d yz = _mm512_set1_pd(e->yzp);
+    for (; j < nr; j += 16) {
+        int n = nr - j < 16 ? nr - j : 16;
+        __mmask16 k = (__mmask16)((1u << n) - 1);
+        __m512i a = _mm512_maskz_loadu_epi32(k, acc + j);
+        __m512d y0 = _mm512_cvtepi32_pd(_mm512_castsi512_si256(a));
+        __m512d y1 = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(a, 1));
+        if (e->ibias) {
+            __m512i b = e->cs ? _mm512_maskz_loadu_epi32(k, e->ibias + p0 + j)
+                              : _mm512_set1_epi32(e->ibias[p0]);
+            y0 = _mm512_add_pd(y0, _mm512_cvtepi32_pd(_mm512_castsi512_si256(b)));
+            y1 = _mm512_add_pd(y1, _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(b, 1)));
+        }
+        __m512d m0, m1;
+        if (e->cs) {
+            m0 = _mm512_maskz_loadu_pd((__mmask8)k, e->mult + p0 + j);
+            m1 = _mm512_maskz_loadu_pd((__mmask8)(k >> 8), e->mult + p0 + j + 8);
+        } else {
+            m0 = m1 = _mm512_set1_pd(e->mult[p0]);
+        }
+        y0 = _mm512_mul_pd(y0, m0);
+        y1 = _mm512_mul_pd(y1, m1);
+        const int rn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        if (e->zp_after) {
+            y0 = _mm512_add_pd(_mm512_roundscale_pd(y0, rn), yz);
+            y1 = _mm512_add_pd(_mm512_roundscale_pd(y1, rn), yz);
+        } else {
+            y0 = _mm512_roundscale_pd(_mm512_add_pd(y0, yz), rn);
+            y1 = _mm512_roundscale_pd(_mm512_add_pd(y1, yz), rn);
+        }
+        y0 = _mm512_min_pd(_mm512_max_pd(y0, lo), hi);
+        y1 = _mm512_min_pd(_mm512_max_pd(y1, lo), hi);
+        __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtpd_epi32(y0)),
+                                       _mm512_cvtpd_epi32(y1), 1);
+        QG_STORE16(out + j, _mm512_cvtepi32_epi8(v), n, k);
+    }
+#elif QG_ISA >= 1
+    const __m256d lo = _mm256_set1_pd(e->lo), hi = _mm256_set1_pd(e->hi);
+    const __m256d yz = _mm256_set1_pd(e->yzp);
+    const int rn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    for (; j + 8 <= nr; j += 8) {
+        __m128i a0 = _mm_loadu_si128((const __m128i *)(acc + j));
+        __m128i a1 = _mm_loadu_si128((const __m128i *)(acc + j + 4));
+        __m256d y0 = _mm256_cvtepi32_pd(a0), y1 = _mm256_cvtepi32_pd(a1);
+        if (e->ibias) {
+            __m128i b0, b1;
+            if (e->cs) {
+                b0 = _mm_loadu_si128((const __m128i *)(e->ibias + p0 + j));
+                b1 = _mm_loadu_si128((const __m128i *)(e->ibias + p0 + j + 4));
+            } else {
+                b0 = b1 = _mm_set1_epi32(e->ibias[p0]);
+            }
+            y0 = _mm256_add_pd(y0, _mm256_cvtepi32_pd(b0));
+            y1 = _mm256_add_pd(y1, _mm256_cvtepi32_pd(b1));
+        }
+        __m256d m0, m1;
+        if (e->cs) {
+            m0 = _mm256_loadu_pd(e->mult + p0 + j);
+            m1 = _mm256_loadu_pd(e->mult + p0 + j + 4);
+        } else {
+            m0 = m1 = _mm256_set1_pd(e->mult[p0]);
+        }
+        y0 = _mm256_mul_pd(y0, m0);
+        y1 = _mm256_mul_pd(y1, m1);
+        if (e->zp_after) {
+            y0 = _mm256_add_pd(_mm256_round_pd(y0, rn), yz);
+            y1 = _mm256_add_pd(_mm256_round_pd(y1, rn), yz);
+        } else {
+            y0 = _mm256_round_pd(_mm256_add_pd(y0, yz), rn);
+            y1 = _mm256_round_pd(_mm256_add_pd(y1, yz), rn);
+        }
+        y0 = _mm256_min_pd(_mm256_max_pd(y0, lo), hi);
+        y1 = _mm256_min_pd(_mm256_max_pd(y1, lo), hi);
+        __m128i w = _mm_packs_epi32(_mm256_cvtpd_epi32(y0), _mm256_cvtpd_epi32(y1));
+        w = e->out_signed ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w);
+        _mm_storel_epi64((__m128i *)(out + j), w);
+    }
+#endif
+    for (; j < nr; j++) {
+        ptrdiff_t p = p0 + j * e->cs;
+        double y = (double)acc[j];
+        if (e->ibias) y += (double)e->ibias[p];
+        y *= e->mult[p];
+        y = e->zp_after ? rint(y) + e->yzp : rint(y + e->yzp);
+        y = y < e->lo ? e->lo : (y > e->hi ? e->hi : y);
+        out[j] = (char)(int)y;
+    }
+}
+
+/* qg_q8_row_f64's results, faster where e->mult32 allows (AVX-512, the
+ * zero point added before rounding): in float32 lanes, 16 at a time. With
+ * A = acc + ibias an integer of at most 2**24 (exact in float32) and m a
+ * float32, w = fl(fl(A m) + yzp) is within 2**-24 (|A m| + |w|) of the
+ * exact x = A m + yzp. Where |w| > 4096 both saturate alike; elsewhere that
+ * is under 2**-10, so rint(x) = rint(w) unless w lies within 2**-10 of a
+ * half-integer. Those vectors (rare), and those with a larger A, take the
+ * float64 path. */
+QG_INLINE void qg_q8_row(const qg_epi *e, const int32_t *acc, int nr, ptrdiff_t p0, char *out) {
+#if QG_ISA == 3
+    if (e->mult32 && !e->zp_after) {
+        const __m512 lo = _mm512_set1_ps((float)e->lo), hi = _mm512_set1_ps((float)e->hi);
+        const __m512 yz = _mm512_set1_ps((float)e->yzp);
+        const __m512 near = _mm512_set1_ps(0.5f - 1.0f / 1024), big = _mm512_set1_ps(4096.0f);
+        const __m512i off = _mm512_set1_epi32(1 << 24), lim = _mm512_set1_epi32(1 << 25);
+        const __m512i absm = _mm512_set1_epi32(0x7fffffff);
+        const ptrdiff_t cs = e->cs;
+        const int32_t *ib = e->ibias;
+        const float *m32 = e->mult32;
+        const __m512i bv = ib && !cs ? _mm512_set1_epi32(ib[p0]) : _mm512_setzero_si512();
+        const __m512 mv = cs ? _mm512_setzero_ps() : _mm512_set1_ps(m32[p0]);
+        for (int j = 0; j < nr; j += 16) {
+            int n = nr - j < 16 ? nr - j : 16;
+            __mmask16 k = (__mmask16)((1u << n) - 1);
+            __m512i a = _mm512_maskz_loadu_epi32(k, acc + j);
+            /* |acc| and |acc + ibias| at most 2**24 (no overflow: |ibias| <= 2**24) */
+            __mmask16 bad = _mm512_cmpgt_epu32_mask(_mm512_add_epi32(a, off), lim);
+            if (ib) {
+                a = _mm512_add_epi32(a, cs ? _mm512_maskz_loadu_epi32(k, ib + p0 + j) : bv);
+                bad |= _mm512_cmpgt_epu32_mask(_mm512_add_epi32(a, off), lim);
+            }
+            __m512 m = cs ? _mm512_maskz_loadu_ps(k, m32 + p0 + j) : mv;
+            __m512 w = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(a), m), yz);
+            __m512 r = _mm512_roundscale_ps(w, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            __m512 d = _mm512_castsi512_ps(
+                _mm512_and_si512(_mm512_castps_si512(_mm512_sub_ps(w, r)), absm));
+            __m512 aw = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(w), absm));
+            bad |= _mm512_cmp_ps_mask(d, near, _CMP_GE_OQ) & _mm512_cmp_ps_mask(aw, big, _CMP_LE_OQ);
+            if (bad & k) {
+                qg_q8_row_f64(e, acc + j, n, p0 + j * cs, out + j);
+                continue;
+            }
+            r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+            QG_STORE16(out + j, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)), n, k);
+        }
+        return;
+    }
+#endif
+    qg_q8_row_f64(e, acc, nr, p0, out);
+}
+
+/* nr values of acc as float32: (float)acc * scale (+ fbias), a multiply and
+ * an add each rounded (no fused multiply-add), as numpy computes them. */
+static void qg_f32_row(const qg_epi *e, const int32_t *acc, int nr, ptrdiff_t p0, float *o) {
+    int j = 0;
+#if QG_ISA == 3
+    for (; j < nr; j += 16) {
+        int n = nr - j < 16 ? nr - j : 16;
+        __mmask16 k = (__mmask16)((1u << n) - 1);
+        __m512 y = _mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(k, acc + j));
+        __m512 s = e->cs ? _mm512_maskz_loadu_ps(k, e->scale + p0 + j)
+                         : _mm512_set1_ps(e->scale[p0]);
+        y = _mm512_mul_ps(y, s);
+        if (e->fbias)
+            y = _mm512_add_ps(y, e->cs ? _mm512_maskz_loadu_ps(k, e->fbias + p0 + j)
+                                       : _mm512_set1_ps(e->fbias[p0]));
+        _mm512_mask_storeu_ps(o + j, k, y);
+    }
+#elif QG_ISA >= 1
+    for (; j + 8 <= nr; j += 8) {
+        __m256 y = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(acc + j)));
+        __m256 s = e->cs ? _mm256_loadu_ps(e->scale + p0 + j) : _mm256_set1_ps(e->scale[p0]);
+        y = _mm256_mul_ps(y, s);
+        if (e->fbias)
+            y = _mm256_add_ps(y, e->cs ? _mm256_loadu_ps(e->fbias + p0 + j)
+                                       : _mm256_set1_ps(e->fbias[p0]));
+        _mm256_storeu_ps(o + j, y);
+    }
+#endif
+    for (; j < nr; j++) {
+        ptrdiff_t p = p0 + j * e->cs;
+        float y = (float)acc[j] * e->scale[p];
+        if (e->fbias) y = y + e->fbias[p];
+        o[j] = y;
+    }
+}
+
+/* Finish the tile t (mr x nr of QG_NR-wide rows) at (m0, n0); cs: the
+ * column sums of its B panel (NULL where A's zero points are all 0). */
+static void qg_finish(const qg_epi *e, int32_t *t, ptrdiff_t m0, ptrdiff_t n0, int mr, int nr,
+                      const int32_t *cs) {
     for (int r = 0; r < mr; r++) {
         ptrdiff_t m = m0 + r;
         uint32_t *row = (uint32_t *)(t + r * QG_NR);
@@ -355,9 +554,8 @@ static void qg_finish(const qg_epi *e, int32_t *t, ptrdiff_t m0, ptrdiff_t n0, i
             const int32_t *zb = e->zb + n0;
             for (int j = 0; j < nr; j++) row[j] -= (uint32_t)zb[j] * rs;
         }
-        if (e->csum) {
+        if (cs) {
             uint32_t za = (uint32_t)e->za[m];
-            const int32_t *cs = e->csum + n0;
             for (int j = 0; j < nr; j++) row[j] -= za * (uint32_t)cs[j];
             if (e->rsum) {
                 uint32_t kz = (uint32_t)e->K * za;
@@ -367,34 +565,78 @@ static void qg_finish(const qg_epi *e, int32_t *t, ptrdiff_t m0, ptrdiff_t n0, i
         }
         const int32_t *acc = (const int32_t *)row;
         ptrdiff_t p0 = m * e->rs + n0 * e->cs;
-        if (e->kind == QG_OUT_I32) {
+        if (e->kind == QG_OUT_I32)
             memcpy(e->out + (m * e->ldo + n0) * 4, acc, (size_t)nr * 4);
-        } else if (e->kind == QG_OUT_F32) {
-            float *o = (float *)e->out + m * e->ldo + n0;
-            for (int j = 0; j < nr; j++) o[j] = (float)acc[j] * e->scale[p0 + j * e->cs];
-            if (e->fbias)
-                for (int j = 0; j < nr; j++) o[j] = o[j] + e->fbias[p0 + j * e->cs];
-        } else {
-            double y[QG_NR];
-            for (int j = 0; j < nr; j++) y[j] = (double)acc[j];
-            if (e->ibias)
-                for (int j = 0; j < nr; j++) y[j] += (double)e->ibias[p0 + j * e->cs];
-            for (int j = 0; j < nr; j++) y[j] *= e->mult[p0 + j * e->cs];
-            if (e->zp_after) {
-                for (int j = 0; j < nr; j++) y[j] = rint(y[j]) + e->yzp;
-            } else {
-                for (int j = 0; j < nr; j++) y[j] = rint(y[j] + e->yzp);
-            }
-            double lo = e->lo, hi = e->hi;
-            for (int j = 0; j < nr; j++) y[j] = y[j] < lo ? lo : (y[j] > hi ? hi : y[j]);
-            if (e->out_signed) {
-                int8_t *o = (int8_t *)e->out + m * e->ldo + n0;
-                for (int j = 0; j < nr; j++) o[j] = (int8_t)(int)y[j];
-            } else {
-                uint8_t *o = (uint8_t *)e->out + m * e->ldo + n0;
-                for (int j = 0; j < nr; j++) o[j] = (uint8_t)(int)y[j];
-            }
-        }
+        else if (e->kind == QG_OUT_F32)
+            qg_f32_row(e, acc, nr, p0, (float *)e->out + m * e->ldo + n0);
+        else
+            qg_q8_row(e, acc, nr, p0, e->out + m * e->ldo + n0);
+    }
+}
+
+/* The register tile for mr rows and nv vectors of columns: s is a_uns in
+ * the VNNI builds (A is vpdpbusd's unsigned operand), b_sgn in the others
+ * (B's packed bytes are signed). Constant arguments: one loop each. */
+#define QG_T(R, NV) (s ? qg_tile(a, b, k4, t, R, 1, NV) : qg_tile(a, b, k4, t, R, 0, NV))
+#if QG_MR > 6
+#define QG_MR_CASES(NV) case 7: QG_T(7, NV); break; case 6: QG_T(6, NV); break; \
+    case 5: QG_T(5, NV); break; case 4: QG_T(4, NV); break; case 3: QG_T(3, NV); break; \
+    case 2: QG_T(2, NV); break; default: QG_T(1, NV); break;
+#elif QG_MR > 4
+#define QG_MR_CASES(NV) case 5: QG_T(5, NV); break; case 4: QG_T(4, NV); break; \
+    case 3: QG_T(3, NV); break; case 2: QG_T(2, NV); break; default: QG_T(1, NV); break;
+#else
+#define QG_MR_CASES(NV) case 3: QG_T(3, NV); break; case 2: QG_T(2, NV); break; \
+    default: QG_T(1, NV); break;
+#endif
+#define QG_PANEL_FN(NV)                                                                     \
+    static void qg_panel_##NV(const qg_a_t *ap, const uint8_t *b, ptrdiff_t k4, int s,      \
+                              const qg_epi *e, const int32_t *cs, ptrdiff_t m_lo,           \
+                              ptrdiff_t m_hi, ptrdiff_t n0, int nr) {                       \
+        int32_t t[QG_MR * QG_NR] __attribute__((aligned(64)));                              \
+        for (ptrdiff_t m0 = m_lo; m0 < m_hi; m0 += QG_MR) {                                 \
+            const qg_a_t *a = ap + m0 * k4 * 4;                                             \
+            int mr = (int)(m_hi - m0 < QG_MR ? m_hi - m0 : QG_MR);                          \
+            switch (mr) {                                                                   \
+            case QG_MR: QG_T(QG_MR, NV); break;                                             \
+            QG_MR_CASES(NV)                                                                 \
+            }                                                                               \
+            qg_finish(e, t, m0, n0, mr, nr, cs);                                            \
+        }                                                                                   \
+    }
+QG_PANEL_FN(1)
+#if QG_NV > 1
+QG_PANEL_FN(2)
+#endif
+#if QG_NV > 2
+QG_PANEL_FN(3)
+#endif
+#if QG_NV > 3
+QG_PANEL_FN(4)
+#endif
+
+/* Rows [m_lo, m_hi) (m_lo a multiple of QG_MR) of packed A (ap) against one
+ * packed B panel b of nr columns at n0, finished; only the vectors of
+ * columns the panel fills are computed. */
+static void qg_panel(const qg_a_t *ap, const uint8_t *b, ptrdiff_t k4, int s, const qg_epi *e,
+                     const int32_t *cs, ptrdiff_t m_lo, ptrdiff_t m_hi, ptrdiff_t n0, int nr) {
+    int nv = (nr + QG_VL - 1) / QG_VL;
+    switch (nv) {
+#if QG_NV > 3
+    case 3: qg_panel_3(ap, b, k4, s, e, cs, m_lo, m_hi, n0, nr); break;
+    case 2: qg_panel_2(ap, b, k4, s, e, cs, m_lo, m_hi, n0, nr); break;
+    case 1: qg_panel_1(ap, b, k4, s, e, cs, m_lo, m_hi, n0, nr); break;
+    default: qg_panel_4(ap, b, k4, s, e, cs, m_lo, m_hi, n0, nr); break;
+#elif QG_NV > 2
+    case 2: qg_panel_2(ap, b, k4, s, e, cs, m_lo, m_hi, n0, nr); break;
+    case 1: qg_panel_1(ap, b, k4, s, e, cs, m_lo, m_hi, n0, nr); break;
+    default: qg_panel_3(ap, b, k4, s, e, cs, m_lo, m_hi, n0, nr); break;
+#elif QG_NV > 1
+    case 1: qg_panel_1(ap, b, k4, s, e, cs, m_lo, m_hi, n0, nr); break;
+    default: qg_panel_2(ap, b, k4, s, e, cs, m_lo, m_hi, n0, nr); break;
+#else
+    default: qg_panel_1(ap, b, k4, s, e, cs, m_lo, m_hi, n0, nr); break;
+#endif
     }
 }
 
@@ -403,81 +645,13 @@ static void qg_finish(const qg_epi *e, int32_t *t, ptrdiff_t m0, ptrdiff_t n0, i
 static void qg_run(const qg_a_t *ap, const uint8_t *bp, ptrdiff_t M, ptrdiff_t N, ptrdiff_t k4,
                    int a_uns, int b_sgn, const qg_epi *e, ptrdiff_t m_lo, ptrdiff_t m_hi,
                    ptrdiff_t p_lo, ptrdiff_t p_hi) {
-    int32_t t[QG_MR * QG_NR] __attribute__((aligned(64)));
+    int s = QG_VNNI ? a_uns : b_sgn;
     if (m_hi > M) m_hi = M;
     for (ptrdiff_t p = p_lo; p < p_hi; p++) {
-        const uint8_t *b = bp + p * k4 * QG_NR * 4;
         ptrdiff_t n0 = p * QG_NR;
         int nr = (int)(N - n0 < QG_NR ? N - n0 : QG_NR);
-        for (ptrdiff_t m0 = m_lo; m0 < m_hi; m0 += QG_MR) {
-            const qg_a_t *a = ap + m0 * k4 * 4;
-            int mr = (int)(m_hi - m0 < QG_MR ? m_hi - m0 : QG_MR);
-            /* constant arguments for each case: one specialized loop each */
-#define QG_CASE(R)                                                                   \
-    case R:                                                                          \
-        if (a_uns) {                                                                 \
-            if (b_sgn) qg_tile(a, b, k4, t, R, 1, 1); else qg_tile(a, b, k4, t, R, 1, 0); \
-        } else {                                                                     \
-            if (b_sgn) qg_tile(a, b, k4, t, R, 0, 1); else qg_tile(a, b, k4, t, R, 0, 0); \
-        }                                                                            \
-        break;
-            switch (mr) {
-                QG_CASE(1)
-                QG_CASE(2)
-                QG_CASE(3)
-                QG_CASE(4)
-#if QG_MR > 4
-                QG_CASE(5)
-                QG_CASE(6)
-#endif
-#if QG_MR > 6
-                QG_CASE(7)
-                QG_CASE(8)
-#endif
-            }
-#undef QG_CASE
-            qg_finish(e, t, m0, n0, mr, nr);
-        }
-    }
-}
-
-/* ---- depthwise convolution ---------------------------------------------- */
-
-/* One channel of a 2-D depthwise convolution: acc (OH x OW) = sum over the
- * window of (x - xz) (w - wz), padding contributing nothing; x is read with
- * signedness xs. */
-static void qg_depthwise_plane(const uint8_t *x, int xs, int32_t xz, const int32_t *wc,
-                               const qg_geom *g, int32_t *acc) {
-    ptrdiff_t OH = g->OH, OW = g->OW, W = g->W;
-    for (ptrdiff_t oh = 0; oh < OH; oh++) {
-        uint32_t *row = (uint32_t *)acc + oh * OW;
-        for (ptrdiff_t ow = 0; ow < OW; ow++) row[ow] = 0;
-        for (ptrdiff_t i = 0; i < g->kh; i++) {
-            ptrdiff_t ih = oh * g->sh - g->ph + i * g->dh;
-            if (ih < 0 || ih >= g->H) continue;
-            const uint8_t *xr = x + ih * W;
-            for (ptrdiff_t j = 0; j < g->kw; j++) {
-                uint32_t wv = (uint32_t)wc[i * g->kw + j];
-                ptrdiff_t off = j * g->dw - g->pw;
-                ptrdiff_t lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
-                ptrdiff_t hi = W - off <= 0 ? 0 : (W - off + g->sw - 1) / g->sw;
-                if (hi > OW) hi = OW;
-                if (wv == 0 || lo >= hi) continue;
-                if (g->sw == 1) {
-                    const uint8_t *xp = xr + off;
-                    if (xs) {
-                        for (ptrdiff_t ow = lo; ow < hi; ow++)
-                            row[ow] += (uint32_t)((int32_t)(int8_t)xp[ow] - xz) * wv;
-                    } else {
-                        for (ptrdiff_t ow = lo; ow < hi; ow++)
-                            row[ow] += (uint32_t)((int32_t)xp[ow] - xz) * wv;
-                    }
-                } else {
-                    for (ptrdiff_t ow = lo; ow < hi; ow++)
-                        row[ow] += (uint32_t)(qg_val(xr[ow * g->sw + off], xs) - xz) * wv;
-                }
-            }
-        }
+        qg_panel(ap, bp + p * k4 * QG_NR * 4, k4, s, e, e->csum ? e->csum + n0 : NULL, m_lo,
+                 m_hi, n0, nr);
     }
 }
 

@@ -18,7 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from ._common import threads_for
 from ._qgemm import _SIGNED, EXACT_K, _zero_vector, ext
+
+MACS_PER_UNIT = 128
+"""Multiply-adds of a convolution that weigh as one unit of
+:func:`threads_for`'s work (one element of a typical elementwise loop)."""
 
 ConvPads = Callable[
     [Sequence[int], Sequence[int]], tuple[list[int], list[int], list[int], list[int]]
@@ -120,6 +125,11 @@ class QConv:
         xzb = int(xz[0])
         depthwise = g == c and m == c
         packed = self._weights(key, w, wz, depthwise, threads)
+        # a thread pays off by the products it computes (a few hundred per
+        # ns with VNNI), not by the input it reads; a depthwise one by its
+        # outputs (about 1 ns each)
+        work = n * m * oh * ow if depthwise else n * oh * ow * w.size // MACS_PER_UNIT
+        threads = threads_for(work, threads)
         epi: dict[str, Any] = {}
         if dtype != np.int32:
             mult = np.asarray(mult, np.float64).reshape(-1)
@@ -135,25 +145,20 @@ class QConv:
             for i in range(n):
                 ext.depthwise(xb[i], sx, xzb, packed, geometry, y[i], nthreads=threads, **epi)
             return result
+        if kh == kw == 1 and not any(begin) and not any(end) and strides != [1, 1]:
+            # a strided 1x1 convolution reads every sh-th row and sw-th column
+            # only: those, copied, are a 1x1 convolution of stride 1
+            xb = np.ascontiguousarray(xb[:, :, :: strides[0], :: strides[1]][:, :, :oh, :ow])
+            geometry = (1, 1, 1, 1, 1, 1, 0, 0, oh, ow)
         cg, mg = c // g, m // g
-        plain = kh == kw == 1 and strides == [1, 1] and not any(begin) and not any(end)
-        p = oh * ow
         for i in range(n):
             for gi in range(g):
-                pa = packed[gi]
-                flip = ext.MIXED_SIGNS and sx == pa.signed
-                sums = pa.zero_any
-                xs = xb[i, gi * cg : (gi + 1) * cg]
-                if plain:
-                    pb = ext.pack_b(xs.reshape(cg, h * wd), sx, xz, flip, sums, threads)
-                else:
-                    pad = xzb & 0xFF
-                    pb = ext.pack_im2col(xs, sx, pad, geometry, flip, sums, threads)
-                out = y[i, gi * mg : (gi + 1) * mg].reshape(mg, p)
+                out = y[i, gi * mg : (gi + 1) * mg].reshape(mg, oh * ow)
                 gepi = dict(epi)
                 for name in ("mult", "ibias"):
                     v = gepi.get(name)
                     if v is not None and v.size > 1:
                         gepi[name] = v[gi * mg : (gi + 1) * mg]
-                ext.gemm(pa, pb, out, channel_axis=0, nthreads=threads, **gepi)
+                xs = xb[i, gi * cg : (gi + 1) * cg]
+                ext.conv(packed[gi], xs, sx, xzb, geometry, out, nthreads=threads, **gepi)
         return result

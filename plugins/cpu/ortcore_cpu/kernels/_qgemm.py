@@ -10,7 +10,9 @@ quantization tool emits) reduces to the functions here:
 - :func:`requantize`: an int32 accumulator scaled, rounded half to even,
   shifted by the output zero point and saturated into 8 bits;
 - :func:`int_matmul_requantize`: the product and its requantization in one
-  pass, never writing the int32 accumulator.
+  pass, never writing the int32 accumulator;
+- :func:`dynamic_quantize`: DynamicQuantizeLinear (float32 to uint8 with
+  the scale and zero point of its range), native (:mod:`._qlinear`).
 
 uint8/int8 operands with per-tensor or per-row (A) / per-column (B) zero
 points run on the native 8-bit GEMM (``_ext/qgemm.pyx``, the build this CPU
@@ -30,6 +32,7 @@ import numpy as np
 
 from . import _qgemm_ref as ref
 from ._isa import best_build
+from ._qlinear import dynamic_quantize
 
 __all__ = [
     "PackedWeight",

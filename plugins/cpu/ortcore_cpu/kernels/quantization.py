@@ -23,6 +23,9 @@ from . import registry
 from ._common import constant_input, int_list, thread_count, threads_for
 from ._qconv import QConv
 from ._qgemm import _SIGNED, EXACT_K, WeightCache, int_matmul, int_matmul_requantize
+from ._qlinear import dequantize as native_dequantize
+from ._qlinear import dynamic_quantize
+from ._qlinear import quantize as native_quantize
 from ._versions import per_schema_version
 from ._window import check_window_attrs
 
@@ -111,11 +114,19 @@ def quantize_linear(info: NodeInfo) -> Compute:
     precision = int(info.attrs.get("precision", 0) or 0)
     work = to_numpy(DataType(precision)) if precision else None
 
+    threads = thread_count(info)
+
     def compute(
         x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None = None
     ) -> tuple[np.ndarray]:
         dtype = _quant_dtype(info, zero_point)
         s = broadcast_param(scale, x.shape, axis, block)
+        if not block and (work is None or work == np.float32):
+            if zero_point is not None:
+                broadcast_param(zero_point, x.shape, axis, block)  # its shape checked
+            y = native_quantize(x, scale, zero_point, dtype, axis, threads)
+            if y is not None:
+                return (y,)
         if work is not None:
             y = x.astype(work) / s.astype(work)
         elif x.dtype in _INT_RANGES:
@@ -143,9 +154,18 @@ def dequantize_linear(info: NodeInfo) -> Compute:
     out_attr = int(info.attrs.get("output_dtype", 0) or 0)
     out_dtype = to_numpy(DataType(out_attr)) if out_attr else None
 
+    threads = thread_count(info)
+
     def compute(
         x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None = None
     ) -> tuple[np.ndarray]:
+        if not block and (out_dtype is None or out_dtype == np.float32):
+            broadcast_param(scale, x.shape, axis, block)  # its shape checked
+            if zero_point is not None:
+                broadcast_param(zero_point, x.shape, axis, block)
+            y = native_dequantize(x, scale, zero_point, axis, threads)
+            if y is not None:
+                return (y,)
         wide = np.float64 if x.dtype == np.int32 else np.float32
         dx = x.astype(wide)
         if zero_point is not None and x.dtype in _INT_RANGES:
@@ -162,12 +182,10 @@ def dynamic_quantize_linear(info: NodeInfo) -> Compute:
     """Quantize float32 to uint8 with a scale and zero point computed from
     the input's range (extended to include 0)."""
 
+    threads = thread_count(info)
+
     def compute(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        hi = np.float32(max(0.0, float(np.max(x)))) if x.size else np.float32(0)
-        lo = np.float32(min(0.0, float(np.min(x)))) if x.size else np.float32(0)
-        scale = np.float32(1.0 if hi == lo else hi - lo) / np.float32(255)
-        zp = np.rint(np.clip(np.float32(0) - lo / scale, 0, 255))
-        y = np.clip(np.rint(x / scale) + zp, 0, 255).astype(np.uint8)
+        y, scale, zp = dynamic_quantize(x, threads=threads)
         return y, np.array(scale, dtype=x.dtype), np.array(zp, dtype=np.uint8)
 
     return compute
