@@ -304,26 +304,3 @@ def int_matmul_requantize(
     lo, hi = (-128, 127) if out_dtype == np.int8 else (0, 255)
     yv = acc * np.asarray(multiplier, dtype=np.float64) + yz
     return np.clip(np.rint(yv), lo, hi).astype(out_dtype)
-
-
-def dynamic_quantize(x: np.ndarray) -> tuple[np.ndarray, np.float32, np.uint8]:
-    """DynamicQuantizeLinear of float32 ``x``: uint8 values, and the scale and
-    zero point of ``x``'s range widened to include 0 (``scale = (hi - lo) /
-    255``, ``1 / 255`` for an all-zero ``x``; ``zero = rint(clip(-lo /
-    scale, 0, 255))``; ``q = clip(rint(x / scale) + zero, 0, 255)``).
-
-    numpy, in as few passes over ``x`` as its ufuncs allow (the native
-    version replaces it)."""
-    x = np.asarray(x, dtype=np.float32)
-    if x.size:
-        hi = np.float32(max(0.0, float(x.max())))
-        lo = np.float32(min(0.0, float(x.min())))
-    else:
-        hi = lo = np.float32(0)
-    scale = np.float32(np.float32(1.0) if hi == lo else hi - lo) / np.float32(255)
-    zero = np.float32(np.rint(np.clip(np.float32(0) - lo / scale, 0, 255)))
-    y = np.divide(x, scale, dtype=np.float32)
-    np.rint(y, out=y)
-    y += zero
-    np.clip(y, 0, 255, out=y)
-    return y.astype(np.uint8), scale, np.uint8(zero)
