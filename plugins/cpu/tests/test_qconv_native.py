@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from ep_sdk.testing import KernelKit
 
-from ortcore_cpu.kernels import _qconv, _qgemm, _qlinear, quantization
+from ortcore_cpu.kernels import _qconv, _qgemm, _qgemm_ref, _qlinear, quantization
 from ortcore_cpu.kernels._isa import runnable_builds
 from ortcore_cpu.provider import CPUExecutionProvider
 
@@ -50,6 +50,17 @@ GEOMETRY = [
     ((2, 6, 21, 22), (6, 1, 5, 3), 6, [2, 3], [2, 1], [2, 1], [0, 3]),
     ((1, 3, 40, 40), (3, 1, 17, 17), 3, [1, 1], [1, 1], [8, 8], [8, 8]),  # > 258 taps: int32
 ]
+
+
+def requantize_f32(acc: np.ndarray, mult: Any, zero: int, dtype: Any) -> np.ndarray:
+    """onnxruntime's requantization written out: the exact sums ``acc`` as
+    float32, times the float32 ``mult``, clamped to the range less the zero
+    point, rounded half to even, plus the zero point."""
+    info = np.iinfo(dtype)
+    y = np.asarray(acc).astype(np.float32) * np.asarray(mult, np.float32)
+    assert y.dtype == np.float32
+    y = np.clip(y, np.float32(info.min - zero), np.float32(info.max - zero))
+    return (np.rint(y) + zero).astype(dtype)
 
 
 def _conv(
@@ -100,13 +111,15 @@ def test_conv_is_exact(
         assert got is not None
         np.testing.assert_array_equal(got, acc.astype(np.int64).astype(np.int32))
         for out in TYPES:
-            mult = ((rng.random(m) + 0.5) * 100 / (np.abs(acc).max() + 300)).astype(np.float64)
+            mult = ((rng.random(m) + 0.5) * 100 / (np.abs(acc).max() + 300)).astype(np.float32)
             bias = rng.integers(-300, 300, m).astype(np.int32)
-            yz = float(ints(rng, out, ()))
+            yz = int(ints(rng, out, ()))
             got = conv.run(x, xz, w, wz, np.dtype(out), threads, mult=mult, bias=bias, y_zero=yz)
-            want = np.rint((acc + bias.reshape(-1, 1, 1)) * mult.reshape(-1, 1, 1) + yz)
-            info = np.iinfo(out)
-            np.testing.assert_array_equal(got, np.clip(want, info.min, info.max).astype(out))
+            total = acc + bias.reshape(-1, 1, 1)
+            want = requantize_f32(total, mult.reshape(-1, 1, 1), yz, out)
+            np.testing.assert_array_equal(got, want)
+            ref = _qgemm_ref.requantize(total.astype(np.int32), mult.reshape(-1, 1, 1), yz, out)
+            np.testing.assert_array_equal(ref, want)
             assert len(np.unique(got)) > 3  # neither flat nor all saturated
 
 
@@ -121,7 +134,7 @@ def test_epilogue_ties_round_half_to_even(build: Any, out: Any) -> None:
         got = _qgemm.int_matmul(a, None, b, None)
         np.testing.assert_array_equal(got, a.astype(np.int32) @ b.astype(np.int32))
         return
-    got = _qgemm.int_matmul_requantize(a, None, b, None, 0.5, 3, out)
+    got = _qgemm.int_matmul_requantize(a, None, b, None, np.float32(0.5), 3, out)
     acc = (a.astype(np.float64) @ b.astype(np.float64)) * 0.5
     info = np.iinfo(out)
     np.testing.assert_array_equal(got, np.clip(np.rint(acc) + 3, info.min, info.max))
@@ -130,30 +143,58 @@ def test_epilogue_ties_round_half_to_even(build: Any, out: Any) -> None:
 @pytest.mark.parametrize("mult", [0.5, 0.25, 0.5 - 2.0**-25, 0.5 + 2.0**-24, 1.5 - 2.0**-23, 1 / 3])
 @pytest.mark.parametrize("bias", [None, 1 << 23, -(1 << 25)])
 def test_requantize_near_half_integers(build: Any, mult: float, bias: int | None) -> None:
-    """Multipliers that put many scaled sums on or next to a half-integer
-    (float32 ones: the AVX-512 epilogue's float32 lanes, which must hand
-    those to float64), sums past 2**24 and biases past it."""
+    """Multipliers that put many scaled sums on or next to a half-integer,
+    sums past 2**24 (rounded as they become float32) and biases past it:
+    every build gives onnxruntime's float32 results (the product rounded to
+    float32 first, so a product just off a half that lands on it in float32
+    rounds to even), as the numpy reference does."""
     rng = np.random.default_rng(7)
     a = rng.integers(0, 4, (37, 600)).astype(np.uint8)
     b = rng.integers(-2, 3, (600, 61)).astype(np.int8)
     a[:3] = 255
     b[:, :5] = 127  # sums of 600 * 255 * 127 > 2**24 there
-    m = np.float64(np.float32(mult))
+    m = np.float32(mult)
     ib = None
     if bias is not None:  # small biases, and a few large ones
         ib = rng.integers(-50, 50, 61)
         ib[5:9] = bias
-    acc = a.astype(np.float64) @ b.astype(np.float64)
+    acc = a.astype(np.float64) @ b.astype(np.float64) + (0 if ib is None else ib)
+    exact = acc * np.float64(m)
     for zero, out in ((3, np.uint8), (-5, np.int8)):
-        got = _qgemm.int_matmul_requantize(a, None, b, None, m, zero, out, bias=ib,
-                                           zero_before_rounding=True)  # fmt: skip
-        y = (acc + (0 if ib is None else ib)) * m + zero
+        got = _qgemm.int_matmul_requantize(a, None, b, None, m, zero, out, bias=ib)
+        want = requantize_f32(acc, m, zero, out)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(_qgemm_ref.requantize(acc, m, zero, out), want)
         info = np.iinfo(out)
-        np.testing.assert_array_equal(got, np.clip(np.rint(y), info.min, info.max))
-        inside = (y > info.min) & (y < info.max)
+        inside = (exact + zero > info.min) & (exact + zero < info.max)
         assert inside.sum() > 500
         if mult in (0.5, 0.25):
-            assert np.any(inside & (y % 1 == 0.5))  # ties inside the range
+            assert np.any(inside & (exact % 1 == 0.5))  # ties inside the range
+
+
+@pytest.mark.parametrize("out", [np.uint8, np.int8])
+def test_requantize_float32_only_ties(build: Any, out: Any) -> None:
+    """A multiplier for which some products of two 8-bit values land on a
+    half in float32 but not exactly: every build rounds those to even, as
+    onnxruntime does, where the exact product rounds the other way."""
+    a = np.arange(256).astype(np.uint8).reshape(-1, 1)
+    b = np.arange(-128, 128).astype(np.int8).reshape(1, -1)
+    acc = a.astype(np.float64) @ b.astype(np.float64)
+    m, tied = None, None
+    for v in np.unique(acc)[::-1]:  # m = float32(h / v) for a half h near v / 300
+        h = np.floor(v / 300) + 0.5
+        m = np.float32(h / v)
+        p32 = acc.astype(np.float32) * m
+        tied = (p32 % 1 == 0.5) & (np.rint(p32) != np.rint(acc * np.float64(m)))
+        if tied.any():
+            break
+    assert tied is not None and tied.any()
+    zero = 128 if out == np.uint8 else 0
+    got = _qgemm.int_matmul_requantize(a, None, b, None, m, zero, out, threads=2)
+    np.testing.assert_array_equal(got, requantize_f32(acc, m, zero, out))
+    exact = np.rint(acc * np.float64(m)) + zero
+    assert np.all((exact[tied] > np.iinfo(out).min) & (exact[tied] < np.iinfo(out).max))
+    assert np.all(got[tied] != exact[tied])
 
 
 def _quantize_reference(x: np.ndarray, s: np.ndarray, z: np.ndarray, dtype: Any) -> np.ndarray:

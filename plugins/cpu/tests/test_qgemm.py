@@ -139,18 +139,19 @@ def test_int_matmul_requantize(build: Any, ta: type, tb: type, out: type) -> Non
     za, zb = ints(rng, ta, ()), ints(rng, tb, (29,))
     yz = ints(rng, out, ())
     bias = rng.integers(-3000, 3000, 29).astype(np.int32)
-    for mult in (np.float64(0.0007), rng.random(29) * 0.002):
+    for mult in (np.float32(0.0007), (rng.random(29) * 0.002).astype(np.float32)):
         acc = _qgemm_ref.int_matmul(a, za, b, zb).astype(np.int64) + bias
         want = _qgemm_ref.requantize(acc, mult, yz, out)
         got = _qgemm.int_matmul_requantize(a, za, b, zb, mult, yz, out, bias=bias, threads=2)
         np.testing.assert_array_equal(got, want)
-        # the zero point before the rounding: QLinearMatMul's order
+        # the reference is onnxruntime's float32 arithmetic, element by element
         lo, hi = np.iinfo(out).min, np.iinfo(out).max
-        y = np.clip(np.rint(acc * mult + float(yz)), lo, hi).astype(out)
-        got = _qgemm.int_matmul_requantize(
-            a, za, b, zb, mult, yz, out, bias=bias, zero_before_rounding=True
-        )
-        np.testing.assert_array_equal(got, y)
+        ms = np.broadcast_to(mult, (29,))
+        for (i, j), v in np.ndenumerate(acc):
+            y = np.float32(v) * ms[j]
+            assert isinstance(y, np.float32)
+            y = min(max(y, np.float32(lo - int(yz))), np.float32(hi - int(yz)))
+            assert want[i, j] == int(np.rint(y)) + int(yz)
 
 
 def _isa_choice(cap: str) -> str:
@@ -188,8 +189,10 @@ def _reference_requantize(a, a_zero, b, b_zero, mult, y_zero, dtype, **kw):  # t
         b.astype(np.float64) - np.asarray(0 if b_zero is None else b_zero, np.float64),
     )
     lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
-    yz = 0.0 if y_zero is None else float(y_zero)
-    return np.clip(np.rint(acc * mult + yz), lo, hi).astype(dtype)
+    yz = 0 if y_zero is None else int(y_zero)
+    assert np.asarray(mult).dtype == np.float32  # computed in float32
+    y = acc.astype(np.float32) * mult  # onnxruntime's float32 product
+    return (np.rint(np.clip(y, np.float32(lo - yz), np.float32(hi - yz))) + yz).astype(dtype)
 
 
 CONV_GEOMETRY = [

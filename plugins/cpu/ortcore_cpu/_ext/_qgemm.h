@@ -329,12 +329,9 @@ typedef struct {
     ptrdiff_t rs, cs;
     const float *scale;     /* F32: y = (float)acc * scale (+ fbias) */
     const float *fbias;
-    const double *mult;     /* Q8: y = (acc + ibias) * mult */
-    const float *mult32;    /* Q8: mult as float32, where each one is exactly a float32,
-                               every |ibias| <= 2**24 and yzp an integer (else NULL) */
+    const float *mult;      /* Q8: y = (float)(acc + ibias) * mult, in float32 */
     const int32_t *ibias;
-    double yzp;             /* Q8: added before rounding, or after with zp_after */
-    int zp_after;
+    int32_t yzp;            /* Q8: the zero point, added after rounding */
     int lo, hi;             /* Q8: saturation bounds */
     int out_signed;         /* Q8: int8 out, else uint8 */
     char *out;              /* element (m, n) at out + (m * ldo + n) * size */
@@ -356,154 +353,62 @@ typedef struct {
     } while (0)
 #endif
 
-/* nr values of acc requantized into o: saturate(rint((acc + ibias) * mult
- * + yzp)) (or rint(...) + yzp with zp_after), all in float64 as the numpy
- * reference computes, per-channel parameters from p0 (step e->cs). The
- * vector forms do the same operations in the same order on float64 lanes
- * (vrndscalepd/vroundpd to nearest is rint in the default rounding mode). */
-static __attribute__((noinline)) void qg_q8_row_f64(const qg_epi *e, const int32_t *acc, int nr,
-                                                    ptrdiff_t p0, char *out) {
+/* nr values of acc requantized into out as onnxruntime's MLAS
+ * (MlasRequantizeOutput) does, per-channel parameters from p0 (step e->cs):
+ * the int32 sum acc + ibias (wrapping) converted to float32, multiplied by
+ * the float32 mult (one rounding, no fused add), clamped to [lo - yzp,
+ * hi - yzp] (max then min: a NaN becomes lo - yzp, as maxps/minps give),
+ * rounded to nearest even (cvtps2dq in the default rounding mode), plus
+ * yzp. The numpy reference (_qgemm_ref.requantize) computes the same. */
+QG_INLINE void qg_q8_row(const qg_epi *e, const int32_t *acc, int nr, ptrdiff_t p0, char *out) {
+    const ptrdiff_t cs = e->cs;
+    const int32_t *ib = e->ibias;
+    const float *mu = e->mult;
+    const float flo = (float)(e->lo - e->yzp), fhi = (float)(e->hi - e->yzp);
     int j = 0;
 #if QG_ISA == 3
-    const __m512d lo = _mm512_set1_pd(e->lo), hi = _mm512_set1_pd(e->hi);
-    const __m512d yz = _mm512_set1_pd(e->yzp);
+    const __m512 lo = _mm512_set1_ps(flo), hi = _mm512_set1_ps(fhi);
+    const __m512i yz = _mm512_set1_epi32(e->yzp);
+    const __m512i bv = ib && !cs ? _mm512_set1_epi32(ib[p0]) : _mm512_setzero_si512();
+    const __m512 mv = cs ? _mm512_setzero_ps() : _mm512_set1_ps(mu[p0]);
     for (; j < nr; j += 16) {
         int n = nr - j < 16 ? nr - j : 16;
         __mmask16 k = (__mmask16)((1u << n) - 1);
         __m512i a = _mm512_maskz_loadu_epi32(k, acc + j);
-        __m512d y0 = _mm512_cvtepi32_pd(_mm512_castsi512_si256(a));
-        __m512d y1 = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(a, 1));
-        if (e->ibias) {
-            __m512i b = e->cs ? _mm512_maskz_loadu_epi32(k, e->ibias + p0 + j)
-                              : _mm512_set1_epi32(e->ibias[p0]);
-            y0 = _mm512_add_pd(y0, _mm512_cvtepi32_pd(_mm512_castsi512_si256(b)));
-            y1 = _mm512_add_pd(y1, _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(b, 1)));
-        }
-        __m512d m0, m1;
-        if (e->cs) {
-            m0 = _mm512_maskz_loadu_pd((__mmask8)k, e->mult + p0 + j);
-            m1 = _mm512_maskz_loadu_pd((__mmask8)(k >> 8), e->mult + p0 + j + 8);
-        } else {
-            m0 = m1 = _mm512_set1_pd(e->mult[p0]);
-        }
-        y0 = _mm512_mul_pd(y0, m0);
-        y1 = _mm512_mul_pd(y1, m1);
-        const int rn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-        if (e->zp_after) {
-            y0 = _mm512_add_pd(_mm512_roundscale_pd(y0, rn), yz);
-            y1 = _mm512_add_pd(_mm512_roundscale_pd(y1, rn), yz);
-        } else {
-            y0 = _mm512_roundscale_pd(_mm512_add_pd(y0, yz), rn);
-            y1 = _mm512_roundscale_pd(_mm512_add_pd(y1, yz), rn);
-        }
-        y0 = _mm512_min_pd(_mm512_max_pd(y0, lo), hi);
-        y1 = _mm512_min_pd(_mm512_max_pd(y1, lo), hi);
-        __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtpd_epi32(y0)),
-                                       _mm512_cvtpd_epi32(y1), 1);
+        if (ib) a = _mm512_add_epi32(a, cs ? _mm512_maskz_loadu_epi32(k, ib + p0 + j) : bv);
+        __m512 m = cs ? _mm512_maskz_loadu_ps(k, mu + p0 + j) : mv;
+        __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(a), m);
+        y = _mm512_min_ps(_mm512_max_ps(y, lo), hi);
+        __m512i v = _mm512_add_epi32(_mm512_cvtps_epi32(y), yz);
         QG_STORE16(out + j, _mm512_cvtepi32_epi8(v), n, k);
     }
 #elif QG_ISA >= 1
-    const __m256d lo = _mm256_set1_pd(e->lo), hi = _mm256_set1_pd(e->hi);
-    const __m256d yz = _mm256_set1_pd(e->yzp);
-    const int rn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const __m256 lo = _mm256_set1_ps(flo), hi = _mm256_set1_ps(fhi);
+    const __m256i yz = _mm256_set1_epi32(e->yzp);
+    const __m256i bv = ib && !cs ? _mm256_set1_epi32(ib[p0]) : _mm256_setzero_si256();
+    const __m256 mv = cs ? _mm256_setzero_ps() : _mm256_set1_ps(mu[p0]);
     for (; j + 8 <= nr; j += 8) {
-        __m128i a0 = _mm_loadu_si128((const __m128i *)(acc + j));
-        __m128i a1 = _mm_loadu_si128((const __m128i *)(acc + j + 4));
-        __m256d y0 = _mm256_cvtepi32_pd(a0), y1 = _mm256_cvtepi32_pd(a1);
-        if (e->ibias) {
-            __m128i b0, b1;
-            if (e->cs) {
-                b0 = _mm_loadu_si128((const __m128i *)(e->ibias + p0 + j));
-                b1 = _mm_loadu_si128((const __m128i *)(e->ibias + p0 + j + 4));
-            } else {
-                b0 = b1 = _mm_set1_epi32(e->ibias[p0]);
-            }
-            y0 = _mm256_add_pd(y0, _mm256_cvtepi32_pd(b0));
-            y1 = _mm256_add_pd(y1, _mm256_cvtepi32_pd(b1));
-        }
-        __m256d m0, m1;
-        if (e->cs) {
-            m0 = _mm256_loadu_pd(e->mult + p0 + j);
-            m1 = _mm256_loadu_pd(e->mult + p0 + j + 4);
-        } else {
-            m0 = m1 = _mm256_set1_pd(e->mult[p0]);
-        }
-        y0 = _mm256_mul_pd(y0, m0);
-        y1 = _mm256_mul_pd(y1, m1);
-        if (e->zp_after) {
-            y0 = _mm256_add_pd(_mm256_round_pd(y0, rn), yz);
-            y1 = _mm256_add_pd(_mm256_round_pd(y1, rn), yz);
-        } else {
-            y0 = _mm256_round_pd(_mm256_add_pd(y0, yz), rn);
-            y1 = _mm256_round_pd(_mm256_add_pd(y1, yz), rn);
-        }
-        y0 = _mm256_min_pd(_mm256_max_pd(y0, lo), hi);
-        y1 = _mm256_min_pd(_mm256_max_pd(y1, lo), hi);
-        __m128i w = _mm_packs_epi32(_mm256_cvtpd_epi32(y0), _mm256_cvtpd_epi32(y1));
+        __m256i a = _mm256_loadu_si256((const __m256i *)(acc + j));
+        if (ib) a = _mm256_add_epi32(a, cs ? _mm256_loadu_si256((const __m256i *)(ib + p0 + j)) : bv);
+        __m256 m = cs ? _mm256_loadu_ps(mu + p0 + j) : mv;
+        __m256 y = _mm256_mul_ps(_mm256_cvtepi32_ps(a), m);
+        y = _mm256_min_ps(_mm256_max_ps(y, lo), hi);
+        __m256i v = _mm256_add_epi32(_mm256_cvtps_epi32(y), yz);
+        /* every value already in [lo, hi]: the packs do not saturate */
+        __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
         w = e->out_signed ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w);
         _mm_storel_epi64((__m128i *)(out + j), w);
     }
 #endif
     for (; j < nr; j++) {
-        ptrdiff_t p = p0 + j * e->cs;
-        double y = (double)acc[j];
-        if (e->ibias) y += (double)e->ibias[p];
-        y *= e->mult[p];
-        y = e->zp_after ? rint(y) + e->yzp : rint(y + e->yzp);
-        y = y < e->lo ? e->lo : (y > e->hi ? e->hi : y);
-        out[j] = (char)(int)y;
+        ptrdiff_t p = p0 + j * cs;
+        int32_t a = acc[j];
+        if (ib) a = (int32_t)((uint32_t)a + (uint32_t)ib[p]);
+        float y = (float)a * mu[p];
+        y = y > flo ? y : flo; /* maxps: the second operand where either is NaN */
+        y = y < fhi ? y : fhi;
+        out[j] = (char)((int)rintf(y) + e->yzp);
     }
-}
-
-/* qg_q8_row_f64's results, faster where e->mult32 allows (AVX-512, the
- * zero point added before rounding): in float32 lanes, 16 at a time. With
- * A = acc + ibias an integer of at most 2**24 (exact in float32) and m a
- * float32, w = fl(fl(A m) + yzp) is within 2**-24 (|A m| + |w|) of the
- * exact x = A m + yzp. Where |w| > 4096 both saturate alike; elsewhere that
- * is under 2**-10, so rint(x) = rint(w) unless w lies within 2**-10 of a
- * half-integer. Those vectors (rare), and those with a larger A, take the
- * float64 path. */
-QG_INLINE void qg_q8_row(const qg_epi *e, const int32_t *acc, int nr, ptrdiff_t p0, char *out) {
-#if QG_ISA == 3
-    if (e->mult32 && !e->zp_after) {
-        const __m512 lo = _mm512_set1_ps((float)e->lo), hi = _mm512_set1_ps((float)e->hi);
-        const __m512 yz = _mm512_set1_ps((float)e->yzp);
-        const __m512 near = _mm512_set1_ps(0.5f - 1.0f / 1024), big = _mm512_set1_ps(4096.0f);
-        const __m512i off = _mm512_set1_epi32(1 << 24), lim = _mm512_set1_epi32(1 << 25);
-        const __m512i absm = _mm512_set1_epi32(0x7fffffff);
-        const ptrdiff_t cs = e->cs;
-        const int32_t *ib = e->ibias;
-        const float *m32 = e->mult32;
-        const __m512i bv = ib && !cs ? _mm512_set1_epi32(ib[p0]) : _mm512_setzero_si512();
-        const __m512 mv = cs ? _mm512_setzero_ps() : _mm512_set1_ps(m32[p0]);
-        for (int j = 0; j < nr; j += 16) {
-            int n = nr - j < 16 ? nr - j : 16;
-            __mmask16 k = (__mmask16)((1u << n) - 1);
-            __m512i a = _mm512_maskz_loadu_epi32(k, acc + j);
-            /* |acc| and |acc + ibias| at most 2**24 (no overflow: |ibias| <= 2**24) */
-            __mmask16 bad = _mm512_cmpgt_epu32_mask(_mm512_add_epi32(a, off), lim);
-            if (ib) {
-                a = _mm512_add_epi32(a, cs ? _mm512_maskz_loadu_epi32(k, ib + p0 + j) : bv);
-                bad |= _mm512_cmpgt_epu32_mask(_mm512_add_epi32(a, off), lim);
-            }
-            __m512 m = cs ? _mm512_maskz_loadu_ps(k, m32 + p0 + j) : mv;
-            __m512 w = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(a), m), yz);
-            __m512 r = _mm512_roundscale_ps(w, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            __m512 d = _mm512_castsi512_ps(
-                _mm512_and_si512(_mm512_castps_si512(_mm512_sub_ps(w, r)), absm));
-            __m512 aw = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(w), absm));
-            bad |= _mm512_cmp_ps_mask(d, near, _CMP_GE_OQ) & _mm512_cmp_ps_mask(aw, big, _CMP_LE_OQ);
-            if (bad & k) {
-                qg_q8_row_f64(e, acc + j, n, p0 + j * cs, out + j);
-                continue;
-            }
-            r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
-            QG_STORE16(out + j, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)), n, k);
-        }
-        return;
-    }
-#endif
-    qg_q8_row_f64(e, acc, nr, p0, out);
 }
 
 /* nr values of acc as float32: (float)acc * scale (+ fbias), a multiply and

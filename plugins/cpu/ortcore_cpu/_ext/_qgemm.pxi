@@ -32,11 +32,9 @@ cdef extern from "_qgemm.h" nogil:
         Py_ssize_t rs, cs
         const float* scale
         const float* fbias
-        const double* mult
-        const float* mult32
+        const float* mult
         const int32_t* ibias
-        double yzp
-        int zp_after
+        int32_t yzp
         int lo, hi
         int out_signed
         char* out
@@ -200,7 +198,7 @@ cdef inline Py_ssize_t _channel_stride(p, Py_ssize_t n) except -1:
 
 
 cdef list _epilogue(qg_epi* e, out, Py_ssize_t M, Py_ssize_t N, Py_ssize_t chans,
-                    int channel_axis, scale, fbias, mult, ibias, double yzp, bint zp_after):
+                    int channel_axis, scale, fbias, mult, ibias, int yzp):
     """Fill e's output part for ``out`` (M, N) (its dtype says which
     epilogue) and its parameters; returns the arrays e points into, to be
     kept alive while it is used."""
@@ -209,13 +207,12 @@ cdef list _epilogue(qg_epi* e, out, Py_ssize_t M, Py_ssize_t N, Py_ssize_t chans
         raise ValueError(f"gemm: out of shape {out.shape} for a ({M}, {N}) product")
     cdef const float[::1] sc = scale
     cdef const float[::1] fb = fbias
-    cdef const double[::1] mu = mult
+    cdef const float[::1] mu = _float32(mult) if mult is not None else None
     cdef const int32_t[::1] ib = ibias
     e.scale = e.fbias = NULL
     e.mult = NULL
     e.ibias = NULL
     e.yzp = yzp
-    e.zp_after = zp_after
     e.lo = e.hi = 0
     e.out_signed = 0
     dt = out.dtype
@@ -250,35 +247,23 @@ cdef list _epilogue(qg_epi* e, out, Py_ssize_t M, Py_ssize_t N, Py_ssize_t chans
             e.ibias = &ib[0]
     else:
         raise TypeError(f"gemm: no {dt} output")
-    e.mult32 = NULL
-    m32 = None
-    if e.kind == QG_OUT_Q8:
-        m32 = _float32_multipliers(mu, ib, yzp)
-        if m32 is not None:
-            e.mult32 = <const float*><uintptr_t>m32.ctypes.data
     e.rs = stride if channel_axis == 0 else 0
     e.cs = stride if channel_axis != 0 else 0
     out_b = out.view(np.uint8) if M and N else None
     cdef uint8_t[:, :] ob = out_b
     e.out = <char*>&ob[0, 0] if out_b is not None else NULL
     e.ldo = out.strides[0] // out.itemsize if M > 1 else N
-    return [sc, fb, mu, ib, out_b, m32]
+    return [sc, fb, mu, ib, out_b]
 
 
-def _float32_multipliers(mult, ibias, double yzp):
-    """``mult`` as float32 where the float32 epilogue gives the float64
-    one's results (``_qgemm.h``'s ``qg_q8_row``): every multiplier finite
-    and exactly a float32 (a scale ratio computed in float32 is), every
-    bias at most 2**24 in magnitude, the zero point an integer; else None."""
-    m = np.asarray(mult, np.float64)
-    m32 = m.astype(np.float32)
-    if not (np.all(np.isfinite(m)) and np.array_equal(m32.astype(np.float64), m)):
-        return None
-    if ibias is not None and np.abs(np.asarray(ibias, np.int64)).max(initial=0) > 1 << 24:
-        return None
-    if yzp != np.rint(yzp) or abs(yzp) > 1 << 15:
-        return None
-    return np.ascontiguousarray(m32)
+def _float32(mult):
+    """``mult`` as it is if float32, else a TypeError: a multiplier rounded
+    to float32 here would not be the one computed in float32 arithmetic
+    from float32 scales, which onnxruntime's requantization uses."""
+    m = np.asarray(mult)
+    if m.dtype != np.float32:
+        raise TypeError(f"gemm: the multiplier must be float32, got {m.dtype}")
+    return m
 
 
 cdef Py_ssize_t _chunks(Py_ssize_t panels, Py_ssize_t mpanels, int nthreads,
@@ -293,13 +278,14 @@ cdef Py_ssize_t _chunks(Py_ssize_t panels, Py_ssize_t mpanels, int nthreads,
 
 
 def gemm(Packed a, Packed b, out, *, scale=None, fbias=None, mult=None, ibias=None,
-         double yzp=0.0, bint zp_after=False, int channel_axis=1, int nthreads=1):
+         int yzp=0, int channel_axis=1, int nthreads=1):
     """``out = (A - za) @ (B - zb)`` from packed A (M rows) and B (N
     columns), finished by ``out``'s dtype: int32 as is; float32 times
     ``scale`` (plus ``fbias``); uint8 or int8 requantized:
-    ``saturate(rint((acc + ibias) * mult + yzp))`` (``rint(...) + yzp``
-    with ``zp_after``) in float64. ``scale``, ``fbias`` (float32),
-    ``mult`` (float64) and ``ibias`` (int32) hold one value or one per
+    ``rint(clip((float32)(acc + ibias) * mult, lo - yzp, hi - yzp)) + yzp``
+    in float32 as onnxruntime computes (``_qgemm_ref.requantize``).
+    ``scale``, ``fbias``, ``mult`` (float32) and ``ibias`` (int32) hold one
+    value or one per
     channel, channels along ``channel_axis`` (0: rows, 1: columns).
     ``out`` (M, N) has rows of contiguous values. Tiles split over
     ``nthreads`` OpenMP threads, with the GIL released."""
@@ -315,7 +301,7 @@ def gemm(Packed a, Packed b, out, *, scale=None, fbias=None, mult=None, ibias=No
     if b.zero_any and a.sums is None or a.zero_any and b.sums is None:
         raise ValueError("gemm: nonzero zero points need the other operand's sums")
     keep = _epilogue(&e, out, M, N, M if channel_axis == 0 else N, channel_axis, scale, fbias,
-                     mult, ibias, yzp, zp_after)
+                     mult, ibias, yzp)
     cdef const int32_t[::1] za = a.zero
     cdef const int32_t[::1] zb = b.zero
     cdef const int32_t[::1] rsum = a.sums if b.zero_any else None
@@ -347,7 +333,7 @@ def gemm(Packed a, Packed b, out, *, scale=None, fbias=None, mult=None, ibias=No
 
 
 def conv(Packed a, const uint8_t[:, :, :] x, bint signed, int xz, tuple geometry, out, *,
-         mult=None, ibias=None, double yzp=0.0, int nthreads=1):
+         mult=None, ibias=None, int yzp=0, int nthreads=1):
     """A 2-D convolution of one image (or one group of its channels):
     ``out`` (M, OH * OW) = A (the packed weights, M rows of K = C * kh * kw)
     times the columns of ``x`` (C, H, W, bytes read as ``signed`` says,
@@ -371,7 +357,7 @@ def conv(Packed a, const uint8_t[:, :, :] x, bint signed, int xz, tuple geometry
     cdef bint psgn = signed ^ flip
     cdef uint8_t fl = 0x80 if flip else 0
     cdef qg_epi e
-    keep = _epilogue(&e, out, M, P, M, 0, None, None, mult, ibias, yzp, False)
+    keep = _epilogue(&e, out, M, P, M, 0, None, None, mult, ibias, yzp)
     if M == 0 or P == 0:
         return
     zb = np.full(P, xz + ((128 if signed else -128) if flip else 0), np.int32)
@@ -448,15 +434,15 @@ def conv(Packed a, const uint8_t[:, :, :] x, bint signed, int xz, tuple geometry
 
 
 def depthwise(const uint8_t[:, :, :] x, bint signed, int xz, const int32_t[:, ::1] w,
-              tuple geometry, out, *, mult=None, ibias=None, double yzp=0.0, int nthreads=1):
+              tuple geometry, out, *, mult=None, ibias=None, int yzp=0, int nthreads=1):
     """A 2-D depthwise convolution of one image: channel c of ``out`` (C,
     OH, OW) from channel c of ``x`` (C, H, W, bytes read as ``signed``
     says, planes contiguous) and its filter ``w[c]`` (kh * kw values, the
     weight's zero point already taken off), the padding reading the zero
     point ``xz``; ``geometry`` as :func:`pack_im2col`'s. ``out`` int32
     takes the sums; uint8/int8 the requantized values
-    ``saturate(rint((acc + ibias) * mult + yzp))``, ``mult`` and ``ibias``
-    one value or one per channel."""
+    as :func:`gemm`'s, ``mult`` (float32) and ``ibias`` one value or one per
+    channel."""
     cdef qg_geom g
     g.C, g.H, g.W = x.shape[0], x.shape[1], x.shape[2]
     g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.ph, g.pw, g.OH, g.OW = geometry
@@ -485,7 +471,7 @@ def depthwise(const uint8_t[:, :, :] x, bint signed, int xz, const int32_t[:, ::
     cdef int32_t[:, :, ::1] ac = out if not requant else None
     cdef int32_t* accp
     cdef int tid
-    cdef const double[::1] mu = None
+    cdef const float[::1] mu = None
     cdef const int32_t[::1] ib = None
     cdef uint8_t[:, :, ::1] ob
     e.kind = QG_OUT_Q8
@@ -493,19 +479,14 @@ def depthwise(const uint8_t[:, :, :] x, bint signed, int xz, const int32_t[:, ::
     e.rsum = e.csum = NULL
     e.za = e.zb = NULL
     e.scale = e.fbias = NULL
-    e.mult32 = NULL
-    m32 = None
-    e.zp_after = 0
     e.yzp = yzp
     e.ldo = P
     if requant:
-        mu = np.broadcast_to(np.asarray(mult, np.float64).reshape(-1), (C,)).copy()
+        mu = np.broadcast_to(_float32(mult).reshape(-1), (C,)).copy()
         if ibias is not None:
             ib = np.broadcast_to(np.asarray(ibias, np.int32).reshape(-1), (C,)).copy()
         e.mult = &mu[0]
         e.ibias = &ib[0] if ib is not None else NULL
-        m32 = _float32_multipliers(mu, ib, yzp)
-        e.mult32 = <const float*><uintptr_t>m32.ctypes.data if m32 is not None else NULL
         e.rs = 1
         e.cs = 0
         e.out_signed = out.dtype == np.int8

@@ -82,11 +82,11 @@ class QConv:
         threads: int,
         mult: np.ndarray | None = None,
         bias: np.ndarray | None = None,
-        y_zero: float = 0.0,
+        y_zero: int = 0,
     ) -> np.ndarray | None:
         """The convolution as int32 (``dtype`` int32) or requantized to
-        ``dtype`` (``rint((acc + bias) * mult + y_zero)``, saturated;
-        ``mult`` and ``bias`` one value or one per output channel); None
+        ``dtype`` as ``_qgemm_ref.requantize`` does (float32 ``mult`` and
+        ``bias`` one value or one per output channel); None
         where it does not run natively."""
         if x.dtype not in _SIGNED or w.dtype not in _SIGNED or x.ndim not in (3, 4):
             return None
@@ -132,8 +132,8 @@ class QConv:
         threads = threads_for(work, threads)
         epi: dict[str, Any] = {}
         if dtype != np.int32:
-            mult = np.asarray(mult, np.float64).reshape(-1)
-            epi = {"mult": mult, "yzp": float(y_zero)}
+            mult = np.asarray(mult, np.float32).reshape(-1)
+            epi = {"mult": mult, "yzp": int(y_zero)}
             if bias is not None:
                 epi["ibias"] = np.asarray(bias).astype(np.int32).reshape(-1)
                 if epi["ibias"].size not in (1, m):

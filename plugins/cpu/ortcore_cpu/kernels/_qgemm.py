@@ -7,7 +7,8 @@ quantization tool emits) reduces to the functions here:
 - :func:`int_matmul`: ``(a - a_zero) @ (b - b_zero)`` exactly, as int32;
 - :func:`int_matmul_to_float`: the same product scaled to float32
   (``* a_scale * b_scale + bias``), the epilogue of dynamic quantization;
-- :func:`requantize`: an int32 accumulator scaled, rounded half to even,
+- :func:`requantize`: an int32 accumulator scaled in float32 (as
+  onnxruntime does), rounded half to even,
   shifted by the output zero point and saturated into 8 bits;
 - :func:`int_matmul_requantize`: the product and its requantization in one
   pass, never writing the int32 accumulator;
@@ -273,34 +274,30 @@ def int_matmul_requantize(
     dtype: np.dtype | type,
     *,
     bias: np.ndarray | None = None,
-    zero_before_rounding: bool = False,
     threads: int = 1,
     packed: PackedWeight | None = None,
 ) -> np.ndarray:
     """``requantize(int_matmul(a, a_zero, b, b_zero) + bias, multiplier,
     y_zero, dtype)`` in one pass (the sum with ``bias``, int32 per column,
-    exact), with ``multiplier`` a scalar or one per column. With
-    ``zero_before_rounding`` the zero point is added before the rounding
-    (``rint(acc * multiplier + y_zero)``, as QLinearMatMul's reference
-    computes); ``threads`` and ``packed`` as :func:`int_matmul`'s."""
+    wrapping as onnxruntime's), with ``multiplier`` (float32, computed in
+    float32 arithmetic from float32 scales) a scalar or one per column;
+    ``threads`` and ``packed`` as :func:`int_matmul`'s."""
     out_dtype = np.dtype(dtype)
-    mult = np.asarray(multiplier, dtype=np.float64).reshape(-1)
-    yz = 0.0 if y_zero is None else float(np.asarray(y_zero).reshape(()))
+    mult = np.asarray(multiplier)
+    if mult.dtype != np.float32:
+        mult = mult.astype(np.float32)  # a Python float holding a float32
+    mult = mult.reshape(-1)
+    yz = 0 if y_zero is None else int(np.asarray(y_zero).reshape(()))
     ibias = None if bias is None else np.asarray(bias).astype(np.int32).reshape(-1)
     k = a.shape[-1]
     y = None
     if out_dtype in _SIGNED and k <= EXACT_K:
         y = _native(
-            a, a_zero, b, b_zero, out_dtype, threads, packed,
-            mult=mult, ibias=ibias, yzp=yz, zp_after=not zero_before_rounding,
+            a, a_zero, b, b_zero, out_dtype, threads, packed, mult=mult, ibias=ibias, yzp=yz
         )  # fmt: skip
     if y is not None:
         return y
-    acc = ref.int_matmul(a, a_zero, b, b_zero).astype(np.float64)
+    acc = ref.int_matmul(a, a_zero, b, b_zero)
     if bias is not None:
-        acc = acc + np.asarray(bias, dtype=np.float64)
-    if not zero_before_rounding:
-        return ref.requantize(acc, multiplier, y_zero, dtype)
-    lo, hi = (-128, 127) if out_dtype == np.int8 else (0, 255)
-    yv = acc * np.asarray(multiplier, dtype=np.float64) + yz
-    return np.clip(np.rint(yv), lo, hi).astype(out_dtype)
+        acc = acc + ibias
+    return ref.requantize(acc, mult, yz, dtype)

@@ -6,7 +6,8 @@ for what it does not run natively; tests compare the two.
 - :func:`int_matmul`: ``(a - a_zero) @ (b - b_zero)`` exactly, as int32;
 - :func:`int_matmul_to_float`: the same product scaled to float32
   (``* a_scale * b_scale + bias``), the epilogue of dynamic quantization;
-- :func:`requantize`: an int32 accumulator scaled, rounded half to even,
+- :func:`requantize`: an int32 accumulator scaled in float32 (as
+  onnxruntime does), rounded half to even,
   shifted by the output zero point and saturated into 8 bits.
 
 This module is the numpy reference: products accumulate in float64, exact
@@ -87,11 +88,23 @@ def requantize(
     y_zero: np.ndarray | int | None,
     dtype: np.dtype | type,
 ) -> np.ndarray:
-    """``saturate(rint(acc * multiplier) + y_zero)`` in ``dtype`` (uint8 or
-    int8). ``multiplier`` (``a_scale * b_scale / y_scale``) is a scalar or
-    broadcasts against ``acc`` (one per output channel)."""
+    """``acc`` (integers, int32 sums) requantized to ``dtype`` (uint8 or
+    int8) as onnxruntime's MLAS does (``MlasRequantizeOutput``): ``acc``
+    converted to float32, times the float32 ``multiplier`` (``a_scale *
+    b_scale / y_scale`` computed in float32 arithmetic: a scalar, or one per
+    output channel broadcasting against ``acc``), clamped to ``[lo - y_zero,
+    hi - y_zero]`` (a NaN to ``lo - y_zero``), rounded half to even, plus
+    ``y_zero`` (a scalar or broadcasting against ``acc``). Every step is
+    rounded to float32, so a product that lands on a half in float32 rounds
+    to even where the exact one would not."""
     lo, hi = _RANGES[np.dtype(dtype)]
-    y = np.rint(acc.astype(np.float64) * np.asarray(multiplier, dtype=np.float64))
-    if y_zero is not None:
-        y = y + float(np.asarray(y_zero).reshape(()))
-    return np.clip(y, lo, hi).astype(dtype)
+    mult = np.asarray(multiplier)
+    if mult.dtype != np.float32:
+        # a Python float or float64 holding a float32 value: exact
+        mult = mult.astype(np.float32)
+    y = np.asarray(acc).astype(np.float32) * mult
+    zp = np.zeros((), np.int32) if y_zero is None else np.asarray(y_zero).astype(np.int32)
+    # np.fmax/np.fmin take the number where one side is NaN, as maxps/minps
+    # with the bound second do
+    y = np.fmin(np.fmax(y, (lo - zp).astype(np.float32)), (hi - zp).astype(np.float32))
+    return (np.rint(y).astype(np.int32) + zp).astype(dtype)

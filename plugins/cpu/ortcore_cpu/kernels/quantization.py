@@ -2,7 +2,9 @@
 QLinearMatMul, QLinearConv, MatMulInteger, ConvInteger.
 
 Scales and zero points are per tensor, per axis or (opset 21+) per block.
-Rounding is numpy's ``rint`` (half to even), as ONNX specifies. uint8/int8
+Rounding is numpy's ``rint`` (half to even), as ONNX specifies;
+QLinearConv and QLinearMatMul requantize their int32 sums in float32 as
+onnxruntime does (:func:`._qgemm_ref.requantize`). uint8/int8
 products run on the native 8-bit GEMM (:mod:`._qgemm`; convolutions through
 :mod:`._qconv`), a constant weight packed once; other types, and what the
 native GEMM does not take, accumulate exactly in float64 (exact below
@@ -22,7 +24,14 @@ from onnx_ir import DataType
 from . import registry
 from ._common import constant_input, int_list, thread_count, threads_for
 from ._qconv import QConv
-from ._qgemm import _SIGNED, EXACT_K, WeightCache, int_matmul, int_matmul_requantize
+from ._qgemm import (
+    _SIGNED,
+    EXACT_K,
+    WeightCache,
+    int_matmul,
+    int_matmul_requantize,
+    requantize,
+)
 from ._qlinear import dequantize as native_dequantize
 from ._qlinear import dynamic_quantize
 from ._qlinear import quantize as native_quantize
@@ -268,7 +277,12 @@ def qlinear_matmul(info: NodeInfo) -> Compute:
         a_s = np.asarray(a_scale)
         if a_s.ndim == 1 and a_s.size > 1:
             a_s = a_s.reshape(-1, 1)
-        mult = (a_s * b_scale / y_scale).astype(np.float64)
+        # in float32 arithmetic, (a * b) / y, as onnxruntime computes it
+        mult = (
+            a_s.astype(np.float32)
+            * np.asarray(b_scale, np.float32)
+            / np.asarray(y_scale, np.float32)
+        )
         dtype = y_zero_point.dtype if y_zero_point is not None else a.dtype
         n = b.shape[-1] if b.ndim > 1 else 1
         if (
@@ -285,17 +299,30 @@ def qlinear_matmul(info: NodeInfo) -> Compute:
             return (
                 int_matmul_requantize(
                     a, a_zero_point, b, b_zero_point, mult.reshape(-1), yz, dtype,
-                    zero_before_rounding=True, threads=_product_threads(a, b, threads),
-                    packed=packed,
+                    threads=_product_threads(a, b, threads), packed=packed,
                 ),
             )  # fmt: skip
         acc = np.matmul(_centered(a, a_zero_point, -2), _centered(b, b_zero_point, -1))
-        y = acc * mult
-        if y_zero_point is not None:
-            y = y + y_zero_point.astype(np.float64)
-        return (quantize(y, dtype),)
+        yzp = y_zero_point
+        if yzp is not None and yzp.ndim == 1 and yzp.size > 1:
+            yzp = yzp.reshape(-1, 1)  # per row, as a_scale
+        return (_requantize_any(acc, mult, yzp, dtype),)
 
     return compute
+
+
+def _requantize_any(
+    acc: np.ndarray, mult: np.ndarray, y_zero: np.ndarray | None, dtype: np.dtype
+) -> np.ndarray:
+    """The exact sums ``acc`` requantized into ``dtype``: uint8/int8 in
+    float32 as onnxruntime does (:func:`requantize`), float8 types (which
+    onnxruntime's CPU kernels do not take) from the float64 product."""
+    if dtype in _SIGNED:
+        return requantize(acc, mult, y_zero, dtype)
+    y = acc * mult.astype(np.float64)
+    if y_zero is not None:
+        y = y + y_zero.astype(np.float64)
+    return quantize(y, dtype)
 
 
 # -- integer convolution ---------------------------------------------------
@@ -412,9 +439,14 @@ def qlinear_conv(info: NodeInfo) -> Compute:
     ) -> tuple[np.ndarray]:
         dtype = y_zero_point.dtype if y_zero_point is not None else x.dtype
         ws = np.asarray(w_scale).reshape(-1)
-        mult = (x_scale * ws / y_scale).astype(np.float64)
+        # in float32 arithmetic, (x * w) / y, as onnxruntime computes it
+        mult = (
+            np.asarray(x_scale, np.float32)
+            * ws.astype(np.float32)
+            / np.asarray(y_scale, np.float32)
+        )
         if dtype in _SIGNED and (y_zero_point is None or y_zero_point.size == 1):
-            yz = 0.0 if y_zero_point is None else float(y_zero_point.reshape(()))
+            yz = 0 if y_zero_point is None else int(y_zero_point.reshape(()))
             y = native.run(
                 x, x_zero_point, w, w_zero_point, dtype, _conv_threads(x, w, threads),
                 mult=mult, bias=bias, y_zero=yz,
@@ -425,9 +457,7 @@ def qlinear_conv(info: NodeInfo) -> Compute:
         shape = (1, -1) + (1,) * (acc.ndim - 2)
         if bias is not None:
             acc = acc + bias.astype(np.float64).reshape(shape)
-        y = acc * (mult.reshape(shape) if mult.size > 1 else mult.reshape(()))
-        if y_zero_point is not None:
-            y = y + y_zero_point.astype(np.float64)
-        return (quantize(y, dtype),)
+        m = mult.reshape(shape) if mult.size > 1 else mult.reshape(())
+        return (_requantize_any(acc, m, y_zero_point, dtype),)
 
     return compute
