@@ -230,3 +230,43 @@ def test_registered_in_the_contrib_domain() -> None:
     ops = {op for dom, op in registry.ops() if dom == "com.microsoft"}
     want = {s.op for s in SPECS} | {"QLinearAveragePool", "QLinearWhere"}
     assert want <= ops, want - ops
+
+
+@pytest.mark.parametrize(
+    ("scales", "zeros", "dtype"),
+    [
+        # from a ResNet quantized by onnxruntime's tool: (a - za) ra + (b - zb) rb + zc
+        # is exactly -110.5 at a = -17, b = -102, where onnxruntime's order lands beside it
+        ((0.14274958, 0.1628464, 0.16037205), (-7, -128, -128), np.int8),
+        ((0.02, 0.03, 0.045), (3, -5, 0), np.int8),
+        ((0.011, 0.5, 0.25), (128, 100, 7), np.uint8),
+    ],
+)
+def test_qlinear_add_rounds_as_onnxruntime(
+    scales: tuple[float, float, float], zeros: tuple[int, int, int], dtype: type
+) -> None:
+    """QLinearAdd over every pair of 8-bit inputs gives onnxruntime's value
+    exactly: the same order of float32 operations, so the same ties."""
+    ort = pytest.importorskip("onnxruntime")
+    info = np.iinfo(dtype)
+    values = np.arange(info.min, info.max + 1, dtype=np.int64).astype(dtype)
+    a, b = (v.reshape(-1) for v in np.meshgrid(values, values, indexing="ij"))
+    elem = TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8
+    names = ("a_scale", "b_scale", "c_scale")
+    inits = [helper.make_tensor(n, TensorProto.FLOAT, [], [s]) for n, s in zip(names, scales)]
+    inits += [helper.make_tensor(n, elem, [], [z]) for n, z in zip(("a_zp", "b_zp", "c_zp"), zeros)]
+    node = helper.make_node(
+        "QLinearAdd",
+        ["a", "a_scale", "a_zp", "b", "b_scale", "b_zp", "c_scale", "c_zp"],
+        ["c"],
+        domain="com.microsoft",
+    )
+    io = [helper.make_tensor_value_info(n, elem, [a.size]) for n in ("a", "b", "c")]
+    graph = helper.make_graph([node], "g", io[:2], io[2:], inits)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    ).SerializeToString()
+    feeds = {"a": a, "b": b}
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = ortcore.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_array_equal(got, want)

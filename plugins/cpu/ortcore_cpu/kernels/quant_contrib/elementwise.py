@@ -59,15 +59,39 @@ def _binary(info: NodeInfo, mul: bool) -> Compute:
             ) from None
         if not np.prod(shape, dtype=np.int64):
             return (np.zeros(shape, a.dtype),)
-        fa = a.astype(np.float32) - za
-        fb = b.astype(np.float32) - zb
         if mul:  # onnxruntime: (a - za) * (b - zb) * (sa * sb / sc) + zc
+            fa = a.astype(np.float32) - za
+            fb = b.astype(np.float32) - zb
             y = fa * fb * np.float32(sa * sb / sc) + zc
-        else:  # onnxruntime: (a - za) * (sa / sc) + (b - zb) * (sb / sc) + zc
-            y = fa * np.float32(sa / sc) + fb * np.float32(sb / sc) + zc
+        else:
+            y = _add_as_onnxruntime(a, b, sa, za, sb, zb, sc, zc)
         return (saturate(y, a.dtype),)
 
     return compute
+
+
+def _add_as_onnxruntime(
+    a: np.ndarray,
+    b: np.ndarray,
+    sa: float,
+    za: np.float32,
+    sb: float,
+    zb: np.float32,
+    sc: float,
+    zc: np.float32,
+) -> np.ndarray:
+    """QLinearAdd's float32 value before rounding, in onnxruntime's order of
+    operations (MLAS): ``fma(a, ra, fma(b, rb, zc - (ra za + rb zb)))`` with
+    ``ra = sa / sc`` and ``rb = sb / sc``. Written as ``(a - za) ra + (b - zb)
+    rb + zc`` it lands on a half (-110.5) where onnxruntime's lies just beside
+    it, and rounds the other way. A fused multiply-add is one rounding: an
+    8-bit value times a float32 is exact in float64, and so is the sum with a
+    float32 of like magnitude, so float64 then one cast to float32 is it."""
+    ra = np.float32(np.float32(sa) / np.float32(sc))
+    rb = np.float32(np.float32(sb) / np.float32(sc))
+    fixed = np.float32(zc - np.float32(np.float32(ra * za) + np.float32(rb * zb)))
+    c = (b.astype(np.float64) * float(rb) + float(fixed)).astype(np.float32)
+    return (a.astype(np.float64) * float(ra) + c.astype(np.float64)).astype(np.float32)
 
 
 @registry.kernel("QLinearAdd", domain=MS_DOMAIN, types=_T0)
