@@ -238,6 +238,8 @@ def test_registered_in_the_contrib_domain() -> None:
         # from a ResNet quantized by onnxruntime's tool: (a - za) ra + (b - zb) rb + zc
         # is exactly -110.5 at a = -17, b = -102, where onnxruntime's order lands beside it
         ((0.14274958, 0.1628464, 0.16037205), (-7, -128, -128), np.int8),
+        # and where its constant part, ra za + rb zb, is one fused multiply-add
+        ((0.07777619, 0.05509914, 0.07255656), (9, -128, -128), np.int8),
         ((0.02, 0.03, 0.045), (3, -5, 0), np.int8),
         ((0.011, 0.5, 0.25), (128, 100, 7), np.uint8),
     ],

@@ -81,7 +81,7 @@ def _add_as_onnxruntime(
     zc: np.float32,
 ) -> np.ndarray:
     """QLinearAdd's float32 value before rounding, in onnxruntime's order of
-    operations (MLAS): ``fma(a, ra, fma(b, rb, zc - (ra za + rb zb)))`` with
+    operations (MLAS): ``fma(a, ra, fma(b, rb, zc - fma(ra, za, rb zb)))`` with
     ``ra = sa / sc`` and ``rb = sb / sc``. Written as ``(a - za) ra + (b - zb)
     rb + zc`` it lands on a half (-110.5) where onnxruntime's lies just beside
     it, and rounds the other way. A fused multiply-add is one rounding: an
@@ -89,7 +89,10 @@ def _add_as_onnxruntime(
     float32 of like magnitude, so float64 then one cast to float32 is it."""
     ra = np.float32(np.float32(sa) / np.float32(sc))
     rb = np.float32(np.float32(sb) / np.float32(sc))
-    fixed = np.float32(zc - np.float32(np.float32(ra * za) + np.float32(rb * zb)))
+    # the constant part as onnxruntime's build computes it: its compiler fuses
+    # ra za + rb zb into one multiply-add
+    inner = np.float32(float(ra) * float(za) + float(np.float32(rb * zb)))
+    fixed = np.float32(zc - inner)
     c = (b.astype(np.float64) * float(rb) + float(fixed)).astype(np.float32)
     return (a.astype(np.float64) * float(ra) + c.astype(np.float64)).astype(np.float32)
 
