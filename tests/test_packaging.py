@@ -76,6 +76,27 @@ def test_host_and_providers_depend_on_an_sdk_range(folder: str) -> None:
         assert [r.name for r in reqs if r.name in OURS] == ["ortcore-ep-sdk"], folder
 
 
+@pytest.mark.parametrize("folder", ["ep_sdk", *(f"plugins/{p}" for p in (*PROVIDERS, "ray"))])
+def test_every_package_folder_is_distributed(folder: str) -> None:
+    """A distribution that lists its packages by hand lists every folder of
+    them that holds an ``__init__.py``: one left out is missing from the wheel,
+    and a session fails with ModuleNotFoundError only once it needs it."""
+    tomllib = pytest.importorskip("tomllib")
+    config = tomllib.loads((ROOT / folder / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = config.get("packages")
+    if not isinstance(listed, list):
+        pytest.skip(f"{folder} finds its packages")
+    base = ROOT / folder if folder != "ep_sdk" else ROOT
+    found = {
+        ".".join(p.parent.relative_to(base).parts)
+        for top in listed
+        if "." not in top
+        for p in (base / top).rglob("__init__.py")
+        if "tests" not in p.parts and "build" not in p.parts
+    }
+    assert found <= set(listed), sorted(found - set(listed))
+
+
 def test_scale_out_is_an_application_the_ray_extra_pulls() -> None:
     """ortcore-ray (plugins/ray) depends on ortcore, not on the SDK alone as a
     provider does, and ortcore's ``ray`` extra is that distribution."""
