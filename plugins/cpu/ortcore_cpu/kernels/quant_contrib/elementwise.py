@@ -11,6 +11,8 @@ different order of float32 operations (one unit at most).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from ep_sdk import Compute, NodeInfo
 
@@ -73,11 +75,11 @@ def _binary(info: NodeInfo, mul: bool) -> Compute:
 def _add_as_onnxruntime(
     a: np.ndarray,
     b: np.ndarray,
-    sa: float,
+    sa: float | np.floating[Any],
     za: np.float32,
-    sb: float,
+    sb: float | np.floating[Any],
     zb: np.float32,
-    sc: float,
+    sc: float | np.floating[Any],
     zc: np.float32,
 ) -> np.ndarray:
     """QLinearAdd's float32 value before rounding, in onnxruntime's order of
