@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["int_matmul", "int_matmul_to_float", "requantize"]
+__all__ = ["centered", "int_matmul", "int_matmul_to_float", "requantize"]
 
 
-def _centered(x: np.ndarray, zero: np.ndarray | int | None, axis: int) -> np.ndarray:
+def centered(x: np.ndarray, zero: np.ndarray | int | None, axis: int = -1) -> np.ndarray:
     """``x - zero`` as float64; a 1-D zero point of more than one element
     runs along ``axis`` of ``x``."""
     out = x.astype(np.float64)
@@ -53,7 +53,7 @@ def int_matmul(
         b_zero: None, a scalar, or one zero point per column of ``b`` (``(N,)``).
     """
     a_axis = -2 if a.ndim >= 2 else -1
-    acc = np.matmul(_centered(a, a_zero, a_axis), _centered(b, b_zero, -1))
+    acc = np.matmul(centered(a, a_zero, a_axis), centered(b, b_zero, -1))
     return np.asarray(acc).astype(np.int64).astype(np.int32)
 
 

@@ -32,6 +32,8 @@ from ._qgemm import (
     int_matmul_requantize,
     requantize,
 )
+from ._qgemm_ref import centered
+from ._qgemm_ref import int_matmul as ref_int_matmul
 from ._qlinear import dequantize as native_dequantize
 from ._qlinear import dynamic_quantize
 from ._qlinear import quantize as native_quantize
@@ -200,23 +202,6 @@ def dynamic_quantize_linear(info: NodeInfo) -> Compute:
     return compute
 
 
-def _centered(x: np.ndarray, zero_point: np.ndarray | None, axis: int = -1) -> np.ndarray:
-    """``x - zero_point`` as float64; a 1-D zero point runs along ``axis``."""
-    out = x.astype(np.float64)
-    if zero_point is None:
-        return out
-    zp = np.asarray(zero_point, dtype=np.float64)
-    if zp.ndim == 1 and zp.size > 1:
-        shape = [1] * x.ndim
-        shape[axis] = zp.size
-        zp = zp.reshape(shape)
-    return out - zp
-
-
-def _int32(x: np.ndarray) -> np.ndarray:
-    return x.astype(np.int64).astype(np.int32)
-
-
 def _weight_cache(info: NodeInfo, b_index: int, zero_index: int) -> WeightCache | None:
     """A cache of the packed B when it (and its zero point, if any) are
     constant initializers."""
@@ -251,9 +236,7 @@ def matmul_integer(info: NodeInfo) -> Compute:
             packed = cache.get(b, b_zero_point) if cache is not None else None
             nt = _product_threads(a, b, threads)
             return (int_matmul(a, a_zero_point, b, b_zero_point, threads=nt, packed=packed),)
-        a64 = _centered(a, a_zero_point, axis=-2 if a.ndim >= 2 else -1)
-        b64 = _centered(b, b_zero_point, axis=-1)
-        return (_int32(np.matmul(a64, b64)),)
+        return (ref_int_matmul(a, a_zero_point, b, b_zero_point),)
 
     return compute
 
@@ -302,7 +285,7 @@ def qlinear_matmul(info: NodeInfo) -> Compute:
                     threads=_product_threads(a, b, threads), packed=packed,
                 ),
             )  # fmt: skip
-        acc = np.matmul(_centered(a, a_zero_point, -2), _centered(b, b_zero_point, -1))
+        acc = np.matmul(centered(a, a_zero_point, -2), centered(b, b_zero_point, -1))
         yzp = y_zero_point
         if yzp is not None and yzp.ndim == 1 and yzp.size > 1:
             yzp = yzp.reshape(-1, 1)  # per row, as a_scale
@@ -412,8 +395,8 @@ def conv_integer(info: NodeInfo) -> Compute:
         )
         if y is not None:
             return (y,)
-        y = conv_nd(_centered(x, x_zero_point, 1), _centered(w, w_zero_point, 0), group, info)
-        return (_int32(y),)
+        y = conv_nd(centered(x, x_zero_point, 1), centered(w, w_zero_point, 0), group, info)
+        return (y.astype(np.int64).astype(np.int32),)
 
     return compute
 
@@ -453,7 +436,7 @@ def qlinear_conv(info: NodeInfo) -> Compute:
             )  # fmt: skip
             if y is not None:
                 return (y,)
-        acc = conv_nd(_centered(x, x_zero_point, 1), _centered(w, w_zero_point, 0), group, info)
+        acc = conv_nd(centered(x, x_zero_point, 1), centered(w, w_zero_point, 0), group, info)
         shape = (1, -1) + (1,) * (acc.ndim - 2)
         if bias is not None:
             acc = acc + bias.astype(np.float64).reshape(shape)
