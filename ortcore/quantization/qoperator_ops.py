@@ -36,6 +36,16 @@ def _names(node: ir.Node) -> tuple[list[str], list[str]]:
     return io_names(node)
 
 
+def _quant_name(node: ir.Node) -> str:
+    """The name of the node that replaces ``node`` (onnxruntime's ``<name>_quant``)."""
+    return f"{node.name}_quant" if node.name else ""
+
+
+def _qv_inputs(v: QV) -> tuple[str, str, str]:
+    """A quantized input as a QLinear op reads it: value, scale, zero point."""
+    return v.q_name, v.scale, v.zero_point
+
+
 def _qv(q: QOperatorQuantizer, name: str, scale: str, zp: str) -> QV:
     return QV(name, scale, zp)
 
@@ -60,7 +70,7 @@ def _integer_tail(
     Writes the float output.
     """
     ins, outs = _names(node)
-    name = f"{node.name}_quant" if node.name else ""
+    name = _quant_name(node)
     int_out = f"{outs[0]}_output_quantized"
     attrs = {k: a for k, a in node.attributes.items()}
     q.ed.node(
@@ -126,7 +136,7 @@ def attention(q: QOperatorQuantizer, node: ir.Node) -> bool:
     w = q.quantize_inputs(node, [1], weight=True, reduce_range=True, per_channel=True)
     if a is None or w is None or a[0] is None or w[0] is None:
         return False
-    name = f"{node.name}_quant" if node.name else ""
+    name = _quant_name(node)
     inputs = [
         a[0].q_name,
         w[0].q_name,
@@ -158,7 +168,7 @@ def embed_layernorm(q: QOperatorQuantizer, node: ir.Node) -> bool:
         "QEmbedLayerNormalization",
         inputs,
         outs,
-        f"{node.name}_quant" if node.name else "",
+        _quant_name(node),
         domain=ms_domain,
         attrs=attrs,
     )
@@ -236,9 +246,7 @@ def _qlinear(
     out = f"{outs[0]}_quantized"
     attrs = {k: v for k, v in node.attributes.items() if k not in drop_attrs}
     attrs.update(extra_attrs or {})
-    q.ed.node(
-        op, inputs, [out], f"{node.name}_quant" if node.name else "", domain=ms_domain, attrs=attrs
-    )
+    q.ed.node(op, inputs, [out], _quant_name(node), domain=ms_domain, attrs=attrs)
     q.replace(node, {0: _qv(q, out, s, z)})
     return True
 
@@ -417,21 +425,12 @@ def qlinear_conv(q: QOperatorQuantizer, node: ir.Node) -> bool:
     if params is None or pair is None:
         return False
     a, w = pair
-    inputs = [
-        a.q_name,
-        a.scale,
-        a.zero_point,
-        w.q_name,
-        w.scale,
-        w.zero_point,
-        params[0],
-        params[1],
-    ]
+    inputs = [*_qv_inputs(a), *_qv_inputs(w), *params]
     if len(ins) == 3 and ins[2]:
         inputs.append(_bias(q, ins[2], a, ins[1], w))
     out = f"{outs[0]}_quantized"
     attrs = {k: v for k, v in node.attributes.items()}
-    q.ed.node("QLinearConv", inputs, [out], f"{node.name}_quant" if node.name else "", attrs=attrs)
+    q.ed.node("QLinearConv", inputs, [out], _quant_name(node), attrs=attrs)
     q.replace(node, {0: _qv(q, out, *params)})
     return True
 
@@ -445,21 +444,10 @@ def qlinear_matmul(q: QOperatorQuantizer, node: ir.Node) -> bool:
     if params is None or pair is None:
         return False
     a, w = pair
-    inputs = [
-        a.q_name,
-        a.scale,
-        a.zero_point,
-        w.q_name,
-        w.scale,
-        w.zero_point,
-        params[0],
-        params[1],
-    ]
+    inputs = [*_qv_inputs(a), *_qv_inputs(w), *params]
     domain = ms_domain if q.opts.weight_qtype == TensorProto.FLOAT8E4M3FN else ""
     out = f"{outs[0]}_quantized"
-    q.ed.node(
-        "QLinearMatMul", inputs, [out], f"{node.name}_quant" if node.name else "", domain=domain
-    )
+    q.ed.node("QLinearMatMul", inputs, [out], _quant_name(node), domain=domain)
     q.replace(node, {0: _qv(q, out, *params)})
     return True
 
@@ -478,24 +466,14 @@ def qgemm(q: QOperatorQuantizer, node: ir.Node) -> bool:
         if not q.ed.is_initializer(ins[2]):
             return False
         bias = _bias(q, ins[2], a, ins[1], w, float(attr(node, "beta", 1.0)))
-    inputs = [
-        a.q_name,
-        a.scale,
-        a.zero_point,
-        w.q_name,
-        w.scale,
-        w.zero_point,
-        bias,
-        params[0],
-        params[1],
-    ]
+    inputs = [*_qv_inputs(a), *_qv_inputs(w), bias, *params]
     out = f"{outs[0]}_quantized"
     attrs = {k: v for k, v in node.attributes.items() if k != "beta"}
     q.ed.node(
         "QGemm",
         inputs,
         [out],
-        f"{node.name}_quant" if node.name else "",
+        _quant_name(node),
         domain=ms_domain,
         attrs=attrs,
     )
