@@ -58,6 +58,25 @@ def scalar_zero(
     return int(v.reshape(()))
 
 
+def unary_params(
+    info: NodeInfo,
+    x: np.ndarray,
+    params: tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None],
+    names: tuple[str, str, str, str] = ("x_scale", "x_zero_point", "y_scale", "y_zero_point"),
+) -> tuple[np.float32, int, np.float32, int]:
+    """An op of one 8-bit input X and one output: X checked, and its per-tensor
+    scale and zero point and the output's, ``params`` and ``names`` in that
+    order (the names the op's schema gives, for the errors)."""
+    check_8bit(info, x, "X")
+    x_scale, x_zero, y_scale, y_zero = params
+    return (
+        scalar_scale(info, x_scale, names[0]),
+        scalar_zero(info, x_zero, names[1], x.dtype),
+        scalar_scale(info, y_scale, names[2]),
+        scalar_zero(info, y_zero, names[3], x.dtype),
+    )
+
+
 def per_column(
     info: NodeInfo, value: np.ndarray | None, columns: int, what: str
 ) -> np.ndarray | None:

@@ -28,6 +28,7 @@ from ._params import (
     saturate,
     scalar_scale,
     scalar_zero,
+    unary_params,
 )
 
 _T0: dict[str | int, frozenset[DT]] = {0: EIGHT_BIT}
@@ -121,13 +122,10 @@ def _unary_table(info: NodeInfo, fn: object) -> Compute:
         y_scale: np.ndarray,
         y_zero: np.ndarray | None = None,
     ) -> tuple[np.ndarray]:
-        check_8bit(info, x, "X")
+        names = ("X_scale", "X_zero_point", "Y_scale", "Y_zero_point")
         table = lookup_table(
             x.dtype,
-            scalar_scale(info, x_scale, "X_scale"),
-            scalar_zero(info, x_zero, "X_zero_point", x.dtype),
-            scalar_scale(info, y_scale, "Y_scale"),
-            scalar_zero(info, y_zero, "Y_zero_point", x.dtype),
+            *unary_params(info, x, (x_scale, x_zero, y_scale, y_zero), names),
             fn,  # type: ignore[arg-type]
         )
         return (apply_table(x, table),)

@@ -22,7 +22,7 @@ from .._qgemm import requantize
 from .._window import check_window_attrs
 from ..contrib import MS_DOMAIN
 from ..pool import _counts, _divisor_ends, _numpy_windows, pool_windows
-from ._params import EIGHT_BIT, check_8bit, saturate, scalar_scale, scalar_zero
+from ._params import EIGHT_BIT, saturate, unary_params
 
 
 def _channels_first(x: np.ndarray, last: bool) -> np.ndarray:
@@ -46,13 +46,9 @@ def qlinear_global_average_pool(info: NodeInfo) -> Compute:
         y_scale: np.ndarray,
         y_zero: np.ndarray | None = None,
     ) -> tuple[np.ndarray]:
-        check_8bit(info, x, "X")
+        sx, zx, sy, zy = unary_params(info, x, (x_scale, x_zero, y_scale, y_zero))
         if x.ndim < 3:
             raise ValueError(f"{info.describe()}: X must have 3 dimensions or more, got {x.shape}")
-        sx = scalar_scale(info, x_scale, "x_scale")
-        zx = scalar_zero(info, x_zero, "x_zero_point", x.dtype)
-        sy = scalar_scale(info, y_scale, "y_scale")
-        zy = scalar_zero(info, y_zero, "y_zero_point", x.dtype)
         xc = _channels_first(x, last)
         size = math.prod(xc.shape[2:])
         if size == 0:
@@ -88,13 +84,9 @@ def qlinear_average_pool(info: NodeInfo) -> Compute:
         y_scale: np.ndarray,
         y_zero: np.ndarray | None = None,
     ) -> tuple[np.ndarray]:
-        check_8bit(info, x, "X")
+        sx, zx, sy, zy = unary_params(info, x, (x_scale, x_zero, y_scale, y_zero))
         if x.ndim < 3:
             raise ValueError(f"{info.describe()}: X must have 3 dimensions or more, got {x.shape}")
-        sx = scalar_scale(info, x_scale, "x_scale")
-        zx = scalar_zero(info, x_zero, "x_zero_point", x.dtype)
-        sy = scalar_scale(info, y_scale, "y_scale")
-        zy = scalar_zero(info, y_zero, "y_zero_point", x.dtype)
         xc = _channels_first(x, last)
         spatial = tuple(xc.shape[2:])
         win = window_for(spatial)
