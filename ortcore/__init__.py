@@ -16,6 +16,7 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
+from ._deferred import defer_sympy
 from .compat import install_as_onnxruntime
 from .errors import (
     AllocationError,
@@ -36,6 +37,11 @@ from .errors import (
     RunTerminatedError,
     RuntimeException,
 )
+
+# Before anything imports onnx-ir (nothing above does: tests/test_cold_import.py):
+# sympy, which onnx-ir imports and a session rarely uses, loads on first use
+# instead (0.3-0.4 s of a cold start; see ortcore/_deferred.py).
+defer_sympy()
 
 if TYPE_CHECKING:
     from .compat_api import (

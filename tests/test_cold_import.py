@@ -49,8 +49,11 @@ def _loaded(code: str) -> list[str]:
     probe = (
         f"{code}\nimport json, sys\n"
         f"heavy = {HEAVY!r}\n"
-        "print(json.dumps(sorted(m for m in sys.modules "
-        "if any(m == h or m.startswith(h + '.') for h in heavy))))"
+        # A stand-in of a deferred module (ortcore/_deferred.py) is not loaded.
+        "d = sys.modules.get('ortcore._deferred')\n"
+        "print(json.dumps(sorted(m for m, mod in list(sys.modules.items()) "
+        "if any(m == h or m.startswith(h + '.') for h in heavy) "
+        "and not (d and d.is_deferred(mod)))))"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run(
