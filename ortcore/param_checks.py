@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, is_dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx_ir as ir
@@ -31,12 +31,19 @@ from ep_sdk.registry import attribute_defaults
 from .errors import InvalidGraph, RunInvalidArgument
 from .nodeinfo import static_shape
 from .optimizer._pass import graphs_of
-from .param_rules import Check, Dims, Env, ProdValues, Value
-from .param_table import RULED_OPS, OpRules, rules_for
+from .param_table import RULED_OPS
+
+if TYPE_CHECKING:
+    from .param_rules import Check, Dims, Env
+    from .param_table import OpRules
+
+# The rule language and the table itself (``param_rules``, the table's
+# families) load the first time a node of a ruled op is met: a model without
+# one (most small models) never pays their import.
 
 __all__ = ["check_model", "checked", "checked_group", "node_rules", "pending_checks"]
 
-Pending = tuple[OpRules, tuple[Check, ...]]
+Pending = tuple["OpRules", tuple["Check", ...]]
 """A node's table entry and its checks still undecided."""
 
 
@@ -44,6 +51,8 @@ def node_rules(node: ir.Node, opsets: Mapping[str, int]) -> OpRules | None:
     """The table entry that covers ``node`` at the model's opset, if any."""
     if node.op_type not in RULED_OPS:
         return None
+    from .param_table import rules_for
+
     domain = "" if node.domain == "ai.onnx" else node.domain
     return rules_for(domain, node.op_type, int(opsets.get(domain, 1)))
 
@@ -90,6 +99,8 @@ def _attrs(node: ir.Node, opset: int) -> dict[str, Any]:
 
 def static_env(entry: OpRules, node: ir.Node, attrs: Mapping[str, Any]) -> Env:
     """The env of ``node`` from what load knows: static shapes, constants."""
+    from .param_rules import Env
+
     inputs = list(node.inputs)[: len(entry.inputs)]
     present = [v is not None for v in inputs]
     return Env(
@@ -198,6 +209,8 @@ _SHAPES_KEPT = 64
 
 def _reads_values(obj: Any) -> bool:
     """Whether a check (or expression) reads an input's values, not only shapes."""
+    from .param_rules import ProdValues, Value
+
     if isinstance(obj, (Value, ProdValues)):
         return True
     if is_dataclass(obj):  # every Check and Expr
@@ -233,6 +246,8 @@ def checked(
         where: onnxruntime's opening of a run-time error for the step
             ("Non-zero status code returned while running ...").
     """
+    from .param_rules import Env
+
     entry, checks = pending
     n = len(entry.inputs)
     outputs = len(node.outputs)
@@ -329,6 +344,8 @@ def checked_group(
 
 
 def _check_member(member: _Member, args: tuple[Any, ...], where: Callable[[], str]) -> None:
+    from .param_rules import Env
+
     node, pending, attrs, where_from = member
     ins = list(node.inputs)[: len(where_from)]
     shapes = [_run_shape(args[k]) if k is not None else _shape(v) for k, v in zip(where_from, ins)]

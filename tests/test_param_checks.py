@@ -29,6 +29,7 @@ import ortcore
 from ep_sdk import ExecutionProvider, KernelRegistry, NodeInfo
 from ep_sdk.fused_ops import DOMAIN as FUSED_DOMAIN
 from ep_sdk.fused_ops import register_fused_schemas
+from ortcore import param_table
 from ortcore.errors import InvalidArgument, InvalidGraph, RunInvalidArgument, RuntimeException
 from ortcore.param_table import RULES, rules_for
 
@@ -116,6 +117,35 @@ def test_entry_matches_its_schema(entry: Any) -> None:
             assert check.attribute in onnx.defs.get_schema(entry.op, last, entry.domain).attributes
         else:
             assert check.subject in entry.inputs
+
+
+def test_ruled_ops_names_every_ruled_op() -> None:
+    """The package's quick gate, kept as a literal so that importing it loads
+    no table, names exactly the ops the table covers: a node of an op left
+    out would never be checked."""
+    assert frozenset(e.op for e in RULES) == param_table.RULED_OPS
+
+
+def test_a_model_without_ruled_ops_loads_no_rules() -> None:
+    """Session creation on a small model loads neither the table nor the rule
+    language (issue 56's cold start); a ruled op loads them."""
+    code = (
+        "import sys, numpy as np, onnx, onnx.helper as h, ortcore\n"
+        "g = h.make_graph([h.make_node('Relu', ['x'], ['y'])], 'g',\n"
+        "    [h.make_tensor_value_info('x', 1, [2])], [h.make_tensor_value_info('y', 1, [2])])\n"
+        "m = h.make_model(g, opset_imports=[h.make_opsetid('', 17)])\n"
+        "s = ortcore.InferenceSession(m.SerializeToString(), providers=['CPUExecutionProvider'])\n"
+        "s.run(None, {'x': np.ones(2, np.float32)})\n"
+        "print('ortcore.param_rules' in sys.modules, 'ortcore.param_table._table' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False"]
+    ruled = code.replace("'Relu', ['x']", "'Clip', ['x']")
+    done = subprocess.run([sys.executable, "-c", ruled], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]
 
 
 def test_entries_do_not_overlap() -> None:
