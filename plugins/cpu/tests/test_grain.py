@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from ortcore_cpu._ext import movement
@@ -52,3 +56,26 @@ def test_the_threads_never_pass_the_runs_share_or_the_cap(monkeypatch: pytest.Mo
     assert K.threads_for(10**9, 2) == 2  # the cap
     assert K.threads_for(5500, 8) == 3  # 5 grains, 3 cores free
     assert K.threads_for(2999, 8) == 2
+
+
+def test_small_work_does_not_measure_the_grain() -> None:
+    """Work below the smallest grain a measurement can give runs on one thread
+    without measuring (the measurement starts an OpenMP thread: time a small
+    model's first run would pay); larger work measures it then."""
+    code = (
+        "import os, sys, numpy as np, onnx.helper as h, ortcore\n"
+        "from ortcore_cpu.kernels import _common as K\n"
+        "g = h.make_graph([h.make_node('Add', ['x', 'x'], ['y'])], 'g',\n"
+        "    [h.make_tensor_value_info('x', 1, ['N'])], [h.make_tensor_value_info('y', 1, ['N'])])\n"
+        "m = h.make_model(g, opset_imports=[h.make_opsetid('', 17)])\n"
+        "so = ortcore.SessionOptions(); so.intra_op_num_threads = 2\n"
+        "s = ortcore.InferenceSession(m.SerializeToString(), so, providers=['CPUExecutionProvider'])\n"
+        "s.run(None, {'x': np.ones(6, np.float32)})\n"
+        "print(K._grain)\n"
+        "print(K.threads_for(10 * K._MAX_GRAIN, 2) >= 1, K._grain >= K._BASE_GRAIN)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != K.GRAIN_ENV}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "True", "True"]

@@ -211,7 +211,13 @@ def threads_for(work: int, threads: int) -> int:
     run's share of the cores (:func:`ortcore_cpu.threads.share`)."""
     if threads <= 1:
         return 1
-    g = _grain or grain()
+    g = _grain
+    if not g:
+        if work < _BASE_GRAIN and not os.environ.get(GRAIN_ENV, "").strip():
+            # Below any measured grain: no need to measure one yet (it starts
+            # an OpenMP thread, milliseconds of a small model's first run).
+            return 1
+        g = grain()
     if work < g:
         return 1
     n = work // g  # at least 1
