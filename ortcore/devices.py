@@ -9,12 +9,12 @@ and a memory info describes where a session's inputs and outputs live.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from typing import Any
 
 from ep_sdk import HOST_DEVICE, Device
 
+from ._enum import OrtIntEnum
 from .errors import InvalidArgument, InvalidArgumentTypeError
 
 __all__ = [
@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 
-class OrtAllocatorType(enum.IntEnum):
+class OrtAllocatorType(OrtIntEnum):
     """Kind of allocator (onnxruntime's numbers)."""
 
     INVALID = -1
@@ -39,7 +39,7 @@ class OrtAllocatorType(enum.IntEnum):
     ORT_ARENA_ALLOCATOR = 1
 
 
-class OrtMemType(enum.IntEnum):
+class OrtMemType(OrtIntEnum):
     """Which memory of a device a value uses (onnxruntime's numbers)."""
 
     CPU_INPUT = -2
@@ -48,7 +48,7 @@ class OrtMemType(enum.IntEnum):
     DEFAULT = 0
 
 
-class OrtMemoryInfoDeviceType(enum.IntEnum):
+class OrtMemoryInfoDeviceType(OrtIntEnum):
     """Device kind of an :class:`OrtMemoryInfo` (onnxruntime's numbers)."""
 
     CPU = 0
@@ -57,14 +57,14 @@ class OrtMemoryInfoDeviceType(enum.IntEnum):
     NPU = 3
 
 
-class OrtDeviceMemoryType(enum.IntEnum):
+class OrtDeviceMemoryType(OrtIntEnum):
     """Device memory kind (onnxruntime's numbers)."""
 
     DEFAULT = 0
     HOST_ACCESSIBLE = 5
 
 
-class OrtDeviceVendorId(enum.IntEnum):
+class OrtDeviceVendorId(OrtIntEnum):
     """PCI vendor ids onnxruntime names."""
 
     NONE = 0
@@ -77,7 +77,7 @@ class OrtDeviceVendorId(enum.IntEnum):
     INTEL = 0x8086
 
 
-class ArenaExtendStrategy(enum.IntEnum):
+class ArenaExtendStrategy(OrtIntEnum):
     """How an arena grows (accepted; ortcore's providers own their allocators)."""
 
     kNextPowerOfTwo = 0

@@ -15,7 +15,6 @@ is logged on ``ortcore.plugins`` and listed without devices
 
 from __future__ import annotations
 
-import enum
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -24,6 +23,7 @@ from typing import Any, NoReturn
 from ep_sdk import Device, EpDevice, ExecutionProvider
 from ep_sdk.hardware import HardwareDevice
 
+from ._enum import OrtIntEnum
 from .devices import OrtDeviceMemoryType, OrtMemoryInfo
 from .errors import Fail, InvalidArgument
 from .plugins import PluginManager, ProviderEntry, default_manager, describe_error
@@ -48,7 +48,7 @@ RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
 """The session config entry that must be ``"1"`` for :func:`assignment_info`."""
 
 
-class OrtHardwareDeviceType(enum.IntEnum):
+class OrtHardwareDeviceType(OrtIntEnum):
     """Kind of hardware device (onnxruntime's numbers)."""
 
     CPU = 0
@@ -56,7 +56,7 @@ class OrtHardwareDeviceType(enum.IntEnum):
     NPU = 2
 
 
-class OrtExecutionProviderDevicePolicy(enum.IntEnum):
+class OrtExecutionProviderDevicePolicy(OrtIntEnum):
     """How a session picks providers by device (onnxruntime's numbers;
     ``docs/devices.md`` says what each one selects)."""
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import copy
-import enum
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._enum import OrtIntEnum
 from .errors import Fail, InvalidArgument, InvalidArgumentRuntimeError, InvalidArgumentTypeError
 from .selection import ProviderSelectionOptions
 
@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 
-class GraphOptimizationLevel(enum.IntEnum):
+class GraphOptimizationLevel(OrtIntEnum):
     """How much the graph is rewritten before it runs (as in onnxruntime)."""
 
     ORT_DISABLE_ALL = 0
@@ -34,14 +34,14 @@ class GraphOptimizationLevel(enum.IntEnum):
     ORT_ENABLE_ALL = 99
 
 
-class ExecutionMode(enum.IntEnum):
+class ExecutionMode(OrtIntEnum):
     """Whether independent nodes may run at the same time."""
 
     ORT_SEQUENTIAL = 0
     ORT_PARALLEL = 1
 
 
-class ExecutionOrder(enum.IntEnum):
+class ExecutionOrder(OrtIntEnum):
     """onnxruntime's node ordering policy; ortcore accepts it and always runs
     nodes in its planner's topological order."""
 

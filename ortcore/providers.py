@@ -200,7 +200,9 @@ def create_providers(
             ``InvalidArgument`` and, as onnxruntime raises, a ``RuntimeError``).
         Fail: nothing listed is available and ``session.disable_cpu_ep_fallback``
             is ``"1"``.
-        InvalidArgument: bad options, a provider listed twice.
+        InvalidArgument: bad options, two names for one provider (a name
+            listed twice is warned about and its repeats ignored, as
+            onnxruntime does).
         EPFail: a named provider failed to construct, or none could be.
     """
     # (entry, options, named by the user)
@@ -220,11 +222,18 @@ def create_providers(
         )
     skipped: list[tuple[str, InvalidArgument]] = []
     unknown: list[str] = []
+    seen: set[str] = set()
     for i, spec in enumerate(providers):
         if isinstance(spec, tuple):
             name, opts = spec
         else:
             name, opts = spec, {}
+        if isinstance(name, str):
+            if name in seen:
+                # onnxruntime keeps the first mention (with its options) and warns
+                warnings.warn(f"Duplicate provider '{name}' encountered, ignoring.", stacklevel=4)
+                continue
+            seen.add(name)
         if provider_options is not None:
             opts = {**opts, **provider_options[i]}
         try:

@@ -10,20 +10,20 @@ gives the array a dense input takes.
 
 from __future__ import annotations
 
-import enum
 from typing import Any
 
 import numpy as np
 
 from ep_sdk.dtypes import from_numpy, type_string
 
+from ._enum import OrtIntEnum
 from .devices import OrtDevice
 from .errors import InvalidArgument, InvalidArgumentRuntimeError
 
 __all__ = ["OrtSparseFormat", "SparseTensor"]
 
 
-class OrtSparseFormat(enum.IntEnum):
+class OrtSparseFormat(OrtIntEnum):
     """Storage format of a :class:`SparseTensor` (onnxruntime's numbers)."""
 
     ORT_SPARSE_UNDEFINED = 0

@@ -129,7 +129,28 @@ SNIPPETS = {
             "runs": read.run(None, {"X": np.ones((1, 3), np.float32)})[0],
         }
     """,
+    "enum_text": """
+        import onnxruntime as ort
+        members = [
+            ort.ExecutionMode.ORT_PARALLEL,
+            ort.ExecutionOrder.PRIORITY_BASED,
+            ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+            ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR,
+            ort.OrtMemType.CPU_OUTPUT,
+            ort.OrtSparseFormat.ORT_SPARSE_CSRC,
+        ]
+        result = [
+            (str(m), f"{m}", repr(m), int(m), m.name) for m in members
+        ]
+    """,
 }
+
+
+def test_enums_print_as_onnxruntime_prints_them(results: Results) -> None:
+    """``str``/``f""`` give "Class.MEMBER" (pybind11's), not the number."""
+    texts = results.ok("enum_text")
+    assert texts[0][:2] == ("ExecutionMode.ORT_PARALLEL", "ExecutionMode.ORT_PARALLEL")
+    same(results.ours["enum_text"], results.theirs("enum_text"))
 
 
 def test_onnxruntime_keyword_arguments_are_accepted(results: Results) -> None:

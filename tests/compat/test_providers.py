@@ -9,6 +9,15 @@ from __future__ import annotations
 from .conftest import Results, same
 
 SNIPPETS = {
+    "listed_twice": """
+        import onnxruntime as ort
+        sess = ort.InferenceSession(
+            save(relu_model()),
+            providers=[("CPUExecutionProvider", {}), "CPUExecutionProvider"],
+        )
+        x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+        result = (sess.get_providers(), sess.run(None, {"X": x})[0])
+    """,
     "cuda_then_cpu": """
         import onnxruntime as ort
         sess = ort.InferenceSession(
@@ -79,6 +88,16 @@ SNIPPETS = {
         result = (sess.get_provider_options(), again.run(None, {"X": x})[0])
     """,
 }
+
+
+def test_a_provider_listed_twice_is_warned_about_and_kept_once(results: Results) -> None:
+    providers, _ = results.ok("listed_twice")
+    assert providers == ["CPUExecutionProvider"]
+    assert any(
+        "Duplicate provider 'CPUExecutionProvider' encountered, ignoring." in w
+        for w in results.warnings("listed_twice")
+    )
+    same(results.ours["listed_twice"], results.theirs("listed_twice"))
 
 
 def test_unavailable_provider_is_skipped_with_a_warning(results: Results) -> None:
