@@ -30,6 +30,7 @@ import onnx
 from onnx import numpy_helper
 
 from .case import DEPTHS, KINDS, MODEL_KINDS, Case, DataSet
+from .cast_reference import defined_casts_only
 from .precision import Tolerance
 
 __all__ = [
@@ -69,7 +70,7 @@ def _node_loader(name: str, module: str) -> Callable[[], tuple[onnx.ModelProto, 
         sets = [
             ([_tensor(i) for i in ins], [_tensor(o) for o in outs]) for ins, outs in c.data_sets
         ]
-        return c.model, sets
+        return c.model, defined_casts_only(c.model, sets)
 
     return load
 

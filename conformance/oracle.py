@@ -21,6 +21,10 @@ get wrong expected outputs. :func:`evaluator` gives it these replacements:
   result is only float32-accurate; here it is computed in float64.
 * ``Flatten`` reshapes to ``(outer, -1)``, which numpy refuses for an empty
   tensor whose ``outer`` is 0; here both sizes are computed.
+* ``Cast`` and ``CastLike`` between numeric types convert with ml_dtypes'
+  ``astype``, whose answers changed in ml_dtypes 0.7 (double rounding, out of
+  range values); here :func:`.cast_reference.cast_exact` converts exactly.
+  Strings go to the reference's own cast.
 
 From opset 13 (14 for BatchNormalization) the reference's own softmax-family
 and BatchNormalization implementations run unchanged.
@@ -36,6 +40,9 @@ import numpy as np
 import onnx
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
+from onnx.reference.ops.op_cast import cast_to
+
+from .cast_reference import cast_exact
 
 __all__ = ["FIXES", "batchnorm_inference", "evaluator"]
 
@@ -221,6 +228,38 @@ class Flatten(OpRun):
         return (x.reshape(outer, inner),)
 
 
+def _cast(x: np.ndarray, to: int, saturate: Any, round_mode: Any) -> np.ndarray:
+    sat = True if saturate is None else bool(saturate)
+    mode = "up" if round_mode is None else str(round_mode)
+    if to == onnx.TensorProto.STRING or x.dtype == object or x.dtype.kind in "SU":
+        return cast_to(x, to, sat, mode)  # type: ignore[arg-type]  # a DataType's value
+    return cast_exact(x, onnx.helper.tensor_dtype_to_np_dtype(to), sat, mode)
+
+
+class Cast(OpRun):
+    """Cast between numeric types exactly (:mod:`.cast_reference`)."""
+
+    op_domain = ""
+
+    def _run(
+        self, x: np.ndarray, to: Any = None, saturate: Any = None, round_mode: Any = None
+    ) -> tuple[np.ndarray]:
+        code = onnx.TensorProto.DataType.Value(to.upper()) if isinstance(to, str) else int(to)
+        return (_cast(x, code, saturate, round_mode),)
+
+
+class CastLike(OpRun):
+    """CastLike between numeric types exactly (:mod:`.cast_reference`)."""
+
+    op_domain = ""
+
+    def _run(
+        self, x: np.ndarray, like: np.ndarray, saturate: Any = None, round_mode: Any = None
+    ) -> tuple[np.ndarray]:
+        code = onnx.helper.np_dtype_to_tensor_dtype(like.dtype)
+        return (_cast(x, code, saturate, round_mode),)
+
+
 FIXES: tuple[type[OpRun], ...] = (
     Softmax,
     LogSoftmax,
@@ -229,6 +268,8 @@ FIXES: tuple[type[OpRun], ...] = (
     LRN,
     Erf,
     Flatten,
+    Cast,
+    CastLike,
 )
 """The replacements :func:`evaluator` installs."""
 

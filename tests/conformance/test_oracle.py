@@ -85,3 +85,33 @@ def test_lrn_sums_over_channels_of_one_image() -> None:
     x64 = x.astype(np.float64)
     sums = np.stack([(x64[:, max(0, c - 1) : c + 2] ** 2).sum(axis=1) for c in range(6)], axis=1)
     np.testing.assert_allclose(got, x64 / (1 + 0.01 / 3 * sums) ** 0.75, rtol=1e-6)
+
+
+def _cast_model(op: str, src: int, dst: int, **attrs: Any) -> Any:
+    inputs = [helper.make_tensor_value_info("x", src, [None])]
+    if op == "CastLike":
+        inputs.append(helper.make_tensor_value_info("like", dst, [1]))
+    else:
+        attrs["to"] = dst
+    node = helper.make_node(op, [i.name for i in inputs], ["y"], **attrs)
+    graph = helper.make_graph(
+        [node], "g", inputs, [helper.make_tensor_value_info("y", dst, [None])]
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def test_cast_rounds_once_and_zeroes_out_of_range_whatever_ml_dtypes() -> None:
+    """The answers of ml_dtypes 0.7 (older releases round float64 twice and wrap)."""
+    import ml_dtypes
+
+    x = np.array([1 + 2.0**-8 + 2.0**-30, -(1 + 2.0**-8 + 2.0**-30)])
+    model = _cast_model("Cast", onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16)
+    (y,) = evaluator(model).run(None, {"x": x})
+    np.testing.assert_array_equal(y.astype(np.float64), [1 + 2.0**-7, -(1 + 2.0**-7)])
+    model = _cast_model("CastLike", onnx.TensorProto.FLOAT, onnx.TensorProto.INT4)
+    x32 = np.array([7.9, -9.0, 100.0, np.nan], np.float32)
+    (y,) = evaluator(model).run(None, {"x": x32, "like": np.zeros(1, ml_dtypes.int4)})
+    np.testing.assert_array_equal(y.astype(np.int8), [7, 0, 0, 0])
+    strings = _cast_model("Cast", onnx.TensorProto.FLOAT, onnx.TensorProto.STRING)
+    (text,) = evaluator(strings).run(None, {"x": np.array([0.5], np.float32)})
+    assert list(text) == ["0.5"]

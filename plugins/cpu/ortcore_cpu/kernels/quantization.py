@@ -23,6 +23,7 @@ from onnx_ir import DataType
 
 from . import registry
 from ._common import constant_input, int_list, thread_count, threads_for
+from ._convert import convert
 from ._qconv import QConv
 from ._qgemm import (
     _SIGNED,
@@ -54,6 +55,8 @@ _FLOAT8 = {
         ml_dtypes.float8_e5m2, ml_dtypes.float8_e5m2fnuz,
     )
 }  # fmt: skip
+
+_HALVES = {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)}
 
 
 def broadcast_param(
@@ -100,8 +103,8 @@ def quantize(x: np.ndarray, dtype: np.dtype, saturate: bool = True) -> np.ndarra
         return np.clip(np.rint(x), lo, hi).astype(dtype)
     if dtype in _FLOAT8 and saturate:
         top = float(ml_dtypes.finfo(dtype).max)
-        return np.clip(x, -top, top).astype(dtype)
-    return np.asarray(x).astype(dtype)
+        return convert(np.clip(x, -top, top), dtype)
+    return convert(np.asarray(x), dtype)
 
 
 def _quant_dtype(info: NodeInfo, zero_point: np.ndarray | None) -> np.dtype:
@@ -142,6 +145,9 @@ def quantize_linear(info: NodeInfo) -> Compute:
             y = x.astype(work) / s.astype(work)
         elif x.dtype in _INT_RANGES:
             y = x.astype(np.float64) / s.astype(np.float64)
+        elif {x.dtype, s.dtype} == _HALVES:
+            # numpy promotes this pair to float32 only from ml_dtypes 0.7 (refused before)
+            y = x.astype(np.float32) / s.astype(np.float32)
         else:
             y = x / s
         if dtype in _FLOAT8:
@@ -183,7 +189,7 @@ def dequantize_linear(info: NodeInfo) -> Compute:
             dx = dx - broadcast_param(zero_point, x.shape, axis, block).astype(wide)
         s = broadcast_param(scale, x.shape, axis, block).astype(np.float32)
         dtype = out_dtype if out_dtype is not None else scale.dtype
-        return (np.multiply(dx, s).astype(dtype),)
+        return (convert(np.multiply(dx, s), dtype),)
 
     return compute
 
