@@ -13,15 +13,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ep_sdk import ExecutionProvider, RunContext, RunTerminated
 
 from .errors import RunTerminatedError
 from .executor import Plan
 from .options import ExecutionMode, RunOptions, SessionOptions
-from .parallel import ParallelExecutor
 from .profiling import Profiler
+
+if TYPE_CHECKING:
+    from .parallel import ParallelExecutor
 
 __all__ = ["Execute", "PlanRunner", "run_in_background", "run_log"]
 
@@ -57,6 +59,8 @@ class PlanRunner:
         self._max_tensor_bytes = max_tensor_bytes
         self._parallel: ParallelExecutor | None = None
         if options.execution_mode == ExecutionMode.ORT_PARALLEL:
+            from .parallel import ParallelExecutor  # its thread pool machinery: only here
+
             self._parallel = ParallelExecutor(options.inter_op_num_threads)
         self.base_execute: Execute = self._choose_execute()
         self.execute: Execute = self.base_execute

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
@@ -188,6 +187,8 @@ def grain() -> int:
     if fixed.isdigit() and int(fixed) > 0:
         _grain = int(fixed)
         return _grain
+    import statistics  # here: it loads fractions and decimal, 3 ms of a cold start
+
     from .._ext import movement
 
     movement.parallel_region(2)  # the first region starts the thread
