@@ -214,10 +214,28 @@ def claim_registered_nodes(graph: GraphContext, registry: KernelRegistry) -> Cap
     Nodes without a kernel are declined with the registry's reason.
     """
     cap = Capability()
+    claims, declined = cap.claims, cap.declined
+    if type(graph).lookup is not GraphContext.lookup:  # a view of its own: ask it
+        for node in graph.nodes:
+            found = graph.lookup(registry, node)
+            if isinstance(found, KernelMiss):
+                declined[node] = str(found)
+            else:
+                claims.append(Claim.node(node))
+        return cap
+    # graph.lookup, spelled out: a large graph's nodes each pay its calls
+    lookup, opsets = registry.lookup, graph.opsets
     for node in graph.nodes:
-        found = graph.lookup(registry, node)
+        domain = node.domain
+        found = lookup(
+            node.op_type,
+            domain,
+            opsets.get("" if domain == "ai.onnx" else domain, 1),
+            [v.dtype if v is not None else None for v in node.inputs],
+            [v.dtype for v in node.outputs],
+        )
         if isinstance(found, KernelMiss):
-            cap.declined[node] = str(found)
+            declined[node] = str(found)
         else:
-            cap.claims.append(Claim.node(node))
+            claims.append(Claim((node,)))
     return cap

@@ -107,18 +107,22 @@ def make_node_info(
         element types and shapes (:func:`static_shape`) of every input and
         output.
     """
-    opset = opsets.get(node.domain, 1)
-    attrs: dict[str, Any] = attribute_defaults(node.op_type, node.domain, opset)
-    for name, attr in node.attributes.items():
-        attrs[name] = attribute_value(attr, subgraph)
+    domain = node.domain
+    opset = opsets.get(domain, 1)
+    attrs: dict[str, Any] = attribute_defaults(node.op_type, domain, opset)
+    attributes = node.attributes
+    if attributes:  # most nodes of a large graph have none: no walk of an empty view
+        for name, attr in attributes.items():
+            attrs[name] = attribute_value(attr, subgraph)
+    inputs, outputs = node.inputs, node.outputs
     return NodeInfo(
         node,
         opset=opset,
         attrs=attrs,
-        input_types=[v.dtype if v is not None else None for v in node.inputs],
-        input_shapes=[static_shape(v) for v in node.inputs],
-        output_types=[v.dtype for v in node.outputs],
-        output_shapes=[static_shape(v) for v in node.outputs],
+        input_types=[v.dtype if v is not None else None for v in inputs],
+        input_shapes=[static_shape(v) for v in inputs],
+        output_types=[v.dtype for v in outputs],
+        output_shapes=[static_shape(v) for v in outputs],
         implicit_inputs=[v.name or "" for v in implicit],
         provider=provider,
     )

@@ -454,6 +454,7 @@ def pin_external_data(
     identities: Mapping[Path, tuple[int, int]] | None = None,
     read_in_bytes: int | None = None,
     model_path: str = "<bytes>",
+    has_external: bool = True,
 ) -> ExternalData:
     """Replace every external tensor of ``model`` (initializers and tensor
     attributes of every graph, subgraph and function) by a :class:`PinnedTensor`:
@@ -471,6 +472,9 @@ def pin_external_data(
             checked; a file opened now that is another one is refused.
         read_in_bytes: the read-in limit (see the module docstring).
         model_path: the model's path, for messages.
+        has_external: ``False`` where the caller knows the model has no
+            external tensor (its file referenced no data file): nothing to
+            look for, the model is not walked.
 
     Returns:
         the model's :class:`ExternalData` (the session keeps it and checks it).
@@ -483,6 +487,8 @@ def pin_external_data(
     """
     limit = read_in_limit({}) if read_in_bytes is None else read_in_bytes
     data = ExternalData(model_path, limit)
+    if not has_external:
+        return data
     slots = [(t, put) for t, put in _tensor_slots(model) if isinstance(t, ir.ExternalTensor)]
     slots = [(t, put) for t, put in slots if not isinstance(t, PinnedTensor)]
     if not slots:

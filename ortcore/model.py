@@ -294,6 +294,27 @@ def _node_reads(node: onnx.NodeProto) -> Iterator[str]:
                         yield name
 
 
+def _sort_and_check(proto: onnx.ModelProto) -> None:
+    """Sort the graphs topologically (:func:`_sort_graph`) and check the model
+    (:func:`_check`), sorting only a model the check refuses.
+
+    The checker refuses a graph whose nodes are out of order (a subgraph's
+    too, outer-scope reads included), so a model it passes is in order and
+    the walk of every node in Python is saved; one it refuses is sorted, or
+    refused by the sort (an undefined input, a cycle), and checked again.
+
+    Raises:
+        UndefinedInput, InvalidGraph: as :func:`_sort_graph` and :func:`_check`.
+    """
+    try:
+        _check(proto)
+        return
+    except InvalidGraph:
+        pass
+    _sort_graph(proto.graph, set())
+    _check(proto)
+
+
 def _check(proto: onnx.ModelProto) -> None:
     """Run ``onnx.checker`` without refusing graph inputs/outputs of unknown rank.
 
@@ -385,8 +406,7 @@ def load_model(
     read_small_external(proto, base)
     sparse_outputs = [o.name for o in proto.graph.output if o.type.HasField("sparse_tensor_type")]
     densify_sparse(proto, base, options.max_tensor_bytes)
-    _sort_graph(proto.graph, set())
-    _check(proto)
+    _sort_and_check(proto)
     check_axis_attributes(proto)
     # Bounded before anything is copied; shape inference would expand the
     # functions the inliner keeps just the same, so they are counted too.
@@ -412,6 +432,7 @@ def load_model(
         model_path=(
             os.fspath(path_or_bytes) if isinstance(path_or_bytes, (str, os.PathLike)) else "<bytes>"
         ),
+        has_external=bool(external_files),
     )
     model.meta[MAP_TYPES_KEY] = map_types
     model.meta[EXTERNAL_FILES_KEY] = external_files

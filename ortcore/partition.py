@@ -166,6 +166,16 @@ def _validate(
         )
 
 
+def _valid_single(claim: Claim, graph: ir.Graph, free: set[ir.Node], taken: set[ir.Node]) -> bool:
+    """Whether ``claim`` is a valid claim of one node for a kernel (most
+    claims): a free node of ``graph`` not claimed before. ``False`` leaves
+    it to :func:`_validate`, which says what is wrong or checks a group."""
+    if claim.fused or len(claim.nodes) != 1:
+        return False
+    node = claim.nodes[0]
+    return isinstance(node, ir.Node) and node in free and node not in taken and node.graph is graph
+
+
 def _node_label(node: ir.Node, graph: ir.Graph) -> str:
     """A node for messages: ``Op 'name'``, or ``Op #i`` (its position in
     ``graph``) when it has no name."""
@@ -237,7 +247,8 @@ def partition_graph(
         for claim in cap.claims:
             if claim.fused and not consumers:
                 consumers = consumers_of(graph)
-            _validate(claim, provider, graph, free, taken, consumers)
+            if not _valid_single(claim, graph, free, taken):
+                _validate(claim, provider, graph, free, taken, consumers)
             taken.update(claim.nodes)
             for node in claim.nodes:
                 result.provider_of[node] = index
@@ -264,9 +275,18 @@ def partition_graph(
         for line in decline_lines(result.declined.get(n, NO_REASONS) for n, _, _ in new):
             log.info("%s", line)
     table = _table(graph)
+    # One Assignment per provider for the nodes it runs with a kernel and no
+    # other provider declined (most nodes): it is immutable, so shared.
+    plain: dict[int, Assignment] = {}
     for node, index, claim in new:
-        group = claim if claim.fused else None
         declined = result.declined.get(node)
+        if not claim.fused and not declined:
+            shared = plain.get(index)
+            if shared is None:
+                shared = plain[index] = Assignment(providers[index])
+            table[node] = shared
+            continue
+        group = claim if claim.fused else None
         table[node] = Assignment(
             providers[index], group, dict(declined) if declined else NO_REASONS
         )

@@ -23,6 +23,7 @@ from ep_sdk import (
     ExecutionProvider,
     FusedGroup,
     KernelMiss,
+    KernelRegistry,
     NodeInfo,
     group_io,
 )
@@ -198,12 +199,25 @@ class GraphPlanner:
         self.cache = cache
         self.max_tensor_bytes = max_tensor_bytes
         self._output_limit: int | None = None
+        self._registries: dict[int, KernelRegistry | None] = {}  # id(provider): its own
         # group name -> its compiled-artifact cache key, for groups the cache holds
         self.group_keys: dict[str, str] = {}
         # group name -> where its compiled function came from (ortcore.cache.SOURCES)
         self.group_sources: dict[str, str] = {}
         # claim -> (provider, group, compiled function): what a compiled model is written from
         self.compiled_groups: dict[Claim, tuple[ExecutionProvider, FusedGroup, Any]] = {}
+
+    def registry(self, provider: ExecutionProvider) -> KernelRegistry | None:
+        """``provider``'s kernel registry (:func:`~ortcore.nodeinfo.registry_of`),
+        asked once per planner rather than once per node.
+
+        Raises:
+            EPFail: loading the kernels failed.
+        """
+        key = id(provider)
+        if key not in self._registries:
+            self._registries[key] = registry_of(provider)
+        return self._registries[key]
 
     def output_limit(self) -> int:
         """The tensor size limit in bytes, resolved once (``max_tensor_bytes``,
@@ -385,13 +399,24 @@ class _PlanBuilder:
 
     def add_node(self, node: ir.Node) -> None:
         provider = self.planner.providers[self.part.provider_of[node]]
+        # Most nodes hold no subgraph: no walk of their attributes for one.
+        implicit = implicit_inputs(node) if node.attributes else []
         built = self.planner._kernels.get(node)
-        found, fn = built if built is not None else self.build_kernel(node, provider)
-        self.place_node(node, provider, found, fn)
+        found, fn = built if built is not None else self.build_kernel(node, provider, implicit)
+        self.place_node(node, provider, found, fn, implicit)
 
-    def build_kernel(self, node: ir.Node, provider: ExecutionProvider) -> tuple[Any, Any]:
-        """Look up and build the node's kernel (once per node, kept in the planner)."""
-        registry = registry_of(provider)
+    def build_kernel(
+        self,
+        node: ir.Node,
+        provider: ExecutionProvider,
+        implicit: Sequence[ir.Value] | None = None,
+    ) -> tuple[Any, Any]:
+        """Look up and build the node's kernel (once per node, kept in the planner).
+
+        Args:
+            implicit: the node's implicit inputs, if known already.
+        """
+        registry = self.planner.registry(provider)
         found = (
             registry.lookup_node(node, self.planner.opsets)
             if registry is not None
@@ -402,13 +427,13 @@ class _PlanBuilder:
                 f"Execution provider {provider.name!r} claimed {node.op_type} node "
                 f"{node.name!r} but has no kernel for it: {found}"
             )
-        implicit = implicit_inputs(node)
-        sub_path = f"{self.path}/{node.name}" if self.path else node.name or node.op_type
+        if implicit is None:
+            implicit = implicit_inputs(node)
         info = make_node_info(
             node,
             self.planner.opsets,
             provider,
-            subgraph=lambda g: self.planner.plan_subgraph(g, f"{sub_path}/{g.name}"),
+            subgraph=lambda g: self.planner.plan_subgraph(g, f"{self.sub_path(node)}/{g.name}"),
             implicit=implicit,
         )
         self.check_output_sizes(node, info)
@@ -429,6 +454,10 @@ class _PlanBuilder:
             fn = checked(fn, pending, node, info.attrs, found.context, lambda: failure_at(step))
         self.planner._kernels[node] = (found, fn)
         return found, fn
+
+    def sub_path(self, node: ir.Node) -> str:
+        """Where the subgraphs of ``node`` are, for their records."""
+        return f"{self.path}/{node.name}" if self.path else node.name or node.op_type
 
     def check_output_sizes(self, node: ir.Node, info: NodeInfo) -> None:
         """Refuse, at session creation, a node whose statically known outputs
@@ -456,17 +485,31 @@ class _PlanBuilder:
                     except TensorTooLarge as exc:
                         raise InvalidGraph(f"This is an invalid model. {exc}") from None
 
-    def place_node(self, node: ir.Node, provider: ExecutionProvider, found: Any, fn: Any) -> None:
-        implicit = implicit_inputs(node)
+    def place_node(
+        self,
+        node: ir.Node,
+        provider: ExecutionProvider,
+        found: Any,
+        fn: Any,
+        implicit: Sequence[ir.Value] | None = None,
+    ) -> None:
+        if implicit is None:
+            implicit = implicit_inputs(node)
         device = provider.device
-        in_slots = [
-            self.read(v, HOST_DEVICE if found.input_memory.get(i) == "host" else device)
-            for i, v in enumerate(node.inputs)
-        ]
-        in_slots += [self.read(v, device) for v in implicit]
+        on_host = found.input_memory
+        if on_host:
+            in_slots = [
+                self.read(v, HOST_DEVICE if on_host.get(i) == "host" else device)
+                for i, v in enumerate(node.inputs)
+            ]
+        else:  # most kernels: every input on the provider's device
+            in_slots = [self.read(v, device) for v in node.inputs]
+        if implicit:
+            in_slots += [self.read(v, device) for v in implicit]
         out_slots = []
+        out_host = found.output_memory
         for i, v in enumerate(node.outputs):
-            where = HOST_DEVICE if found.output_memory.get(i) == "host" else device
+            where = HOST_DEVICE if out_host and out_host.get(i) == "host" else device
             self.home[v] = where
             out_slots.append(self.new_slot(v, where))
         step_info = StepInfo("node", node.op_type, node.name or "", provider.name)

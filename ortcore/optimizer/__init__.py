@@ -198,6 +198,26 @@ def optimize(
     """
     if level < GraphOptimizationLevel.ORT_ENABLE_BASIC:
         return
+    # One memory of what the passes found for both runs of passes:
+    # partitioning, between them, changes no node.
+    with graphs_remembered():
+        _optimize(
+            model, level, folding_provider, overridable, providers,
+            check_invariants, folding_budget, max_tensor_bytes,
+        )  # fmt: skip
+
+
+def _optimize(
+    model: ir.Model,
+    level: GraphOptimizationLevel,
+    folding_provider: ExecutionProvider | None,
+    overridable: Set[ir.Value],
+    providers: Sequence[ExecutionProvider],
+    check_invariants: bool | None,
+    folding_budget: int | None,
+    max_tensor_bytes: int | None,
+) -> None:
+    """:func:`optimize`, inside its memory of the graphs."""
     ov = frozenset(overridable)
     extended = level >= GraphOptimizationLevel.ORT_ENABLE_EXTENDED
     cap = MAX_FOLDED_BYTES if max_tensor_bytes is None else min(MAX_FOLDED_BYTES, max_tensor_bytes)
@@ -236,6 +256,7 @@ def _independent_passes(
                 budget=budget,
                 max_bytes=max_bytes,
                 skip=_is_dequantize if extended else None,
+                skips_only=("DequantizeLinear",) if extended else None,
             )
         )
     passes: list[OptimizerPass] = [

@@ -26,7 +26,7 @@ from ..fused_ops import DOMAIN, VERSION, register_fused_schemas
 from ..nodeinfo import registry_of
 from ..partition import Assignment, assign, assignment_of
 from ._common import attr, constant
-from ._pass import OptimizerPass, graphs_of
+from ._pass import OptimizerPass, census, forget_graphs, graphs_of
 
 __all__ = ["FusionContext", "FusionPass", "activation_of", "anchored", "attr", "op", "other_input"]
 
@@ -136,6 +136,21 @@ class FusionContext:
 
     # -- matching helpers ----------------------------------------------------
 
+    def nodes(self, *op_types: str) -> list[ir.Node]:
+        """The graph's nodes of ``op_types`` (any domain), in graph order, as
+        the graph is now: what ``[n for n in graph if n.op_type in op_types]``
+        gives, from the census the passes share (no walk of the whole graph).
+        A fusion walks these instead of the graph; a node an earlier match
+        removed has ``node.graph`` ``None``."""
+        table = census(self.graph)
+        found = [table[t] for t in dict.fromkeys(op_types) if t in table]
+        if len(found) == 1:
+            return list(found[0])
+        if not found:
+            return []
+        position = {n: i for i, n in enumerate(self.graph)}
+        return sorted((n for nodes in found for n in nodes), key=position.__getitem__)
+
     def const(self, v: ir.Value | None) -> np.ndarray | None:
         """The constant value of ``v`` (an initializer no feed may replace), else None."""
         return constant(v, self.overridable)
@@ -244,31 +259,42 @@ class FusionPass(OptimizerPass):
             if not any(assignment_of(n) is not None for n in graph):
                 continue
             ctx = FusionContext(model, graph, self.overridable, self._registries)
-            present: set[str] | None = None  # the graph's op types, taken when needed
             for fuse in self.fusions:
-                anchors: frozenset[str] | None = getattr(fuse, "anchors", None)
-                if anchors is not None:
-                    if present is None:
-                        present = {n.op_type for n in graph}
-                    if anchors.isdisjoint(present):
-                        continue  # nothing for it to match: skip its walk of the graph
+                if not _may_match(fuse, graph):
+                    continue  # nothing for it to match: skip its walk of the graph
                 count = fuse(ctx)
                 if count:
-                    present = None  # the fusion made new op types
+                    forget_graphs()  # the fusion made new op types
                 done += count
         return done
+
+
+def _may_match(fuse: Callable[[FusionContext], int], graph: ir.Graph) -> bool:
+    """Whether ``graph`` has what :func:`anchored` says ``fuse`` needs (the
+    census of op types, shared by the passes until one changes the model)."""
+    anchors: frozenset[str] | None = getattr(fuse, "anchors", None)
+    if anchors is None:
+        return True
+    present = census(graph)
+    if not any(t in present for t in anchors):
+        return False
+    needs: frozenset[str] = getattr(fuse, "needs", frozenset())
+    return not needs or any(t in present for t in needs)
 
 
 _Fusion = TypeVar("_Fusion", bound=Callable[[FusionContext], int])
 
 
-def anchored(*op_types: str) -> Callable[[_Fusion], _Fusion]:
+def anchored(*op_types: str, needs: Iterable[str] = ()) -> Callable[[_Fusion], _Fusion]:
     """Mark a fusion as matching only patterns that contain a node of one of
-    ``op_types`` (any domain): :class:`FusionPass` skips it for a graph that
-    has none, so a large graph is not walked once per fusion for nothing."""
+    ``op_types`` (any domain) and, if ``needs`` is given, a node of one of
+    ``needs`` as well (a QDQ pattern's DequantizeLinear): :class:`FusionPass`
+    skips it for a graph that lacks either, so a large graph is not walked
+    once per fusion for nothing."""
 
     def mark(fuse: _Fusion) -> _Fusion:
         fuse.anchors = frozenset(op_types)  # type: ignore[attr-defined]
+        fuse.needs = frozenset(needs)  # type: ignore[attr-defined]
         return fuse
 
     return mark

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import abc
 import contextvars
-from collections.abc import Iterator, Sequence, Set
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence, Set
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -36,7 +36,16 @@ from onnx_ir.passes import PostconditionError, PreconditionError
 
 from ep_sdk.graph import subgraphs
 
-__all__ = ["CHECK_INVARIANTS", "OptimizerPass", "forget_graphs", "graphs_of", "graphs_remembered"]
+__all__ = [
+    "CHECK_INVARIANTS",
+    "OptimizerPass",
+    "census",
+    "forget_graphs",
+    "graphs_of",
+    "graphs_remembered",
+    "has_op",
+    "knows",
+]
 
 CHECK_INVARIANTS = True
 """Whether passes made without ``check_invariants`` check their invariants."""
@@ -94,6 +103,7 @@ class OptimizerPass(ir.passes.InPlacePass):
             self.changes = self.apply(model)
             if self.changes:
                 forget_graphs()
+            self._establish(model)
             return ir.passes.PassResult(model, modified=self.changes > 0)
         reads: list[str] = []
         watched = {v: _Watched(t, v.name or "", reads) for v, t in self._tensors.items()}
@@ -110,7 +120,21 @@ class OptimizerPass(ir.passes.InPlacePass):
                 if v.const_value is w:
                     v.const_value = self._tensors[v]
         self._misread = sorted(set(reads))
+        self._establish(model)
         return ir.passes.PassResult(model, modified=self.changes > 0)
+
+    def establishes(self, model: ir.Model) -> Hashable | None:
+        """A fact that holds once this pass ran, until another pass changes
+        the model (``None``: none); :func:`knows` answers it for the passes
+        after. E.g. dead-code removal leaves no dead code: the next one
+        returns at once if nothing changed in between."""
+        return None
+
+    def _establish(self, model: ir.Model) -> None:
+        fact = self.establishes(model)
+        memo = _MEMO.get()
+        if fact is not None and memo is not None:
+            memo.facts.add(fact)
 
     def requires(self, model: ir.Model) -> None:
         """Record the signature; the overridable initializers must be intact.
@@ -188,36 +212,61 @@ def _io(graph: ir.Graph) -> tuple[tuple[str, ...], tuple[str, ...]]:
 _HOLDS_GRAPHS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
-_GRAPHS: contextvars.ContextVar[dict[ir.Graph, list[ir.Graph]] | None] = contextvars.ContextVar(
-    "ortcore_graphs_of", default=None
+class _Memo:
+    """What the passes of one run know about the model, kept until a pass
+    changes it: each graph's subgraphs, each graph's op types, and facts a
+    pass established (e.g. "no dead code")."""
+
+    __slots__ = ("census", "facts", "graphs")
+
+    def __init__(self) -> None:
+        self.graphs: dict[ir.Graph, list[ir.Graph]] = {}
+        self.census: dict[ir.Graph, dict[str, list[ir.Node]]] = {}
+        self.facts: set[Hashable] = set()
+
+    def clear(self) -> None:
+        self.graphs.clear()
+        self.census.clear()
+        self.facts.clear()
+
+
+_MEMO: contextvars.ContextVar[_Memo | None] = contextvars.ContextVar(
+    "ortcore_optimizer_memo", default=None
 )
 
 
 @contextmanager
 def graphs_remembered() -> Iterator[None]:
-    """Let :func:`graphs_of` keep its answers for the ``with`` block (a run of
-    passes): a pass that changes the model forgets them (:meth:`OptimizerPass.call`),
-    so the passes after one that changed nothing do not walk the graph again."""
-    token = _GRAPHS.set({})
+    """Let :func:`graphs_of`, :func:`census` and :func:`knows` keep their
+    answers for the ``with`` block (a run of passes): a pass that changes the
+    model forgets them (:meth:`OptimizerPass.call`), so the passes after one
+    that changed nothing do not walk the graph again. Nested blocks share the
+    outer block's memory (what the outer block knows still holds: only
+    passes change the model)."""
+    if _MEMO.get() is not None:
+        yield
+        return
+    token = _MEMO.set(_Memo())
     try:
         yield
     finally:
-        _GRAPHS.reset(token)
+        _MEMO.reset(token)
 
 
 def forget_graphs() -> None:
-    """Drop what :func:`graphs_of` keeps (the model changed)."""
-    memo = _GRAPHS.get()
-    if memo:
+    """Drop what :func:`graphs_of`, :func:`census` and :func:`knows` keep
+    (the model changed)."""
+    memo = _MEMO.get()
+    if memo is not None:
         memo.clear()
 
 
 def graphs_of(graph: ir.Graph) -> list[ir.Graph]:
     """``graph`` and its subgraphs, in turn (cheaper than ``Model.graphs()``,
     which looks at every attribute of every node)."""
-    memo = _GRAPHS.get()
+    memo = _MEMO.get()
     if memo is not None:
-        known = memo.get(graph)
+        known = memo.graphs.get(graph)
         if known is not None:
             return list(known)
     out = [graph]
@@ -227,9 +276,45 @@ def graphs_of(graph: ir.Graph) -> list[ir.Graph]:
         for sub in subgraphs(node):
             out.extend(graphs_of(sub))
     if memo is not None:
-        memo[graph] = out
+        memo.graphs[graph] = out
         return list(out)
     return out
+
+
+def census(graph: ir.Graph) -> Mapping[str, Sequence[ir.Node]]:
+    """``graph``'s nodes (not its subgraphs') by op type (any domain), each
+    list in graph order: one walk of the graph, kept while no pass changes
+    the model, for the passes that only look at some op types. Read only:
+    a pass that removes nodes sees them with ``node.graph`` gone."""
+    memo = _MEMO.get()
+    if memo is not None:
+        known = memo.census.get(graph)
+        if known is not None:
+            return known
+    table: dict[str, list[ir.Node]] = {}
+    for node in graph:
+        nodes = table.get(node.op_type)
+        if nodes is None:
+            table[node.op_type] = [node]
+        else:
+            nodes.append(node)
+    if memo is not None:
+        memo.census[graph] = table
+    return table
+
+
+def has_op(graph: ir.Graph, op_types: Iterable[str]) -> bool:
+    """Whether ``graph`` (not its subgraphs) has a node of one of ``op_types``
+    (any domain): a pass that rewrites only those returns early without one."""
+    table = census(graph)
+    return any(t in table for t in op_types)
+
+
+def knows(fact: Hashable) -> bool:
+    """Whether a pass of this run established ``fact`` (:meth:`OptimizerPass.establishes`)
+    and no pass changed the model since."""
+    memo = _MEMO.get()
+    return memo is not None and fact in memo.facts
 
 
 def _overridable_problem(graph: ir.Graph, overridable: Set[ir.Value]) -> str:

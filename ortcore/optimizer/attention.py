@@ -100,7 +100,7 @@ def fuse_attention(ctx: FusionContext) -> int:
     if ctx.opset < 13:
         return 0  # Softmax before 13 flattens to 2-D: another meaning
     done = 0
-    for sm in list(ctx.graph):
+    for sm in ctx.nodes("Softmax"):
         if sm.graph is not ctx.graph or not op(sm, "Softmax"):
             continue
         x = sm.inputs[0]

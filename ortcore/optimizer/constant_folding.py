@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence, Set
 from typing import Any
 
 import numpy as np
@@ -35,7 +35,7 @@ from ep_sdk.terminate import bind_run, unbind_run
 from ..errors import EPFail, InvalidArgument
 from ..nodeinfo import make_node_info, registry_of, subgraphs
 from ._common import constant
-from ._pass import OptimizerPass
+from ._pass import OptimizerPass, has_op, knows
 
 __all__ = [
     "DEFAULT_FOLDING_BUDGET",
@@ -137,7 +137,7 @@ def fold_constants(
     token = bind_run(ctx)
     try:
         for node in list(graph):
-            if skip is not None and skip(node):
+            if not _may_fold(node, overridable) or (skip is not None and skip(node)):
                 continue
             cap = min(max_bytes, left)
             ctx.max_tensor_bytes = cap  # what the kernels check sizes against
@@ -150,6 +150,18 @@ def fold_constants(
     finally:
         unbind_run(token)
     return folded
+
+
+def _may_fold(node: ir.Node, overridable: Set[ir.Value]) -> bool:
+    """Whether ``node`` is a deterministic default-domain node whose inputs
+    are all constants (:func:`~ortcore.optimizer._common.constant` would
+    give each): what most nodes fail at once, before anything is read."""
+    if node.domain != "" or node.op_type in NONDETERMINISTIC_OPS:
+        return False
+    for v in node.inputs:
+        if v is not None and (not v.is_initializer() or v in overridable or v.const_value is None):
+            return False
+    return True
 
 
 def _static_bytes(values: Sequence[ir.Value]) -> int | None:
@@ -312,6 +324,9 @@ class ConstantFoldingPass(OptimizerPass):
         max_bytes: the largest tensor it creates (the session's tensor
             limit, if smaller than :data:`MAX_FOLDED_BYTES`).
         skip: nodes it must not fold (``None``: none).
+        skips_only: the op types ``skip`` may be true for (``None``: any):
+            a later pass that shares this one's budget returns at once when
+            the model is as this pass left it and has none of them.
         shares_budget_with: an earlier folding pass of the same optimization,
             whose folded bytes count against this one's budget.
 
@@ -328,6 +343,7 @@ class ConstantFoldingPass(OptimizerPass):
         budget: int | None = None,
         max_bytes: int = MAX_FOLDED_BYTES,
         skip: Callable[[ir.Node], bool] | None = None,
+        skips_only: Collection[str] | None = None,
         shares_budget_with: ConstantFoldingPass | None = None,
     ) -> None:
         super().__init__(overridable, check_invariants=check_invariants)
@@ -335,11 +351,39 @@ class ConstantFoldingPass(OptimizerPass):
         self.budget = budget
         self.max_bytes = max_bytes
         self.skip = skip
+        self.skips_only = skips_only
         self.shares_budget_with = shares_budget_with
         self.spent = 0
 
+    def establishes(self, model: ir.Model) -> Hashable:
+        """Nothing left to fold in the main graph but what ``skip`` kept: one
+        walk in graph order folds what the nodes it folds make constant, and
+        a node refused (too large, over the budget, a kernel error) would be
+        refused again."""
+        return ("constants folded", model.graph, self)
+
+    def _nothing_left(self, model: ir.Model) -> bool:
+        """Whether the pass whose budget this one shares left nothing for it:
+        the model is as it left it, it skipped no node (none of the op types
+        it may skip is in the graph), and this pass may fold no more (same
+        provider, budget and size limit)."""
+        before = self.shares_budget_with
+        if before is None or not knows(before.establishes(model)):
+            return False
+        if before.provider is not self.provider or before.budget != self.budget:
+            return False
+        if self.max_bytes > before.max_bytes:
+            return False
+        if before.skip is None:
+            return True
+        return before.skips_only is not None and not has_op(model.graph, before.skips_only)
+
     def apply(self, model: ir.Model) -> int:
-        """Run :func:`fold_constants` on the main graph."""
+        """Run :func:`fold_constants` on the main graph (unless the pass
+        whose budget it shares left nothing: :meth:`_nothing_left`)."""
+        if self._nothing_left(model):
+            self.spent = 0
+            return 0
         budget = self.budget
         if self.shares_budget_with is not None:
             budget = max(0, folding_budget_bytes(budget) - self.shares_budget_with.spent)

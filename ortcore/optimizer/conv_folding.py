@@ -22,7 +22,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ._common import constant
-from ._pass import OptimizerPass
+from ._pass import OptimizerPass, forget_graphs, has_op
 from .constant_folding import const_tensor
 
 __all__ = [
@@ -252,6 +252,13 @@ class ConvAffineFoldingPass(OptimizerPass):
     then Mul/Add into a preceding BatchNormalization (:func:`fold_batchnorm_affine`)."""
 
     def apply(self, model: ir.Model) -> int:
-        """Run :func:`fold_conv_affine`, then :func:`fold_batchnorm_affine`, on the main graph."""
-        done = fold_conv_affine(model.graph, self.overridable)
-        return done + fold_batchnorm_affine(model.graph, self.overridable)
+        """Run :func:`fold_conv_affine`, then :func:`fold_batchnorm_affine`, on
+        the main graph (each only if it has a Conv, a BatchNormalization)."""
+        done = 0
+        if has_op(model.graph, ("Conv",)):
+            done += fold_conv_affine(model.graph, self.overridable)
+        if done:
+            forget_graphs()  # the census of op types is out of date
+        if has_op(model.graph, ("BatchNormalization",)):
+            done += fold_batchnorm_affine(model.graph, self.overridable)
+        return done

@@ -34,11 +34,16 @@ def _attr_key(attr: ir.Attr) -> Hashable:
 
 
 def _key(node: ir.Node) -> Hashable | None:
-    if node.domain != "" or node.op_type in NONDETERMINISTIC_OPS:
+    op_type = node.op_type
+    if node.domain != "" or op_type in NONDETERMINISTIC_OPS:
         return None
+    inputs = tuple([id(v) if v is not None else None for v in node.inputs])
+    attributes = node.attributes
+    if not attributes:  # most nodes of a large graph: no attribute to key
+        return (op_type, inputs, len(node.outputs), ())
     attrs = []
-    for name in sorted(node.attributes) if node.attributes else ():
-        attr = node.attributes[name]
+    for name in sorted(attributes):
+        attr = attributes[name]
         if attr.type not in (
             ir.AttributeType.INT,
             ir.AttributeType.FLOAT,
@@ -50,8 +55,7 @@ def _key(node: ir.Node) -> Hashable | None:
         ):
             return None  # graphs and other kinds: never merged
         attrs.append((name, _attr_key(attr)))
-    inputs = tuple(id(v) if v is not None else None for v in node.inputs)
-    return (node.op_type, inputs, len(node.outputs), tuple(attrs))
+    return (op_type, inputs, len(node.outputs), tuple(attrs))
 
 
 def eliminate_common_subexpressions(graph: ir.Graph) -> int:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import onnx_ir as ir
 
-from ._pass import OptimizerPass
+from ._pass import OptimizerPass, knows
 
 __all__ = ["DeadCodeEliminationPass", "remove_dead_code"]
 
@@ -35,8 +37,19 @@ def remove_dead_code(graph: ir.Graph) -> int:
 
 
 class DeadCodeEliminationPass(OptimizerPass):
-    """Remove unread nodes and initializers (:func:`remove_dead_code`)."""
+    """Remove unread nodes and initializers (:func:`remove_dead_code`).
+
+    One run leaves none (a node is removed after its readers: the walk is
+    backwards), so a run with no pass changing the model since the last
+    one's returns at once (:meth:`establishes`)."""
 
     def apply(self, model: ir.Model) -> int:
-        """Run :func:`remove_dead_code` on the main graph."""
+        """Run :func:`remove_dead_code` on the main graph, unless the last
+        run's result still holds."""
+        if knows(self.establishes(model)):
+            return 0
         return remove_dead_code(model.graph)
+
+    def establishes(self, model: ir.Model) -> Hashable:
+        """No dead code in the main graph."""
+        return ("no dead code", model.graph)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Set
 import onnx_ir as ir
 
 from ._common import constant
-from ._pass import OptimizerPass
+from ._pass import OptimizerPass, has_op
 
 __all__ = ["IdentityEliminationPass", "bypass", "eliminate_identities"]
 
@@ -75,5 +75,7 @@ class IdentityEliminationPass(OptimizerPass):
     """Bypass Identity and inference-time Dropout (:func:`eliminate_identities`)."""
 
     def apply(self, model: ir.Model) -> int:
-        """Run :func:`eliminate_identities` on the main graph."""
+        """Run :func:`eliminate_identities` on the main graph (if it has one of the ops)."""
+        if not has_op(model.graph, ("Identity", "Dropout")):
+            return 0
         return eliminate_identities(model.graph, dict(model.opset_imports), self.overridable)

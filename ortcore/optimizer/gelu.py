@@ -116,7 +116,7 @@ def fuse_gelu(ctx: FusionContext) -> int:
     """Replace GELU patterns of ``ctx.graph``; returns fusions done."""
     done = 0
     domain, name = ("", "Gelu") if ctx.opset >= 20 else ("com.ortcore", "FusedGelu")
-    for act in list(ctx.graph):
+    for act in ctx.nodes("Erf", "Tanh"):
         if act.graph is not ctx.graph or not op(act, "Erf", "Tanh"):
             continue
         head = _erf_input(ctx, act) if act.op_type == "Erf" else _tanh_input(ctx, act)

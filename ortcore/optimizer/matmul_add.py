@@ -30,7 +30,7 @@ def _gemm_bias_ok(bias: ir.Value, a: ir.Value, b: ir.Value) -> bool:
 def fuse_matmul_add(ctx: FusionContext) -> int:
     """Replace MatMul + Add pairs of ``ctx.graph``; returns fusions done."""
     done = 0
-    for mm in list(ctx.graph):
+    for mm in ctx.nodes("MatMul"):
         if mm.graph is not ctx.graph or not op(mm, "MatMul"):
             continue
         y = mm.outputs[0]

@@ -28,7 +28,7 @@ import onnx_ir as ir
 
 from ..nodeinfo import static_shape
 from ._common import attr_int, constant, known_shape, reshaped
-from ._pass import OptimizerPass
+from ._pass import OptimizerPass, has_op
 from .elimination import bypass
 from .shape_folding import derived_from
 
@@ -274,5 +274,7 @@ class NoopEliminationPass(OptimizerPass):
     def apply(self, model: ir.Model) -> int:
         """Run :func:`eliminate_noops` on the main graph (if due)."""
         if self.after and not any(p.changes for p in self.after):
+            return 0
+        if not has_op(model.graph, _RULES):
             return 0
         return eliminate_noops(model.graph, self.overridable)

@@ -21,7 +21,7 @@ import onnx_ir as ir
 
 from ._common import attr
 from ._fusion import FusionContext, activation_of, anchored, op
-from .qdq_common import dq_of, q_params
+from .qdq_common import QDQ_OPS, dq_of, q_params
 
 __all__ = ["drop_qdq_around_moves", "fold_activation_into_q", "remove_dq_q_pairs"]
 
@@ -35,7 +35,7 @@ MOVES = frozenset(
 """Ops whose outputs are values of their first input, moved or selected."""
 
 
-@anchored("Relu", "Clip")
+@anchored("Relu", "Clip", needs=QDQ_OPS)
 def fold_activation_into_q(ctx: FusionContext) -> int:
     """Remove each Relu/Clip whose only reader is a Q that makes it a no-op;
     returns how many went."""
@@ -72,7 +72,7 @@ def _moves_exactly(ctx: FusionContext, node: ir.Node) -> bool:
     return True
 
 
-@anchored(*MOVES)
+@anchored(*MOVES, needs=QDQ_OPS)
 def drop_qdq_around_moves(ctx: FusionContext) -> int:
     """Run ``DQ -> op -> Q`` ops (see :data:`MOVES`) with equal parameters
     on the 8-bit tensor; returns how many were rewritten."""
@@ -103,7 +103,7 @@ def drop_qdq_around_moves(ctx: FusionContext) -> int:
     return done
 
 
-@anchored("QuantizeLinear")
+@anchored("QuantizeLinear", needs=QDQ_OPS)
 def remove_dq_q_pairs(ctx: FusionContext) -> int:
     """Let the readers of ``Q(DQ(x))`` with equal parameters read ``x``;
     returns how many Q nodes went."""

@@ -30,6 +30,7 @@ from ._fusion import FusionContext, op
 
 __all__ = [
     "FLOAT",
+    "QDQ_OPS",
     "as_value",
     "INT32",
     "MS_DOMAIN",
@@ -46,6 +47,10 @@ __all__ = [
     "replace_group",
     "zero_point_of",
 ]
+
+QDQ_OPS = ("DequantizeLinear", "QuantizeLinear")
+"""What every QDQ pattern has one of (a QDQ fusion's ``anchored(needs=...)``):
+a float graph is not walked by them."""
 
 MS_DOMAIN = "com.microsoft"
 """onnxruntime's contrib domain, where QLinearAdd, QGemm, ... live."""

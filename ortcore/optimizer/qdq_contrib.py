@@ -15,7 +15,16 @@ import onnx_ir as ir
 
 from ._common import attr
 from ._fusion import FusionContext, anchored, op
-from .qdq_common import FLOAT, MS_DOMAIN, QParams, dq_of, q_after, replace_group, zero_point_of
+from .qdq_common import (
+    FLOAT,
+    MS_DOMAIN,
+    QDQ_OPS,
+    QParams,
+    dq_of,
+    q_after,
+    replace_group,
+    zero_point_of,
+)
 
 __all__ = [
     "fuse_qdq_binary",
@@ -58,7 +67,7 @@ def _fuse(
     return True
 
 
-@anchored("Add", "Mul")
+@anchored("Add", "Mul", needs=QDQ_OPS)
 def fuse_qdq_binary(ctx: FusionContext) -> int:
     """Replace ``DQ -> Add/Mul -> Q`` with QLinearAdd/QLinearMul; returns fusions done."""
     done = 0
@@ -76,7 +85,7 @@ def fuse_qdq_binary(ctx: FusionContext) -> int:
 _POOL_ATTRS = ("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides")
 
 
-@anchored("AveragePool", "GlobalAveragePool")
+@anchored("AveragePool", "GlobalAveragePool", needs=QDQ_OPS)
 def fuse_qdq_pool(ctx: FusionContext) -> int:
     """Replace ``DQ -> (Global)AveragePool -> Q`` with QLinear(Global)AveragePool;
     returns fusions done."""
@@ -96,7 +105,7 @@ def fuse_qdq_pool(ctx: FusionContext) -> int:
     return done
 
 
-@anchored("Concat")
+@anchored("Concat", needs=QDQ_OPS)
 def fuse_qdq_concat(ctx: FusionContext) -> int:
     """Replace ``DQ... -> Concat -> Q`` with QLinearConcat; returns fusions done."""
     done = 0
@@ -113,12 +122,12 @@ def fuse_qdq_concat(ctx: FusionContext) -> int:
     return done
 
 
-@anchored("Sigmoid", "LeakyRelu")
+@anchored("Sigmoid", "LeakyRelu", needs=QDQ_OPS)
 def fuse_qdq_unary(ctx: FusionContext) -> int:
     """Replace ``DQ -> Sigmoid/LeakyRelu -> Q`` with QLinearSigmoid/QLinearLeakyRelu;
     returns fusions done."""
     done = 0
-    for node in list(ctx.graph):
+    for node in ctx.nodes("Sigmoid", "LeakyRelu"):
         if node.graph is not ctx.graph or not op(node, "Sigmoid", "LeakyRelu"):
             continue
         x, y = dq_of(ctx, node.inputs[0]), q_after(ctx, node.outputs[0])

@@ -31,6 +31,7 @@ from ._fusion import FusionContext, anchored, op, other_input
 from .qdq_common import (
     FLOAT,
     MS_DOMAIN,
+    QDQ_OPS,
     QUANT_TYPES,
     consumed_only_by,
     dq_of,
@@ -186,7 +187,7 @@ def _integer_chain(
     return chain, p, q, mul.outputs[0]
 
 
-@anchored("MatMul")
+@anchored("MatMul", needs=QDQ_OPS)
 def fuse_dq_matmul_to_float(ctx: FusionContext) -> int:
     """Replace ``DQ(a), DQ(b const) -> MatMul [-> Add(bias)]`` with a float
     result by MatMulIntegerToFloat; returns fusions done."""

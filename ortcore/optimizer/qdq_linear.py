@@ -24,6 +24,7 @@ from .qdq_common import (
     FLOAT,
     INT32,
     MS_DOMAIN,
+    QDQ_OPS,
     QParams,
     as_value,
     dq_of,
@@ -41,7 +42,7 @@ def _scalar_scales(*ps: QParams) -> bool:
     return all(p.per_tensor for p in ps)
 
 
-@anchored("Conv")
+@anchored("Conv", needs=QDQ_OPS)
 def fuse_qdq_conv(ctx: FusionContext) -> int:
     """Replace ``DQ -> Conv -> Q`` groups with QLinearConv; returns fusions done."""
     done = 0
@@ -94,7 +95,7 @@ def _per_column(p: QParams, column_axis: int) -> bool:
     return rank is not None and rank >= 2 and p.axis == column_axis % rank
 
 
-@anchored("MatMul")
+@anchored("MatMul", needs=QDQ_OPS)
 def fuse_qdq_matmul(ctx: FusionContext) -> int:
     """Replace ``DQ -> MatMul -> Q`` groups with QLinearMatMul; returns fusions done."""
     done = 0
@@ -121,7 +122,7 @@ def fuse_qdq_matmul(ctx: FusionContext) -> int:
     return done
 
 
-@anchored("Gemm")
+@anchored("Gemm", needs=QDQ_OPS)
 def fuse_qdq_gemm(ctx: FusionContext) -> int:
     """Replace ``DQ -> Gemm [-> Q]`` groups with com.microsoft QGemm; returns
     fusions done."""

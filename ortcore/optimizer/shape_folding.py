@@ -20,7 +20,7 @@ import onnx_ir as ir
 
 from ..nodeinfo import static_shape
 from ._common import attr_int, known_shape
-from ._pass import OptimizerPass
+from ._pass import OptimizerPass, has_op
 from .constant_folding import const_tensor
 
 __all__ = ["ShapeFoldingPass", "derived_from", "fold_shapes"]
@@ -139,5 +139,7 @@ class ShapeFoldingPass(OptimizerPass):
     """Fold ``Shape``/``Size`` of statically shaped values (:func:`fold_shapes`)."""
 
     def apply(self, model: ir.Model) -> int:
-        """Run :func:`fold_shapes` on the main graph."""
+        """Run :func:`fold_shapes` on the main graph (if it has a Shape or Size)."""
+        if not has_op(model.graph, ("Shape", "Size")):
+            return 0
         return fold_shapes(model.graph, self.overridable)

@@ -53,7 +53,7 @@ def fuse_swish(ctx: FusionContext) -> int:
     """Replace Swish patterns of ``ctx.graph``; returns fusions done."""
     done = 0
     domain, name = ("", "Swish") if ctx.opset >= 24 else ("com.ortcore", "FusedSwish")
-    for sig in list(ctx.graph):
+    for sig in ctx.nodes("Sigmoid"):
         if sig.graph is not ctx.graph or not op(sig, "Sigmoid"):
             continue
         mul = ctx.sole_user(sig.outputs[0])
