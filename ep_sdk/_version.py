@@ -8,4 +8,4 @@ provider written against an earlier minor of the same major relies on
 (docs/provider-contract.md).
 """
 
-__version__ = "1.2.0"
+__version__ = "1.2.1"

@@ -215,7 +215,9 @@ def claim_registered_nodes(graph: GraphContext, registry: KernelRegistry) -> Cap
     """
     cap = Capability()
     claims, declined = cap.claims, cap.declined
-    if type(graph).lookup is not GraphContext.lookup:  # a view of its own: ask it
+    kind = type(graph)
+    if kind.lookup is not GraphContext.lookup or kind.opset is not GraphContext.opset:
+        # a view of its own (its lookup or opsets): ask it
         for node in graph.nodes:
             found = graph.lookup(registry, node)
             if isinstance(found, KernelMiss):
