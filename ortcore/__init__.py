@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from .compile_api import (
         ModelCompiler,
         OrtCompileApiFlags,
+        OrtExternalInitializerInfo,
         get_compatibility_info_from_model,
         get_compatibility_info_from_model_bytes,
         get_model_compatibility_for_ep_devices,
@@ -132,6 +133,7 @@ _LAZY: dict[str, str] = {
     "set_seed": "compat_api",
     "ModelCompiler": "compile_api",
     "OrtCompileApiFlags": "compile_api",
+    "OrtExternalInitializerInfo": "compile_api",
     "get_compatibility_info_from_model": "compile_api",
     "get_compatibility_info_from_model_bytes": "compile_api",
     "get_model_compatibility_for_ep_devices": "compile_api",
@@ -243,6 +245,7 @@ __all__ = [
     "NotImplementedOp",
     "OrtAllocatorType",
     "OrtArenaCfg",
+    "OrtExternalInitializerInfo",
     "OrtCompileApiFlags",
     "OrtCompiledModelCompatibility",
     "OrtDevice",

@@ -21,7 +21,7 @@ import onnx
 from ep_sdk import OrtCompiledModelCompatibility  # the SDK's enum: one type for both
 
 from ._version import __version__
-from .errors import InvalidArgument
+from .errors import InvalidArgument, InvalidArgumentRuntimeError
 from .options import SessionOptions
 from .thread_pools import set_global_thread_pool_sizes
 
@@ -98,13 +98,30 @@ class _CallbackHandler(logging.Handler):
             self.handleError(record)
 
 
-def set_default_logger_callback(callback: Callable[..., Any] | None) -> None:
+def set_default_logger_callback(callback: Callable[..., Any] | None, severity: int = 2) -> None:
     """Send ``ortcore`` log records to ``callback(severity, category, logid,
-    code_location, message)``; ``None`` removes it."""
+    code_location, message)`` and set the logger's level to ``severity`` (as
+    :func:`set_default_logger_severity`); ``None`` removes the callback and
+    leaves the level as it is. A callback that raises does not stop the code
+    that logged (the error is printed by :mod:`logging`).
+
+    Raises:
+        InvalidArgumentRuntimeError: a severity outside 0..4, or a
+            ``callback`` that is neither callable nor ``None`` (onnxruntime
+            raises ``RuntimeError``).
+    """
+    level = int(severity)
+    if not 0 <= level <= 4:
+        raise InvalidArgumentRuntimeError(
+            "Invalid logging severity. 0:Verbose, 1:Info, 2:Warning, 3:Error, 4:Fatal"
+        )
+    if callback is not None and not callable(callback):
+        raise InvalidArgumentRuntimeError("callback must be a callable")
     for h in [h for h in _log.handlers if isinstance(h, _CallbackHandler)]:
         _log.removeHandler(h)
     if callback is not None:
         _log.addHandler(_CallbackHandler(callback))
+        set_default_logger_severity(level)
 
 
 def disable_telemetry_events() -> None:

@@ -34,12 +34,20 @@ from .epcontext_write import (
     write_context_files,
     write_session_context,
 )
-from .errors import Fail, InvalidArgument, InvalidArgumentTypeError, InvalidProtobuf, NoSuchFile
+from .errors import (
+    Fail,
+    InvalidArgument,
+    InvalidArgumentRuntimeError,
+    InvalidArgumentTypeError,
+    InvalidProtobufRuntimeError,
+    NoSuchFileRuntimeError,
+)
 from .options import GraphOptimizationLevel, SessionOptions
 
 __all__ = [
     "ModelCompiler",
     "OrtCompileApiFlags",
+    "OrtExternalInitializerInfo",
     "get_compatibility_info_from_model",
     "get_compatibility_info_from_model_bytes",
     "get_model_compatibility_for_ep_devices",
@@ -57,6 +65,56 @@ class OrtCompileApiFlags(enum.IntFlag):
     ERROR_IF_OUTPUT_FILE_EXISTS = 2
 
 
+class OrtExternalInitializerInfo:
+    """Where an initializer's bytes lie in a file (``onnxruntime.OrtExternalInitializerInfo``):
+    what a ``get_initializer_location_func`` of :class:`ModelCompiler` is given
+    for an initializer the input model keeps in a file, and returns to have the
+    compiled model read one from a file.
+
+    Args:
+        filepath: the file, as the model's ``location`` names it (relative to
+            the model's folder, or absolute).
+        file_offset: where the bytes start.
+        byte_size: how many bytes.
+    """
+
+    __slots__ = ("_path", "_offset", "_size")
+
+    def __init__(self, filepath: str | os.PathLike[str], file_offset: int, byte_size: int) -> None:
+        self._path = os.fspath(filepath)
+        self._offset = int(file_offset)
+        self._size = int(byte_size)
+        if self._offset < 0 or self._size < 0:
+            raise InvalidArgument("file_offset and byte_size must not be negative")
+
+    @property
+    def filepath(self) -> str:
+        """The file."""
+        return self._path
+
+    @property
+    def file_offset(self) -> int:
+        """Where the bytes start in the file."""
+        return self._offset
+
+    @property
+    def byte_size(self) -> int:
+        """How many bytes."""
+        return self._size
+
+    def __repr__(self) -> str:
+        return (
+            f"OrtExternalInitializerInfo({self._path!r}, file_offset={self._offset}, "
+            f"byte_size={self._size})"
+        )
+
+
+LocationFunc = Callable[
+    [str, Any, "OrtExternalInitializerInfo | None"], "OrtExternalInitializerInfo | None"
+]
+"""``get_initializer_location_func(name, value, external_info)``."""
+
+
 class ModelCompiler:
     """Compiles a model into onnxruntime's EPContext form (``onnxruntime.ModelCompiler``).
 
@@ -72,7 +130,14 @@ class ModelCompiler:
             bytes), relative to the compiled model's folder; default: in the model.
         flags: :class:`OrtCompileApiFlags`, or'ed.
         graph_optimization_level: the compile session's (default: none).
-        get_initializer_location_func: not supported by ortcore (refused).
+        get_initializer_location_func: called as ``func(name, value,
+            external_info)`` for each initializer of the compiled model's
+            main graph (``value`` an :class:`~ortcore.OrtValue`;
+            ``external_info`` an :class:`OrtExternalInitializerInfo` where the
+            input model keeps it in a file, else ``None``); it returns where
+            the compiled model reads it from (an :class:`OrtExternalInitializerInfo`,
+            whose bytes it must have written), or ``None`` to keep it in the
+            model. Not with ``external_initializers_file_path``.
         providers: ortcore only: the providers, as ``InferenceSession`` takes
             them (for programs and tests that do not set them on the options).
         provider_options: ortcore only: with ``providers``.
@@ -110,10 +175,13 @@ class ModelCompiler:
                 f"Unable to load from type '{type(input_model_path_or_bytes)}'"
             )
         if get_initializer_location_func is not None:
-            raise InvalidArgument(
-                "ortcore.ModelCompiler does not support get_initializer_location_func; "
-                "use external_initializers_file_path"
-            )
+            if not callable(get_initializer_location_func):
+                raise InvalidArgumentTypeError("get_initializer_location_func must be callable")
+            if external_initializers_file_path:
+                raise InvalidArgument(
+                    "give get_initializer_location_func or external_initializers_file_path, "
+                    "not both"
+                )
         self._options = sess_options or SessionOptions()
         self._model = input_model_path_or_bytes
         self._embed = bool(embed_compiled_data_into_model)
@@ -128,6 +196,7 @@ class ModelCompiler:
         self._manager = plugin_manager
         self._binary_dir: Path | None = None
         self._binary_name = ""
+        self._location_func: LocationFunc | None = get_initializer_location_func
 
     def set_ep_context_binary_information(
         self, output_directory: str | os.PathLike[str], model_name: str
@@ -165,6 +234,7 @@ class ModelCompiler:
         if not out.parent.is_dir():
             raise InvalidArgument(f"open file {str(out)!r} failed: its folder does not exist")
         ctx = self._compile(out.parent, out.stem)
+        self._place_initializers(ctx.proto)
         write_context_files(out.parent, ctx, out)
 
     def compile_to_bytes(self) -> bytes:
@@ -178,14 +248,101 @@ class ModelCompiler:
         """
         folder, stem = self._binary_place()
         ctx = self._compile(folder, stem)
+        self._place_initializers(ctx.proto)
         if folder is not None:
             write_context_files(folder, ctx, None)
         return bytes(ctx.proto.SerializeToString())
 
     def compile_to_stream(self, write_function: Callable[[bytes], Any]) -> None:
         """Compile and hand the model's bytes to ``write_function`` (as
-        :meth:`compile_to_bytes`)."""
-        write_function(self.compile_to_bytes())
+        :meth:`compile_to_bytes`).
+
+        Raises:
+            Fail: ``write_function`` raised (its type and message, as
+                onnxruntime words it; the original is the ``__cause__``).
+        """
+        data = self.compile_to_bytes()
+        try:
+            write_function(data)
+        except Exception as exc:
+            raise Fail(f"{type(exc).__name__}: {exc}") from exc
+
+    def _place_initializers(self, proto: Any) -> None:
+        """Ask ``get_initializer_location_func`` where each initializer goes and
+        point those it places in a file there.
+
+        Raises:
+            Fail: the function raised.
+            InvalidArgumentTypeError: it returned something else than an
+                :class:`OrtExternalInitializerInfo` or ``None``.
+        """
+        func = self._location_func
+        if func is None:
+            return
+        from onnx import TensorProto, numpy_helper
+
+        from .ortvalue import OrtValue
+
+        originals = self._external_infos()
+        for tensor in proto.graph.initializer:
+            if tensor.data_location == TensorProto.EXTERNAL:
+                continue  # placed already (a provider's own file)
+            value = OrtValue.ortvalue_from_numpy(numpy_helper.to_array(tensor))
+            try:
+                place = func(tensor.name, value, originals.get(tensor.name))
+            except Exception as exc:
+                raise Fail(f"{type(exc).__name__}: {exc}") from exc
+            if place is None:
+                continue
+            if not isinstance(place, OrtExternalInitializerInfo):
+                raise InvalidArgumentTypeError(
+                    "get_initializer_location_func must return an OrtExternalInitializerInfo "
+                    f"or None, not {type(place).__name__} (initializer {tensor.name!r})"
+                )
+            for data_field in _DATA_FIELDS:
+                tensor.ClearField(data_field)
+            del tensor.external_data[:]
+            tensor.data_location = TensorProto.EXTERNAL
+            for key, text in (
+                ("location", place.filepath),
+                ("offset", str(place.file_offset)),
+                ("length", str(place.byte_size)),
+            ):
+                entry = tensor.external_data.add()
+                entry.key, entry.value = key, text
+
+    def _external_infos(self) -> dict[str, OrtExternalInitializerInfo]:
+        """The input model's initializers that live in files, by name."""
+        import onnx
+        from onnx import TensorProto
+
+        if isinstance(self._model, bytes):
+            proto = onnx.load_model_from_string(self._model)
+        else:
+            proto = onnx.load(os.fspath(self._model), load_external_data=False)
+        out: dict[str, OrtExternalInitializerInfo] = {}
+        for tensor in proto.graph.initializer:
+            if tensor.data_location != TensorProto.EXTERNAL:
+                continue
+            fields = {e.key: e.value for e in tensor.external_data}
+            if "location" not in fields:
+                continue
+            size = fields.get("length")
+            if size is None:  # the rest of the file
+                where = (
+                    Path(os.fspath(self._model)).parent
+                    if not isinstance(self._model, bytes)
+                    else Path()
+                )
+                try:
+                    length = (where / fields["location"]).stat().st_size
+                except OSError:  # the session built from it would have failed already
+                    continue
+                size = str(length - int(fields.get("offset", 0)))
+            out[tensor.name] = OrtExternalInitializerInfo(
+                fields["location"], int(fields.get("offset", 0)), int(size)
+            )
+        return out
 
     # -- helpers ---------------------------------------------------------------
 
@@ -247,9 +404,18 @@ class ModelCompiler:
         return location
 
 
+_DATA_FIELDS = (
+    "raw_data",
+    "float_data",
+    "int32_data",
+    "string_data",
+    "int64_data",
+    "double_data",
+    "uint64_data",
+)
+
+
 def _info(proto: Any, ep_type: str) -> str | None:
-    if not ep_type:
-        raise InvalidArgument("Invalid argument provided to GetCompatibilityInfoFromModel.")
     for prop in proto.metadata_props:
         if prop.key == COMPATIBILITY_INFO_PREFIX + ep_type:
             return str(prop.value)
@@ -262,29 +428,51 @@ def get_compatibility_info_from_model(
     """The compatibility string a compiled model holds for provider ``ep_type``
     (metadata ``ep_compatibility_info.<ep_type>``), or ``None``.
 
+    Every error is a ``RuntimeError`` too, as onnxruntime raises a plain one.
+
     Raises:
-        NoSuchFile: no such file. InvalidProtobuf: not a model.
-        InvalidArgument: an empty ``ep_type``.
+        InvalidArgumentRuntimeError: an empty ``ep_type``.
+        NoSuchFileRuntimeError: no such file.
+        InvalidProtobufRuntimeError: not a model.
     """
-    path = Path(os.fspath(model_path))
+    if not ep_type:
+        raise InvalidArgumentRuntimeError(
+            "Invalid argument provided to GetCompatibilityInfoFromModel."
+        )
+    path = os.fspath(model_path)
     try:
-        data = path.read_bytes()
+        if not path:  # not Path(""), which is the current folder
+            raise FileNotFoundError(path)
+        data = Path(path).read_bytes()
     except OSError as exc:
-        raise NoSuchFile(f"Load model {path!s} failed. File doesn't exist") from exc
-    return get_compatibility_info_from_model_bytes(data, ep_type)
+        raise NoSuchFileRuntimeError(f"Load model {path} failed. File doesn't exist") from exc
+    return _info(_parse(data), ep_type)
 
 
 def get_compatibility_info_from_model_bytes(model_data: bytes, ep_type: str) -> str | None:
-    """:func:`get_compatibility_info_from_model` of a model's bytes."""
+    """:func:`get_compatibility_info_from_model` of a model's bytes.
+
+    Raises:
+        InvalidArgumentRuntimeError: empty bytes or an empty ``ep_type``.
+        InvalidProtobufRuntimeError: not a model.
+    """
+    if not model_data or not ep_type:
+        raise InvalidArgumentRuntimeError(
+            "Invalid argument provided to GetCompatibilityInfoFromModelBytes."
+        )
+    return _info(_parse(bytes(model_data)), ep_type)
+
+
+def _parse(data: bytes) -> Any:
     import onnx
     from google.protobuf.message import DecodeError
 
     proto = onnx.ModelProto()
     try:
-        proto.ParseFromString(bytes(model_data))
+        proto.ParseFromString(data)
     except (DecodeError, ValueError) as exc:
-        raise InvalidProtobuf("Protobuf parsing failed.") from exc
-    return _info(proto, ep_type)
+        raise InvalidProtobufRuntimeError("Protobuf parsing failed.") from exc
+    return proto
 
 
 def get_model_compatibility_for_ep_devices(
@@ -305,13 +493,19 @@ def get_model_compatibility_for_ep_devices(
     Raises:
         InvalidArgumentRuntimeError: no devices, devices of several
             providers, or something that is not an ``OrtEpDevice``.
+        InvalidArgumentTypeError: ``compatibility_info`` is not a string.
         EPFail: the provider could not be created or its judgement raised.
     """
     from ep_sdk import ExecutionProvider
 
     from .ep_devices import OrtEpDevice
-    from .errors import EPFail, InvalidArgumentRuntimeError
+    from .errors import EPFail
 
+    if not isinstance(compatibility_info, str):
+        raise InvalidArgumentTypeError(
+            "get_model_compatibility_for_ep_devices: compatibility_info must be a str, "
+            f"got {type(compatibility_info).__name__}"
+        )
     devices = list(ep_devices)
     if not devices or not all(isinstance(d, OrtEpDevice) for d in devices):
         raise InvalidArgumentRuntimeError(

@@ -31,6 +31,7 @@ from .plugins import PluginManager, ProviderEntry, default_manager, describe_err
 __all__ = [
     "OrtEpAssignedNode",
     "OrtEpAssignedSubgraph",
+    "OrtDeviceEpIncompatibilityReason",
     "OrtEpDevice",
     "OrtExecutionProviderDevicePolicy",
     "OrtHardwareDevice",
@@ -40,6 +41,8 @@ __all__ = [
     "device_errors",
     "devices_of",
     "get_ep_devices",
+    "get_hardware_device_ep_incompatibility_details",
+    "get_hardware_devices",
 ]
 
 log = logging.getLogger("ortcore.plugins")
@@ -67,6 +70,18 @@ class OrtExecutionProviderDevicePolicy(OrtIntEnum):
     MAX_PERFORMANCE = 4
     MAX_EFFICIENCY = 5
     MIN_OVERALL_POWER = 6
+
+
+class OrtDeviceEpIncompatibilityReason(OrtIntEnum):
+    """Why a provider cannot use a hardware device: bits of the
+    ``reasons_bitmask`` :func:`get_hardware_device_ep_incompatibility_details`
+    answers (onnxruntime's numbers)."""
+
+    NONE = 0
+    DRIVER_INCOMPATIBLE = 1
+    DEVICE_INCOMPATIBLE = 2
+    MISSING_DEPENDENCY = 4
+    UNKNOWN = -2147483648
 
 
 def _no_constructor(cls: type) -> NoReturn:
@@ -239,6 +254,74 @@ def get_ep_devices(manager: PluginManager | None = None) -> list[OrtEpDevice]:
     for entry in (manager or default_manager()).available():
         out.extend(devices_of(entry))
     return out
+
+
+def _hw_key(hw: HardwareDevice) -> tuple[int, str, int, int]:
+    # The metadata is left out: two providers describing one CPU may list
+    # different details of it.
+    return (int(hw.type), hw.vendor, hw.vendor_id, hw.device_id)
+
+
+def get_hardware_devices(manager: PluginManager | None = None) -> list[OrtHardwareDevice]:
+    """The hardware the available providers run on, each device once
+    (onnxruntime's ``get_hardware_devices``): the :attr:`OrtEpDevice.device`
+    objects of :func:`get_ep_devices`, in its order, without repeats."""
+    seen: set[tuple[int, str, int, int]] = set()
+    out: list[OrtHardwareDevice] = []
+    for ep_device in get_ep_devices(manager):
+        key = _hw_key(ep_device.device._hw)
+        if key not in seen:
+            seen.add(key)
+            out.append(ep_device.device)
+    return out
+
+
+def get_hardware_device_ep_incompatibility_details(
+    ep_name: str, device: OrtHardwareDevice, manager: PluginManager | None = None
+) -> dict[str, Any]:
+    """Whether provider ``ep_name`` can use ``device`` (onnxruntime's
+    ``get_hardware_device_ep_incompatibility_details``): a dict with
+    ``reasons_bitmask`` (:class:`OrtDeviceEpIncompatibilityReason` bits, 0
+    when it can), ``notes`` (a sentence, or ``None``) and ``error_code``
+    (always 0: ortcore's providers have no codes of their own).
+
+    A provider that lists the device among its :func:`get_ep_devices` can
+    use it; an installed provider that is unavailable on this machine
+    answers ``MISSING_DEPENDENCY`` with its reason; any other device is
+    ``DEVICE_INCOMPATIBLE``.
+
+    Raises:
+        TypeError: ``device`` is not an :class:`OrtHardwareDevice`.
+        InvalidArgument: no provider is installed under ``ep_name``
+            (onnxruntime's words).
+    """
+    if not isinstance(device, OrtHardwareDevice):
+        raise TypeError(
+            "get_hardware_device_ep_incompatibility_details: device must be an "
+            f"OrtHardwareDevice, got {type(device).__name__}"
+        )
+    manager = manager or default_manager()
+    name = str(ep_name)
+    try:
+        entry = manager.resolve(name, available=False) if name else None
+    except InvalidArgument:
+        entry = None
+    if entry is None:
+        raise InvalidArgument(f"No valid factory found for execution provider '{name}'.")
+    if not entry.available:
+        return {
+            "reasons_bitmask": int(OrtDeviceEpIncompatibilityReason.MISSING_DEPENDENCY),
+            "notes": f"{entry.name} is unavailable on this machine: {entry.reason}",
+            "error_code": 0,
+        }
+    key = _hw_key(device._hw)
+    if any(_hw_key(d.device._hw) == key for d in devices_of(entry)):
+        return {"reasons_bitmask": 0, "notes": None, "error_code": 0}
+    return {
+        "reasons_bitmask": int(OrtDeviceEpIncompatibilityReason.DEVICE_INCOMPATIBLE),
+        "notes": f"{entry.name} does not run on this {device.type.name} device",
+        "error_code": 0,
+    }
 
 
 class OrtEpAssignedNode:

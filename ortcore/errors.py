@@ -28,6 +28,8 @@ __all__ = [
     "InvalidArgument",
     "InvalidArgumentRuntimeError",
     "InvalidArgumentTypeError",
+    "InvalidProtobufRuntimeError",
+    "NoSuchFileRuntimeError",
     "InvalidGraph",
     "InvalidProtobuf",
     "ModelLoadCanceled",
@@ -94,6 +96,16 @@ class InvalidArgumentRuntimeError(InvalidArgument, RuntimeError):
     unknown session or run config key, an unknown provider given to
     ``set_providers``, a name IO binding cannot find, a size mismatch in
     ``OrtValue.update_inplace``."""
+
+
+class NoSuchFileRuntimeError(NoSuchFile, RuntimeError):
+    """A missing file where onnxruntime raises a plain ``RuntimeError``
+    (``get_compatibility_info_from_model`` of a path that does not exist)."""
+
+
+class InvalidProtobufRuntimeError(InvalidProtobuf, RuntimeError):
+    """Unreadable model bytes where onnxruntime raises a plain ``RuntimeError``
+    (``get_compatibility_info_from_model_bytes``)."""
 
 
 class InvalidArgumentTypeError(InvalidArgument, TypeError):

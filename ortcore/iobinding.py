@@ -20,8 +20,10 @@ import numpy as np
 
 from ep_sdk import Device
 
+from .devices import OrtDevice
 from .errors import InvalidArgument, InvalidArgumentRuntimeError
 from .lora import warn_ignored
+from .native_session import NativeSession
 from .ortvalue import OrtValue, OrtValueVector, device_of, numpy_dtype
 
 if TYPE_CHECKING:
@@ -94,6 +96,10 @@ class IOBinding:
     """
 
     def __init__(self, session: BindingSession) -> None:
+        # onnxruntime's SessionIOBinding(sess._sess) binds to the native layer's
+        # session object: bind to the ortcore session it stands for.
+        if isinstance(session, NativeSession):
+            session = session.session
         self._session = session
         self._inputs: dict[str, OrtValue] = {}
         self._outputs: dict[str, tuple[Device, OrtValue | None]] = {}
@@ -115,11 +121,17 @@ class IOBinding:
         buffer_ptr: int | None = None,
     ) -> None:
         """Bind input ``name`` to memory at ``buffer_ptr`` (host memory), or to an
-        :class:`OrtValue` given in place of ``device_type``."""
+        :class:`OrtValue` given in place of ``device_type``. An :class:`OrtDevice`
+        in place of ``device_type`` takes onnxruntime's native-layer arguments,
+        ``(name, device, element_type, shape, buffer_ptr)``."""
         if isinstance(device_type, OrtValue):
             self.bind_ortvalue_input(name, device_type)
             return
-        device = device_of(device_type, device_id)
+        if isinstance(device_type, OrtDevice):
+            device = device_type.to_device()
+            element_type, shape, buffer_ptr = device_id, element_type, shape  # type: ignore[assignment]
+        else:
+            device = device_of(device_type, device_id)
         if buffer_ptr is None or element_type is None or shape is None:
             raise InvalidArgument(
                 f"bind_input({name!r}): give element_type, shape and buffer_ptr, or an OrtValue"
@@ -152,13 +164,20 @@ class IOBinding:
         buffer_ptr: int | None = None,
     ) -> None:
         """Bind output ``name``: produced on ``device_type`` (the host by default),
-        or written into host memory at ``buffer_ptr``."""
+        or written into host memory at ``buffer_ptr``. An :class:`OrtDevice` in
+        place of ``device_type`` takes onnxruntime's native-layer arguments,
+        ``(name, device)`` or ``(name, device, element_type, shape, buffer_ptr)``."""
         if isinstance(device_type, OrtValue):
             self.bind_ortvalue_output(name, device_type)
             return
         with _as_runtime_error():
             self._session.check_output_name(name)
-        device = device_of(device_type, device_id)
+        if isinstance(device_type, OrtDevice):
+            device = device_type.to_device()
+            if element_type is not None:  # the native call's element type, shape, pointer
+                element_type, shape, buffer_ptr = device_id, element_type, shape  # type: ignore[assignment]
+        else:
+            device = device_of(device_type, device_id)
         if buffer_ptr is None:
             self._outputs[name] = (device, None)
             return

@@ -201,6 +201,16 @@ class OrtValue:
 
     # -- onnxruntime API ---------------------------------------------------
 
+    def _get_c_value(self) -> OrtValue:
+        """The native-layer value onnxruntime's Python ``OrtValue`` wraps: ortcore's
+        OrtValue is its own native value, so this is the value itself."""
+        return self
+
+    @property
+    def _ortvalue(self) -> OrtValue:
+        """onnxruntime's attribute for :meth:`_get_c_value`: the value itself."""
+        return self
+
     def numpy(self) -> np.ndarray:
         """The tensor as a numpy array (a copy to the host for device values)."""
         if self._sparse is not None:

@@ -36,6 +36,7 @@ from .loading import (
     tensor_limit,
 )
 from .lora import with_adapters
+from .native_session import NativeSession
 from .optimized_model import EXTERNAL_INITIALIZERS_FILE as EXTERNAL_INITIALIZERS_FILE  # moved
 from .optimized_model import EXTERNAL_INITIALIZERS_MIN_SIZE as EXTERNAL_INITIALIZERS_MIN_SIZE
 from .options import RunOptions, SessionOptions
@@ -220,6 +221,13 @@ class InferenceSession(SessionBuild, SessionDeviceInfo):
     def get_session_options(self) -> SessionOptions:
         """The options the session was created with."""
         return self._sess_options
+
+    @property
+    def _sess(self) -> NativeSession:
+        """This session with the calls of onnxruntime's native layer, where
+        onnxruntime keeps its C extension's session (``sess._sess.run_with_ort_values``,
+        ``SessionIOBinding(sess._sess)``): see :mod:`ortcore.native_session`."""
+        return NativeSession(self)
 
     def get_partition(self) -> Partition:
         """Where each node runs and why other providers declined it."""

@@ -7,6 +7,7 @@ optimized and planned. The session's public methods are in
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -48,6 +49,8 @@ from .saved_session import SavedSession, check_saved, find_saved, saves_sessions
 from .selection import selection_key
 
 __all__ = ["SessionBuild"]
+
+_log = logging.getLogger("ortcore.session")
 
 
 class SessionBuild:
@@ -171,8 +174,17 @@ class SessionBuild:
         self._feeds = FeedValidator(self._input_values, self._overridable, self._map_types)
         self._runner = PlanRunner(self._sess_options, self._profiler, self._max_tensor_bytes)
         self._runner.use_providers(self._providers)
+        t_end = time.perf_counter_ns()
         if self._profiler is not None:
-            self._profiler.session_event("session_initialization", t_start, time.perf_counter_ns())
+            self._profiler.session_event("session_initialization", t_start, t_end)
+        # onnxruntime logs its session initialization at verbose severity: a
+        # callback or handler set for that level sees ortcore's too.
+        _log.debug(
+            "session initialized in %.3f ms: %d nodes on %s",
+            (t_end - t_start) / 1e6,
+            len(model.graph),
+            ", ".join(p.name for p in self._providers),
+        )
 
     def _check_external_data(self) -> None:
         """Refuse a session whose mapped external data changed while it was

@@ -32,6 +32,15 @@ class OrtSparseFormat(OrtIntEnum):
     ORT_SPARSE_BLOCK_SPARSE = 4
 
 
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A view of ``array`` that cannot be written through, as onnxruntime hands
+    out a sparse tensor's buffers: the tensor shares them (with the arrays it
+    was made from), so a write would change it behind its back."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
 class _CooView:
     """COO indices of a sparse tensor (``as_coo_view()``)."""
 
@@ -39,8 +48,8 @@ class _CooView:
         self._indices = indices
 
     def indices(self) -> np.ndarray:
-        """The COO indices: linear (1-D) or coordinates (2-D)."""
-        return self._indices
+        """The COO indices: linear (1-D) or coordinates (2-D); read-only."""
+        return _read_only(self._indices)
 
 
 class _CsrView:
@@ -50,12 +59,12 @@ class _CsrView:
         self._inner, self._outer = inner, outer
 
     def inner(self) -> np.ndarray:
-        """Column index of each value."""
-        return self._inner
+        """Column index of each value; read-only."""
+        return _read_only(self._inner)
 
     def outer(self) -> np.ndarray:
-        """Row start offsets (rows + 1 entries)."""
-        return self._outer
+        """Row start offsets (rows + 1 entries); read-only."""
+        return _read_only(self._outer)
 
 
 class SparseTensor:
@@ -131,8 +140,11 @@ class SparseTensor:
         return cls(shape, values, OrtSparseFormat.ORT_SPARSE_CSRC, (inner, outer))
 
     def values(self) -> np.ndarray:
-        """The non-zero values."""
-        return self._values
+        """The non-zero values: a read-only view of numbers (the tensor's own
+        buffer, as onnxruntime gives it); strings as a copy."""
+        if self._values.dtype.kind in "UO":
+            return self._values.copy()
+        return _read_only(self._values)
 
     def as_coo_view(self) -> _CooView:
         """The COO indices (``.indices()``).

@@ -175,6 +175,10 @@ class _ExternalRef:
     length: int | None
 
 
+# onnxruntime's words for a location it refuses, which programs may match on.
+_VALIDATION_FAILED = "External data path validation failed for initializer: "
+
+
 def _external_ref(where: str, t: onnx.TensorProto) -> _ExternalRef:
     """Parse ``t.external_data`` (unknown keys are ignored, as onnx does)."""
     entries = {e.key: e.value for e in t.external_data}
@@ -298,8 +302,8 @@ def check_external_data(
         location = ref.location
         if os.path.isabs(location) or Path(location).is_absolute():
             raise InvalidArgument(
-                f"external data path {location!r} of tensor {t.name!r} is absolute; "
-                "only paths inside the model's folder are allowed"
+                f"{_VALIDATION_FAILED}{t.name}. Error: external data path {location!r} "
+                "is absolute; only paths inside the model's folder are allowed"
             )
         try:
             target = (base / location).resolve()
@@ -311,8 +315,8 @@ def check_external_data(
         outside = all(root != target and root not in target.parents for root in allowed)
         if lexical == os.pardir or lexical.startswith(os.pardir + os.sep) or outside:
             raise InvalidArgument(
-                f"external data path {location!r} of tensor {t.name!r} escapes the "
-                f"model's folder {str(base)!r}"
+                f"{_VALIDATION_FAILED}{t.name}. Error: external data path {location!r} "
+                f"escapes the model's folder {str(base)!r}"
             )
         if target not in sizes:
             if not target.is_file():

@@ -27,6 +27,7 @@ from ..compat_api import (
 )
 from ..compile_api import (
     OrtCompileApiFlags,
+    OrtExternalInitializerInfo,
     get_compatibility_info_from_model,
     get_compatibility_info_from_model_bytes,
     get_model_compatibility_for_ep_devices,
@@ -42,6 +43,7 @@ from ..devices import (
     OrtMemType,
 )
 from ..ep_devices import (
+    OrtDeviceEpIncompatibilityReason,
     OrtEpAssignedNode,
     OrtEpAssignedSubgraph,
     OrtEpDevice,
@@ -49,6 +51,8 @@ from ..ep_devices import (
     OrtHardwareDevice,
     OrtHardwareDeviceType,
     get_ep_devices,
+    get_hardware_device_ep_incompatibility_details,
+    get_hardware_devices,
 )
 from ..ep_library import (
     register_execution_provider_library,
@@ -135,10 +139,12 @@ __all__ = [
     "OrtCompileApiFlags",
     "OrtCompiledModelCompatibility",
     "OrtDevice",
+    "OrtDeviceEpIncompatibilityReason",
     "OrtEpAssignedNode",
     "OrtEpAssignedSubgraph",
     "OrtEpDevice",
     "OrtExecutionProviderDevicePolicy",
+    "OrtExternalInitializerInfo",
     "OrtHardwareDevice",
     "OrtHardwareDeviceType",
     "OrtDeviceMemoryType",
@@ -166,6 +172,8 @@ __all__ = [
     "get_compatibility_info_from_model_bytes",
     "get_model_compatibility_for_ep_devices",
     "get_ep_devices",
+    "get_hardware_device_ep_incompatibility_details",
+    "get_hardware_devices",
     "get_version_string",
     "has_collective_ops",
     "kNextPowerOfTwo",
