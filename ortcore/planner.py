@@ -131,8 +131,9 @@ def _in_order(nodes: Sequence[ir.Node]) -> bool:
     members = set(nodes)
     seen: set[ir.Node] = set()
     for n in nodes:
-        for v in node_reads(n):
-            p = v.producer()
+        # a node without attributes holds no subgraph: it reads its inputs only
+        for v in node_reads(n) if n.attributes else n.inputs:
+            p = v.producer() if v is not None else None
             if p is not None and p not in seen and p in members:
                 return False
         seen.add(n)
