@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import onnx_ir as ir
@@ -35,7 +35,14 @@ from .cache import SOURCES, CompiledCache, compile_with_cache
 from .epcontext import ContextGroup, load_context_group
 from .errors import EPFail, InvalidGraph, OrtcoreError, StaleSavedSession
 from .executor import Plan, Step, StepInfo, SubgraphPlan, attach_releases, failure_at
-from .nodeinfo import implicit_inputs, make_node_info, node_reads, outer_values, registry_of
+from .nodeinfo import (
+    implicit_inputs,
+    make_node_info,
+    node_reads,
+    outer_values,
+    registry_of,
+    static_shape,
+)
 from .param_checks import checked, checked_group, pending_checks
 from .partition import NO_REASONS, PartitionResult, partition_graph
 
@@ -124,8 +131,9 @@ def _in_order(nodes: Sequence[ir.Node]) -> bool:
     members = set(nodes)
     seen: set[ir.Node] = set()
     for n in nodes:
-        for v in node_reads(n):
-            p = v.producer()
+        # a node without attributes holds no subgraph: it reads its inputs only
+        for v in node_reads(n) if n.attributes else n.inputs:
+            p = v.producer() if v is not None else None
             if p is not None and p not in seen and p in members:
                 return False
         seen.add(n)
@@ -326,31 +334,43 @@ class _PlanBuilder:
         self.part = part
         self.path = path
         self.template: list[Any] = [None]  # slot 0: always None (omitted inputs)
-        self.slot: dict[tuple[ir.Value, Device], int] = {}
+        # device -> value -> the slot holding the value there
+        self.slot: dict[Device, dict[ir.Value, int]] = {}
         self.home: dict[ir.Value, Device] = {}
         self.steps: list[Step] = []
         self.copies: list[StepInfo] = []
         self.records: list[NodeRecord] = []
+        # node kind (node_kind) -> its kernel and a NodeInfo of its kind
+        self.kinds: dict[tuple[Any, ...], tuple[Any, NodeInfo]] = {}
+        # id(shape) -> (shape, its static dims); the shape kept so its id stays its own
+        self.dims: dict[int, tuple[Any, tuple[int | None, ...] | None]] = {}
+
+    def slots_on(self, device: Device) -> dict[ir.Value, int]:
+        """Value -> slot, of the values held on ``device``."""
+        on = self.slot.get(device)
+        if on is None:
+            on = self.slot[device] = {}
+        return on
 
     def new_slot(self, value: ir.Value, device: Device, content: Any = None) -> int:
         idx = len(self.template)
         self.template.append(content)
-        self.slot[(value, device)] = idx
+        self.slots_on(device)[value] = idx
         return idx
 
     def read(self, value: ir.Value | None, device: Device) -> int:
         """Slot holding ``value`` on ``device``, inserting a copy if needed."""
         if value is None:
             return 0
-        key = (value, device)
-        if key in self.slot:
-            return self.slot[key]
+        idx = self.slots_on(device).get(value)
+        if idx is not None:
+            return idx
         home = self.home.get(value)
         if home is None:
             raise InvalidGraph(
                 f"value {value.name!r} is read in graph {self.graph.name!r} but never produced"
             )
-        src = self.slot[(value, home)]
+        src = self.slots_on(home)[value]
         to_host = None if home.is_host else self.planner.provider_for(home).to_host
         from_host = None if device.is_host else self.planner.provider_for(device).from_host
         fn = _copy_fn(to_host, from_host)
@@ -382,7 +402,7 @@ class _PlanBuilder:
             if not where.is_host:
                 self.planner.provider_for(where)  # fails early if nobody owns the device
             self.home[v] = where
-            idx = self.slot.get((v, where))
+            idx = self.slots_on(where).get(v)
             input_slots.append(idx if idx is not None else self.new_slot(v, where))
         for unit in unit_order(list(self.graph), self.part.group_of):
             if isinstance(unit, Claim):
@@ -416,6 +436,60 @@ class _PlanBuilder:
         Args:
             implicit: the node's implicit inputs, if known already.
         """
+        # A node without attributes (so without subgraphs or implicit inputs)
+        # is the same to look up, describe and size-check as any other of its
+        # op with the same input and output types and shapes: a large graph
+        # has few such kinds, and each is worked out once.
+        kind = self.node_kind(node, provider) if not node.attributes else None
+        known = self.kinds.get(kind) if kind is not None else None
+        if known is not None:
+            found, like = known
+            info = NodeInfo(
+                node,
+                opset=like.opset,
+                attrs=like.attrs,
+                input_types=like.input_types,
+                input_shapes=like.input_shapes,
+                output_types=like.output_types,
+                output_shapes=like.output_shapes,
+                provider=provider,
+            )
+        else:
+            found, info = self.describe_node(node, provider, implicit)
+            if kind is not None:
+                # a copy of the attributes: the builder may change its info's
+                self.kinds[kind] = (found, _copy_info(info))
+        # Checks of its parameters that static shapes leave open run before
+        # the kernel on every run; a node decided at load runs it bare.
+        pending = pending_checks(node, self.planner.opsets, info.attrs)
+        try:
+            fn = found.builder(info)
+        except OrtcoreError:
+            raise
+        except Exception as exc:
+            raise InvalidGraph(
+                f"Building the {provider.name} kernel for {info.describe()} failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if pending is not None:
+            step = StepInfo("node", node.op_type, node.name or "", provider.name)
+            fn = checked(fn, pending, node, info.attrs, found.context, lambda: failure_at(step))
+        self.planner._kernels[node] = (found, fn)
+        return found, fn
+
+    def describe_node(
+        self,
+        node: ir.Node,
+        provider: ExecutionProvider,
+        implicit: Sequence[ir.Value] | None = None,
+    ) -> tuple[Any, NodeInfo]:
+        """The node's kernel in its provider's registry and its NodeInfo,
+        its outputs' static sizes checked.
+
+        Raises:
+            EPFail: the provider has no kernel for it.
+            InvalidGraph: an output is statically too large.
+        """
         registry = self.planner.registry(provider)
         found = (
             registry.lookup_node(node, self.planner.opsets)
@@ -437,23 +511,32 @@ class _PlanBuilder:
             implicit=implicit,
         )
         self.check_output_sizes(node, info)
-        # Checks of its parameters that static shapes leave open run before
-        # the kernel on every run; a node decided at load runs it bare.
-        pending = pending_checks(node, self.planner.opsets, info.attrs)
-        try:
-            fn = found.builder(info)
-        except OrtcoreError:
-            raise
-        except Exception as exc:
-            raise InvalidGraph(
-                f"Building the {provider.name} kernel for {info.describe()} failed: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        if pending is not None:
-            step = StepInfo("node", node.op_type, node.name or "", provider.name)
-            fn = checked(fn, pending, node, info.attrs, found.context, lambda: failure_at(step))
-        self.planner._kernels[node] = (found, fn)
-        return found, fn
+        return found, info
+
+    def node_kind(self, node: ir.Node, provider: ExecutionProvider) -> tuple[Any, ...]:
+        """What the lookup, the NodeInfo (bar the node) and the size check of
+        a node without attributes depend on: provider, op, domain, and each
+        input's and output's element type and static shape."""
+        dims = self.dims
+        kind: list[Any] = [id(provider), node.op_type, node.domain]
+        for v in node.inputs:
+            if v is None:
+                kind.append(None)
+                continue
+            shape = v.shape
+            # a pass changes no shape: each shape object's dims are read once
+            known = dims.get(id(shape))
+            if known is None:
+                known = dims[id(shape)] = (shape, static_shape(v))
+            kind += (v.dtype, known[1])
+        kind.append(...)  # inputs end here
+        for v in node.outputs:
+            shape = v.shape
+            known = dims.get(id(shape))
+            if known is None:
+                known = dims[id(shape)] = (shape, static_shape(v))
+            kind += (v.dtype, known[1])
+        return tuple(kind)
 
     def sub_path(self, node: ir.Node) -> str:
         """Where the subgraphs of ``node`` are, for their records."""
@@ -503,15 +586,27 @@ class _PlanBuilder:
                 for i, v in enumerate(node.inputs)
             ]
         else:  # most kernels: every input on the provider's device
-            in_slots = [self.read(v, device) for v in node.inputs]
+            # a slot is never 0 but for an omitted input, which read() gives
+            on = cast("dict[ir.Value | None, int]", self.slots_on(device))
+            read = self.read
+            in_slots = [on.get(v) or read(v, device) for v in node.inputs]
         if implicit:
             in_slots += [self.read(v, device) for v in implicit]
         out_slots = []
         out_host = found.output_memory
-        for i, v in enumerate(node.outputs):
-            where = HOST_DEVICE if out_host and out_host.get(i) == "host" else device
-            self.home[v] = where
-            out_slots.append(self.new_slot(v, where))
+        if out_host:
+            for i, v in enumerate(node.outputs):
+                where = HOST_DEVICE if out_host.get(i) == "host" else device
+                self.home[v] = where
+                out_slots.append(self.new_slot(v, where))
+        else:  # most kernels: every output on the provider's device (new_slot inline)
+            slots = self.slots_on(device)
+            home, template = self.home, self.template
+            for v in node.outputs:
+                home[v] = device
+                slots[v] = idx = len(template)
+                template.append(None)
+                out_slots.append(idx)
         step_info = StepInfo("node", node.op_type, node.name or "", provider.name)
         self.steps.append(Step(fn, tuple(in_slots), tuple(out_slots), (), found.context, step_info))
         self.records.append(
@@ -597,6 +692,21 @@ class _PlanBuilder:
     def finish(self, keep: set[int]) -> list[Step]:
         """Attach release lists: each slot is dropped after its last reader."""
         return attach_releases(self.steps, keep)
+
+
+def _copy_info(info: NodeInfo) -> NodeInfo:
+    """``info`` with an attribute dict of its own (a builder may change the one it got)."""
+    return NodeInfo(
+        info.node,
+        opset=info.opset,
+        attrs=info.attrs,
+        input_types=info.input_types,
+        input_shapes=info.input_shapes,
+        output_types=info.output_types,
+        output_shapes=info.output_shapes,
+        implicit_inputs=info.implicit_inputs,
+        provider=info.provider,
+    )
 
 
 def _copy_fn(

@@ -5,15 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx_ir as ir
+import pytest
 from onnx import helper
 
 import ortcore
+from ep_sdk import KernelRegistry, NodeInfo
 from ortcore.cache import CACHE_DIR_KEY, CompiledCache
 from ortcore.executor import Step, StepInfo
 from ortcore.planner import GraphPlanner
 
-from .conftest import fvi, make_model, no_fallback
-from .providers import ClaimingProvider, group_claims
+from .conftest import chain_model, fvi, make_model, no_fallback
+from .providers import ClaimingProvider, MiniProvider, group_claims
 
 
 def _group_model() -> bytes:
@@ -68,3 +71,47 @@ def test_steps_are_named_tuples_that_unpack_as_before() -> None:
     fn, ins, outs, release, wants_context, info = steps[0]
     assert (fn, ins, outs, release, wants_context, info) == tuple(steps[0])
     assert isinstance(info, StepInfo) and info.name == "mul1" and steps[0].inputs == ins
+
+
+def test_nodes_of_one_kind_are_looked_up_once_and_each_gets_its_own_info(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The planner works a node kind (op, types, static shapes) out once: one
+    registry lookup for a chain of alike nodes, yet each builder gets a
+    NodeInfo of its node, whose attributes a builder may change alone."""
+    registry = KernelRegistry()
+    attrs_seen: list[dict[str, object]] = []
+    names: list[str] = []
+
+    @registry.kernel("Neg")
+    def neg(info: NodeInfo) -> object:
+        names.append(info.name)
+        attrs_seen.append(dict(info.attrs))
+        info.attrs["changed_by_builder"] = True
+        assert info.input_shapes == ((2, 3),) and info.output_types == (ir.DataType.FLOAT,)
+        return lambda x: (-x,)
+
+    @registry.kernel("Relu")
+    def relu(info: NodeInfo) -> object:
+        names.append(info.name)
+        return lambda x: (np.maximum(x, 0),)
+
+    looked_up: list[str] = []
+    lookup_node = registry.lookup_node
+
+    def counting(node: ir.Node, opsets: object) -> object:
+        looked_up.append(node.name or "")
+        return lookup_node(node, opsets)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(registry, "lookup_node", counting)
+    monkeypatch.setattr(MiniProvider, "_registry", registry)
+    ops = ["Neg", "Relu", "Neg", "Neg", "Relu"]
+    so = no_fallback()
+    so.graph_optimization_level = ortcore.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ortcore.InferenceSession(chain_model(ops), so, providers=["mini"])
+    assert looked_up == ["n0_Neg", "n1_Relu"]
+    assert names == [f"n{i}_{op}" for i, op in enumerate(ops)]
+    assert attrs_seen == [{}, {}, {}]
+    x = np.arange(-3, 3, dtype=np.float32).reshape(2, 3)
+    (y,) = sess.run(None, {"x": x})
+    np.testing.assert_array_equal(y, np.maximum(-x, 0))
