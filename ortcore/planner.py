@@ -444,21 +444,12 @@ class _PlanBuilder:
         known = self.kinds.get(kind) if kind is not None else None
         if known is not None:
             found, like = known
-            info = NodeInfo(
-                node,
-                opset=like.opset,
-                attrs=like.attrs,
-                input_types=like.input_types,
-                input_shapes=like.input_shapes,
-                output_types=like.output_types,
-                output_shapes=like.output_shapes,
-                provider=provider,
-            )
+            info = _info_like(like, node)
         else:
             found, info = self.describe_node(node, provider, implicit)
             if kind is not None:
                 # a copy of the attributes: the builder may change its info's
-                self.kinds[kind] = (found, _copy_info(info))
+                self.kinds[kind] = (found, _info_like(info, node))
         # Checks of its parameters that static shapes leave open run before
         # the kernel on every run; a node decided at load runs it bare.
         pending = pending_checks(node, self.planner.opsets, info.attrs)
@@ -694,18 +685,20 @@ class _PlanBuilder:
         return attach_releases(self.steps, keep)
 
 
-def _copy_info(info: NodeInfo) -> NodeInfo:
-    """``info`` with an attribute dict of its own (a builder may change the one it got)."""
+def _info_like(like: NodeInfo, node: ir.Node) -> NodeInfo:
+    """A NodeInfo of ``node`` with what ``like`` (a node of its kind) says
+    about everything else, and an attribute dict of its own (a builder may
+    change the one it got)."""
     return NodeInfo(
-        info.node,
-        opset=info.opset,
-        attrs=info.attrs,
-        input_types=info.input_types,
-        input_shapes=info.input_shapes,
-        output_types=info.output_types,
-        output_shapes=info.output_shapes,
-        implicit_inputs=info.implicit_inputs,
-        provider=info.provider,
+        node,
+        opset=like.opset,
+        attrs=like.attrs,
+        input_types=like.input_types,
+        input_shapes=like.input_shapes,
+        output_types=like.output_types,
+        output_shapes=like.output_shapes,
+        implicit_inputs=like.implicit_inputs,
+        provider=like.provider,
     )
 
 
