@@ -22,6 +22,17 @@ from ..nodeinfo import static_shape
 __all__ = ["attr", "attr_int", "constant", "known_shape", "reshaped"]
 
 
+def is_constant(value: ir.Value | None, overridable: Set[ir.Value]) -> bool:
+    """Whether ``value`` is an initializer no feed may replace (:func:`constant`
+    gives its contents), without reading them."""
+    return (
+        value is not None
+        and value not in overridable
+        and value.is_initializer()
+        and value.const_value is not None
+    )
+
+
 def constant(value: ir.Value | None, overridable: Set[ir.Value]) -> np.ndarray | None:
     """The contents of ``value`` if it is an initializer no feed may replace, else ``None``.
 
@@ -29,14 +40,10 @@ def constant(value: ir.Value | None, overridable: Set[ir.Value]) -> np.ndarray |
         overridable: the initializers a feed may replace (graph inputs that
             also have an initializer); never read.
     """
-    if (
-        value is None
-        or value in overridable
-        or not value.is_initializer()
-        or value.const_value is None
-    ):
+    if value is None or not is_constant(value, overridable):
         return None
-    return np.asarray(constant_array(value.const_value))
+    tensor = value.const_value
+    return None if tensor is None else np.asarray(constant_array(tensor))
 
 
 def known_shape(value: ir.Value | None) -> tuple[int, ...] | None:

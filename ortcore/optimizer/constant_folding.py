@@ -34,7 +34,7 @@ from ep_sdk.terminate import bind_run, unbind_run
 
 from ..errors import EPFail, InvalidArgument
 from ..nodeinfo import make_node_info, registry_of, subgraphs
-from ._common import constant
+from ._common import constant, is_constant
 from ._pass import OptimizerPass, has_op, knows
 
 __all__ = [
@@ -158,10 +158,7 @@ def _may_fold(node: ir.Node, overridable: Set[ir.Value]) -> bool:
     give each): what most nodes fail at once, before anything is read."""
     if node.domain != "" or node.op_type in NONDETERMINISTIC_OPS:
         return False
-    for v in node.inputs:
-        if v is not None and (not v.is_initializer() or v in overridable or v.const_value is None):
-            return False
-    return True
+    return all(v is None or is_constant(v, overridable) for v in node.inputs)
 
 
 def _static_bytes(values: Sequence[ir.Value]) -> int | None:
@@ -188,16 +185,12 @@ def _fold_node(
     ctx: RunContext,
     max_bytes: int,
 ) -> int | None:
-    """Fold one node if it can be, its outputs within ``max_bytes``; return
-    the bytes they hold, or ``None`` if it was not folded."""
-    if node.domain != "" or node.op_type in NONDETERMINISTIC_OPS or subgraphs(node):
+    """Fold one node :func:`_may_fold` accepts if it can be, its outputs
+    within ``max_bytes``; return the bytes they hold, or ``None`` if it was
+    not folded."""
+    if subgraphs(node):
         return None
-    values: list[np.ndarray | None] = []
-    for v in node.inputs:
-        c = constant(v, overridable) if v is not None else None
-        if v is not None and c is None:
-            return None
-        values.append(c)
+    values = [constant(v, overridable) if v is not None else None for v in node.inputs]
     size = _static_bytes(node.outputs)
     if size is None:
         size = _inferred_bytes(node, values, opsets)
