@@ -48,14 +48,19 @@ def schema_types(
 def schema_versions(op_type: str, domain: str = "") -> tuple[int, ...]:
     """Return the opset versions at which the schema of ``op_type`` (in
     ``domain``, ``""`` for ai.onnx) changed."""
-    found = _schema_versions(op_type, domain)
-    if not found:  # not cached: a schema registered later (a custom op's) is found then
-        _schema_versions.cache_clear()
+    found = _VERSIONS.get((op_type, domain))
+    if found is None:
+        found = _walk_versions(op_type, domain)
+        if found:  # an unknown op is asked again: a custom op's schema may come later
+            _VERSIONS[(op_type, domain)] = found
     return found
 
 
-@functools.cache
-def _schema_versions(op_type: str, domain: str) -> tuple[int, ...]:
+_VERSIONS: dict[tuple[str, str], tuple[int, ...]] = {}
+"""(op, domain) -> its schema versions, for the ops onnx knows."""
+
+
+def _walk_versions(op_type: str, domain: str) -> tuple[int, ...]:
     """One op's schema versions, walked down from its newest: a handful of
     lookups. (Walking onnx's whole history table converts some two thousand
     schemas, 25 ms: most of the first session's kernel imports.)"""
