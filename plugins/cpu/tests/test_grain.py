@@ -15,6 +15,7 @@ from ortcore_cpu.kernels import _common as K
 @pytest.fixture(autouse=True)
 def _fresh(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(K, "_grain", 0)
+    monkeypatch.setattr(K, "_fixed", -1)  # the environment read again
     monkeypatch.delenv(K.GRAIN_ENV, raising=False)
 
 

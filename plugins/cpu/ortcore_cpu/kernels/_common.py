@@ -165,6 +165,16 @@ _MAX_GRAIN = _BASE_GRAIN << 3
 GRAIN_ENV = "ORTCORE_CPU_GRAIN"
 """Environment variable: a fixed grain (elements) instead of the measured one."""
 _grain = 0  # measured at the first call that could use more than one thread
+_fixed = -1  # the grain ORTCORE_CPU_GRAIN sets (0: none), read once; -1: not read yet
+
+
+def _fixed_grain() -> int:
+    """The grain the environment sets, 0 if none (read on the first call)."""
+    global _fixed
+    if _fixed < 0:
+        text = os.environ.get(GRAIN_ENV, "").strip()
+        _fixed = int(text) if text.isdigit() and int(text) > 0 else 0
+    return _fixed
 
 
 def grain() -> int:
@@ -183,9 +193,8 @@ def grain() -> int:
     global _grain
     if _grain:
         return _grain
-    fixed = os.environ.get(GRAIN_ENV, "").strip()
-    if fixed.isdigit() and int(fixed) > 0:
-        _grain = int(fixed)
+    if _fixed_grain():
+        _grain = _fixed_grain()
         return _grain
     import statistics  # here: it loads fractions and decimal, 3 ms of a cold start
 
@@ -214,7 +223,7 @@ def threads_for(work: int, threads: int) -> int:
         return 1
     g = _grain
     if not g:
-        if work < _BASE_GRAIN and not os.environ.get(GRAIN_ENV, "").strip():
+        if work < _BASE_GRAIN and not _fixed_grain():
             # Below any measured grain: no need to measure one yet (it starts
             # an OpenMP thread, milliseconds of a small model's first run).
             return 1
